@@ -1,0 +1,21 @@
+//! servesim's simulation library: a deterministic discrete-event simulator of
+//! LLM serving fleets. See DESIGN.md for the map of modules.
+
+pub mod catalog;
+pub mod cluster;
+pub mod cost;
+pub mod engine;
+pub mod kv;
+pub mod memory;
+pub mod metrics;
+pub mod output;
+pub mod replica;
+pub mod request;
+pub mod rng;
+pub mod scenario;
+pub mod simulation;
+pub mod time;
+pub mod workload;
+
+pub use scenario::{Scenario, ScenarioError};
+pub use simulation::{RunResult, Simulation};

@@ -1,0 +1,294 @@
+//! What a run reports: per-request records, the summary (latency percentiles,
+//! throughput, goodput and SLO attainment, batching and KV use), and the
+//! per-replica time series.
+
+use crate::request::{RejectReason, Request, Status};
+use crate::time::{nanos_to_ms, Nanos, SimTime};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Percentile summary of one latency, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Dist {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
+/// Fan type 7).
+fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let pos = q * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+impl Dist {
+    /// Summarizes unweighted samples (ms).
+    pub fn of(mut v: Vec<f64>) -> Dist {
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_by(f64::total_cmp);
+        Dist {
+            count: v.len() as u64,
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: quantile_sorted(&v, 0.50),
+            p90: quantile_sorted(&v, 0.90),
+            p95: quantile_sorted(&v, 0.95),
+            p99: quantile_sorted(&v, 0.99),
+            max: v[v.len() - 1],
+        }
+    }
+
+    /// Summarizes (value ns, weight) samples: inter-token latencies come one
+    /// value per iteration, shared by every sequence that decoded in it.
+    /// Quantiles are the smallest value whose cumulative weight reaches q.
+    pub fn of_weighted(mut v: Vec<(Nanos, u32)>) -> Dist {
+        v.retain(|&(_, w)| w > 0);
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_unstable();
+        let total: u64 = v.iter().map(|&(_, w)| w as u64).sum();
+        let sum: f64 = v.iter().map(|&(x, w)| x as f64 * w as f64).sum();
+        let q = |q: f64| -> f64 {
+            let target = (q * total as f64).ceil().max(1.0) as u64;
+            let mut acc = 0u64;
+            for &(x, w) in &v {
+                acc += w as u64;
+                if acc >= target {
+                    return nanos_to_ms(x);
+                }
+            }
+            nanos_to_ms(v[v.len() - 1].0)
+        };
+        Dist {
+            count: total,
+            mean: sum / total as f64 / 1e6,
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            max: nanos_to_ms(v[v.len() - 1].0),
+        }
+    }
+}
+
+/// Request counts by outcome.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Counts {
+    pub arrived: u64,
+    pub completed: u64,
+    pub rejected: u64,
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    pub in_flight: u64,
+}
+
+/// Latency distributions, ms.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    pub queue_wait_ms: Dist,
+    pub ttft_ms: Dist,
+    pub tpot_ms: Dist,
+    pub itl_ms: Dist,
+    pub e2e_ms: Dist,
+}
+
+/// Throughput over the run's duration (first arrival at t = 0 to the end).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Throughput {
+    pub requests_per_s: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub output_tokens_per_s_per_gpu: f64,
+    pub requests_per_s_per_gpu: f64,
+}
+
+/// SLO attainment and goodput (DistServe, Zhong et al. OSDI'24: requests per
+/// second that meet every latency target).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SloReport {
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    /// Share of ended requests (completed + rejected) meeting both targets;
+    /// a rejection counts as a miss.
+    pub attainment: f64,
+    pub ttft_attainment: f64,
+    pub tpot_attainment: f64,
+    pub goodput_rps: f64,
+    pub goodput_rps_per_gpu: f64,
+}
+
+/// Batching and memory behaviour.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct EngineReport {
+    pub iterations: u64,
+    /// Mean sequences per iteration.
+    pub mean_batch_size: f64,
+    /// Mean tokens per iteration.
+    pub mean_batch_tokens: f64,
+    /// Mean fraction of time replicas were running an iteration.
+    pub busy_fraction: f64,
+    /// Time-weighted mean of KV blocks used / total, over replicas and the run.
+    pub kv_util_mean: f64,
+    /// Highest KV use reached on any replica.
+    pub kv_util_max: f64,
+    pub preemptions: u64,
+    pub preempted_requests: u64,
+}
+
+/// The summary of one run (`summary.json`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Summary {
+    pub scenario: String,
+    pub seed: u64,
+    pub cost_source: String,
+    pub model: String,
+    pub hardware: String,
+    pub replicas: u32,
+    pub tensor_parallel: u32,
+    pub gpus: u32,
+    pub router: String,
+    pub kv_blocks_per_replica: u64,
+    pub block_size: u32,
+    /// Simulated seconds from t = 0 to the end of the run.
+    pub duration_s: f64,
+    pub counts: Counts,
+    pub latency: Latency,
+    pub throughput: Throughput,
+    pub slo: Option<SloReport>,
+    pub engine: EngineReport,
+    pub events: u64,
+}
+
+/// One sample of the per-replica time series.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeseriesRow {
+    pub time: SimTime,
+    pub replica: u32,
+    pub waiting: u32,
+    pub running: u32,
+    pub kv_blocks_used: u64,
+    pub kv_blocks_total: u64,
+}
+
+/// Fills the request-derived parts of a summary.
+pub fn summarize_requests(
+    reqs: &[Request],
+    itl_samples: Vec<(Nanos, u32)>,
+    duration: SimTime,
+    gpus: u32,
+    slo: Option<(f64, f64)>,
+    s: &mut Summary,
+) {
+    let mut counts = Counts {
+        arrived: reqs.len() as u64,
+        ..Counts::default()
+    };
+    let (mut ttft, mut tpot, mut e2e, mut wait) = (vec![], vec![], vec![], vec![]);
+    let (mut in_tok, mut out_tok) = (0u64, 0u64);
+    let (mut good, mut ttft_ok, mut tpot_ok) = (0u64, 0u64, 0u64);
+    for r in reqs {
+        match r.status {
+            Status::Completed => {
+                counts.completed += 1;
+                in_tok += r.prompt_tokens as u64;
+                out_tok += r.generated as u64;
+                let t = nanos_to_ms(r.ttft().unwrap_or(0));
+                ttft.push(t);
+                e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
+                let p = r.tpot().map(|x| x / 1e6);
+                if let Some(p) = p {
+                    tpot.push(p);
+                }
+                if let Some((st, sp)) = slo {
+                    let a = t <= st;
+                    let b = p.is_none_or(|p| p <= sp);
+                    ttft_ok += a as u64;
+                    tpot_ok += b as u64;
+                    good += (a && b) as u64;
+                }
+            }
+            Status::Rejected(reason) => {
+                counts.rejected += 1;
+                *counts
+                    .rejected_by_reason
+                    .entry(reason_key(reason))
+                    .or_default() += 1;
+            }
+            Status::InFlight => counts.in_flight += 1,
+        }
+        if let Some(w) = r.queue_wait() {
+            wait.push(nanos_to_ms(w));
+        }
+    }
+    let secs = duration.as_secs_f64().max(1e-9);
+    let g = gpus.max(1) as f64;
+    s.throughput = Throughput {
+        requests_per_s: counts.completed as f64 / secs,
+        input_tokens_per_s: in_tok as f64 / secs,
+        output_tokens_per_s: out_tok as f64 / secs,
+        output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
+        requests_per_s_per_gpu: counts.completed as f64 / secs / g,
+    };
+    if let Some((st, sp)) = slo {
+        let ended = (counts.completed + counts.rejected).max(1) as f64;
+        s.slo = Some(SloReport {
+            ttft_ms: st,
+            tpot_ms: sp,
+            attainment: good as f64 / ended,
+            ttft_attainment: ttft_ok as f64 / ended,
+            tpot_attainment: tpot_ok as f64 / ended,
+            goodput_rps: good as f64 / secs,
+            goodput_rps_per_gpu: good as f64 / secs / g,
+        });
+    }
+    s.latency = Latency {
+        queue_wait_ms: Dist::of(wait),
+        ttft_ms: Dist::of(ttft),
+        tpot_ms: Dist::of(tpot),
+        itl_ms: Dist::of_weighted(itl_samples),
+        e2e_ms: Dist::of(e2e),
+    };
+    s.engine.preempted_requests = reqs.iter().filter(|r| r.preemptions > 0).count() as u64;
+    s.counts = counts;
+}
+
+fn reason_key(r: RejectReason) -> String {
+    r.as_str().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_like_numpy() {
+        let d = Dist::of(vec![4.0, 1.0, 3.0, 2.0]);
+        assert_eq!(d.p50, 2.5);
+        assert_eq!(d.max, 4.0);
+        assert_eq!(d.mean, 2.5);
+        assert!((d.p90 - 3.7).abs() < 1e-12);
+        assert_eq!(Dist::of(vec![]).count, 0);
+    }
+
+    #[test]
+    fn weighted_quantiles_count_each_token() {
+        // 99 tokens at 10 ms and 1 token at 500 ms.
+        let d = Dist::of_weighted(vec![(500_000_000, 1), (10_000_000, 99)]);
+        assert_eq!(d.count, 100);
+        assert_eq!(d.p50, 10.0);
+        assert_eq!(d.p99, 10.0);
+        assert_eq!(d.max, 500.0);
+        assert!((d.mean - 14.9).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,105 @@
+//! Result files of a run: `summary.json`, `requests.csv` (one row per
+//! request) and `timeseries.csv` (one row per replica per sampling tick).
+//! Columns are documented in the README; formats are fixed so that the same
+//! run gives byte-identical files.
+
+use crate::request::{Request, Status};
+use crate::simulation::RunResult;
+use crate::time::nanos_to_ms;
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Header of `requests.csv`.
+pub const REQUEST_COLUMNS: [&str; 13] = [
+    "id",
+    "arrival_s",
+    "replica",
+    "prompt_tokens",
+    "output_tokens",
+    "generated_tokens",
+    "status",
+    "reject_reason",
+    "queue_wait_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "preemptions",
+];
+
+/// Header of `timeseries.csv`.
+pub const TIMESERIES_COLUMNS: [&str; 6] = [
+    "time_s",
+    "replica",
+    "waiting",
+    "running",
+    "kv_blocks_used",
+    "kv_util",
+];
+
+fn ms(v: Option<u64>) -> String {
+    v.map(|x| format!("{:.3}", nanos_to_ms(x))).unwrap_or_default()
+}
+
+/// Writes the three result files into `dir` (created if missing).
+pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
+    json.push('\n');
+    fs::write(dir.join("summary.json"), json)?;
+    write_requests(&dir.join("requests.csv"), &result.requests)?;
+    write_timeseries(&dir.join("timeseries.csv"), result)?;
+    Ok(())
+}
+
+fn write_requests(path: &Path, reqs: &[Request]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(BufWriter::new(fs::File::create(path)?));
+    w.write_record(REQUEST_COLUMNS)?;
+    for (i, r) in reqs.iter().enumerate() {
+        let reason = match r.status {
+            Status::Rejected(x) => x.as_str(),
+            _ => "",
+        };
+        let replica = if r.replica == u32::MAX {
+            String::new()
+        } else {
+            r.replica.to_string()
+        };
+        w.write_record([
+            i.to_string(),
+            format!("{:.6}", r.arrival.as_secs_f64()),
+            replica,
+            r.prompt_tokens.to_string(),
+            r.output_tokens.to_string(),
+            r.generated.to_string(),
+            r.status.as_str().to_string(),
+            reason.to_string(),
+            ms(r.queue_wait()),
+            ms(r.ttft()),
+            r.tpot().map(|x| format!("{:.3}", x / 1e6)).unwrap_or_default(),
+            ms(r.e2e().filter(|_| r.status == Status::Completed)),
+            r.preemptions.to_string(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn write_timeseries(path: &Path, result: &RunResult) -> std::io::Result<()> {
+    let mut w = BufWriter::new(fs::File::create(path)?);
+    writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
+    for row in &result.timeseries {
+        let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
+        writeln!(
+            w,
+            "{:.3},{},{},{},{},{:.4}",
+            row.time.as_secs_f64(),
+            row.replica,
+            row.waiting,
+            row.running,
+            row.kv_blocks_used,
+            util
+        )?;
+    }
+    w.flush()
+}

@@ -1,0 +1,111 @@
+//! Requests as the simulator tracks them: one slab entry per request, indexed
+//! by id, holding what the per-request record reports.
+
+use crate::time::SimTime;
+use serde::Serialize;
+
+/// Index of a request in the run's slab (arrival order).
+pub type RequestId = u32;
+
+/// Why a request was turned away at arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// prompt + output is longer than `engine.max_model_len`.
+    ExceedsMaxModelLen,
+    /// The prompt alone exceeds `engine.max_batched_tokens` and the batch
+    /// policy cannot split a prefill.
+    PromptExceedsTokenBudget,
+    /// prompt + output can never fit in one replica's KV cache.
+    ExceedsKvCapacity,
+}
+
+impl RejectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::ExceedsMaxModelLen => "exceeds_max_model_len",
+            RejectReason::PromptExceedsTokenBudget => "prompt_exceeds_token_budget",
+            RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+        }
+    }
+}
+
+/// How a request ended (or had not, when the run stopped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    /// Still waiting or running when the horizon was reached.
+    InFlight,
+    Completed,
+    Rejected(RejectReason),
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InFlight => "in_flight",
+            Status::Completed => "completed",
+            Status::Rejected(_) => "rejected",
+        }
+    }
+}
+
+/// One request's life.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub arrival: SimTime,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    /// Replica it was routed to (`u32::MAX` before routing or when rejected).
+    pub replica: u32,
+    /// First time it was admitted into a batch (end of its queue wait).
+    pub first_scheduled: Option<SimTime>,
+    pub first_token: Option<SimTime>,
+    /// Time of its latest token (kept while preempted, for inter-token gaps).
+    pub last_token: SimTime,
+    pub finished: Option<SimTime>,
+    /// Output tokens produced so far.
+    pub generated: u32,
+    pub preemptions: u32,
+    pub status: Status,
+}
+
+impl Request {
+    pub fn new(arrival: SimTime, prompt_tokens: u32, output_tokens: u32) -> Request {
+        Request {
+            arrival,
+            prompt_tokens,
+            output_tokens,
+            replica: u32::MAX,
+            first_scheduled: None,
+            first_token: None,
+            last_token: arrival,
+            finished: None,
+            generated: 0,
+            preemptions: 0,
+            status: Status::InFlight,
+        }
+    }
+
+    /// Time to first token, ns.
+    pub fn ttft(&self) -> Option<u64> {
+        self.first_token.map(|t| t.since(self.arrival))
+    }
+
+    /// Mean time per output token after the first, ns (None with one token).
+    pub fn tpot(&self) -> Option<f64> {
+        match (self.first_token, self.finished) {
+            (Some(f), Some(e)) if self.output_tokens > 1 => {
+                Some(e.since(f) as f64 / (self.output_tokens - 1) as f64)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn e2e(&self) -> Option<u64> {
+        self.finished.map(|t| t.since(self.arrival))
+    }
+
+    pub fn queue_wait(&self) -> Option<u64> {
+        self.first_scheduled.map(|t| t.since(self.arrival))
+    }
+}

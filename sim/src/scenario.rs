@@ -1,0 +1,764 @@
+//! Scenario files: the serde types of a scenario TOML, their defaults, the
+//! validation of every value, and the resolution of catalog presets into a
+//! [`Scenario`] the simulator runs.
+//!
+//! Every table denies unknown keys; every error names the file, the key path
+//! and what is allowed, on one line.
+
+use crate::catalog::{self, Dtype, HardwareSpec, ModelArch};
+use crate::memory::MemoryPlan;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A scenario error: where (file and key path) and what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{origin}: {key}{sep}{message}", sep = if key.is_empty() { "" } else { ": " })]
+pub struct ScenarioError {
+    /// The file (or "<string>") the scenario came from.
+    pub origin: String,
+    /// Dotted key path, e.g. `engine.block_size`; empty for whole-file errors.
+    pub key: String,
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn new(origin: &str, key: impl Into<String>, message: impl Into<String>) -> Self {
+        ScenarioError {
+            origin: origin.to_string(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The scenario file as written (before presets are resolved).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Names the run and its default output folder `out/<name>/`.
+    pub name: String,
+    /// Free text shown by `check`.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Master seed: every random stream derives from (seed, stream name).
+    #[serde(default)]
+    pub seed: u64,
+    pub horizon: HorizonCfg,
+    pub model: ModelCfg,
+    pub hardware: HardwareCfg,
+    #[serde(default)]
+    pub fleet: FleetCfg,
+    #[serde(default)]
+    pub engine: EngineCfg,
+    pub workload: WorkloadCfg,
+    #[serde(default)]
+    pub slo: Option<SloCfg>,
+    #[serde(default)]
+    pub metrics: MetricsCfg,
+}
+
+/// When the run stops: after `requests` arrivals and/or at `duration_s`.
+/// With a duration, requests still unfinished then are reported as in flight;
+/// with only a request count the run drains every request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HorizonCfg {
+    #[serde(default)]
+    pub requests: Option<u64>,
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+}
+
+/// The served model: a catalog preset or an inline architecture.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCfg {
+    #[serde(default)]
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub architecture: Option<ModelArch>,
+    #[serde(default = "default_weight_dtype")]
+    pub weight_dtype: Dtype,
+    /// Defaults to the activation dtype (bf16, or fp16 for fp16 weights), as vLLM's `auto`.
+    #[serde(default)]
+    pub kv_dtype: Option<Dtype>,
+}
+
+fn default_weight_dtype() -> Dtype {
+    Dtype::Bf16
+}
+
+/// The accelerator: a catalog preset or an inline datasheet (`[hardware.spec]`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareCfg {
+    #[serde(default)]
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub spec: Option<HardwareSpec>,
+}
+
+/// Router policy names (see `cluster::router`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouterKind {
+    RoundRobin,
+    LeastOutstanding,
+}
+
+impl RouterKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RouterKind::RoundRobin => "round-robin",
+            RouterKind::LeastOutstanding => "least-outstanding",
+        }
+    }
+}
+
+/// The fleet: identical replicas, each `tensor_parallel` GPUs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetCfg {
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default = "one")]
+    pub tensor_parallel: u32,
+    #[serde(default = "default_router")]
+    pub router: RouterKind,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_router() -> RouterKind {
+    RouterKind::LeastOutstanding
+}
+
+impl Default for FleetCfg {
+    fn default() -> Self {
+        FleetCfg {
+            replicas: 1,
+            tensor_parallel: 1,
+            router: default_router(),
+        }
+    }
+}
+
+/// Per-replica serving engine settings (names follow vLLM's engine arguments).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineCfg {
+    /// vLLM `max_num_seqs`: sequences in one iteration's batch.
+    #[serde(default = "default_max_num_seqs")]
+    pub max_num_seqs: u32,
+    /// vLLM `max_num_batched_tokens`: tokens processed in one iteration.
+    #[serde(default = "default_max_batched_tokens")]
+    pub max_batched_tokens: u32,
+    /// Tokens per KV block (vLLM `block_size`).
+    #[serde(default = "default_block_size")]
+    pub block_size: u32,
+    /// Fraction of device memory the engine may use (vLLM `gpu_memory_utilization`).
+    #[serde(default = "default_gpu_mem_util")]
+    pub gpu_memory_utilization: f64,
+    /// Longest prompt + output accepted; defaults to the model's context length.
+    #[serde(default)]
+    pub max_model_len: Option<u32>,
+}
+
+fn default_max_num_seqs() -> u32 {
+    256
+}
+fn default_max_batched_tokens() -> u32 {
+    8192
+}
+fn default_block_size() -> u32 {
+    16
+}
+fn default_gpu_mem_util() -> f64 {
+    0.9
+}
+
+impl Default for EngineCfg {
+    fn default() -> Self {
+        EngineCfg {
+            max_num_seqs: default_max_num_seqs(),
+            max_batched_tokens: default_max_batched_tokens(),
+            block_size: default_block_size(),
+            gpu_memory_utilization: default_gpu_mem_util(),
+            max_model_len: None,
+        }
+    }
+}
+
+/// One request stream: arrivals and token-length distributions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCfg {
+    pub arrival: ArrivalCfg,
+    pub prompt_tokens: LengthDist,
+    pub output_tokens: LengthDist,
+}
+
+/// Inter-arrival process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "process", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ArrivalCfg {
+    /// Exponential gaps at `rate` requests/s.
+    Poisson { rate: f64 },
+    /// Gamma-distributed gaps with mean 1/`rate` and coefficient of variation
+    /// `cv` (cv > 1 is burstier than Poisson, cv < 1 more regular).
+    Gamma { rate: f64, cv: f64 },
+}
+
+impl ArrivalCfg {
+    pub fn rate(&self) -> f64 {
+        match *self {
+            ArrivalCfg::Poisson { rate } | ArrivalCfg::Gamma { rate, .. } => rate,
+        }
+    }
+}
+
+/// A token-length distribution; samples are rounded and clamped to [min, max]
+/// (min defaults to 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthDist {
+    Fixed {
+        value: u32,
+    },
+    /// Uniform integers in [min, max].
+    Uniform {
+        min: u32,
+        max: u32,
+    },
+    Normal {
+        mean: f64,
+        sd: f64,
+        #[serde(default)]
+        min: Option<u32>,
+        #[serde(default)]
+        max: Option<u32>,
+    },
+    /// Log-normal given by its mean and coefficient of variation.
+    Lognormal {
+        mean: f64,
+        cv: f64,
+        #[serde(default)]
+        min: Option<u32>,
+        #[serde(default)]
+        max: Option<u32>,
+    },
+}
+
+impl LengthDist {
+    /// The largest value the distribution can produce, if bounded.
+    pub fn upper_bound(&self) -> Option<u32> {
+        match *self {
+            LengthDist::Fixed { value } => Some(value),
+            LengthDist::Uniform { max, .. } => Some(max),
+            LengthDist::Normal { max, .. } | LengthDist::Lognormal { max, .. } => max,
+        }
+    }
+}
+
+/// Latency targets. A request meets its SLO when TTFT ≤ `ttft_ms` and (for
+/// requests with more than one output token) TPOT ≤ `tpot_ms`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloCfg {
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+}
+
+/// What the run records.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsCfg {
+    /// Sampling interval of `timeseries.csv`, seconds.
+    #[serde(default = "default_ts_interval")]
+    pub timeseries_interval_s: f64,
+}
+
+fn default_ts_interval() -> f64 {
+    1.0
+}
+
+impl Default for MetricsCfg {
+    fn default() -> Self {
+        MetricsCfg {
+            timeseries_interval_s: default_ts_interval(),
+        }
+    }
+}
+
+/// A validated scenario with presets resolved: what the simulator runs.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub file: ScenarioFile,
+    /// Where it came from (a path or "<string>"), for messages.
+    pub origin: String,
+    pub model: ModelArch,
+    /// Where the model architecture came from.
+    pub model_source: String,
+    pub hardware: HardwareSpec,
+    pub weight_dtype: Dtype,
+    pub kv_dtype: Dtype,
+    pub max_model_len: u32,
+    pub memory: MemoryPlan,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError::new(&origin, "", format!("cannot read file: {e}")))?;
+        Self::from_toml_str(&text, &origin)
+    }
+
+    /// Parses and validates scenario text; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", line_of(text, s.start)))
+                .unwrap_or_default();
+            ScenarioError::new(
+                origin,
+                "",
+                format!("{line}TOML syntax error: {}", e.message().trim()),
+            )
+        })?;
+        Self::from_table(table, origin)
+    }
+
+    /// Validates an already-parsed table (sweeps edit the table, then call this).
+    pub fn from_table(table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let key = if path == "." { String::new() } else { path };
+                ScenarioError::new(origin, key, e.into_inner().message().trim().to_string())
+            })?;
+        Self::from_file(file, origin)
+    }
+
+    /// Validates the values and resolves presets.
+    pub fn from_file(file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
+        let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
+        validate(&file).map_err(|(k, m)| err(&k, m))?;
+
+        let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "model",
+                    "give either `preset` or `[model.architecture]`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    "model",
+                    format!(
+                        "missing `preset` (one of: {}) or an inline `[model.architecture]`",
+                        catalog::model_keys().join(", ")
+                    ),
+                ))
+            }
+            (Some(p), None) => match catalog::model(p) {
+                Some((m, src)) => (m, src.to_string()),
+                None => {
+                    return Err(err(
+                        "model.preset",
+                        format!(
+                            "unknown model preset {p:?}; known: {}",
+                            catalog::model_keys().join(", ")
+                        ),
+                    ))
+                }
+            },
+            (None, Some(a)) => {
+                validate_arch(a).map_err(|(k, m)| err(&format!("model.architecture.{k}"), m))?;
+                let mut a = a.clone();
+                if a.name.is_empty() {
+                    a.name = "custom".into();
+                }
+                (a, "inline [model.architecture]".to_string())
+            }
+        };
+
+        let hardware = match (&file.hardware.preset, &file.hardware.spec) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "hardware",
+                    "give either `preset` or `[hardware.spec]`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    "hardware",
+                    format!(
+                        "missing `preset` (one of: {}) or an inline `[hardware.spec]`",
+                        catalog::hardware_keys().join(", ")
+                    ),
+                ))
+            }
+            (Some(p), None) => catalog::hardware(p).ok_or_else(|| {
+                err(
+                    "hardware.preset",
+                    format!(
+                        "unknown hardware preset {p:?}; known: {}",
+                        catalog::hardware_keys().join(", ")
+                    ),
+                )
+            })?,
+            (None, Some(s)) => {
+                validate_hw(s).map_err(|(k, m)| err(&format!("hardware.spec.{k}"), m))?;
+                let mut s = s.clone();
+                if s.source.is_empty() {
+                    s.source = "inline [hardware.spec]".into();
+                }
+                s
+            }
+        };
+
+        let weight_dtype = file.model.weight_dtype;
+        if weight_dtype == Dtype::Fp32 {
+            // Allowed for completeness (e.g. CPU calibration); nothing to check.
+        }
+        let kv_dtype = match file.model.kv_dtype {
+            Some(d @ (Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8 | Dtype::Fp32)) => d,
+            Some(d) => {
+                return Err(err(
+                    "model.kv_dtype",
+                    format!("KV cache dtype {d} is not supported; allowed: bf16, fp16, fp8, fp32"),
+                ))
+            }
+            None if weight_dtype == Dtype::Fp16 => Dtype::Fp16,
+            None if weight_dtype == Dtype::Fp32 => Dtype::Fp32,
+            None => Dtype::Bf16,
+        };
+
+        let tp = file.fleet.tensor_parallel;
+        if model.num_heads % tp != 0 {
+            return Err(err(
+                "fleet.tensor_parallel",
+                format!(
+                    "{} attention heads of {} cannot be split over {tp} GPUs; use a divisor of {}",
+                    model.num_heads, model.name, model.num_heads
+                ),
+            ));
+        }
+        if model.num_kv_heads % tp != 0 && tp % model.num_kv_heads != 0 {
+            return Err(err(
+                "fleet.tensor_parallel",
+                format!(
+                    "{} KV heads of {} cannot be split or replicated over {tp} GPUs",
+                    model.num_kv_heads, model.name
+                ),
+            ));
+        }
+
+        let max_model_len = match file.engine.max_model_len {
+            Some(l) if l > model.max_context => {
+                return Err(err(
+                    "engine.max_model_len",
+                    format!(
+                        "{l} exceeds the context length of {} ({})",
+                        model.name, model.max_context
+                    ),
+                ))
+            }
+            Some(l) => l,
+            None => model.max_context,
+        };
+
+        let memory = MemoryPlan::new(
+            &model,
+            &hardware,
+            weight_dtype,
+            kv_dtype,
+            tp,
+            &file.engine,
+        );
+        memory
+            .check_fits(&model, &hardware, max_model_len, file.engine.max_model_len.is_some())
+            .map_err(|(k, m)| err(&k, m))?;
+
+        Ok(Scenario {
+            origin: origin.to_string(),
+            model,
+            model_source,
+            hardware,
+            weight_dtype,
+            kv_dtype,
+            max_model_len,
+            memory,
+            file,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.file.name
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.file.seed
+    }
+
+    /// GPUs in the fleet.
+    pub fn gpus(&self) -> u32 {
+        self.file.fleet.replicas * self.file.fleet.tensor_parallel
+    }
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte.min(text.len())].matches('\n').count() + 1
+}
+
+type Invalid = (String, String);
+
+fn positive(key: &str, v: f64) -> Result<(), Invalid> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be a positive number, got {v}")))
+    }
+}
+
+fn at_least(key: &str, v: u64, min: u64) -> Result<(), Invalid> {
+    if v >= min {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be at least {min}, got {v}")))
+    }
+}
+
+fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
+    if f.name.trim().is_empty() {
+        return Err(("name".into(), "must not be empty".into()));
+    }
+    if f.name.contains(['/', '\\']) || f.name.starts_with('.') {
+        return Err((
+            "name".into(),
+            format!("{:?} is used as a folder name: no slashes, no leading dot", f.name),
+        ));
+    }
+    match (f.horizon.requests, f.horizon.duration_s) {
+        (None, None) => {
+            return Err((
+                "horizon".into(),
+                "give `requests` (a count), `duration_s` (seconds), or both".into(),
+            ))
+        }
+        (Some(n), _) => at_least("horizon.requests", n, 1)?,
+        _ => {}
+    }
+    if let Some(d) = f.horizon.duration_s {
+        positive("horizon.duration_s", d)?;
+    }
+    at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
+    at_least("fleet.tensor_parallel", f.fleet.tensor_parallel.into(), 1)?;
+    if f.fleet.replicas > 100_000 {
+        return Err(("fleet.replicas".into(), "at most 100000".into()));
+    }
+    let e = &f.engine;
+    at_least("engine.max_num_seqs", e.max_num_seqs.into(), 1)?;
+    at_least("engine.max_batched_tokens", e.max_batched_tokens.into(), 1)?;
+    at_least("engine.block_size", e.block_size.into(), 1)?;
+    if let Some(l) = e.max_model_len {
+        at_least("engine.max_model_len", l.into(), 2)?;
+    }
+    if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
+        return Err((
+            "engine.gpu_memory_utilization".into(),
+            format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
+        ));
+    }
+    match f.workload.arrival {
+        ArrivalCfg::Poisson { rate } => positive("workload.arrival.rate", rate)?,
+        ArrivalCfg::Gamma { rate, cv } => {
+            positive("workload.arrival.rate", rate)?;
+            positive("workload.arrival.cv", cv)?;
+        }
+    }
+    validate_len("workload.prompt_tokens", &f.workload.prompt_tokens)?;
+    validate_len("workload.output_tokens", &f.workload.output_tokens)?;
+    if let Some(s) = &f.slo {
+        positive("slo.ttft_ms", s.ttft_ms)?;
+        positive("slo.tpot_ms", s.tpot_ms)?;
+    }
+    positive("metrics.timeseries_interval_s", f.metrics.timeseries_interval_s)?;
+    if f.metrics.timeseries_interval_s < 1e-3 {
+        return Err((
+            "metrics.timeseries_interval_s".into(),
+            "must be at least 0.001 s".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_len(key: &str, d: &LengthDist) -> Result<(), Invalid> {
+    let clamp = |min: Option<u32>, max: Option<u32>| -> Result<(), Invalid> {
+        if let Some(m) = min {
+            at_least(&format!("{key}.min"), m.into(), 1)?;
+        }
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                return Err((format!("{key}.max"), format!("max {hi} is below min {lo}")));
+            }
+        }
+        if let Some(hi) = max {
+            at_least(&format!("{key}.max"), hi.into(), 1)?;
+        }
+        Ok(())
+    };
+    match *d {
+        LengthDist::Fixed { value } => at_least(&format!("{key}.value"), value.into(), 1),
+        LengthDist::Uniform { min, max } => {
+            at_least(&format!("{key}.min"), min.into(), 1)?;
+            clamp(Some(min), Some(max))
+        }
+        LengthDist::Normal { mean, sd, min, max } => {
+            positive(&format!("{key}.mean"), mean)?;
+            if !(sd.is_finite() && sd >= 0.0) {
+                return Err((format!("{key}.sd"), format!("must be ≥ 0, got {sd}")));
+            }
+            clamp(min, max)
+        }
+        LengthDist::Lognormal { mean, cv, min, max } => {
+            positive(&format!("{key}.mean"), mean)?;
+            positive(&format!("{key}.cv"), cv)?;
+            clamp(min, max)
+        }
+    }
+}
+
+fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
+    for (k, v) in [
+        ("layers", a.layers),
+        ("hidden_size", a.hidden_size),
+        ("num_heads", a.num_heads),
+        ("num_kv_heads", a.num_kv_heads),
+        ("head_dim", a.head_dim),
+        ("intermediate_size", a.intermediate_size),
+        ("vocab_size", a.vocab_size),
+        ("max_context", a.max_context),
+    ] {
+        at_least(k, v.into(), 1)?;
+    }
+    if a.num_heads % a.num_kv_heads != 0 {
+        return Err((
+            "num_kv_heads".into(),
+            format!(
+                "must divide num_heads ({}) for grouped-query attention, got {}",
+                a.num_heads, a.num_kv_heads
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
+    positive("bf16_tflops", s.bf16_tflops)?;
+    if let Some(v) = s.fp8_tflops {
+        positive("fp8_tflops", v)?;
+    }
+    if let Some(v) = s.int8_tops {
+        positive("int8_tops", v)?;
+    }
+    positive("memory_gib", s.memory_gib)?;
+    positive("memory_bw_tbps", s.memory_bw_tbps)?;
+    positive("interconnect_gbps", s.interconnect_gbps)?;
+    if !(s.interconnect_latency_us.is_finite() && s.interconnect_latency_us >= 0.0) {
+        return Err((
+            "interconnect_latency_us".into(),
+            format!("must be ≥ 0, got {}", s.interconnect_latency_us),
+        ));
+    }
+    positive("pcie_gbps", s.pcie_gbps)?;
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub const MINIMAL: &str = r#"
+name = "t"
+seed = 7
+[horizon]
+requests = 100
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_model_len = 8192
+[workload]
+arrival = { process = "poisson", rate = 5.0 }
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+"#;
+
+    fn err_of(text: &str) -> ScenarioError {
+        Scenario::from_toml_str(text, "s.toml").unwrap_err()
+    }
+
+    #[test]
+    fn minimal_scenario_resolves_with_defaults() {
+        let s = Scenario::from_toml_str(MINIMAL, "s.toml").unwrap();
+        assert_eq!(s.model.name, "Llama-3.1-8B");
+        assert_eq!(s.file.fleet.replicas, 1);
+        assert_eq!(s.file.engine.block_size, 16);
+        assert_eq!(s.kv_dtype, Dtype::Bf16);
+        assert!(s.memory.kv_blocks > 10_000);
+    }
+
+    #[test]
+    fn unknown_key_names_its_path() {
+        let e = err_of(&MINIMAL.replace("max_model_len", "max_modle_len"));
+        assert_eq!(e.key, "engine.max_modle_len", "{e}");
+        assert!(e.message.contains("expected one of"), "lists allowed keys: {e}");
+        assert!(e.to_string().starts_with("s.toml: engine.max_modle_len: "), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_its_path() {
+        let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = \"fast\""));
+        // Tagged tables (arrival, length distributions) report the table's path.
+        assert_eq!(e.key, "workload.arrival", "{e}");
+        assert!(e.message.contains("expected f64"), "{e}");
+        let e = err_of(&MINIMAL.replace("max_model_len = 8192", "max_model_len = -3"));
+        assert_eq!(e.key, "engine.max_model_len", "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = -1.0"));
+        assert_eq!(e.key, "workload.arrival.rate");
+        let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = 0.0"));
+        assert_eq!(e.key, "workload.arrival.rate");
+        let e = err_of(&format!("{MINIMAL}\n[fleet]\nreplicas = 0\n"));
+        assert_eq!(e.key, "fleet.replicas");
+        let e = err_of(&MINIMAL.replace("\"llama-3.1-8b\"", "\"gpt-5\""));
+        assert_eq!(e.key, "model.preset");
+        assert!(e.message.contains("llama-3.1-70b"), "lists known presets: {e}");
+        let e = err_of(&MINIMAL.replace("\"h100-sxm\"", "\"tpu\""));
+        assert!(e.message.contains("mi300x"), "{e}");
+        let e = err_of(&MINIMAL.replace("[horizon]\nrequests = 100", "[horizon]"));
+        assert_eq!(e.key, "horizon");
+        let e = err_of(&MINIMAL.replace("value = 100", "value = 0"));
+        assert_eq!(e.key, "workload.prompt_tokens.value");
+        let e = err_of(&format!("{MINIMAL}\n[fleet]\ntensor_parallel = 3\n"));
+        assert_eq!(e.key, "fleet.tensor_parallel");
+        let e = err_of("name = \n");
+        assert!(e.message.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn model_that_does_not_fit_suggests_tensor_parallelism() {
+        let e = err_of(&MINIMAL.replace("llama-3.1-8b", "llama-3.1-70b"));
+        assert!(e.message.contains("tensor_parallel"), "{e}");
+        assert!(e.message.contains("GiB"), "{e}");
+    }
+}

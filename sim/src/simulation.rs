@@ -1,0 +1,379 @@
+//! One run: the workload feeds arrivals, the router places them, replicas run
+//! iterations priced by the cost model, and the run ends with its records,
+//! summary and a conservation check.
+
+use crate::cluster::router::{self, Router};
+use crate::cost::{CostModel, Roofline};
+use crate::engine::EventQueue;
+use crate::kv::BlockAllocator;
+use crate::metrics::{self, EngineReport, Summary, TimeseriesRow};
+use crate::replica::Replica;
+use crate::request::{RejectReason, Request, RequestId, Status};
+use crate::scenario::Scenario;
+use crate::time::{secs_to_nanos, Nanos, SimTime};
+use crate::workload::{Generator, RequestSpec};
+
+/// Events of the fleet model.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The next request of the workload arrives (its spec is held aside).
+    Arrival,
+    /// Replica `r` finishes its iteration in progress.
+    IterationEnd(u32),
+    /// Time-series sampling tick.
+    Sample,
+}
+
+/// A broken conservation law: a simulator bug, reported as an error.
+#[derive(Debug, thiserror::Error)]
+#[error("invariant violated at the end of the run: {0}")]
+pub struct InvariantViolation(pub String);
+
+/// Progress of a run, for progress bars.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Fraction done, 0..=1 (by requests or by simulated time).
+    pub fraction: f64,
+    pub now: SimTime,
+    pub events: u64,
+}
+
+/// Everything a run produces.
+pub struct RunResult {
+    pub summary: Summary,
+    pub requests: Vec<Request>,
+    pub timeseries: Vec<TimeseriesRow>,
+}
+
+/// A configured run.
+pub struct Simulation<'a> {
+    scenario: &'a Scenario,
+    cost: Box<dyn CostModel + 'a>,
+    replicas: Vec<Replica>,
+    router: Box<dyn Router>,
+    requests: Vec<Request>,
+    queue: EventQueue<Event>,
+    generator: Generator,
+    pending: Option<RequestSpec>,
+    max_requests: u64,
+    /// End of the run when the horizon has a duration.
+    deadline: Option<SimTime>,
+    sample_every: Nanos,
+    itl_samples: Vec<(Nanos, u32)>,
+    timeseries: Vec<TimeseriesRow>,
+    /// Largest KV request one replica can ever hold / admit, in blocks.
+    kv_total_blocks: u64,
+    kv_admit_blocks: u64,
+}
+
+impl<'a> Simulation<'a> {
+    /// A run of `scenario` priced by the catalog roofline.
+    pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
+        let cost = Roofline::new(
+            &scenario.model,
+            &scenario.hardware,
+            scenario.weight_dtype,
+            scenario.kv_dtype,
+            scenario.file.fleet.tensor_parallel,
+        );
+        Self::with_cost_model(scenario, Box::new(cost))
+    }
+
+    /// A run with another cost model (e.g. a calibration profile).
+    pub fn with_cost_model(scenario: &'a Scenario, cost: Box<dyn CostModel + 'a>) -> Simulation<'a> {
+        let f = &scenario.file;
+        let blocks = scenario.memory.kv_blocks;
+        let replicas: Vec<Replica> = (0..f.fleet.replicas)
+            .map(|i| Replica::new(i, &f.engine, blocks))
+            .collect();
+        let watermark = replicas[0].watermark_blocks();
+        let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
+        let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
+        let mut generator = Generator::new(&f.workload, f.seed);
+        let first = generator.next();
+        let mut queue = EventQueue::new();
+        let mut pending = None;
+        if let Some(spec) = first {
+            if max_requests > 0 && deadline.is_none_or(|d| spec.arrival <= d) {
+                queue.schedule(spec.arrival, Event::Arrival);
+                pending = Some(spec);
+            }
+        }
+        queue.schedule(SimTime::ZERO, Event::Sample);
+        let expected = max_requests.min(
+            deadline
+                .map(|d| (d.as_secs_f64() * f.workload.arrival.rate() * 1.1) as u64 + 16)
+                .unwrap_or(u64::MAX),
+        );
+        Simulation {
+            scenario,
+            cost,
+            replicas,
+            router: router::build(f.fleet.router),
+            requests: Vec::with_capacity(expected.min(10_000_000) as usize),
+            queue,
+            generator,
+            pending,
+            max_requests,
+            deadline,
+            sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
+            itl_samples: Vec::new(),
+            timeseries: Vec::new(),
+            kv_total_blocks: blocks,
+            kv_admit_blocks: blocks.saturating_sub(watermark),
+        }
+    }
+
+    /// Why a request can never be served, if so. Replicas are identical, so
+    /// this is decided once, at arrival.
+    fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
+        let s = self.scenario;
+        let p = spec.prompt_tokens as u64;
+        let o = spec.output_tokens as u64;
+        let bs = s.file.engine.block_size as u64;
+        if p + o > s.max_model_len as u64 {
+            return Some(RejectReason::ExceedsMaxModelLen);
+        }
+        if p > s.file.engine.max_batched_tokens as u64 {
+            return Some(RejectReason::PromptExceedsTokenBudget);
+        }
+        // The last output token is never written to the cache.
+        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks
+            || BlockAllocator::blocks_for(p, bs) > self.kv_admit_blocks.max(1)
+        {
+            return Some(RejectReason::ExceedsKvCapacity);
+        }
+        None
+    }
+
+    fn start_iteration(&mut self, r: usize, now: SimTime) {
+        if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
+            let dt = self.cost.iteration_time(&shape).max(1);
+            self.queue.schedule(now.plus(dt), Event::IterationEnd(r as u32));
+        }
+    }
+
+    fn on_arrival(&mut self, now: SimTime) {
+        let Some(spec) = self.pending.take() else {
+            return;
+        };
+        let id = self.requests.len() as RequestId;
+        let mut req = Request::new(spec.arrival, spec.prompt_tokens, spec.output_tokens);
+        match self.rejection(&spec) {
+            Some(reason) => {
+                req.status = Status::Rejected(reason);
+                req.finished = Some(now);
+                self.requests.push(req);
+            }
+            None => {
+                let r = self.router.route(&self.replicas);
+                req.replica = r as u32;
+                self.requests.push(req);
+                self.replicas[r].enqueue(id);
+                if !self.replicas[r].is_busy() {
+                    self.start_iteration(r, now);
+                }
+            }
+        }
+        if (self.requests.len() as u64) < self.max_requests {
+            if let Some(next) = self.generator.next() {
+                if self.deadline.is_none_or(|d| next.arrival <= d) {
+                    self.queue.schedule(next.arrival, Event::Arrival);
+                    self.pending = Some(next);
+                }
+            }
+        }
+    }
+
+    fn on_iteration_end(&mut self, r: usize, now: SimTime) {
+        let itl = &mut self.itl_samples;
+        let out = self.replicas[r].finish_iteration(now, &mut self.requests, |gap| {
+            itl.push((gap, 1))
+        });
+        if out.decode_tokens > 0 {
+            // Every decoding sequence waited exactly this iteration for its token.
+            itl.push((out.duration, out.decode_tokens));
+        }
+        if self.replicas[r].has_work() {
+            self.start_iteration(r, now);
+        }
+    }
+
+    fn on_sample(&mut self, now: SimTime) {
+        for rep in &self.replicas {
+            self.timeseries.push(TimeseriesRow {
+                time: now,
+                replica: rep.id,
+                waiting: rep.waiting_len() as u32,
+                running: rep.running_len() as u32,
+                kv_blocks_used: rep.kv().used(),
+                kv_blocks_total: rep.kv().total(),
+            });
+        }
+        // Keep sampling while anything else is still to happen.
+        if !self.queue.is_empty() {
+            let next = now.plus(self.sample_every);
+            if self.deadline.is_none_or(|d| next <= d) {
+                self.queue.schedule(next, Event::Sample);
+            }
+        }
+    }
+
+    /// Runs to the horizon. `progress` is called every few thousand events.
+    pub fn run(
+        mut self,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<RunResult, InvariantViolation> {
+        let total_hint = self.max_requests;
+        let deadline = self.deadline;
+        let mut end = SimTime::ZERO;
+        while let Some(t) = self.queue.peek_time() {
+            if deadline.is_some_and(|d| t > d) {
+                break;
+            }
+            let (now, ev) = self.queue.pop().expect("peeked");
+            end = now;
+            match ev {
+                Event::Arrival => self.on_arrival(now),
+                Event::IterationEnd(r) => self.on_iteration_end(r as usize, now),
+                Event::Sample => self.on_sample(now),
+            }
+            let events = self.queue.events_processed();
+            if events & 0xFFF == 0 {
+                let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
+                let by_reqs = (total_hint != u64::MAX)
+                    .then(|| self.requests.len() as f64 / total_hint as f64);
+                let fraction = match (by_time, by_reqs) {
+                    (Some(a), Some(b)) => a.max(b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => 0.0,
+                };
+                progress(Progress {
+                    fraction: fraction.min(1.0),
+                    now,
+                    events,
+                });
+            }
+        }
+        // A duration horizon is the measurement window, whether or not the
+        // fleet drained before it.
+        if let Some(d) = deadline {
+            end = d;
+        }
+        self.finish(end)
+    }
+
+    fn finish(mut self, end: SimTime) -> Result<RunResult, InvariantViolation> {
+        let s = self.scenario;
+        for rep in &mut self.replicas {
+            rep.close(end);
+        }
+        self.check_invariants()?;
+
+        let f = &s.file;
+        let mut summary = Summary {
+            scenario: f.name.clone(),
+            seed: f.seed,
+            cost_source: self.cost.source(),
+            model: s.model.name.clone(),
+            hardware: s.hardware.name.clone(),
+            replicas: f.fleet.replicas,
+            tensor_parallel: f.fleet.tensor_parallel,
+            gpus: s.gpus(),
+            router: f.fleet.router.name().to_string(),
+            kv_blocks_per_replica: s.memory.kv_blocks,
+            block_size: f.engine.block_size,
+            duration_s: end.as_secs_f64(),
+            events: self.queue.events_processed(),
+            ..Summary::default()
+        };
+        let mut eng = EngineReport::default();
+        let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
+        for rep in &self.replicas {
+            let st = &rep.stats;
+            eng.iterations += st.iterations;
+            eng.preemptions += st.preemptions;
+            seqs += st.batch_seqs;
+            toks += st.batch_tokens;
+            busy += st.busy_ns;
+            kv_ns += st.kv_block_ns;
+            let total = rep.kv().total().max(1) as f64;
+            eng.kv_util_max = eng.kv_util_max.max(rep.kv().peak_used() as f64 / total);
+        }
+        let its = eng.iterations.max(1) as f64;
+        eng.mean_batch_size = seqs as f64 / its;
+        eng.mean_batch_tokens = toks as f64 / its;
+        let span = end.0.max(1) as f64 * self.replicas.len() as f64;
+        eng.busy_fraction = busy as f64 / span;
+        eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
+        summary.engine = eng;
+        let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
+        let itl = std::mem::take(&mut self.itl_samples);
+        metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
+        Ok(RunResult {
+            summary,
+            requests: self.requests,
+            timeseries: self.timeseries,
+        })
+    }
+
+    /// Conservation: every request ended exactly once (completed, rejected, or
+    /// still held by a replica at the horizon); KV blocks granted = freed + held;
+    /// completed requests produced exactly their output tokens.
+    fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let fail = |m: String| Err(InvariantViolation(m));
+        let mut held = vec![false; self.requests.len()];
+        for rep in &self.replicas {
+            for id in rep.unfinished() {
+                let i = id as usize;
+                if held[i] {
+                    return fail(format!("request {id} is held twice"));
+                }
+                held[i] = true;
+                if self.requests[i].status != Status::InFlight {
+                    return fail(format!(
+                        "request {id} is {} but still held by replica {}",
+                        self.requests[i].status.as_str(),
+                        rep.id
+                    ));
+                }
+            }
+            let kv = rep.kv();
+            if kv.granted() != kv.freed() + kv.used() {
+                return fail(format!(
+                    "replica {}: KV blocks granted {} != freed {} + held {}",
+                    rep.id,
+                    kv.granted(),
+                    kv.freed(),
+                    kv.used()
+                ));
+            }
+            if kv.used() != rep.blocks_held() {
+                return fail(format!(
+                    "replica {}: allocator says {} blocks in use, sequences hold {}",
+                    rep.id,
+                    kv.used(),
+                    rep.blocks_held()
+                ));
+            }
+        }
+        for (i, r) in self.requests.iter().enumerate() {
+            match r.status {
+                Status::InFlight if !held[i] => {
+                    return fail(format!("request {i} is in flight but no replica holds it"))
+                }
+                Status::Completed if r.generated != r.output_tokens => {
+                    return fail(format!(
+                        "request {i} completed with {} of {} output tokens",
+                        r.generated, r.output_tokens
+                    ))
+                }
+                Status::Completed if r.first_token.is_none() || r.finished.is_none() => {
+                    return fail(format!("request {i} completed without token times"))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,132 @@
+//! servesim: the command-line front end. Thin by design (DESIGN.md): clap
+//! definitions, dispatch, progress bars and printing; the simulation lives in
+//! the `sim` crate.
+
+mod bench;
+mod cli;
+mod print;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli::{CatalogWhat, Cli, Command};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sim::{Scenario, Simulation};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Simulate {
+            scenario,
+            out,
+            seed,
+            json,
+        } => simulate(&scenario, out, seed, json),
+        Command::Check { scenario } => {
+            let s = Scenario::load(&scenario)?;
+            print::resolved(&s);
+            Ok(())
+        }
+        Command::Catalog { what } => {
+            match what {
+                Some(CatalogWhat::Hardware) => print::hardware_catalog(),
+                Some(CatalogWhat::Models) => print::model_catalog(),
+                None => {
+                    print::hardware_catalog();
+                    println!();
+                    print::model_catalog();
+                }
+            }
+            Ok(())
+        }
+        Command::Bench {
+            requests,
+            replicas,
+            repeat,
+        } => bench::run(requests, replicas, repeat),
+    }
+}
+
+/// A progress bar on stderr that appears only when the run lasts longer than
+/// a second and stderr is a terminal.
+pub struct LazyProgress {
+    bar: ProgressBar,
+    started: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl LazyProgress {
+    pub fn new(label: &str) -> LazyProgress {
+        let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {percent:>3}% eta {eta}")
+                .expect("valid template"),
+        );
+        bar.set_message(label.to_string());
+        LazyProgress {
+            bar,
+            started: Instant::now(),
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn update(&mut self, fraction: f64) {
+        if !self.enabled {
+            return;
+        }
+        if !self.shown && self.started.elapsed() > Duration::from_secs(1) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+        self.bar.set_position((fraction.clamp(0.0, 1.0) * 1000.0) as u64);
+    }
+
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn simulate(path: &Path, out: Option<PathBuf>, seed: Option<u64>, json: bool) -> Result<()> {
+    let mut scenario = Scenario::load(path)?;
+    if let Some(seed) = seed {
+        scenario.file.seed = seed;
+    }
+    let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
+    let mut progress = LazyProgress::new(&format!("simulating {}", scenario.name()));
+    let wall = Instant::now();
+    let result = Simulation::new(&scenario)
+        .run(|p| progress.update(p.fraction))
+        .with_context(|| format!("{}: simulation failed", path.display()))?;
+    progress.finish();
+    let wall = wall.elapsed();
+    sim::output::write_all(&out_dir, &result)
+        .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result.summary)?);
+    } else {
+        print::summary(&scenario, &result.summary);
+        println!();
+        println!(
+            "results: {}/{{summary.json,requests.csv,timeseries.csv}}",
+            out_dir.display()
+        );
+    }
+    eprintln!(
+        "simulated {} requests in {:.2} s wall ({:.0} requests/s)",
+        result.summary.counts.arrived,
+        wall.as_secs_f64(),
+        result.summary.counts.arrived as f64 / wall.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
