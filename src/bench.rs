@@ -71,7 +71,10 @@ pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
     let sum = &r.summary;
     println!("best wall time        {best:.3} s");
     println!("simulated requests/s  {:.0}", requests as f64 / best);
-    println!("iterations/s          {:.0}", sum.engine.iterations as f64 / best);
+    println!(
+        "iterations/s          {:.0}",
+        sum.engine.iterations as f64 / best
+    );
     println!("events/s              {:.0}", sum.events as f64 / best);
     println!(
         "simulated span        {:.0} s ({:.0}× faster than real time)",
@@ -83,7 +86,10 @@ pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
         sum.counts.completed, sum.engine.mean_batch_size, sum.latency.ttft_ms.p99, sum.latency.tpot_ms.p99
     );
     if let Some(b) = peak_rss() {
-        println!("peak memory (RSS)     {:.1} MiB", b as f64 / 1024.0 / 1024.0);
+        println!(
+            "peak memory (RSS)     {:.1} MiB",
+            b as f64 / 1024.0 / 1024.0
+        );
     }
     Ok(())
 }

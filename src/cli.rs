@@ -14,7 +14,9 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a scenario and write summary.json, requests.csv and timeseries.csv.
-    #[command(after_help = "Example:\n  servesim simulate scenarios/quickstart.toml --out out/qs --seed 7")]
+    #[command(
+        after_help = "Example:\n  servesim simulate scenarios/quickstart.toml --out out/qs --seed 7"
+    )]
     Simulate {
         /// Scenario TOML file.
         scenario: PathBuf,
@@ -41,7 +43,9 @@ pub enum Command {
         what: Option<CatalogWhat>,
     },
     /// Measure simulator speed on a fixed large scenario.
-    #[command(after_help = "Example:\n  cargo run --release -- bench --requests 200000 --replicas 16")]
+    #[command(
+        after_help = "Example:\n  cargo run --release -- bench --requests 200000 --replicas 16"
+    )]
     Bench {
         /// Requests to simulate.
         #[arg(long, default_value_t = 200_000)]

@@ -69,8 +69,10 @@ impl LazyProgress {
     pub fn new(label: &str) -> LazyProgress {
         let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
         bar.set_style(
-            ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {percent:>3}% eta {eta}")
-                .expect("valid template"),
+            ProgressStyle::with_template(
+                "{msg} [{elapsed_precise}] {wide_bar} {percent:>3}% eta {eta}",
+            )
+            .expect("valid template"),
         );
         bar.set_message(label.to_string());
         LazyProgress {
@@ -89,7 +91,8 @@ impl LazyProgress {
             self.bar.set_draw_target(ProgressDrawTarget::stderr());
             self.shown = true;
         }
-        self.bar.set_position((fraction.clamp(0.0, 1.0) * 1000.0) as u64);
+        self.bar
+            .set_position((fraction.clamp(0.0, 1.0) * 1000.0) as u64);
     }
 
     pub fn finish(self) {

@@ -34,12 +34,17 @@ pub fn resolved(s: &Scenario) {
         m.max_context
     );
     println!("           source: {}", s.model_source);
-    println!("           weights {}  KV cache {}", s.weight_dtype, s.kv_dtype);
+    println!(
+        "           weights {}  KV cache {}",
+        s.weight_dtype, s.kv_dtype
+    );
     println!(
         "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s",
         h.name,
         h.bf16_tflops,
-        h.fp8_tflops.map(|v| format!(", {v} fp8")).unwrap_or_default(),
+        h.fp8_tflops
+            .map(|v| format!(", {v} fp8"))
+            .unwrap_or_default(),
         h.memory_gib,
         h.memory_bw_tbps,
         h.interconnect_gbps
@@ -74,7 +79,9 @@ pub fn resolved(s: &Scenario) {
     let h = &f.horizon;
     println!(
         "horizon    {}{}",
-        h.requests.map(|n| format!("{n} requests")).unwrap_or_default(),
+        h.requests
+            .map(|n| format!("{n} requests"))
+            .unwrap_or_default(),
         h.duration_s
             .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
             .unwrap_or_default()
@@ -83,7 +90,10 @@ pub fn resolved(s: &Scenario) {
     println!("           prompt   {:?}", f.workload.prompt_tokens);
     println!("           output   {:?}", f.workload.output_tokens);
     match &f.slo {
-        Some(slo) => println!("slo        TTFT ≤ {} ms, TPOT ≤ {} ms", slo.ttft_ms, slo.tpot_ms),
+        Some(slo) => println!(
+            "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
+            slo.ttft_ms, slo.tpot_ms
+        ),
         None => println!("slo        none (goodput not reported)"),
     }
 }
@@ -145,7 +155,13 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     let c = &sum.counts;
     println!(
         "{} — {} on {} × {} (TP {}), {} GPUs, router {}",
-        sum.scenario, sum.model, sum.replicas, sum.hardware, sum.tensor_parallel, sum.gpus, sum.router
+        sum.scenario,
+        sum.model,
+        sum.replicas,
+        sum.hardware,
+        sum.tensor_parallel,
+        sum.gpus,
+        sum.router
     );
     println!("costs: {}", sum.cost_source);
     println!(
@@ -184,7 +200,10 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     let t = &sum.throughput;
     println!(
         "throughput   {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s ({:.0} per GPU)",
-        t.requests_per_s, t.input_tokens_per_s, t.output_tokens_per_s, t.output_tokens_per_s_per_gpu
+        t.requests_per_s,
+        t.input_tokens_per_s,
+        t.output_tokens_per_s,
+        t.output_tokens_per_s_per_gpu
     );
     if let Some(slo) = &sum.slo {
         println!(

@@ -242,8 +242,9 @@ fn b200() -> HardwareSpec {
         interconnect_gbps: 900.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
         pcie_gbps: 64.0,
-        source: "NVIDIA HGX B200 datasheet, per-GPU share of the 8-GPU board (sparse figures halved)"
-            .into(),
+        source:
+            "NVIDIA HGX B200 datasheet, per-GPU share of the 8-GPU board (sparse figures halved)"
+                .into(),
     }
 }
 
@@ -264,14 +265,46 @@ fn mi300x() -> HardwareSpec {
 }
 
 pub const HARDWARE: &[HardwarePreset] = &[
-    HardwarePreset { key: "h100-sxm", aliases: &["h100", "h100-sxm5"], spec: h100_sxm },
-    HardwarePreset { key: "h200", aliases: &["h200-sxm"], spec: h200 },
-    HardwarePreset { key: "a100-80gb", aliases: &["a100"], spec: a100_80gb },
-    HardwarePreset { key: "a100-40gb", aliases: &[], spec: a100_40gb },
-    HardwarePreset { key: "l40s", aliases: &[], spec: l40s },
-    HardwarePreset { key: "l4", aliases: &[], spec: l4 },
-    HardwarePreset { key: "b200", aliases: &[], spec: b200 },
-    HardwarePreset { key: "mi300x", aliases: &[], spec: mi300x },
+    HardwarePreset {
+        key: "h100-sxm",
+        aliases: &["h100", "h100-sxm5"],
+        spec: h100_sxm,
+    },
+    HardwarePreset {
+        key: "h200",
+        aliases: &["h200-sxm"],
+        spec: h200,
+    },
+    HardwarePreset {
+        key: "a100-80gb",
+        aliases: &["a100"],
+        spec: a100_80gb,
+    },
+    HardwarePreset {
+        key: "a100-40gb",
+        aliases: &[],
+        spec: a100_40gb,
+    },
+    HardwarePreset {
+        key: "l40s",
+        aliases: &[],
+        spec: l40s,
+    },
+    HardwarePreset {
+        key: "l4",
+        aliases: &[],
+        spec: l4,
+    },
+    HardwarePreset {
+        key: "b200",
+        aliases: &[],
+        spec: b200,
+    },
+    HardwarePreset {
+        key: "mi300x",
+        aliases: &[],
+        spec: mi300x,
+    },
 ];
 
 /// Looks a hardware preset up by key or alias, case-insensitively.
@@ -399,21 +432,66 @@ fn llama(
 pub const MODELS: &[ModelPreset] = &[
     ModelPreset {
         key: "llama-3.1-8b",
-        aliases: &["meta-llama/llama-3.1-8b", "meta-llama/llama-3.1-8b-instruct"],
+        aliases: &[
+            "meta-llama/llama-3.1-8b",
+            "meta-llama/llama-3.1-8b-instruct",
+        ],
         source: "meta-llama/Llama-3.1-8B config.json",
-        arch: || llama("Llama-3.1-8B", 32, 4096, 32, 8, 14336, 128256, 131072, false),
+        arch: || {
+            llama(
+                "Llama-3.1-8B",
+                32,
+                4096,
+                32,
+                8,
+                14336,
+                128256,
+                131072,
+                false,
+            )
+        },
     },
     ModelPreset {
         key: "llama-3.1-70b",
-        aliases: &["meta-llama/llama-3.1-70b", "meta-llama/llama-3.1-70b-instruct"],
+        aliases: &[
+            "meta-llama/llama-3.1-70b",
+            "meta-llama/llama-3.1-70b-instruct",
+        ],
         source: "meta-llama/Llama-3.1-70B config.json",
-        arch: || llama("Llama-3.1-70B", 80, 8192, 64, 8, 28672, 128256, 131072, false),
+        arch: || {
+            llama(
+                "Llama-3.1-70B",
+                80,
+                8192,
+                64,
+                8,
+                28672,
+                128256,
+                131072,
+                false,
+            )
+        },
     },
     ModelPreset {
         key: "llama-3.1-405b",
-        aliases: &["meta-llama/llama-3.1-405b", "meta-llama/llama-3.1-405b-instruct"],
+        aliases: &[
+            "meta-llama/llama-3.1-405b",
+            "meta-llama/llama-3.1-405b-instruct",
+        ],
         source: "meta-llama/Llama-3.1-405B config.json",
-        arch: || llama("Llama-3.1-405B", 126, 16384, 128, 8, 53248, 128256, 131072, false),
+        arch: || {
+            llama(
+                "Llama-3.1-405B",
+                126,
+                16384,
+                128,
+                8,
+                53248,
+                128256,
+                131072,
+                false,
+            )
+        },
     },
     ModelPreset {
         key: "llama-2-7b",
@@ -443,11 +521,26 @@ pub const MODELS: &[ModelPreset] = &[
         key: "mistral-7b",
         aliases: &["mistral-7b-v0.3", "mistralai/mistral-7b-v0.3"],
         source: "mistralai/Mistral-7B-v0.3 config.json",
-        arch: || llama("Mistral-7B-v0.3", 32, 4096, 32, 8, 14336, 32768, 32768, false),
+        arch: || {
+            llama(
+                "Mistral-7B-v0.3",
+                32,
+                4096,
+                32,
+                8,
+                14336,
+                32768,
+                32768,
+                false,
+            )
+        },
     },
     ModelPreset {
         key: "smollm2-135m",
-        aliases: &["huggingfacetb/smollm2-135m", "huggingfacetb/smollm2-135m-instruct"],
+        aliases: &[
+            "huggingfacetb/smollm2-135m",
+            "huggingfacetb/smollm2-135m-instruct",
+        ],
         source: "HuggingFaceTB/SmolLM2-135M config.json",
         arch: || llama("SmolLM2-135M", 30, 576, 9, 3, 1536, 49152, 8192, true),
     },
@@ -491,7 +584,10 @@ mod tests {
         for (k, want) in cases {
             let got = params_b(k);
             // Qwen's QKV biases and rounding in the published figure: 0.5 %.
-            assert!((got - want).abs() / want < 0.005, "{k}: {got:.3}B vs {want}B");
+            assert!(
+                (got - want).abs() / want < 0.005,
+                "{k}: {got:.3}B vs {want}B"
+            );
         }
     }
 

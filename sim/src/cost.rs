@@ -140,7 +140,10 @@ impl Roofline {
             weight_bytes_per_param: weight_dtype.bytes(),
             lm_head_params: model.vocab_size as f64 * model.hidden_size as f64 / tp,
             attn_flops_per_pair: 4.0 * heads_per_gpu * model.head_dim as f64,
-            kv_bytes_per_token_layer: 2.0 * kv_heads_per_gpu * model.head_dim as f64 * kv_dtype.bytes(),
+            kv_bytes_per_token_layer: 2.0
+                * kv_heads_per_gpu
+                * model.head_dim as f64
+                * kv_dtype.bytes(),
             gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),

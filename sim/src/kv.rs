@@ -46,7 +46,10 @@ impl BlockAllocator {
     /// Returns `n` blocks. Returning more than are held is a logic error.
     #[inline]
     pub fn release(&mut self, n: u64) {
-        debug_assert!(self.free + n <= self.total, "released more KV blocks than held");
+        debug_assert!(
+            self.free + n <= self.total,
+            "released more KV blocks than held"
+        );
         self.free = (self.free + n).min(self.total);
         self.freed += n;
     }

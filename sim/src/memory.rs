@@ -65,11 +65,8 @@ impl MemoryPlan {
         let overhead_bytes = NON_TORCH_OVERHEAD_BYTES;
         let kv_cache_bytes = usable_bytes - weight_bytes - activation_bytes - overhead_bytes;
         let kv_heads_per_gpu = (model.num_kv_heads as f64 / tpf).ceil();
-        let kv_bytes_per_token = 2.0
-            * model.layers as f64
-            * kv_heads_per_gpu
-            * model.head_dim as f64
-            * kv_dtype.bytes();
+        let kv_bytes_per_token =
+            2.0 * model.layers as f64 * kv_heads_per_gpu * model.head_dim as f64 * kv_dtype.bytes();
         let block_bytes = kv_bytes_per_token * engine.block_size as f64;
         let kv_blocks = if kv_cache_bytes > 0.0 {
             (kv_cache_bytes / block_bytes).floor() as u64
@@ -199,7 +196,11 @@ mod tests {
     fn llama_8b_on_h100_leaves_about_55_gib_of_kv() {
         let p = plan("llama-3.1-8b", "h100-sxm", 1);
         // 8.03e9 params × 2 bytes = 16.06e9 bytes = 14.96 GiB (vLLM logs ~14.99 GiB).
-        assert!((p.weight_bytes / GIB - 14.96).abs() < 0.05, "{}", p.weight_bytes / GIB);
+        assert!(
+            (p.weight_bytes / GIB - 14.96).abs() < 0.05,
+            "{}",
+            p.weight_bytes / GIB
+        );
         // 72 GiB usable − 15 − ~1.3 − 0.5 ≈ 55 GiB → ≈ 450k tokens at 128 KiB/token.
         let kv_gib = p.kv_cache_bytes / GIB;
         assert!((54.0..57.0).contains(&kv_gib), "{kv_gib}");

@@ -38,7 +38,8 @@ pub const TIMESERIES_COLUMNS: [&str; 6] = [
 ];
 
 fn ms(v: Option<u64>) -> String {
-    v.map(|x| format!("{:.3}", nanos_to_ms(x))).unwrap_or_default()
+    v.map(|x| format!("{:.3}", nanos_to_ms(x)))
+        .unwrap_or_default()
 }
 
 /// Writes the three result files into `dir` (created if missing).
@@ -76,7 +77,9 @@ fn write_requests(path: &Path, reqs: &[Request]) -> std::io::Result<()> {
             reason.to_string(),
             ms(r.queue_wait()),
             ms(r.ttft()),
-            r.tpot().map(|x| format!("{:.3}", x / 1e6)).unwrap_or_default(),
+            r.tpot()
+                .map(|x| format!("{:.3}", x / 1e6))
+                .unwrap_or_default(),
             ms(r.e2e().filter(|_| r.status == Status::Completed)),
             r.preemptions.to_string(),
         ])?;

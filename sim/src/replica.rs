@@ -212,7 +212,9 @@ impl Replica {
         }
 
         // 2. Admission, FCFS, while memory, sequence slots and token budget allow.
-        let mut budget = self.max_batched_tokens.saturating_sub(self.running.len() as u64);
+        let mut budget = self
+            .max_batched_tokens
+            .saturating_sub(self.running.len() as u64);
         while let Some(id) = self.waiting.front() {
             if self.running.len() >= self.max_num_seqs {
                 break;
@@ -230,7 +232,11 @@ impl Replica {
             }
             let blocks = BlockAllocator::blocks_for(n, bs as u64);
             // The watermark guards running sequences; an empty replica has none.
-            let reserve = if self.running.is_empty() { 0 } else { self.watermark_blocks };
+            let reserve = if self.running.is_empty() {
+                0
+            } else {
+                self.watermark_blocks
+            };
             if self.kv.free() < blocks + reserve || !self.kv.allocate(blocks) {
                 break;
             }
@@ -283,7 +289,10 @@ impl Replica {
         reqs: &mut [Request],
         mut resumed_gap: impl FnMut(Nanos),
     ) -> IterationOutcome {
-        let start = self.iteration_start.take().expect("no iteration in progress");
+        let start = self
+            .iteration_start
+            .take()
+            .expect("no iteration in progress");
         self.stats.busy_ns += now.since(start);
         self.account_kv(now);
         let mut out = IterationOutcome {
@@ -390,7 +399,10 @@ mod tests {
             assert_eq!(r.generated, 6);
         }
         assert_eq!(rep.kv().granted(), rep.kv().freed());
-        assert_eq!(rep.stats.preemptions, reqs.iter().map(|r| r.preemptions as u64).sum::<u64>());
+        assert_eq!(
+            rep.stats.preemptions,
+            reqs.iter().map(|r| r.preemptions as u64).sum::<u64>()
+        );
     }
 
     #[test]

@@ -326,7 +326,10 @@ impl Scenario {
             ScenarioError::new(
                 origin,
                 "",
-                format!("{line}TOML syntax error: {}", e.message().trim()),
+                format!(
+                    "{line}TOML syntax error: {}",
+                    e.message().trim().replace('\n', "; ")
+                ),
             )
         })?;
         Self::from_table(table, origin)
@@ -338,7 +341,8 @@ impl Scenario {
             .map_err(|e| {
                 let path = e.path().to_string();
                 let key = if path == "." { String::new() } else { path };
-                ScenarioError::new(origin, key, e.into_inner().message().trim().to_string())
+                let msg = e.into_inner().message().trim().replace('\n', "; ");
+                ScenarioError::new(origin, key, msg)
             })?;
         Self::from_file(file, origin)
     }
@@ -472,16 +476,14 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let memory = MemoryPlan::new(
-            &model,
-            &hardware,
-            weight_dtype,
-            kv_dtype,
-            tp,
-            &file.engine,
-        );
+        let memory = MemoryPlan::new(&model, &hardware, weight_dtype, kv_dtype, tp, &file.engine);
         memory
-            .check_fits(&model, &hardware, max_model_len, file.engine.max_model_len.is_some())
+            .check_fits(
+                &model,
+                &hardware,
+                max_model_len,
+                file.engine.max_model_len.is_some(),
+            )
             .map_err(|(k, m)| err(&k, m))?;
 
         Ok(Scenario {
@@ -540,7 +542,10 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     if f.name.contains(['/', '\\']) || f.name.starts_with('.') {
         return Err((
             "name".into(),
-            format!("{:?} is used as a folder name: no slashes, no leading dot", f.name),
+            format!(
+                "{:?} is used as a folder name: no slashes, no leading dot",
+                f.name
+            ),
         ));
     }
     match (f.horizon.requests, f.horizon.duration_s) {
@@ -587,7 +592,10 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         positive("slo.ttft_ms", s.ttft_ms)?;
         positive("slo.tpot_ms", s.tpot_ms)?;
     }
-    positive("metrics.timeseries_interval_s", f.metrics.timeseries_interval_s)?;
+    positive(
+        "metrics.timeseries_interval_s",
+        f.metrics.timeseries_interval_s,
+    )?;
     if f.metrics.timeseries_interval_s < 1e-3 {
         return Err((
             "metrics.timeseries_interval_s".into(),
@@ -718,8 +726,14 @@ output_tokens = { dist = "fixed", value = 10 }
     fn unknown_key_names_its_path() {
         let e = err_of(&MINIMAL.replace("max_model_len", "max_modle_len"));
         assert_eq!(e.key, "engine.max_modle_len", "{e}");
-        assert!(e.message.contains("expected one of"), "lists allowed keys: {e}");
-        assert!(e.to_string().starts_with("s.toml: engine.max_modle_len: "), "{e}");
+        assert!(
+            e.message.contains("expected one of"),
+            "lists allowed keys: {e}"
+        );
+        assert!(
+            e.to_string().starts_with("s.toml: engine.max_modle_len: "),
+            "{e}"
+        );
     }
 
     #[test]
@@ -742,7 +756,10 @@ output_tokens = { dist = "fixed", value = 10 }
         assert_eq!(e.key, "fleet.replicas");
         let e = err_of(&MINIMAL.replace("\"llama-3.1-8b\"", "\"gpt-5\""));
         assert_eq!(e.key, "model.preset");
-        assert!(e.message.contains("llama-3.1-70b"), "lists known presets: {e}");
+        assert!(
+            e.message.contains("llama-3.1-70b"),
+            "lists known presets: {e}"
+        );
         let e = err_of(&MINIMAL.replace("\"h100-sxm\"", "\"tpu\""));
         assert!(e.message.contains("mi300x"), "{e}");
         let e = err_of(&MINIMAL.replace("[horizon]\nrequests = 100", "[horizon]"));

@@ -38,7 +38,8 @@ enum LengthKind {
 
 impl LengthSampler {
     pub fn new(d: &LengthDist) -> LengthSampler {
-        let clamp = |min: Option<u32>, max: Option<u32>| (min.unwrap_or(1).max(1), max.unwrap_or(u32::MAX));
+        let clamp =
+            |min: Option<u32>, max: Option<u32>| (min.unwrap_or(1).max(1), max.unwrap_or(u32::MAX));
         match *d {
             LengthDist::Fixed { value } => LengthSampler {
                 kind: LengthKind::Fixed(value),
@@ -165,24 +166,52 @@ mod tests {
     #[test]
     fn poisson_and_gamma_gaps_have_their_mean_and_cv() {
         let fixed = LengthDist::Fixed { value: 10 };
-        let (m, cv) = gap_stats(Generator::new(&cfg(ArrivalCfg::Poisson { rate: 4.0 }, fixed.clone()), 1), 200_000);
-        assert!((m - 0.25).abs() < 0.0025 && (cv - 1.0).abs() < 0.02, "{m} {cv}");
         let (m, cv) = gap_stats(
-            Generator::new(&cfg(ArrivalCfg::Gamma { rate: 10.0, cv: 3.0 }, fixed), 2),
+            Generator::new(&cfg(ArrivalCfg::Poisson { rate: 4.0 }, fixed.clone()), 1),
             200_000,
         );
-        assert!((m - 0.1).abs() < 0.003 && (cv - 3.0).abs() < 0.1, "{m} {cv}");
+        assert!(
+            (m - 0.25).abs() < 0.0025 && (cv - 1.0).abs() < 0.02,
+            "{m} {cv}"
+        );
+        let (m, cv) = gap_stats(
+            Generator::new(
+                &cfg(
+                    ArrivalCfg::Gamma {
+                        rate: 10.0,
+                        cv: 3.0,
+                    },
+                    fixed,
+                ),
+                2,
+            ),
+            200_000,
+        );
+        assert!(
+            (m - 0.1).abs() < 0.003 && (cv - 3.0).abs() < 0.1,
+            "{m} {cv}"
+        );
     }
 
     #[test]
     fn lengths_follow_their_distribution_and_clamps() {
-        let d = LengthDist::Lognormal { mean: 500.0, cv: 1.0, min: Some(4), max: Some(4000) };
+        let d = LengthDist::Lognormal {
+            mean: 500.0,
+            cv: 1.0,
+            min: Some(4),
+            max: Some(4000),
+        };
         let g = Generator::new(&cfg(ArrivalCfg::Poisson { rate: 1.0 }, d), 3);
         let v: Vec<u32> = g.take(100_000).map(|r| r.prompt_tokens).collect();
         let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
         assert!((mean - 500.0).abs() < 10.0, "{mean}");
         assert!(v.iter().all(|&x| (4..=4000).contains(&x)));
-        let d = LengthDist::Normal { mean: 10.0, sd: 50.0, min: None, max: Some(20) };
+        let d = LengthDist::Normal {
+            mean: 10.0,
+            sd: 50.0,
+            min: None,
+            max: Some(20),
+        };
         let g = Generator::new(&cfg(ArrivalCfg::Poisson { rate: 1.0 }, d), 3);
         assert!(g.take(10_000).all(|r| (1..=20).contains(&r.prompt_tokens)));
         let d = LengthDist::Uniform { min: 3, max: 5 };
@@ -193,7 +222,10 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_other_seed_other_stream() {
-        let c = cfg(ArrivalCfg::Poisson { rate: 2.0 }, LengthDist::Fixed { value: 1 });
+        let c = cfg(
+            ArrivalCfg::Poisson { rate: 2.0 },
+            LengthDist::Fixed { value: 1 },
+        );
         let a: Vec<_> = Generator::new(&c, 9).take(50).collect();
         let b: Vec<_> = Generator::new(&c, 9).take(50).collect();
         let d: Vec<_> = Generator::new(&c, 10).take(50).collect();

@@ -23,7 +23,9 @@ mod tests {
 
     #[test]
     fn cycles_through_replicas() {
-        let reps: Vec<Replica> = (0..3).map(|i| Replica::new(i, &EngineCfg::default(), 10)).collect();
+        let reps: Vec<Replica> = (0..3)
+            .map(|i| Replica::new(i, &EngineCfg::default(), 10))
+            .collect();
         let mut r = RoundRobin::default();
         let picks: Vec<usize> = (0..7).map(|_| r.route(&reps)).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2, 0]);

@@ -1,0 +1,148 @@
+//! Bad input gets a one-line error naming the file and the key path — never a
+//! panic, never a silently ignored key.
+
+mod common;
+use common::*;
+
+/// Writes `text` to a scenario file, runs `simulate` and `check` on it, and
+/// returns the error line after asserting both fail cleanly the same way.
+fn error_for(text: &str) -> (String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let out = tmp.path().join("out");
+    let sim = run(&["simulate", p, "--out", out.to_str().unwrap()]);
+    let chk = run(&["check", p]);
+    for o in [&sim, &chk] {
+        assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(o));
+        let e = stderr(o);
+        assert!(!e.contains("panicked"), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+        assert!(
+            e.starts_with(&format!("error: {p}: ")),
+            "names the file: {e}"
+        );
+    }
+    assert!(!out.exists(), "no outputs written for a bad scenario");
+    (stderr(&sim).trim_end().to_string(), p.to_string())
+}
+
+fn base() -> String {
+    small_quickstart(100)
+}
+
+fn assert_key(text: &str, key: &str, also: &str) {
+    let (e, p) = error_for(text);
+    assert!(
+        e.starts_with(&format!("error: {p}: {key}: ")),
+        "expected key {key}: {e}"
+    );
+    assert!(e.contains(also), "expected {also:?} in: {e}");
+}
+
+#[test]
+fn unknown_key_is_an_error_naming_it() {
+    let t = base().replace("block_size = 16", "block_size = 16\nblock_sise = 32");
+    assert_key(&t, "engine.block_sise", "unknown field");
+    let t = base().replace("seed = 42", "seed = 42\ncolour = \"red\"");
+    assert_key(&t, "colour", "expected one of");
+}
+
+#[test]
+fn wrong_type_names_the_key() {
+    let t = base().replace("replicas = 4", "replicas = \"four\"");
+    assert_key(&t, "fleet.replicas", "invalid type");
+    let t = base().replace("block_size = 16", "block_size = 1.5");
+    assert_key(&t, "engine.block_size", "invalid type");
+}
+
+#[test]
+fn negative_or_zero_rate_is_rejected() {
+    let t = base().replace("rate = 70.0", "rate = -5.0");
+    assert_key(&t, "workload.arrival.rate", "positive");
+    let t = base().replace("rate = 70.0", "rate = 0.0");
+    assert_key(&t, "workload.arrival.rate", "positive");
+}
+
+#[test]
+fn zero_replicas_is_rejected() {
+    let t = base().replace("replicas = 4", "replicas = 0");
+    assert_key(&t, "fleet.replicas", "at least 1");
+    let t = base().replace("replicas = 4", "replicas = -2");
+    assert_key(&t, "fleet.replicas", "invalid value");
+}
+
+#[test]
+fn unknown_preset_lists_the_known_ones() {
+    let t = base().replace("\"llama-3.1-8b\"", "\"llama-9-1t\"");
+    assert_key(&t, "model.preset", "qwen2.5-72b");
+    let t = base().replace("\"h100-sxm\"", "\"tpu-v5p\"");
+    assert_key(&t, "hardware.preset", "mi300x");
+    let t = base().replace("\"least-outstanding\"", "\"random-walk\"");
+    assert_key(&t, "fleet.router", "round-robin");
+}
+
+#[test]
+fn model_that_does_not_fit_says_how_much_it_needs() {
+    let t = base().replace("\"llama-3.1-8b\"", "\"llama-3.1-70b\"");
+    assert_key(&t, "model", "tensor_parallel = 4");
+    let (e, _) = error_for(&t);
+    assert!(e.contains("GiB"), "{e}");
+    let t = base()
+        .replace("\"llama-3.1-8b\"", "\"llama-3.1-405b\"")
+        .replace("tensor_parallel = 1", "tensor_parallel = 8");
+    assert_key(&t, "model", "does not fit");
+}
+
+#[test]
+fn other_invalid_values_are_caught() {
+    let t = base().replace(
+        "gpu_memory_utilization = 0.9",
+        "gpu_memory_utilization = 1.5",
+    );
+    assert_key(&t, "engine.gpu_memory_utilization", "(0, 1]");
+    let t = base().replace("block_size = 16", "block_size = 0");
+    assert_key(&t, "engine.block_size", "at least 1");
+    let t = base().replace("tensor_parallel = 1", "tensor_parallel = 3");
+    assert_key(&t, "fleet.tensor_parallel", "divisor");
+    let t = base().replace("max_model_len = 8192", "max_model_len = 999999");
+    assert_key(&t, "engine.max_model_len", "context length");
+    let t = base().replace("min = 16, max = 6144", "min = 600, max = 500");
+    assert_key(&t, "workload.prompt_tokens.max", "below min");
+    let t = base().replace("process = \"poisson\"", "process = \"hawkes\"");
+    assert_key(&t, "workload.arrival.process", "unknown variant");
+    let t = base().replace("requests = 100", "");
+    assert_key(&t, "horizon", "duration_s");
+    let t = base().replace("tpot_ms = 50", "tpot_ms = -1");
+    assert_key(&t, "slo.tpot_ms", "positive");
+}
+
+#[test]
+fn syntax_error_names_the_line() {
+    let t = base().replace("[engine]", "[engine");
+    let (e, _) = error_for(&t);
+    assert!(e.contains("line "), "{e}");
+    assert!(e.contains("TOML syntax error"), "{e}");
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    for cmd in ["simulate", "check"] {
+        let o = run(&[cmd, "no/such/scenario.toml"]);
+        assert_eq!(o.status.code(), Some(1));
+        let e = stderr(&o);
+        assert!(
+            e.starts_with("error: no/such/scenario.toml: cannot read file"),
+            "{e}"
+        );
+        assert!(!e.contains("panicked"));
+    }
+}
+
+#[test]
+fn unknown_command_line_flags_are_usage_errors() {
+    let o = run(&["simulate", "x.toml", "--sed", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--sed"));
+}

@@ -1,0 +1,83 @@
+//! The command surface: help with examples, the catalog, `check` output.
+
+mod common;
+use common::*;
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    for cmd in ["simulate", "check", "catalog", "bench"] {
+        let o = run(&[cmd, "--help"]);
+        assert!(o.status.success(), "{cmd}");
+        assert!(
+            stdout(&o).contains("Example:"),
+            "{cmd} --help lacks an example"
+        );
+    }
+}
+
+#[test]
+fn catalog_lists_required_presets() {
+    let o = run(&["catalog", "hardware"]);
+    let s = stdout(&o);
+    for hw in [
+        "h100-sxm",
+        "h200",
+        "a100-80gb",
+        "a100-40gb",
+        "l40s",
+        "l4",
+        "b200",
+        "mi300x",
+    ] {
+        assert!(s.contains(hw), "{hw} missing:\n{s}");
+    }
+    assert!(s.contains("datasheet"));
+    let s = stdout(&run(&["catalog", "models"]));
+    for m in [
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "llama-3.1-405b",
+        "llama-2-7b",
+        "llama-2-70b",
+        "qwen2.5-7b",
+        "qwen2.5-72b",
+        "mistral-7b",
+    ] {
+        assert!(s.contains(m), "{m} missing:\n{s}");
+    }
+    assert!(s.contains("config.json"));
+}
+
+#[test]
+fn check_prints_the_resolved_memory_budget() {
+    let p = repo().join("scenarios/llama70b-tp4.toml");
+    let o = run(&["check", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    for want in [
+        "Llama-3.1-70B",
+        "H100-SXM",
+        "TP 4",
+        "weights",
+        "KV cache",
+        "blocks of 16 tokens",
+    ] {
+        assert!(s.contains(want), "{want} missing:\n{s}");
+    }
+}
+
+#[test]
+fn default_output_folder_is_out_slash_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(&scenario, small_quickstart(50)).unwrap();
+    let o = bin()
+        .current_dir(tmp.path())
+        .args(["simulate", scenario.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tmp.path().join("out/quickstart/summary.json").exists());
+    // Not a terminal: no progress bar escape codes on stderr.
+    assert!(!stderr(&o).contains('\u{1b}'));
+}

@@ -1,0 +1,91 @@
+//! Every example in `scenarios/` runs end to end, so none of them rots, and
+//! each run's outputs are consistent with each other.
+
+mod common;
+use common::*;
+
+#[test]
+fn every_example_scenario_runs_and_conserves_requests() {
+    let dir = repo().join("scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 3,
+        "expected the example scenarios, found {files:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for f in files {
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        let out = tmp.path().join(&name);
+        let check = run(&["check", f.to_str().unwrap()]);
+        assert!(check.status.success(), "check {name}: {}", stderr(&check));
+        assert!(stdout(&check).contains("KV cache"), "{name}");
+        simulate(&f, &out, &[]);
+        let summary: serde_json::Value =
+            serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+        let c = &summary["counts"];
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(
+            n("arrived"),
+            n("completed") + n("rejected") + n("in_flight"),
+            "{name}: {c}"
+        );
+        assert!(n("completed") > 0, "{name}");
+        // One CSV row per request, and the statuses agree with the summary.
+        let csv = read(&out.join("requests.csv"));
+        let rows: Vec<&str> = csv.lines().skip(1).collect();
+        assert_eq!(rows.len() as u64, n("arrived"), "{name}");
+        let completed = rows.iter().filter(|r| r.contains(",completed,")).count();
+        assert_eq!(completed as u64, n("completed"), "{name}");
+        let ts = read(&out.join("timeseries.csv"));
+        assert!(ts.starts_with("time_s,replica,waiting,running,kv_blocks_used,kv_util\n"));
+        assert!(ts.lines().count() > 2, "{name}");
+    }
+}
+
+#[test]
+fn overload_scenario_shows_queueing_and_preemption() {
+    let tmp = tempfile::tempdir().unwrap();
+    simulate(&repo().join("scenarios/overload.toml"), tmp.path(), &[]);
+    let s: serde_json::Value =
+        serde_json::from_str(&read(&tmp.path().join("summary.json"))).unwrap();
+    assert!(
+        s["engine"]["preemptions"].as_u64().unwrap() > 0,
+        "{}",
+        s["engine"]
+    );
+    assert!(s["counts"]["in_flight"].as_u64().unwrap() > 0);
+    assert!(s["latency"]["ttft_ms"]["p99"].as_f64().unwrap() > 10_000.0);
+    assert!(s["slo"]["attainment"].as_f64().unwrap() < 0.5);
+}
+
+#[test]
+fn quickstart_meets_its_slos_with_headroom() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = simulate(&repo().join("scenarios/quickstart.toml"), tmp.path(), &[]);
+    let table = stdout(&o);
+    for label in [
+        "TTFT",
+        "TPOT",
+        "ITL",
+        "E2E",
+        "throughput",
+        "goodput",
+        "KV cache",
+    ] {
+        assert!(
+            table.contains(label),
+            "summary table lacks {label}:\n{table}"
+        );
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&read(&tmp.path().join("summary.json"))).unwrap();
+    assert_eq!(s["counts"]["completed"], 20000);
+    assert!(s["slo"]["attainment"].as_f64().unwrap() > 0.99);
+    // Loaded, not idle: batches of tens of sequences.
+    assert!(s["engine"]["mean_batch_size"].as_f64().unwrap() > 20.0);
+}
