@@ -281,12 +281,14 @@ impl Replica {
 
     /// Applies the outcome of the iteration that started at the last
     /// `form_batch` and ends at `now`: every sequence in the batch gains one
-    /// token; finished ones release their blocks. Gaps between tokens of
+    /// token; finished ones release their blocks and are appended to
+    /// `completed`. Gaps between tokens of
     /// sequences resumed after preemption go to `resumed_gap`.
     pub fn finish_iteration(
         &mut self,
         now: SimTime,
         reqs: &mut [Request],
+        completed: &mut Vec<RequestId>,
         mut resumed_gap: impl FnMut(Nanos),
     ) -> IterationOutcome {
         let start = self
@@ -322,6 +324,7 @@ impl Replica {
                 r.last_token = now;
                 r.status = Status::Completed;
                 out.completed += 1;
+                completed.push(s.id);
                 false
             } else {
                 true
@@ -356,7 +359,7 @@ mod tests {
         while let Some(shape) = rep.form_batch(t, reqs) {
             shapes.push(shape);
             t = t.plus(1000);
-            rep.finish_iteration(t, reqs, |_| {});
+            rep.finish_iteration(t, reqs, &mut vec![], |_| {});
         }
         (t.0, shapes)
     }

@@ -2,6 +2,7 @@
 //! by id, holding what the per-request record reports.
 
 use crate::time::SimTime;
+use crate::workload::RequestSpec;
 use serde::Serialize;
 
 /// Index of a request in the run's slab (arrival order).
@@ -67,6 +68,13 @@ pub struct Request {
     pub generated: u32,
     pub preemptions: u32,
     pub status: Status,
+    /// Tenant index (0 with a single tenant).
+    pub tenant: u32,
+    /// User or conversation of a closed-loop workload (0 when open-loop).
+    pub session: u64,
+    /// Chained prefix-block hashes from the workload (see `RequestSpec`).
+    pub prefix_hashes: Vec<u64>,
+    pub hash_block_tokens: u32,
 }
 
 impl Request {
@@ -83,7 +91,21 @@ impl Request {
             generated: 0,
             preemptions: 0,
             status: Status::InFlight,
+            tenant: 0,
+            session: 0,
+            prefix_hashes: Vec::new(),
+            hash_block_tokens: 0,
         }
+    }
+
+    /// A request as a workload specified it, not yet routed.
+    pub fn from_spec(spec: RequestSpec) -> Request {
+        let mut r = Request::new(spec.arrival, spec.prompt_tokens, spec.output_tokens);
+        r.tenant = spec.tenant;
+        r.session = spec.session;
+        r.prefix_hashes = spec.prefix_hashes;
+        r.hash_block_tokens = spec.hash_block_tokens;
+        r
     }
 
     /// Time to first token, ns.

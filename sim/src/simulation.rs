@@ -11,13 +11,16 @@ use crate::replica::Replica;
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
-use crate::workload::{Generator, RequestSpec};
+use crate::workload::{self, RequestSource, RequestSpec};
 
 /// Events of the fleet model.
 #[derive(Clone, Copy, Debug)]
 enum Event {
     /// The next request of the workload arrives (its spec is held aside).
     Arrival,
+    /// A follow-up request from a closed-loop source arrives (index into
+    /// the deferred slab).
+    FollowUp(u32),
     /// Replica `r` finishes its iteration in progress.
     IterationEnd(u32),
     /// Time-series sampling tick.
@@ -53,8 +56,13 @@ pub struct Simulation<'a> {
     router: Box<dyn Router>,
     requests: Vec<Request>,
     queue: EventQueue<Event>,
-    generator: Generator,
+    source: Box<dyn RequestSource>,
     pending: Option<RequestSpec>,
+    /// Follow-up requests waiting for their arrival event, and free slots.
+    deferred: Vec<Option<RequestSpec>>,
+    deferred_free: Vec<u32>,
+    /// Scratch buffer of requests completed by an iteration.
+    completed_buf: Vec<RequestId>,
     max_requests: u64,
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
@@ -92,8 +100,8 @@ impl<'a> Simulation<'a> {
         let watermark = replicas[0].watermark_blocks();
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
-        let mut generator = Generator::new(&f.workload, f.seed);
-        let first = generator.next();
+        let mut source = workload::build(&f.workload, f.seed);
+        let first = source.next_request();
         let mut queue = EventQueue::new();
         let mut pending = None;
         if let Some(spec) = first {
@@ -115,8 +123,11 @@ impl<'a> Simulation<'a> {
             router: router::build(f.fleet.router),
             requests: Vec::with_capacity(expected.min(10_000_000) as usize),
             queue,
-            generator,
+            source,
             pending,
+            deferred: Vec::new(),
+            deferred_free: Vec::new(),
+            completed_buf: Vec::new(),
             max_requests,
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
@@ -161,13 +172,39 @@ impl<'a> Simulation<'a> {
         let Some(spec) = self.pending.take() else {
             return;
         };
+        self.admit(spec, now);
+        if (self.requests.len() as u64) < self.max_requests {
+            if let Some(next) = self.source.next_request() {
+                if self.deadline.is_none_or(|d| next.arrival <= d) {
+                    self.queue.schedule(next.arrival.max(now), Event::Arrival);
+                    self.pending = Some(next);
+                }
+            }
+        }
+    }
+
+    fn on_follow_up(&mut self, slot: u32, now: SimTime) {
+        let spec = self.deferred[slot as usize]
+            .take()
+            .expect("deferred request");
+        self.deferred_free.push(slot);
+        if (self.requests.len() as u64) < self.max_requests {
+            self.admit(spec, now);
+        }
+    }
+
+    /// A request enters the system: rejected at once if it can never be
+    /// served, otherwise routed and queued.
+    fn admit(&mut self, spec: RequestSpec, now: SimTime) {
         let id = self.requests.len() as RequestId;
-        let mut req = Request::new(spec.arrival, spec.prompt_tokens, spec.output_tokens);
-        match self.rejection(&spec) {
+        let reason = self.rejection(&spec);
+        let mut req = Request::from_spec(spec);
+        match reason {
             Some(reason) => {
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.requests.push(req);
+                self.request_ended(id, now, false);
             }
             None => {
                 let r = self.router.route(&self.replicas);
@@ -179,24 +216,48 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
-        if (self.requests.len() as u64) < self.max_requests {
-            if let Some(next) = self.generator.next() {
-                if self.deadline.is_none_or(|d| next.arrival <= d) {
-                    self.queue.schedule(next.arrival, Event::Arrival);
-                    self.pending = Some(next);
-                }
-            }
+    }
+
+    /// Tells the source a request ended; schedules its follow-up, if any.
+    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
+        let Some(mut next) =
+            self.source
+                .on_request_end(&self.requests[id as usize], now, completed)
+        else {
+            return;
+        };
+        next.arrival = next.arrival.max(now);
+        if self.deadline.is_some_and(|d| next.arrival > d) {
+            return;
         }
+        let at = next.arrival;
+        let slot = match self.deferred_free.pop() {
+            Some(i) => {
+                self.deferred[i as usize] = Some(next);
+                i
+            }
+            None => {
+                self.deferred.push(Some(next));
+                (self.deferred.len() - 1) as u32
+            }
+        };
+        self.queue.schedule(at, Event::FollowUp(slot));
     }
 
     fn on_iteration_end(&mut self, r: usize, now: SimTime) {
         let itl = &mut self.itl_samples;
-        let out =
-            self.replicas[r].finish_iteration(now, &mut self.requests, |gap| itl.push((gap, 1)));
+        let mut done = std::mem::take(&mut self.completed_buf);
+        let out = self.replicas[r]
+            .finish_iteration(now, &mut self.requests, &mut done, |gap| itl.push((gap, 1)));
         if out.decode_tokens > 0 {
             // Every decoding sequence waited exactly this iteration for its token.
             itl.push((out.duration, out.decode_tokens));
         }
+        for &id in &done {
+            self.request_ended(id, now, true);
+        }
+        done.clear();
+        self.completed_buf = done;
         if self.replicas[r].has_work() {
             self.start_iteration(r, now);
         }
@@ -238,6 +299,7 @@ impl<'a> Simulation<'a> {
             end = now;
             match ev {
                 Event::Arrival => self.on_arrival(now),
+                Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => self.on_iteration_end(r as usize, now),
                 Event::Sample => self.on_sample(now),
             }
@@ -568,6 +630,7 @@ output_tokens = { dist = "fixed", value = 3 }
         while let Some((now, ev)) = sim.queue.pop() {
             match ev {
                 Event::Arrival => sim.on_arrival(now),
+                Event::FollowUp(slot) => sim.on_follow_up(slot, now),
                 Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
                 Event::Sample => sim.on_sample(now),
             }

@@ -1,20 +1,13 @@
-//! Request streams: arrival processes and token-length distributions, each
-//! drawing from its own seeded stream so that, e.g., changing output lengths
-//! leaves arrival times untouched.
+//! Synthetic open-loop streams: an arrival process and token-length
+//! distributions, each drawing from its own seeded stream so that, e.g.,
+//! changing output lengths leaves arrival times untouched.
 
+use super::{RequestSource, RequestSpec};
 use crate::rng::{self, StreamRng};
 use crate::scenario::{ArrivalCfg, LengthDist, WorkloadCfg};
 use crate::time::{secs_to_nanos, SimTime};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
-
-/// One request as the workload produces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestSpec {
-    pub arrival: SimTime,
-    pub prompt_tokens: u32,
-    pub output_tokens: u32,
-}
 
 /// Inter-arrival gap sampler.
 enum Gaps {
@@ -139,7 +132,14 @@ impl Iterator for Generator {
             arrival: SimTime(secs_to_nanos(self.t)),
             prompt_tokens: self.prompt.sample(&mut self.prompt_rng),
             output_tokens: self.output.sample(&mut self.output_rng),
+            ..RequestSpec::default()
         })
+    }
+}
+
+impl RequestSource for Generator {
+    fn next_request(&mut self) -> Option<RequestSpec> {
+        self.next()
     }
 }
 
