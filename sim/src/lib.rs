@@ -14,6 +14,7 @@ pub mod request;
 pub mod rng;
 pub mod scenario;
 pub mod simulation;
+pub mod sweep;
 pub mod time;
 pub mod workload;
 

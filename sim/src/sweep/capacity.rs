@@ -1,0 +1,548 @@
+//! Saturation and capacity planning from simulated benchmarks.
+//!
+//! 1. **Highest sustainable load**: the largest arrival rate a fleet of a
+//!    given size (one replica by default) serves within the SLOs, found by
+//!    bracketing (doubling or halving the rate) and then bisection to a
+//!    relative tolerance.
+//! 2. **Sizing for a demand**: the fewest replicas that meet the SLOs at a
+//!    peak rate — galloping from the estimate `demand / per-replica rate`,
+//!    then bisection, so the answer is checked from both sides: `n` replicas
+//!    meet the SLOs and `n − 1` (when `n > 1`) are simulated and do not.
+//!    Headroom sizes for `demand × (1 + headroom)`; `spare` replicas are
+//!    added on top for failures (N+k), and the monthly cost follows from a
+//!    stated price per GPU-hour (730 hours a month, 8760 / 12).
+//!
+//! "Meets the SLOs" is as in a sweep (see `objective`): at least the target
+//! share of requests meet the scenario's `[slo]` TTFT and TPOT targets.
+//! Every probe is a full simulation of the scenario with only
+//! `workload.arrival.rate` and `fleet.replicas` changed, so the searches see
+//! the same arrivals, scaled in time (common random numbers), and the
+//! outcome is deterministic. Near the boundary attainment need not be
+//! perfectly monotone in the rate; the search reports the boundary it found
+//! with the probes that bound it.
+
+use super::keypath;
+use super::SweepError;
+use crate::metrics::Summary;
+use crate::{Scenario, Simulation};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Hours in an average month (8760 / 12).
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// Format tag of `capacity.json`.
+pub const FORMAT: &str = "servesim-capacity/1";
+
+/// What to search for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacityQuery {
+    /// Share of requests that must meet the SLOs (e.g. 0.99).
+    pub attainment: f64,
+    /// Fleet size for the highest-load search.
+    pub replicas: u32,
+    /// Peak demand to size a fleet for, requests/s.
+    pub demand_rps: Option<f64>,
+    /// Extra load to absorb above the demand, as a fraction (0.2 = 20 %).
+    pub headroom: f64,
+    /// Replicas added for failures (N+k).
+    pub spare: u32,
+    /// Price of a GPU-hour, US dollars.
+    pub gpu_hour_usd: Option<f64>,
+    /// Relative precision of the rate search (0.01 = 1 %).
+    pub tolerance: f64,
+}
+
+/// One simulated probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// Which search ran it: `rate`, `demand` or `demand+headroom`.
+    pub search: String,
+    pub replicas: u32,
+    pub rate_rps: f64,
+    pub attainment: f64,
+    pub ttft_p99_ms: f64,
+    pub tpot_p99_ms: f64,
+    pub goodput_rps: f64,
+    pub completed: u64,
+    pub meets_slo: bool,
+}
+
+/// The highest load a fleet sustains within the SLOs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxLoad {
+    pub replicas: u32,
+    /// The highest rate probed that meets the SLOs.
+    pub rate_rps: f64,
+    pub per_replica_rps: f64,
+    /// The lowest rate probed that misses them.
+    pub fails_at_rps: f64,
+    /// The probe at `rate_rps`.
+    pub at: Probe,
+}
+
+/// A fleet sized for a demand.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sizing {
+    pub demand_rps: f64,
+    pub headroom: f64,
+    /// demand × (1 + headroom).
+    pub sized_for_rps: f64,
+    /// Fewest replicas meeting the SLOs at the demand.
+    pub replicas_min: u32,
+    pub at_min: Probe,
+    /// The probe at `replicas_min − 1`, which misses the SLOs.
+    pub below_min: Option<Probe>,
+    /// Fewest replicas meeting the SLOs at `sized_for_rps`.
+    pub replicas_with_headroom: u32,
+    pub at_headroom: Probe,
+    pub below_headroom: Option<Probe>,
+    pub spare: u32,
+    /// replicas_with_headroom + spare.
+    pub replicas_total: u32,
+    pub gpus_per_replica: u32,
+    pub gpus_total: u32,
+    pub gpu_hour_usd: Option<f64>,
+    /// gpus_total × price × 730 h, when a price is stated.
+    pub usd_per_month: Option<f64>,
+}
+
+/// The result of `servesim capacity` (`capacity.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityReport {
+    pub format: String,
+    pub scenario: String,
+    pub slo_ttft_ms: f64,
+    pub slo_tpot_ms: f64,
+    pub attainment_target: f64,
+    pub tolerance: f64,
+    pub hours_per_month: f64,
+    pub max_load: MaxLoad,
+    pub sizing: Option<Sizing>,
+    /// Every simulation run, per search in the order run.
+    pub probes: Vec<Probe>,
+}
+
+/// Time-series interval of probes, seconds (their series is not kept).
+const PROBE_SAMPLE_S: f64 = 1e6;
+
+/// Runs probes of one scenario with the rate and replica count replaced.
+struct Prober<'a> {
+    base: toml::Table,
+    origin: &'a str,
+    target: f64,
+    on_probe: &'a (dyn Fn(&Probe) + Sync),
+}
+
+impl Prober<'_> {
+    fn probe(&self, search: &str, replicas: u32, rate: f64) -> Result<Probe, SweepError> {
+        let mut t = self.base.clone();
+        // Probes report summaries only; sparse sampling keeps a probe at a very
+        // low rate (a long simulated span) from filling memory with samples.
+        keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into())
+            .and_then(|_| keypath::set(&mut t, "workload.arrival.rate", rate.into()))
+            .and_then(|_| {
+                keypath::set(
+                    &mut t,
+                    "metrics.timeseries_interval_s",
+                    PROBE_SAMPLE_S.into(),
+                )
+            })
+            .map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))?;
+        let at = format!("{} replica(s) at {rate} req/s", replicas);
+        let s = Scenario::from_table(t, self.origin)
+            .map_err(|e| SweepError::new(format!("{at}: {e}")))?;
+        let r = Simulation::new(&s)
+            .run(|_| {})
+            .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;
+        let p = probe_of(search, replicas, rate, &r.summary, self.target);
+        (self.on_probe)(&p);
+        Ok(p)
+    }
+}
+
+fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) -> Probe {
+    let slo = s.slo.clone().unwrap_or_default();
+    Probe {
+        search: search.to_string(),
+        replicas,
+        rate_rps: rate,
+        attainment: slo.attainment,
+        ttft_p99_ms: s.latency.ttft_ms.p99,
+        tpot_p99_ms: s.latency.tpot_ms.p99,
+        goodput_rps: slo.goodput_rps,
+        completed: s.counts.completed,
+        meets_slo: s.counts.completed > 0 && slo.attainment >= target,
+    }
+}
+
+/// Runs the capacity searches on a scenario (text and origin for messages).
+/// `on_probe` sees every probe as it finishes (possibly from two threads).
+pub fn plan_capacity(
+    scenario_toml: &str,
+    origin: &str,
+    q: &CapacityQuery,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<CapacityReport, SweepError> {
+    let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
+    let Some(slo) = base_scenario.file.slo.clone() else {
+        return Err(SweepError::new(format!(
+            "{origin}: slo: missing: capacity needs [slo] ttft_ms and tpot_ms targets, which define the load a fleet sustains"
+        )));
+    };
+    check_query(q)?;
+    let base: toml::Table = scenario_toml
+        .parse()
+        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
+    let base_rate = match keypath::get(&base, "workload.arrival.rate") {
+        Some(toml::Value::Float(f)) => *f,
+        Some(toml::Value::Integer(i)) => *i as f64,
+        _ => {
+            return Err(SweepError::new(format!(
+                "{origin}: workload.arrival.rate: missing: capacity searches over the arrival rate, and this workload has none"
+            )))
+        }
+    };
+    let prober = Prober {
+        base,
+        origin,
+        target: q.attainment,
+        on_probe,
+    };
+    let mut probes = Vec::new();
+
+    let start = base_rate * q.replicas as f64 / base_scenario.file.fleet.replicas as f64;
+    let max_load = max_rate(&prober, q.replicas, start, q.tolerance, &mut probes)?;
+
+    let sizing = match q.demand_rps {
+        None => None,
+        Some(demand) => {
+            let guess = (demand / max_load.per_replica_rps).ceil();
+            let guess = if guess.is_finite() {
+                guess.clamp(1.0, MAX_REPLICAS as f64) as u32
+            } else {
+                1
+            };
+            let sized_for = demand * (1.0 + q.headroom);
+            let (at_demand, at_headroom) = if q.headroom > 0.0 {
+                let guess_h =
+                    ((sized_for / max_load.per_replica_rps).ceil() as u32).clamp(1, MAX_REPLICAS);
+                rayon::join(
+                    || min_replicas(&prober, "demand", demand, guess),
+                    || min_replicas(&prober, "demand+headroom", sized_for, guess_h),
+                )
+            } else {
+                let r = min_replicas(&prober, "demand", demand, guess);
+                (r.clone(), r)
+            };
+            let (n_min, at_min, below_min, p1) = at_demand?;
+            probes.extend(p1);
+            let (n_h, at_h, below_h, p2) = at_headroom?;
+            if q.headroom > 0.0 {
+                probes.extend(p2);
+            }
+            let total = n_h + q.spare;
+            let tp = base_scenario.file.fleet.tensor_parallel;
+            let gpus = total * tp;
+            Some(Sizing {
+                demand_rps: demand,
+                headroom: q.headroom,
+                sized_for_rps: sized_for,
+                replicas_min: n_min,
+                at_min,
+                below_min,
+                replicas_with_headroom: n_h,
+                at_headroom: at_h,
+                below_headroom: below_h,
+                spare: q.spare,
+                replicas_total: total,
+                gpus_per_replica: tp,
+                gpus_total: gpus,
+                gpu_hour_usd: q.gpu_hour_usd,
+                usd_per_month: q.gpu_hour_usd.map(|p| gpus as f64 * p * HOURS_PER_MONTH),
+            })
+        }
+    };
+    Ok(CapacityReport {
+        format: FORMAT.to_string(),
+        scenario: base_scenario.name().to_string(),
+        slo_ttft_ms: slo.ttft_ms,
+        slo_tpot_ms: slo.tpot_ms,
+        attainment_target: q.attainment,
+        tolerance: q.tolerance,
+        hours_per_month: HOURS_PER_MONTH,
+        max_load,
+        sizing,
+        probes,
+    })
+}
+
+/// The largest fleet a search may try (the scenario's own limit).
+const MAX_REPLICAS: u32 = 100_000;
+
+fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
+    let bad = |m: String| Err(SweepError::new(m));
+    if !(q.attainment > 0.0 && q.attainment <= 1.0) {
+        return bad(format!(
+            "--attainment must be in (0, 1], got {}",
+            q.attainment
+        ));
+    }
+    if q.replicas == 0 || q.replicas > MAX_REPLICAS {
+        return bad(format!(
+            "--replicas must be between 1 and {MAX_REPLICAS}, got {}",
+            q.replicas
+        ));
+    }
+    if let Some(d) = q.demand_rps {
+        if !(d.is_finite() && d > 0.0) {
+            return bad(format!(
+                "--demand must be a positive rate (requests/s), got {d}"
+            ));
+        }
+    }
+    if !(q.headroom.is_finite() && q.headroom >= 0.0) {
+        return bad(format!(
+            "--headroom must be a percentage ≥ 0, got {}",
+            q.headroom * 100.0
+        ));
+    }
+    if let Some(p) = q.gpu_hour_usd {
+        if !(p.is_finite() && p > 0.0) {
+            return bad(format!("--gpu-hour-usd must be a positive price, got {p}"));
+        }
+    }
+    if !(q.tolerance > 0.0 && q.tolerance < 1.0) {
+        return bad(format!(
+            "--tolerance must be in (0, 1), got {}",
+            q.tolerance
+        ));
+    }
+    Ok(())
+}
+
+/// Bracket the boundary by doubling or halving, then bisect.
+fn max_rate(
+    p: &Prober,
+    replicas: u32,
+    start: f64,
+    tol: f64,
+    probes: &mut Vec<Probe>,
+) -> Result<MaxLoad, SweepError> {
+    // Halving 20 times spans a factor of a million below the start.
+    const STEPS: u32 = 20;
+    let mut run = |rate: f64| -> Result<Probe, SweepError> {
+        let r = p.probe("rate", replicas, rate)?;
+        probes.push(r.clone());
+        Ok(r)
+    };
+    let first = run(start)?;
+    let (mut lo, mut hi) = if first.meets_slo {
+        let mut lo = first;
+        loop {
+            if lo.rate_rps > 1e9 {
+                return Err(SweepError::new(format!(
+                    "{}: still meets the SLOs at {:.3e} req/s: the horizon may be too short to load the fleet",
+                    p.origin, lo.rate_rps
+                )));
+            }
+            let next = run(lo.rate_rps * 2.0)?;
+            if !next.meets_slo {
+                break (lo, next);
+            }
+            lo = next;
+        }
+    } else {
+        let mut hi = first;
+        let mut i = 0;
+        loop {
+            i += 1;
+            if i > STEPS {
+                return Err(SweepError::new(format!(
+                    "{}: {replicas} replica(s) miss the SLOs even at {:.3e} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
+                    p.origin, hi.rate_rps, hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
+                )));
+            }
+            let next = run(hi.rate_rps / 2.0)?;
+            if next.meets_slo {
+                break (next, hi);
+            }
+            hi = next;
+        }
+    };
+    while hi.rate_rps - lo.rate_rps > tol * hi.rate_rps {
+        let mid = run((lo.rate_rps + hi.rate_rps) / 2.0)?;
+        if mid.meets_slo {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(MaxLoad {
+        replicas,
+        rate_rps: lo.rate_rps,
+        per_replica_rps: lo.rate_rps / replicas as f64,
+        fails_at_rps: hi.rate_rps,
+        at: lo,
+    })
+}
+
+type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), SweepError>;
+
+/// Fewest replicas meeting the SLOs at `rate`: gallop from `guess` toward
+/// the boundary (steps 1, 2, 4, …), then bisect until `n` meets the SLOs and
+/// `n − 1` was simulated and does not (or `n` = 1).
+fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> ReplicaSearch {
+    let mut seen: BTreeMap<u32, Probe> = BTreeMap::new();
+    let mut order = Vec::new();
+    let mut ok = |n: u32| -> Result<bool, SweepError> {
+        if let Some(r) = seen.get(&n) {
+            return Ok(r.meets_slo);
+        }
+        let r = p.probe(search, n, rate)?;
+        let m = r.meets_slo;
+        order.push(r.clone());
+        seen.insert(n, r);
+        Ok(m)
+    };
+    // Invariant once bracketed: `hi` meets the SLOs, `lo` does not (0 = none).
+    let (mut lo, mut hi);
+    if ok(guess)? {
+        hi = guess;
+        let mut step = 1;
+        loop {
+            let cand = hi.saturating_sub(step);
+            if cand == 0 {
+                lo = 0;
+                break;
+            }
+            if ok(cand)? {
+                hi = cand;
+                step *= 2;
+            } else {
+                lo = cand;
+                break;
+            }
+        }
+    } else {
+        lo = guess;
+        let mut step = 1;
+        loop {
+            let cand = lo.saturating_add(step);
+            if cand > MAX_REPLICAS {
+                return Err(SweepError::new(format!(
+                    "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
+                    p.origin
+                )));
+            }
+            if ok(cand)? {
+                hi = cand;
+                break;
+            }
+            lo = cand;
+            step *= 2;
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let at = seen[&hi].clone();
+    let below = (lo > 0).then(|| seen[&lo].clone());
+    Ok((hi, at, below, order))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCENARIO: &str = r#"
+name = "cap"
+seed = 3
+[horizon]
+requests = 400
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_model_len = 8192
+[workload]
+arrival = { process = "poisson", rate = 10.0 }
+prompt_tokens = { dist = "fixed", value = 1000 }
+output_tokens = { dist = "fixed", value = 100 }
+[slo]
+ttft_ms = 300
+tpot_ms = 30
+"#;
+
+    fn query() -> CapacityQuery {
+        CapacityQuery {
+            attainment: 0.95,
+            replicas: 1,
+            demand_rps: Some(60.0),
+            headroom: 0.25,
+            spare: 1,
+            gpu_hour_usd: Some(2.0),
+            tolerance: 0.05,
+        }
+    }
+
+    #[test]
+    fn finds_the_boundary_and_the_minimum_fleet() {
+        let r = plan_capacity(SCENARIO, "cap.toml", &query(), &|_| {}).unwrap();
+        let m = &r.max_load;
+        assert!(m.at.meets_slo);
+        assert!(m.fails_at_rps > m.rate_rps);
+        assert!(m.fails_at_rps - m.rate_rps <= 0.05 * m.fails_at_rps);
+        assert!(r
+            .probes
+            .iter()
+            .any(|p| p.search == "rate" && p.rate_rps == m.fails_at_rps && !p.meets_slo));
+
+        let s = r.sizing.as_ref().unwrap();
+        assert!(s.at_min.meets_slo && s.at_min.replicas == s.replicas_min);
+        // One fewer replica was simulated and misses the SLOs.
+        let below = s.below_min.as_ref().expect("more than one replica needed");
+        assert_eq!(below.replicas, s.replicas_min - 1);
+        assert!(!below.meets_slo);
+        assert!(s.replicas_with_headroom >= s.replicas_min);
+        assert_eq!(s.sized_for_rps, 75.0);
+        assert_eq!(s.replicas_total, s.replicas_with_headroom + 1);
+        assert_eq!(s.usd_per_month, Some(s.gpus_total as f64 * 2.0 * 730.0));
+        // Deterministic.
+        let again = plan_capacity(SCENARIO, "cap.toml", &query(), &|_| {}).unwrap();
+        assert_eq!(r, again);
+    }
+
+    #[test]
+    fn needs_an_slo_and_sane_flags() {
+        let no_slo = SCENARIO.replace("[slo]\nttft_ms = 300\ntpot_ms = 30\n", "");
+        let e = plan_capacity(&no_slo, "cap.toml", &query(), &|_| {}).unwrap_err();
+        assert!(e.0.starts_with("cap.toml: slo: missing"), "{e}");
+        let q = CapacityQuery {
+            attainment: 1.5,
+            ..query()
+        };
+        assert!(plan_capacity(SCENARIO, "c", &q, &|_| {})
+            .unwrap_err()
+            .0
+            .contains("--attainment"));
+        // A TTFT target below one prefill cannot be met at any load.
+        let tight = SCENARIO.replace("ttft_ms = 300", "ttft_ms = 1");
+        let q = CapacityQuery {
+            demand_rps: None,
+            ..query()
+        };
+        let e = plan_capacity(&tight, "cap.toml", &q, &|_| {}).unwrap_err();
+        assert!(e.0.contains("even at"), "{e}");
+    }
+}

@@ -1,0 +1,535 @@
+//! Grid files: which scenario keys a sweep varies, over which values, how the
+//! points are sampled, and what the operating point optimises.
+//!
+//! ```toml
+//! [sweep]
+//! sample = "cartesian"          # or "random", "latin-hypercube" (then `points`)
+//!
+//! [objective]
+//! latency = "ttft_ms.p99"       # any latency.<metric>.<stat> of the summary
+//! attainment = 0.99             # share of requests meeting the scenario's [slo]
+//! gpu_hour_usd = 2.50           # optional: cost in dollars instead of GPUs
+//!
+//! [axes]
+//! "fleet.replicas" = { from = 2, to = 8, step = 2 }
+//! "engine.max_batched_tokens" = [2048, 8192]
+//! "workload.rate" = { from = 20.0, to = 80.0 }   # sampled modes only
+//! ```
+//!
+//! Axis keys may be quoted (`"fleet.replicas"`) or dotted (`fleet.replicas`);
+//! both name the same scenario key path. Axes keep the order of the file: the
+//! first varies slowest in the cartesian product.
+
+use super::keypath;
+use super::objective::ObjectiveCfg;
+use super::SweepError;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::Path;
+
+/// The most points one sweep may have (a guard against a typo in a range).
+pub const MAX_POINTS: usize = 1_000_000;
+
+/// How points are drawn from the axes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SampleKind {
+    /// Every combination of every axis value.
+    #[default]
+    Cartesian,
+    /// `points` independent uniform draws per axis (seeded).
+    Random,
+    /// Latin hypercube (McKay, Beckman & Conover, Technometrics 1979): each
+    /// axis is cut into `points` equal strata and every stratum is used once.
+    LatinHypercube,
+}
+
+impl SampleKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SampleKind::Cartesian => "cartesian",
+            SampleKind::Random => "random",
+            SampleKind::LatinHypercube => "latin-hypercube",
+        }
+    }
+}
+
+/// The `[sweep]` table.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepCfg {
+    #[serde(default)]
+    sample: SampleKind,
+    /// Points to draw (random and Latin-hypercube sampling).
+    #[serde(default)]
+    points: Option<u64>,
+    /// Seed of the sampling streams; defaults to the scenario's seed.
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+/// The grid file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GridFile {
+    #[serde(default)]
+    sweep: SweepCfg,
+    #[serde(default)]
+    objective: ObjectiveCfg,
+    axes: Option<Node>,
+}
+
+/// The values one axis takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AxisValues {
+    /// A list, or a `{ from, to, step }` range expanded to one.
+    List(Vec<toml::Value>),
+    /// A `{ from, to }` range without a step: sampled uniformly (integers
+    /// when both ends are integers). Only random and Latin-hypercube sampling
+    /// can use it.
+    Continuous { from: f64, to: f64, integer: bool },
+}
+
+/// One varied scenario key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// The key as the grid file writes it (the column name in results).
+    pub key: String,
+    /// The scenario key path it sets (aliases resolved).
+    pub path: String,
+    pub values: AxisValues,
+}
+
+/// A parsed, checked grid file.
+#[derive(Clone, Debug)]
+pub struct Grid {
+    /// The file it came from, for messages.
+    pub origin: String,
+    /// The file's text, kept so results can say exactly what was swept.
+    pub text: String,
+    pub sample: SampleKind,
+    /// Points to draw when sampling (random / Latin hypercube).
+    pub points: Option<usize>,
+    pub seed: Option<u64>,
+    pub axes: Vec<Axis>,
+    pub objective: ObjectiveCfg,
+}
+
+impl Grid {
+    /// Reads and checks a grid file.
+    pub fn load(path: &Path) -> Result<Grid, SweepError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SweepError::new(format!("{origin}: cannot read grid file: {e}")))?;
+        Self::from_toml_str(&text, &origin)
+    }
+
+    /// Parses and checks grid text; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Grid, SweepError> {
+        let err = |key: &str, msg: String| {
+            SweepError::new(if key.is_empty() {
+                format!("{origin}: {msg}")
+            } else {
+                format!("{origin}: {key}: {msg}")
+            })
+        };
+        let file: GridFile = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", line_of(text, s.start)))
+                .unwrap_or_default();
+            err(
+                "",
+                format!("{line}{}", e.message().trim().replace('\n', "; ")),
+            )
+        })?;
+        let Some(axes_node) = file.axes else {
+            return Err(err(
+                "axes",
+                "missing: add an [axes] table with the scenario keys to vary, e.g. \"fleet.replicas\" = [2, 4, 8]".into(),
+            ));
+        };
+        let mut axes = Vec::new();
+        flatten(axes_node, "", &mut axes).map_err(|(k, m)| err(&format!("axes.{k}"), m))?;
+        if axes.is_empty() {
+            return Err(err(
+                "axes",
+                "is empty: list at least one scenario key to vary".into(),
+            ));
+        }
+        for (i, a) in axes.iter().enumerate() {
+            if let Some(b) = axes[..i].iter().find(|b| b.path == a.path) {
+                return Err(err(
+                    &format!("axes.{}", a.key),
+                    format!("sets `{}`, which axis `{}` already varies", a.path, b.key),
+                ));
+            }
+        }
+
+        let s = &file.sweep;
+        let points = match (s.sample, s.points) {
+            (SampleKind::Cartesian, Some(_)) => {
+                return Err(err(
+                    "sweep.points",
+                    "only random and latin-hypercube sampling take a number of points; the cartesian product has every combination".into(),
+                ))
+            }
+            (SampleKind::Cartesian, None) => {
+                if let Some(a) = axes
+                    .iter()
+                    .find(|a| matches!(a.values, AxisValues::Continuous { .. }))
+                {
+                    return Err(err(
+                        &format!("axes.{}", a.key),
+                        "a range without `step` can only be sampled (sample = \"random\" or \"latin-hypercube\"); add `step` for the cartesian product".into(),
+                    ));
+                }
+                let n = axes.iter().try_fold(1usize, |acc, a| match &a.values {
+                    AxisValues::List(v) => acc.checked_mul(v.len()),
+                    AxisValues::Continuous { .. } => unreachable!("rejected above"),
+                });
+                match n {
+                    Some(n) if n <= MAX_POINTS => None,
+                    _ => {
+                        return Err(err(
+                            "axes",
+                            format!("the cartesian product has more than {MAX_POINTS} points; sample fewer with sample = \"latin-hypercube\" and `points`"),
+                        ))
+                    }
+                }
+            }
+            (kind, None) => {
+                return Err(err(
+                    "sweep.points",
+                    format!(
+                        "{} sampling needs `points`, the number of points to draw",
+                        kind.name()
+                    ),
+                ))
+            }
+            (_, Some(n)) if n == 0 || n as usize > MAX_POINTS => {
+                return Err(err(
+                    "sweep.points",
+                    format!("must be between 1 and {MAX_POINTS}, got {n}"),
+                ))
+            }
+            (_, Some(n)) => Some(n as usize),
+        };
+        file.objective
+            .check()
+            .map_err(|(k, m)| err(&format!("objective.{k}"), m))?;
+        Ok(Grid {
+            origin: origin.to_string(),
+            text: text.to_string(),
+            sample: s.sample,
+            points,
+            seed: s.seed,
+            axes,
+            objective: file.objective,
+        })
+    }
+
+    /// The axis keys as written, in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.axes.iter().map(|a| a.key.clone()).collect()
+    }
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte.min(text.len())].matches('\n').count() + 1
+}
+
+/// A node of the `[axes]` tree as TOML gives it. Dotted keys nest tables, so
+/// the tree is walked down to lists and ranges; map entries keep file order.
+enum Node {
+    Scalar(toml::Value),
+    List(Vec<toml::Value>),
+    Table(Vec<(String, Node)>),
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of values, a { from, to, step } range, or a table of axes")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Scalar(v.into()))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Scalar(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
+        i64::try_from(v)
+            .map(|v| Node::Scalar(v.into()))
+            .map_err(|_| E::custom(format!("{v} is too large for a TOML integer")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+        Ok(Node::Scalar(v.into()))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::Scalar(v.into()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element::<toml::Value>()? {
+            out.push(v);
+        }
+        Ok(Node::List(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut out = Vec::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let v = map.next_value::<Node>()?;
+            out.push((k, v));
+        }
+        Ok(Node::Table(out))
+    }
+}
+
+type Invalid = (String, String);
+
+const RANGE_KEYS: [&str; 3] = ["from", "to", "step"];
+
+fn flatten(node: Node, prefix: &str, out: &mut Vec<Axis>) -> Result<(), Invalid> {
+    let Node::Table(entries) = node else {
+        return Err((
+            String::new(),
+            "must be a table of scenario keys, e.g. \"fleet.replicas\" = [2, 4]".into(),
+        ));
+    };
+    for (k, v) in entries {
+        let key = if prefix.is_empty() {
+            k
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Node::List(values) => {
+                if values.is_empty() {
+                    return Err((key, "the list of values is empty".into()));
+                }
+                out.push(axis(key, AxisValues::List(values)));
+            }
+            Node::Table(entries) if entries.iter().any(|(k, _)| RANGE_KEYS.contains(&k.as_str())) => {
+                let values = range(&entries).map_err(|m| (key.clone(), m))?;
+                out.push(axis(key, values));
+            }
+            Node::Table(entries) => flatten(Node::Table(entries), &key, out)?,
+            Node::Scalar(v) => {
+                return Err((
+                    key,
+                    format!("an axis needs a list of values or a {{ from, to, step }} range, got the single value {v} (write [{v}] to fix it, or set it in the scenario)"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn axis(key: String, values: AxisValues) -> Axis {
+    Axis {
+        path: keypath::resolve(&key).to_string(),
+        key,
+        values,
+    }
+}
+
+/// `{ from, to, step }` (inclusive of `to` when a step lands on it) or a
+/// continuous `{ from, to }`.
+fn range(entries: &[(String, Node)]) -> Result<AxisValues, String> {
+    let (mut from, mut to, mut step) = (None, None, None);
+    for (k, v) in entries {
+        let Node::Scalar(v) = v else {
+            return Err(format!("range field `{k}` must be a number"));
+        };
+        let slot = match k.as_str() {
+            "from" => &mut from,
+            "to" => &mut to,
+            "step" => &mut step,
+            other => {
+                return Err(format!(
+                    "unknown range field `{other}`; a range has `from`, `to` and optionally `step`"
+                ))
+            }
+        };
+        if !matches!(v, toml::Value::Integer(_) | toml::Value::Float(_)) {
+            return Err(format!("range field `{k}` must be a number, got {v}"));
+        }
+        *slot = Some(v.clone());
+    }
+    let (Some(from), Some(to)) = (from, to) else {
+        return Err("a range needs both `from` and `to`".into());
+    };
+    let num = |v: &toml::Value| match v {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        _ => unreachable!("checked numeric"),
+    };
+    let (lo, hi) = (num(&from), num(&to));
+    if !(lo.is_finite() && hi.is_finite()) || lo > hi {
+        return Err(format!("`from` ({lo}) must not exceed `to` ({hi})"));
+    }
+    let Some(step) = step else {
+        return Ok(AxisValues::Continuous {
+            from: lo,
+            to: hi,
+            integer: from.is_integer() && to.is_integer(),
+        });
+    };
+    let st = num(&step);
+    if !(st.is_finite() && st > 0.0) {
+        return Err(format!("`step` must be a positive number, got {st}"));
+    }
+    match (from, to, step) {
+        (toml::Value::Integer(a), toml::Value::Integer(b), toml::Value::Integer(s)) => {
+            let n = ((b - a) / s) as usize + 1;
+            if n > MAX_POINTS {
+                return Err(format!("the range has {n} values, more than {MAX_POINTS}"));
+            }
+            Ok(AxisValues::List(
+                (0..n as i64)
+                    .map(|i| toml::Value::Integer(a + i * s))
+                    .collect(),
+            ))
+        }
+        _ => {
+            // Tolerate rounding in (to - from) / step so 0.1..=0.3 by 0.1 has 3 values.
+            let n = ((hi - lo) / st + 1e-9).floor() as usize + 1;
+            if n > MAX_POINTS {
+                return Err(format!("the range has {n} values, more than {MAX_POINTS}"));
+            }
+            Ok(AxisValues::List(
+                (0..n)
+                    .map(|i| toml::Value::Float(tidy(lo + i as f64 * st)))
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// Rounds to 13 significant digits, so 0.1 + 2 × 0.1 prints as 0.3.
+fn tidy(v: f64) -> f64 {
+    format!("{v:.12e}").parse().unwrap_or(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid(text: &str) -> Result<Grid, SweepError> {
+        Grid::from_toml_str(text, "g.toml")
+    }
+
+    fn list(g: &Grid, i: usize) -> Vec<toml::Value> {
+        match &g.axes[i].values {
+            AxisValues::List(v) => v.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn axes_keep_file_order_and_ranges_expand() {
+        let g = grid(
+            r#"
+[axes]
+"fleet.replicas" = { from = 4, to = 32, step = 4 }
+engine.max_batched_tokens = [2048, 4096, 8192]
+"workload.rate" = { from = 0.1, to = 0.3, step = 0.1 }
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            g.keys(),
+            [
+                "fleet.replicas",
+                "engine.max_batched_tokens",
+                "workload.rate"
+            ]
+        );
+        assert_eq!(g.axes[2].path, "workload.arrival.rate");
+        let reps: Vec<i64> = list(&g, 0)
+            .iter()
+            .map(|v| v.as_integer().unwrap())
+            .collect();
+        assert_eq!(reps, [4, 8, 12, 16, 20, 24, 28, 32]);
+        let rates: Vec<f64> = list(&g, 2).iter().map(|v| v.as_float().unwrap()).collect();
+        assert_eq!(rates, [0.1, 0.2, 0.3]);
+        assert_eq!(g.sample, SampleKind::Cartesian);
+    }
+
+    #[test]
+    fn nested_tables_name_full_paths() {
+        let g = grid("[axes.engine]\nmax_num_seqs = [64, 128]\n[axes.fleet]\nreplicas = [1]\n")
+            .unwrap();
+        assert_eq!(g.keys(), ["engine.max_num_seqs", "fleet.replicas"]);
+    }
+
+    #[test]
+    fn bad_grids_name_the_key() {
+        let e = grid("[axes]\n\"fleet.replicas\" = 4\n").unwrap_err();
+        assert!(e.0.starts_with("g.toml: axes.fleet.replicas: "), "{e}");
+        assert!(e.0.contains("[4]"), "{e}");
+        let e = grid("[axes]\nx = []\n").unwrap_err();
+        assert!(e.0.contains("axes.x: the list of values is empty"), "{e}");
+        let e = grid("[axes]\nx = { from = 5, to = 1, step = 1 }\n").unwrap_err();
+        assert!(e.0.contains("must not exceed"), "{e}");
+        let e = grid("[axes]\nx = { from = 1, to = 5, stp = 1 }\n").unwrap_err();
+        assert!(e.0.contains("unknown range field `stp`"), "{e}");
+        let e = grid("[axes]\nx = { from = 1, to = 5 }\n").unwrap_err();
+        assert!(e.0.contains("without `step`"), "{e}");
+        let e = grid("[axes]\nx = [1]\n\"x\" = [2]\n").unwrap_err();
+        assert!(
+            e.0.contains("line 3"),
+            "duplicate keys are a TOML error: {e}"
+        );
+        let e = grid("[axes]\n\"workload.rate\" = [1.0]\n\"workload.arrival.rate\" = [2.0]\n")
+            .unwrap_err();
+        assert!(e.0.contains("already varies"), "{e}");
+        let e = grid("[sweep]\nsample = \"sobol\"\n[axes]\nx = [1]\n").unwrap_err();
+        assert!(
+            e.0.contains("line 2") && e.0.contains("latin-hypercube"),
+            "{e}"
+        );
+        let e = grid("[sweep]\nsample = \"random\"\n[axes]\nx = [1]\n").unwrap_err();
+        assert!(e.0.contains("sweep.points"), "{e}");
+        let e = grid("[sweep]\npoints = 3\n[axes]\nx = [1]\n").unwrap_err();
+        assert!(e.0.contains("sweep.points"), "{e}");
+        let e = grid("[swep]\n[axes]\nx = [1]\n").unwrap_err();
+        assert!(e.0.contains("unknown field `swep`"), "{e}");
+        let e = grid("").unwrap_err();
+        assert!(e.0.contains("g.toml: axes: missing"), "{e}");
+        let e = grid("[axes]\nx = { from = 1, to = 1000000000, step = 1 }\n").unwrap_err();
+        assert!(e.0.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn continuous_ranges_are_for_sampling() {
+        let g = grid(
+            "[sweep]\nsample = \"latin-hypercube\"\npoints = 10\n[axes]\nr = { from = 1, to = 8 }\nx = { from = 0.5, to = 2 }\n",
+        )
+        .unwrap();
+        assert_eq!(g.points, Some(10));
+        assert_eq!(
+            g.axes[0].values,
+            AxisValues::Continuous {
+                from: 1.0,
+                to: 8.0,
+                integer: true
+            }
+        );
+        assert!(matches!(
+            g.axes[1].values,
+            AxisValues::Continuous { integer: false, .. }
+        ));
+    }
+}

@@ -1,0 +1,436 @@
+//! The operating point of a sweep: the Pareto front of cost against a latency
+//! percentile, and the best point under the SLOs.
+//!
+//! A point *meets the SLOs* when the share of its requests meeting both the
+//! scenario's `[slo]` targets (TTFT ≤ `ttft_ms` and TPOT ≤ `tpot_ms`, a
+//! rejection counting as a miss) is at least `attainment` — DistServe's SLO
+//! attainment (Zhong et al., OSDI '24). Among those, the best point has the
+//! highest goodput per GPU (requests per second meeting the SLOs, per GPU);
+//! ties go to the cheaper point, then the lower index.
+//!
+//! Cost is in GPUs unless a price per GPU-hour is stated; no price is ever
+//! assumed.
+
+use super::pareto::{self, Candidate};
+use super::results::{number_at, SweepResults};
+use crate::metrics::Summary;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a point costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostMetric {
+    /// GPUs in the fleet (replicas × tensor parallelism).
+    Gpus,
+    /// GPUs × the stated price per GPU-hour.
+    UsdPerHour,
+    /// Dollars per million output tokens at the point's throughput.
+    UsdPerMOutputTokens,
+    /// GPU-hours per million output tokens (no price needed).
+    GpuHoursPerMOutputTokens,
+}
+
+impl CostMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            CostMetric::Gpus => "gpus",
+            CostMetric::UsdPerHour => "usd_per_hour",
+            CostMetric::UsdPerMOutputTokens => "usd_per_m_output_tokens",
+            CostMetric::GpuHoursPerMOutputTokens => "gpu_hours_per_m_output_tokens",
+        }
+    }
+
+    fn needs_price(self) -> bool {
+        matches!(
+            self,
+            CostMetric::UsdPerHour | CostMetric::UsdPerMOutputTokens
+        )
+    }
+}
+
+/// The `[objective]` table of a grid file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectiveCfg {
+    /// Default: `usd_per_hour` with a price, `gpus` without.
+    #[serde(default)]
+    pub cost: Option<CostMetric>,
+    /// A latency statistic of the summary, `<metric>.<stat>` under
+    /// `latency` (e.g. `ttft_ms.p99`, `e2e_ms.p50`). Default `ttft_ms.p99`.
+    #[serde(default)]
+    pub latency: Option<String>,
+    /// Share of requests that must meet the SLOs. Default 0.99.
+    #[serde(default)]
+    pub attainment: Option<f64>,
+    /// Price of one GPU for one hour, in US dollars.
+    #[serde(default)]
+    pub gpu_hour_usd: Option<f64>,
+}
+
+pub const DEFAULT_LATENCY: &str = "ttft_ms.p99";
+pub const DEFAULT_ATTAINMENT: f64 = 0.99;
+
+/// The latency statistics a summary has (`ttft_ms.p99`, …), from its shape.
+pub fn latency_stats() -> Vec<String> {
+    let v = serde_json::to_value(Summary::default()).expect("summary serializes");
+    let mut out = Vec::new();
+    if let Some(Value::Object(m)) = v.get("latency") {
+        for (metric, d) in m {
+            if let Value::Object(stats) = d {
+                for stat in stats.keys().filter(|s| *s != "count") {
+                    out.push(format!("{metric}.{stat}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl ObjectiveCfg {
+    /// Checks the values; errors are (key, message).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        if let Some(a) = self.attainment {
+            if !(a > 0.0 && a <= 1.0) {
+                return Err((
+                    "attainment".into(),
+                    format!("must be in (0, 1] (0.99 means 99 % of requests), got {a}"),
+                ));
+            }
+        }
+        if let Some(p) = self.gpu_hour_usd {
+            if !(p.is_finite() && p > 0.0) {
+                return Err((
+                    "gpu_hour_usd".into(),
+                    format!("must be a positive price, got {p}"),
+                ));
+            }
+        }
+        if let Some(c) = self.cost {
+            if c.needs_price() && self.gpu_hour_usd.is_none() {
+                return Err((
+                    "cost".into(),
+                    format!(
+                        "{} needs a price: set gpu_hour_usd (US dollars per GPU-hour), or use gpus / gpu_hours_per_m_output_tokens",
+                        c.name()
+                    ),
+                ));
+            }
+        }
+        if let Some(l) = &self.latency {
+            let stats = latency_stats();
+            let l = l.strip_prefix("latency.").unwrap_or(l);
+            if !stats.iter().any(|s| s == l) {
+                return Err((
+                    "latency".into(),
+                    format!(
+                        "unknown latency statistic {l:?}; known: {}",
+                        stats.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The objective with defaults filled in (call after `check`).
+    pub fn resolve(&self) -> Objective {
+        let latency = self.latency.as_deref().unwrap_or(DEFAULT_LATENCY);
+        Objective {
+            cost: self.cost.unwrap_or(if self.gpu_hour_usd.is_some() {
+                CostMetric::UsdPerHour
+            } else {
+                CostMetric::Gpus
+            }),
+            latency: latency
+                .strip_prefix("latency.")
+                .unwrap_or(latency)
+                .to_string(),
+            attainment: self.attainment.unwrap_or(DEFAULT_ATTAINMENT),
+            gpu_hour_usd: self.gpu_hour_usd,
+        }
+    }
+}
+
+/// A resolved objective.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Objective {
+    pub cost: CostMetric,
+    /// `<metric>.<stat>` under the summary's `latency`.
+    pub latency: String,
+    pub attainment: f64,
+    pub gpu_hour_usd: Option<f64>,
+}
+
+impl Objective {
+    /// The point's cost; `None` when undefined (no throughput, no price).
+    pub fn cost_of(&self, summary: &Value) -> Option<f64> {
+        let gpus = number_at(summary, "gpus")?;
+        let price = self.gpu_hour_usd;
+        let mtok_per_hour = || {
+            number_at(summary, "throughput.output_tokens_per_s")
+                .map(|t| t * 3600.0 / 1e6)
+                .filter(|&m| m > 0.0)
+        };
+        match self.cost {
+            CostMetric::Gpus => Some(gpus),
+            CostMetric::UsdPerHour => Some(gpus * price?),
+            CostMetric::UsdPerMOutputTokens => Some(gpus * price? / mtok_per_hour()?),
+            CostMetric::GpuHoursPerMOutputTokens => Some(gpus / mtok_per_hour()?),
+        }
+    }
+
+    /// The latency statistic, ms; `None` when no request contributed to it.
+    pub fn latency_of(&self, summary: &Value) -> Option<f64> {
+        let (metric, _) = self.latency.split_once('.')?;
+        let count = number_at(summary, &format!("latency.{metric}.count"))?;
+        (count > 0.0)
+            .then(|| number_at(summary, &format!("latency.{}", self.latency)))
+            .flatten()
+    }
+
+    /// Axis label of the cost, with its unit and the price it assumes.
+    pub fn cost_label(&self) -> String {
+        let at = |p: Option<f64>| {
+            p.map(|p| format!(" at ${p:.2}/GPU-hour"))
+                .unwrap_or_default()
+        };
+        match self.cost {
+            CostMetric::Gpus => "fleet size (GPUs)".into(),
+            CostMetric::UsdPerHour => format!("fleet cost ($/hour{})", at(self.gpu_hour_usd)),
+            CostMetric::UsdPerMOutputTokens => {
+                format!("cost ($ per 1M output tokens{})", at(self.gpu_hour_usd))
+            }
+            CostMetric::GpuHoursPerMOutputTokens => "GPU-hours per 1M output tokens".into(),
+        }
+    }
+
+    /// Axis label of the latency statistic ("TTFT p99 (ms)").
+    pub fn latency_label(&self) -> String {
+        let (metric, stat) = self.latency.split_once('.').unwrap_or((&self.latency, ""));
+        let name = metric
+            .trim_end_matches("_ms")
+            .replace('_', " ")
+            .to_uppercase();
+        format!("{name} {stat} (ms)")
+    }
+}
+
+/// One point as the objective sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evaluated {
+    pub index: usize,
+    pub cost: Option<f64>,
+    pub latency_ms: Option<f64>,
+    /// SLO attainment; `None` when the scenario has no `[slo]`.
+    pub attainment: Option<f64>,
+    pub goodput_rps_per_gpu: Option<f64>,
+    pub meets_slo: bool,
+}
+
+/// The operating-point analysis of a sweep (`operating-point.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Analysis {
+    pub objective: Objective,
+    /// The SLO targets the points were judged by, ms.
+    pub slo_ttft_ms: Option<f64>,
+    pub slo_tpot_ms: Option<f64>,
+    pub points: Vec<Evaluated>,
+    /// Indices of the Pareto-optimal points, cheapest first.
+    pub pareto_front: Vec<usize>,
+    /// The best point under the SLOs, if any meets them.
+    pub best: Option<usize>,
+    /// Why there is no best point, when there is none.
+    pub note: Option<String>,
+}
+
+/// Evaluates every point, finds the Pareto front and the best point.
+pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
+    let points: Vec<Evaluated> = results
+        .points
+        .iter()
+        .map(|p| {
+            let s = &p.summary;
+            let attainment = number_at(s, "slo.attainment");
+            let completed = number_at(s, "counts.completed").unwrap_or(0.0);
+            Evaluated {
+                index: p.index,
+                cost: objective.cost_of(s),
+                latency_ms: objective.latency_of(s),
+                attainment,
+                goodput_rps_per_gpu: number_at(s, "slo.goodput_rps_per_gpu"),
+                meets_slo: completed > 0.0 && attainment.is_some_and(|a| a >= objective.attainment),
+            }
+        })
+        .collect();
+    let candidates: Vec<Candidate> = points
+        .iter()
+        .filter_map(|e| {
+            Some(Candidate {
+                id: e.index,
+                x: e.cost?,
+                y: e.latency_ms?,
+            })
+        })
+        .collect();
+    let pareto_front = pareto::front(&candidates).iter().map(|c| c.id).collect();
+    let best = points
+        .iter()
+        .filter(|e| e.meets_slo)
+        .max_by(|a, b| {
+            let g = |e: &Evaluated| e.goodput_rps_per_gpu.unwrap_or(0.0);
+            let c = |e: &Evaluated| e.cost.unwrap_or(f64::INFINITY);
+            g(a).total_cmp(&g(b))
+                .then(c(b).total_cmp(&c(a)))
+                .then(b.index.cmp(&a.index))
+        })
+        .map(|e| e.index);
+    let first_slo = results
+        .points
+        .iter()
+        .find_map(|p| p.summary.get("slo").filter(|v| !v.is_null()));
+    let note = if best.is_some() {
+        None
+    } else if first_slo.is_none() {
+        Some("the scenario has no [slo]: add ttft_ms and tpot_ms targets to choose an operating point".into())
+    } else {
+        let top = points
+            .iter()
+            .filter_map(|e| e.attainment)
+            .fold(f64::NEG_INFINITY, f64::max);
+        Some(format!(
+            "no point meets the SLOs at {:.1} % attainment (the best reaches {:.1} %): widen the grid toward more capacity",
+            objective.attainment * 100.0,
+            top.max(0.0) * 100.0
+        ))
+    };
+    Analysis {
+        objective: objective.clone(),
+        slo_ttft_ms: first_slo.and_then(|s| number_at(s, "ttft_ms")),
+        slo_tpot_ms: first_slo.and_then(|s| number_at(s, "tpot_ms")),
+        points,
+        pareto_front,
+        best,
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::grid::SampleKind;
+    use crate::sweep::results::{PointResult, FORMAT};
+    use serde_json::json;
+
+    fn point(index: usize, gpus: u32, p99: f64, attain: f64, good: f64) -> PointResult {
+        PointResult {
+            index,
+            values: vec![json!(gpus)],
+            offered_rps: Some(10.0),
+            summary: json!({
+                "gpus": gpus,
+                "counts": {"completed": 100},
+                "throughput": {"output_tokens_per_s": 1000.0 * gpus as f64},
+                "latency": {"ttft_ms": {"count": 100, "p99": p99}},
+                "slo": {"attainment": attain, "goodput_rps_per_gpu": good, "ttft_ms": 500.0, "tpot_ms": 50.0},
+            }),
+        }
+    }
+
+    fn sweep(points: Vec<PointResult>) -> SweepResults {
+        SweepResults {
+            format: FORMAT.into(),
+            scenario: "s".into(),
+            scenario_toml: String::new(),
+            grid_toml: String::new(),
+            sample: SampleKind::Cartesian,
+            axes: vec!["fleet.replicas".into()],
+            points_total: points.len(),
+            shard: None,
+            points,
+        }
+    }
+
+    #[test]
+    fn best_point_meets_the_slo_with_the_most_goodput_per_gpu() {
+        let r = sweep(vec![
+            point(0, 2, 9000.0, 0.40, 1.0),
+            point(1, 4, 600.0, 0.985, 2.4),
+            point(2, 6, 300.0, 0.995, 1.66),
+            point(3, 8, 250.0, 0.999, 1.25),
+            point(4, 8, 260.0, 0.999, 1.25),
+        ]);
+        let obj = ObjectiveCfg::default().resolve();
+        assert_eq!(obj.cost, CostMetric::Gpus);
+        let a = analyze(&r, &obj);
+        assert_eq!(a.pareto_front, [0, 1, 2, 3]);
+        assert_eq!(a.best, Some(2));
+        assert_eq!(a.slo_ttft_ms, Some(500.0));
+        assert!(!a.points[1].meets_slo && a.points[2].meets_slo);
+        // A looser target admits the 4-GPU point, which has more goodput per GPU.
+        let loose = ObjectiveCfg {
+            attainment: Some(0.98),
+            ..Default::default()
+        };
+        assert_eq!(analyze(&r, &loose.resolve()).best, Some(1));
+        // Nothing meets 99.99 %.
+        let strict = ObjectiveCfg {
+            attainment: Some(0.9999),
+            ..Default::default()
+        };
+        let a = analyze(&r, &strict.resolve());
+        assert_eq!(a.best, None);
+        assert!(a.note.unwrap().contains("99.9 %"));
+    }
+
+    #[test]
+    fn costs_use_the_stated_price_only() {
+        let s = point(0, 4, 100.0, 1.0, 1.0).summary;
+        let priced = ObjectiveCfg {
+            gpu_hour_usd: Some(2.0),
+            ..Default::default()
+        }
+        .resolve();
+        assert_eq!(priced.cost, CostMetric::UsdPerHour);
+        assert_eq!(priced.cost_of(&s), Some(8.0));
+        let per_tok = Objective {
+            cost: CostMetric::UsdPerMOutputTokens,
+            ..priced.clone()
+        };
+        // 4 GPUs × $2 = $8/hour for 4000 tok/s = 14.4 M tok/hour.
+        assert!((per_tok.cost_of(&s).unwrap() - 8.0 / 14.4).abs() < 1e-12);
+        let gpu_h = Objective {
+            cost: CostMetric::GpuHoursPerMOutputTokens,
+            gpu_hour_usd: None,
+            ..priced
+        };
+        assert!((gpu_h.cost_of(&s).unwrap() - 4.0 / 14.4).abs() < 1e-12);
+        let e = ObjectiveCfg {
+            cost: Some(CostMetric::UsdPerHour),
+            ..Default::default()
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.1.contains("needs a price"), "{e:?}");
+    }
+
+    #[test]
+    fn latency_statistic_is_checked_against_the_summary() {
+        let ok = ObjectiveCfg {
+            latency: Some("latency.e2e_ms.p50".into()),
+            ..Default::default()
+        };
+        assert!(ok.check().is_ok());
+        assert_eq!(ok.resolve().latency, "e2e_ms.p50");
+        assert_eq!(ok.resolve().latency_label(), "E2E p50 (ms)");
+        let bad = ObjectiveCfg {
+            latency: Some("ttft_ms.p42".into()),
+            ..Default::default()
+        };
+        let e = bad.check().unwrap_err();
+        assert!(e.1.contains("ttft_ms.p99"), "lists known stats: {e:?}");
+    }
+}
