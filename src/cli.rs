@@ -1,6 +1,7 @@
 //! Command-line definitions (clap derive). Every flag is defined once here.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use sim::sweep::Shard;
 use std::path::PathBuf;
 
 /// servesim — simulate LLM serving fleets to pick a configuration and a size.
@@ -29,6 +30,9 @@ pub enum Command {
         /// Print the summary as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write report.html, report.md and charts/ into the output folder.
+        #[arg(long)]
+        report: bool,
     },
     /// Validate a scenario and print the resolved configuration.
     #[command(after_help = "Example:\n  servesim check scenarios/llama70b-tp4.toml")]
@@ -56,6 +60,103 @@ pub enum Command {
         /// Runs to time (the best is reported).
         #[arg(long, default_value_t = 3)]
         repeat: u32,
+    },
+    /// Run a scenario over a grid of settings in parallel; print the Pareto
+    /// front (cost vs latency) and the best point under the SLOs.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "Examples:\n  servesim sweep scenarios/quickstart.toml --grid scenarios/grids/quickstart-sizing.toml --report\n  servesim sweep s.toml --grid g.toml --shard 0/4 --out out/shard-0\n  servesim sweep merge out/shard-* --out out/sweep\n\nGrid files, outputs and job-array examples: docs/sweeps-and-reports.md"
+    )]
+    Sweep(SweepArgs),
+    /// Find the highest load a fleet sustains within the SLOs, and the fewest
+    /// replicas a demand needs (with headroom, spares and cost per month).
+    #[command(
+        after_help = "Example:\n  servesim capacity scenarios/quickstart.toml --demand 280 --headroom 20 --spare 1 --gpu-hour-usd 2.50"
+    )]
+    Capacity(CapacityArgs),
+    /// Write report.html (self-contained), report.md and charts/ from the
+    /// results in an output folder (of simulate, sweep or capacity).
+    #[command(after_help = "Example:\n  servesim report out/quickstart")]
+    Report {
+        /// Output folder holding summary.json, sweep.json or capacity.json.
+        dir: PathBuf,
+    },
+}
+
+/// `servesim sweep`: run a grid, or merge shard outputs.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub action: Option<SweepAction>,
+    /// Scenario TOML file.
+    #[arg(required = true)]
+    pub scenario: Option<PathBuf>,
+    /// Grid TOML file: the scenario keys to vary and their values.
+    #[arg(long, required = true)]
+    pub grid: Option<PathBuf>,
+    /// Output folder [default: out/<scenario name>-sweep/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run only shard I of N: the points whose index is I modulo N (I from 0).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Also write report.html, report.md and charts/ into the output folder.
+    #[arg(long)]
+    pub report: bool,
+}
+
+/// `servesim capacity`.
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    /// Scenario TOML file (needs an [slo] table).
+    pub scenario: PathBuf,
+    /// Fleet size for the highest-load search.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
+    /// Peak demand to size a fleet for, requests/s.
+    #[arg(long, value_name = "RATE")]
+    pub demand: Option<f64>,
+    /// Extra load the fleet must absorb above the demand, percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    pub headroom: f64,
+    /// Spare replicas added for failures (N+k).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub spare: u32,
+    /// Price of one GPU for one hour, US dollars (no cost is reported without it).
+    #[arg(long, value_name = "USD")]
+    pub gpu_hour_usd: Option<f64>,
+    /// Share of requests that must meet the scenario's [slo].
+    #[arg(long, default_value_t = 0.99)]
+    pub attainment: f64,
+    /// Relative precision of the rate search.
+    #[arg(long, default_value_t = 0.01)]
+    pub tolerance: f64,
+    /// Output folder for capacity.json [default: out/<scenario name>-capacity/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write report.html, report.md and charts/ into the output folder.
+    #[arg(long)]
+    pub report: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SweepAction {
+    /// Merge the outputs of every shard of one sweep into the results of an
+    /// unsharded run.
+    #[command(
+        after_help = "Example:\n  servesim sweep merge out/shard-0 out/shard-1 --out out/sweep"
+    )]
+    Merge {
+        /// Shard output folders, each holding a sweep.json.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Output folder for the merged results.
+        #[arg(long)]
+        out: PathBuf,
+        /// Also write report.html, report.md and charts/ into the output folder.
+        #[arg(long)]
+        report: bool,
     },
 }
 

@@ -3,8 +3,10 @@
 //! the `sim` crate.
 
 mod bench;
+mod capacity;
 mod cli;
 mod print;
+mod sweep;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -30,7 +32,8 @@ fn run(cli: Cli) -> Result<()> {
             out,
             seed,
             json,
-        } => simulate(&scenario, out, seed, json),
+            report,
+        } => simulate(&scenario, out, seed, json, report),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             print::resolved(&s);
@@ -53,6 +56,9 @@ fn run(cli: Cli) -> Result<()> {
             replicas,
             repeat,
         } => bench::run(requests, replicas, repeat),
+        Command::Sweep(args) => sweep::run(args),
+        Command::Capacity(args) => capacity::run(args),
+        Command::Report { dir } => write_report(&dir),
     }
 }
 
@@ -100,7 +106,26 @@ impl LazyProgress {
     }
 }
 
-fn simulate(path: &Path, out: Option<PathBuf>, seed: Option<u64>, json: bool) -> Result<()> {
+/// Writes the report of an output folder and says where it is.
+pub fn write_report(dir: &Path) -> Result<()> {
+    let r = reports::write_report(dir)?;
+    eprintln!(
+        "report: {} (self-contained), {} and {} charts in {}",
+        r.html.display(),
+        r.markdown.display(),
+        r.charts.len(),
+        dir.join("charts").display()
+    );
+    Ok(())
+}
+
+fn simulate(
+    path: &Path,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    json: bool,
+    report: bool,
+) -> Result<()> {
     let mut scenario = Scenario::load(path)?;
     if let Some(seed) = seed {
         scenario.file.seed = seed;
@@ -131,5 +156,8 @@ fn simulate(path: &Path, out: Option<PathBuf>, seed: Option<u64>, json: bool) ->
         wall.as_secs_f64(),
         result.summary.counts.arrived as f64 / wall.as_secs_f64().max(1e-9)
     );
+    if report {
+        write_report(&out_dir)?;
+    }
     Ok(())
 }

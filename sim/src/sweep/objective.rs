@@ -190,6 +190,16 @@ impl Objective {
             .flatten()
     }
 
+    /// Decimals worth printing for a cost.
+    pub fn cost_digits(&self) -> usize {
+        match self.cost {
+            CostMetric::Gpus => 0,
+            CostMetric::UsdPerHour => 2,
+            CostMetric::UsdPerMOutputTokens => 3,
+            CostMetric::GpuHoursPerMOutputTokens => 4,
+        }
+    }
+
     /// Axis label of the cost, with its unit and the price it assumes.
     pub fn cost_label(&self) -> String {
         let at = |p: Option<f64>| {

@@ -1,0 +1,213 @@
+//! The report of a capacity search (`capacity.json`): the highest load within
+//! the SLOs, the fleet a demand needs (with headroom, spares and monthly
+//! cost), and the probes behind both as saturation curves.
+
+use crate::chart::{self, Chart, Legend, Mark, RefLine, Series, XyPlot, PALETTE, TARGET};
+use crate::document::Section;
+use sim::sweep::capacity::{CapacityReport, Probe};
+use std::path::Path;
+
+pub fn read(dir: &Path) -> Result<CapacityReport, String> {
+    let p = dir.join("capacity.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not a capacity.json: {e}", p.display()))
+}
+
+fn probe_text(p: &Probe) -> String {
+    format!(
+        "{:.2} % met, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms",
+        p.attainment * 100.0,
+        p.ttft_p99_ms,
+        p.tpot_p99_ms
+    )
+}
+
+pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
+    let c = read(dir)?;
+    let mut sec = Section::new(format!("Capacity: {}", c.scenario));
+    sec.para(format!(
+        "A load is sustained when at least {:.1} % of requests meet TTFT ≤ {} ms and TPOT ≤ {} ms. Every figure below is a simulation of the scenario with only the arrival rate and the replica count changed ({} simulations).",
+        c.attainment_target * 100.0,
+        c.slo_ttft_ms,
+        c.slo_tpot_ms,
+        c.probes.len()
+    ));
+    let m = &c.max_load;
+    let mut rows = vec![
+        vec![
+            format!("highest rate within the SLOs, {} replica(s)", m.replicas),
+            format!(
+                "{:.2} requests/s ({:.2} per replica)",
+                m.rate_rps, m.per_replica_rps
+            ),
+        ],
+        vec!["at that rate".into(), probe_text(&m.at)],
+        vec![
+            "lowest rate probed that misses them".into(),
+            format!("{:.2} requests/s", m.fails_at_rps),
+        ],
+    ];
+    if let Some(s) = &c.sizing {
+        rows.push(vec![
+            "peak demand".into(),
+            format!("{} requests/s", s.demand_rps),
+        ]);
+        rows.push(vec![
+            "fewest replicas at the demand".into(),
+            format!("{} ({})", s.replicas_min, probe_text(&s.at_min)),
+        ]);
+        if let Some(b) = &s.below_min {
+            rows.push(vec![format!("with {} replicas", b.replicas), probe_text(b)]);
+        }
+        if s.headroom > 0.0 {
+            rows.push(vec![
+                format!(
+                    "fewest replicas with {:.0} % headroom ({:.2} requests/s)",
+                    s.headroom * 100.0,
+                    s.sized_for_rps
+                ),
+                format!(
+                    "{} ({})",
+                    s.replicas_with_headroom,
+                    probe_text(&s.at_headroom)
+                ),
+            ]);
+        }
+        rows.push(vec![
+            format!("fleet with {} spare replica(s) (N+{})", s.spare, s.spare),
+            format!("{} replicas = {} GPUs", s.replicas_total, s.gpus_total),
+        ]);
+        rows.push(vec![
+            "cost per month".into(),
+            match (s.usd_per_month, s.gpu_hour_usd) {
+                (Some(m), Some(p)) => format!(
+                    "${m:.0} ({} GPUs × ${p:.2}/GPU-hour × {} h)",
+                    s.gpus_total, c.hours_per_month
+                ),
+                _ => "no price stated (--gpu-hour-usd)".into(),
+            },
+        ]);
+    }
+    sec.table(&["capacity", "result"], rows);
+    for ch in charts_of(&c) {
+        sec.figure(chart::render(&ch, charts)?);
+    }
+    Ok(sec)
+}
+
+fn sorted(mut v: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+fn charts_of(c: &CapacityReport) -> Vec<Chart> {
+    let m = &c.max_load;
+    let rate: Vec<&Probe> = c.probes.iter().filter(|p| p.search == "rate").collect();
+    let target = RefLine {
+        label: format!("target {:.1} %", c.attainment_target * 100.0),
+        at: c.attainment_target * 100.0,
+        vertical: false,
+        color: TARGET,
+    };
+    let found = RefLine {
+        label: format!("highest within the SLOs: {:.2} req/s", m.rate_rps),
+        at: m.rate_rps,
+        vertical: true,
+        color: PALETTE[2],
+    };
+    let mut out = Vec::new();
+
+    let mut a = XyPlot::new(
+        "capacity-rate",
+        format!(
+            "SLO attainment vs offered load — {}, {} replica(s)",
+            c.scenario, m.replicas
+        ),
+        "offered load (requests/s)",
+        "requests meeting the SLOs (%)",
+    );
+    a.series.push(Series::new(
+        "simulated probe",
+        sorted(
+            rate.iter()
+                .map(|p| (p.rate_rps, p.attainment * 100.0))
+                .collect(),
+        ),
+        Mark::LinePoints,
+        PALETTE[0],
+    ));
+    a.ref_lines = vec![target.clone(), found.clone()];
+    a.y_range = Some((0.0, 105.0));
+    a.legend = Legend::LowerRight;
+    out.push(Chart::Xy(a));
+
+    let lat: Vec<(f64, f64)> = rate.iter().map(|p| (p.rate_rps, p.ttft_p99_ms)).collect();
+    let y_log = chart::wants_log(lat.iter().map(|p| p.1).chain([c.slo_ttft_ms]));
+    let mut l = XyPlot::new(
+        "capacity-latency",
+        format!(
+            "TTFT p99 vs offered load — {}, {} replica(s)",
+            c.scenario, m.replicas
+        ),
+        "offered load (requests/s)",
+        format!("TTFT p99 (ms{})", if y_log { ", log scale" } else { "" }),
+    );
+    l.y_log = y_log;
+    l.series.push(Series::new(
+        "simulated probe",
+        sorted(lat),
+        Mark::LinePoints,
+        PALETTE[0],
+    ));
+    l.ref_lines = vec![
+        RefLine {
+            label: format!("SLO: TTFT ≤ {} ms", c.slo_ttft_ms),
+            at: c.slo_ttft_ms,
+            vertical: false,
+            color: TARGET,
+        },
+        found,
+    ];
+    l.legend = Legend::UpperLeft;
+    out.push(Chart::Xy(l));
+
+    if let Some(s) = &c.sizing {
+        let mut r = XyPlot::new(
+            "capacity-replicas",
+            format!("SLO attainment vs fleet size — {}", c.scenario),
+            "replicas",
+            "requests meeting the SLOs (%)",
+        );
+        for (i, (search, label)) in [
+            ("demand", format!("at the demand, {} req/s", s.demand_rps)),
+            (
+                "demand+headroom",
+                format!("with headroom, {:.2} req/s", s.sized_for_rps),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let pts: Vec<(f64, f64)> = c
+                .probes
+                .iter()
+                .filter(|p| p.search == search)
+                .map(|p| (p.replicas as f64, p.attainment * 100.0))
+                .collect();
+            if !pts.is_empty() {
+                r.series.push(Series::new(
+                    label,
+                    sorted(pts),
+                    Mark::LinePoints,
+                    PALETTE[[0, 3][i]],
+                ));
+            }
+        }
+        r.ref_lines = vec![target];
+        r.x_integer = true;
+        r.y_range = Some((0.0, 105.0));
+        r.legend = Legend::LowerRight;
+        out.push(Chart::Xy(r));
+    }
+    out
+}

@@ -1,0 +1,154 @@
+//! Reading a run's result files for charts: `requests.csv` and
+//! `timeseries.csv` by column name (so added columns are harmless), and the
+//! summary as JSON.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A CSV file as named columns of text.
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<csv::StringRecord>,
+}
+
+impl Table {
+    pub fn read(path: &Path) -> Result<Table, String> {
+        let mut r = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let header = r
+            .headers()
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .iter()
+            .map(str::to_string)
+            .collect();
+        let rows = r
+            .records()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Table { header, rows })
+    }
+
+    pub fn col(&self, name: &str) -> Option<usize> {
+        self.header.iter().position(|h| h == name)
+    }
+}
+
+pub fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))
+}
+
+/// The number at a dotted path of a JSON tree.
+pub fn num(v: &Value, path: &str) -> Option<f64> {
+    path.split('.')
+        .try_fold(v, |v, seg| v.get(seg))
+        .and_then(Value::as_f64)
+}
+
+/// The string at a dotted path of a JSON tree ("" when absent).
+pub fn text(v: &Value, path: &str) -> String {
+    path.split('.')
+        .try_fold(v, |v, seg| v.get(seg))
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// One sampling tick of `timeseries.csv`: per-replica rows gathered.
+pub struct Tick {
+    pub time_s: f64,
+    pub waiting: Vec<f64>,
+    pub running: Vec<f64>,
+    pub kv_util: Vec<f64>,
+    /// Columns beyond the per-replica ones (e.g. an autoscaler's
+    /// `replicas_requested`), the largest value on the tick's rows.
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// Columns of `timeseries.csv` read per replica; any other numeric column is
+/// kept in [`Tick::extra`].
+const PER_REPLICA: [&str; 6] = [
+    "time_s",
+    "replica",
+    "waiting",
+    "running",
+    "kv_blocks_used",
+    "kv_util",
+];
+
+/// Groups `timeseries.csv` rows by tick (rows of one tick are consecutive).
+pub fn ticks(t: &Table) -> Result<Vec<Tick>, String> {
+    let need = |c: &str| {
+        t.col(c)
+            .ok_or_else(|| format!("timeseries.csv has no `{c}` column"))
+    };
+    let (ti, wi, ri, ki) = (
+        need("time_s")?,
+        need("waiting")?,
+        need("running")?,
+        need("kv_util")?,
+    );
+    let extras: Vec<(usize, &String)> = t
+        .header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !PER_REPLICA.contains(&h.as_str()))
+        .collect();
+    let f = |r: &csv::StringRecord, i: usize| r.get(i).and_then(|c| c.parse::<f64>().ok());
+    let mut out: Vec<Tick> = Vec::new();
+    let mut last_time: Option<String> = None;
+    for r in &t.rows {
+        let time = r.get(ti).unwrap_or_default();
+        if last_time.as_deref() != Some(time) {
+            out.push(Tick {
+                time_s: time.parse().unwrap_or(0.0),
+                waiting: Vec::new(),
+                running: Vec::new(),
+                kv_util: Vec::new(),
+                extra: BTreeMap::new(),
+            });
+            last_time = Some(time.to_string());
+        }
+        let tick = out.last_mut().expect("pushed above");
+        tick.waiting.push(f(r, wi).unwrap_or(0.0));
+        tick.running.push(f(r, ri).unwrap_or(0.0));
+        tick.kv_util.push(f(r, ki).unwrap_or(0.0));
+        for &(i, name) in &extras {
+            if let Some(v) = f(r, i) {
+                let e = tick.extra.entry(name.clone()).or_insert(v);
+                *e = e.max(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_group_replica_rows_and_keep_extra_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ts.csv");
+        std::fs::write(
+            &p,
+            "time_s,replica,waiting,running,kv_blocks_used,kv_util,replicas_requested\n\
+             0.000,0,1,2,10,0.1000,3\n0.000,1,3,4,20,0.2000,3\n1.000,0,0,5,30,0.3000,4\n1.000,1,0,6,40,0.4000,4\n",
+        )
+        .unwrap();
+        let t = Table::read(&p).unwrap();
+        let ticks = ticks(&t).unwrap();
+        assert_eq!(ticks.len(), 2);
+        assert_eq!(ticks[0].waiting, [1.0, 3.0]);
+        assert_eq!(ticks[1].running, [5.0, 6.0]);
+        assert_eq!(ticks[1].time_s, 1.0);
+        assert_eq!(ticks[1].extra["replicas_requested"], 4.0);
+        assert!(!ticks[0].extra.contains_key("replica"));
+        assert_eq!(t.col("kv_util"), Some(5));
+        assert_eq!(t.col("nope"), None);
+    }
+}

@@ -1,0 +1,294 @@
+//! The report of a sweep (`sweep.json`): the objective, the Pareto front of
+//! cost against latency with the chosen operating point, and latency against
+//! offered load per replica for each combination of the other axes.
+
+use crate::chart::{
+    self, Chart, Highlight, Legend, Mark, RefLine, Series, XyPlot, GREY, PALETTE, TARGET,
+};
+use crate::data::num;
+use crate::document::Section;
+use sim::sweep::objective::{analyze, Analysis, Objective};
+use sim::sweep::results::{cell, PointResult};
+use sim::sweep::{keypath, Grid, SweepResults};
+use std::path::Path;
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|a| format!("{:.2} %", a * 100.0))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+/// Builds the sweep section from `dir/sweep.json`.
+pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
+    let path = dir.join("sweep.json");
+    let r = SweepResults::read(&path).map_err(|e| e.to_string())?;
+    let grid = Grid::from_toml_str(&r.grid_toml, &format!("{} (grid)", path.display()))
+        .map_err(|e| e.to_string())?;
+    let obj = grid.objective.resolve();
+    let a = analyze(&r, &obj);
+
+    let mut sec = Section::new(format!("Sweep: {}", r.scenario));
+    sec.para(format!(
+        "{} points of scenario {} ({} sampling) over {}.",
+        r.points.len(),
+        r.scenario,
+        r.sample.name(),
+        r.axes.join(", ")
+    ));
+    if let Some(s) = r.shard {
+        sec.para(format!(
+            "This folder holds shard {s} only ({} of {} points); merge every shard with `servesim sweep merge` for the whole sweep.",
+            r.points.len(),
+            r.points_total
+        ));
+    }
+    sec.para(objective_text(&obj, &a));
+    let mut header: Vec<&str> = vec!["point"];
+    header.extend(r.axes.iter().map(String::as_str));
+    let cost_head = obj.cost_label();
+    let lat_head = obj.latency_label();
+    header.extend([
+        cost_head.as_str(),
+        lat_head.as_str(),
+        "SLO met",
+        "goodput / GPU (req/s)",
+    ]);
+    let rows = a
+        .pareto_front
+        .iter()
+        .map(|&i| {
+            let (p, e) = (&r.points[position(&r, i)], &a.points[position(&r, i)]);
+            let mut row = vec![format!("{i}{}", if a.best == Some(i) { " ★" } else { "" })];
+            row.extend(p.values.iter().map(cell));
+            row.extend([
+                fmt(e.cost, obj.cost_digits()),
+                fmt(e.latency_ms, 1),
+                pct(e.attainment),
+                fmt(e.goodput_rps_per_gpu, 3),
+            ]);
+            row
+        })
+        .collect();
+    sec.para(format!(
+        "The Pareto front: the {} point(s) no other point beats on both cost and {}.",
+        a.pareto_front.len(),
+        lat_head
+    ));
+    sec.table(&header, rows);
+    sec.para(best_text(&r, &obj, &a));
+    sec.figure(chart::render(&pareto_chart(&r, &obj, &a), charts)?);
+    for (metric, label, slo) in [
+        ("ttft_ms", "TTFT", a.slo_ttft_ms),
+        ("tpot_ms", "TPOT", a.slo_tpot_ms),
+    ] {
+        if let Some(c) = load_chart(&r, metric, label, slo) {
+            sec.figure(chart::render(&c, charts)?);
+        }
+    }
+    Ok(sec)
+}
+
+/// Points are stored in index order, but a shard holds a subset.
+fn position(r: &SweepResults, index: usize) -> usize {
+    r.points
+        .iter()
+        .position(|p| p.index == index)
+        .expect("analysis indices come from the points")
+}
+
+fn describe(r: &SweepResults, p: &PointResult) -> String {
+    r.axes
+        .iter()
+        .zip(&p.values)
+        .map(|(k, v)| format!("{k} = {}", cell(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The objective in words: what cost and latency mean, and what "meets the
+/// SLOs" means — including that no price is assumed.
+pub fn objective_text(obj: &Objective, a: &Analysis) -> String {
+    let price = match obj.gpu_hour_usd {
+        Some(p) => format!("Price: ${p:.2} per GPU-hour, as stated in the grid."),
+        None => "No price per GPU-hour was stated, so cost is counted in GPUs.".into(),
+    };
+    let slo = match (a.slo_ttft_ms, a.slo_tpot_ms) {
+        (Some(t), Some(p)) => format!(
+            "A point meets the SLOs when at least {:.1} % of its requests have TTFT ≤ {t} ms and TPOT ≤ {p} ms (a rejection counts as a miss); the operating point is the one meeting them with the most goodput per GPU.",
+            obj.attainment * 100.0
+        ),
+        _ => "The scenario has no [slo], so no operating point is chosen.".into(),
+    };
+    format!(
+        "Cost: {}. Latency: {}. {price} {slo}",
+        obj.cost_label(),
+        obj.latency_label()
+    )
+}
+
+fn best_text(r: &SweepResults, obj: &Objective, a: &Analysis) -> String {
+    match a.best {
+        Some(i) => {
+            let (p, e) = (&r.points[position(r, i)], &a.points[position(r, i)]);
+            format!(
+                "Operating point: point {i} ({}) — {}: {}; {}: {}; SLO met by {}; goodput {} requests/s per GPU.",
+                describe(r, p),
+                obj.cost_label(),
+                fmt(e.cost, obj.cost_digits()),
+                obj.latency_label(),
+                fmt(e.latency_ms, 1),
+                pct(e.attainment),
+                fmt(e.goodput_rps_per_gpu, 3)
+            )
+        }
+        None => format!(
+            "No operating point: {}.",
+            a.note.as_deref().unwrap_or("no point meets the SLOs")
+        ),
+    }
+}
+
+fn pareto_chart(r: &SweepResults, obj: &Objective, a: &Analysis) -> Chart {
+    let xy = |i: usize| {
+        let e = &a.points[position(r, i)];
+        Some((e.cost?, e.latency_ms?))
+    };
+    let x_log = chart::wants_log(a.points.iter().filter_map(|e| e.cost));
+    let y_log = chart::wants_log(a.points.iter().filter_map(|e| e.latency_ms));
+    let log = |l: String, on: bool| if on { format!("{l}, log scale") } else { l };
+    let mut p = XyPlot::new(
+        "pareto",
+        format!(
+            "Cost vs {} — {} ({} points)",
+            obj.latency_label(),
+            r.scenario,
+            r.points.len()
+        ),
+        log(obj.cost_label(), x_log),
+        log(obj.latency_label(), y_log),
+    );
+    p.x_log = x_log;
+    p.y_log = y_log;
+    p.x_integer = obj.cost == sim::sweep::objective::CostMetric::Gpus;
+    let has_slo = a.slo_ttft_ms.is_some();
+    // The front is a line under the points, so each front point still shows
+    // whether it meets the SLOs.
+    let front: Vec<(f64, f64)> = a.pareto_front.iter().filter_map(|&i| xy(i)).collect();
+    p.series
+        .push(Series::new("Pareto front", front, Mark::Line, PALETTE[0]));
+    let (meet, miss): (Vec<_>, Vec<_>) = a.points.iter().partition(|e| e.meets_slo);
+    let pts = |v: &[&sim::sweep::objective::Evaluated]| {
+        v.iter().filter_map(|e| xy(e.index)).collect::<Vec<_>>()
+    };
+    if has_slo {
+        p.series.push(Series::new(
+            "misses the SLOs",
+            pts(&miss),
+            Mark::Points,
+            GREY,
+        ));
+        p.series.push(Series::new(
+            "meets the SLOs",
+            pts(&meet),
+            Mark::Points,
+            PALETTE[2],
+        ));
+    } else {
+        p.series.push(Series::new(
+            "sweep point",
+            pts(&miss),
+            Mark::Points,
+            PALETTE[0],
+        ));
+    }
+    if let Some(b) = a.best.and_then(|i| xy(i).map(|at| (i, at))) {
+        p.highlights.push(Highlight {
+            label: format!("operating point (point {})", b.0),
+            at: b.1,
+            color: PALETTE[1],
+        });
+    }
+    Chart::Xy(p)
+}
+
+/// Latency against offered load per replica, one line per combination of
+/// the axes other than rate and replicas. `None` without rates.
+fn load_chart(r: &SweepResults, metric: &str, label: &str, slo: Option<f64>) -> Option<Chart> {
+    let load_axes = ["workload.arrival.rate", "fleet.replicas"];
+    let others: Vec<usize> = (0..r.axes.len())
+        .filter(|&i| !load_axes.contains(&keypath::resolve(&r.axes[i])))
+        .collect();
+    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for p in &r.points {
+        let (Some(rate), Some(reps)) = (p.offered_rps, num(&p.summary, "replicas")) else {
+            continue;
+        };
+        let count = num(&p.summary, &format!("latency.{metric}.count")).unwrap_or(0.0);
+        let Some(y) = num(&p.summary, &format!("latency.{metric}.p99")).filter(|_| count > 0.0)
+        else {
+            continue;
+        };
+        let key = if others.is_empty() {
+            "all points".to_string()
+        } else {
+            others
+                .iter()
+                .map(|&i| format!("{} = {}", r.axes[i], cell(&p.values[i])))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let pt = (rate / reps.max(1.0), y);
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(pt),
+            None => groups.push((key, vec![pt])),
+        }
+    }
+    let xs: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.1.iter().map(|p| p.0))
+        .collect();
+    let distinct = xs
+        .iter()
+        .any(|&x| xs.iter().any(|&y| (x - y).abs() > 1e-9 * x.abs().max(1.0)));
+    if !distinct {
+        return None;
+    }
+    let y_log = chart::wants_log(
+        groups
+            .iter()
+            .flat_map(|g| g.1.iter().map(|p| p.1))
+            .chain(slo),
+    );
+    let mut c = XyPlot::new(
+        &format!("{}-vs-load", metric.trim_end_matches("_ms")),
+        format!("{label} p99 vs offered load — {}", r.scenario),
+        "offered load per replica (requests/s)",
+        format!("{label} p99 (ms{})", if y_log { ", log scale" } else { "" }),
+    );
+    c.y_log = y_log;
+    c.legend = Legend::UpperLeft;
+    for (i, (key, mut pts)) in groups.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        // Past eight lines the legend stops helping: the rest are grey.
+        let (label, color) = if i < 7 {
+            (key, PALETTE[i])
+        } else {
+            (String::new(), GREY)
+        };
+        c.series
+            .push(Series::new(label, pts, Mark::LinePoints, color));
+    }
+    if let Some(t) = slo {
+        c.ref_lines.push(RefLine {
+            label: format!("SLO: {label} ≤ {t} ms"),
+            at: t,
+            vertical: false,
+            color: TARGET,
+        });
+    }
+    Some(Chart::Xy(c))
+}

@@ -1,0 +1,125 @@
+//! `servesim capacity`: the highest load within the SLOs and the fleet a
+//! demand needs, printed, with every probe logged to stderr as it finishes
+//! and the whole search written to `capacity.json`.
+
+use crate::cli::CapacityArgs;
+use anyhow::{anyhow, Context, Result};
+use sim::sweep::capacity::{plan_capacity, CapacityQuery, CapacityReport, Probe};
+use sim::Scenario;
+use std::path::Path;
+
+pub fn run(args: CapacityArgs) -> Result<()> {
+    let origin = args.scenario.display().to_string();
+    let text = std::fs::read_to_string(&args.scenario)
+        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let name = Scenario::from_toml_str(&text, &origin)?.name().to_string();
+    let query = CapacityQuery {
+        attainment: args.attainment,
+        replicas: args.replicas,
+        demand_rps: args.demand,
+        headroom: args.headroom / 100.0,
+        spare: args.spare,
+        gpu_hour_usd: args.gpu_hour_usd,
+        tolerance: args.tolerance,
+    };
+    let log = |p: &Probe| {
+        eprintln!(
+            "  {:<16} {:>5} replica(s) at {:>10.3} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
+            p.search,
+            p.replicas,
+            p.rate_rps,
+            p.attainment * 100.0,
+            p.ttft_p99_ms,
+            p.tpot_p99_ms,
+            if p.meets_slo { "meets" } else { "misses" }
+        )
+    };
+    let report = plan_capacity(&text, &origin, &query, &log)?;
+    let out = args
+        .out
+        .unwrap_or_else(|| Path::new("out").join(format!("{name}-capacity")));
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut json = serde_json::to_string_pretty(&report)?;
+    json.push('\n');
+    std::fs::write(out.join("capacity.json"), json)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    print(&report);
+    println!("results: {}/capacity.json", out.display());
+    if args.report {
+        crate::write_report(&out)?;
+    }
+    Ok(())
+}
+
+fn probe(p: &Probe) -> String {
+    format!(
+        "{:.2} % met, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms",
+        p.attainment * 100.0,
+        p.ttft_p99_ms,
+        p.tpot_p99_ms
+    )
+}
+
+fn print(c: &CapacityReport) {
+    let m = &c.max_load;
+    println!(
+        "capacity of {} — SLO: TTFT ≤ {} ms and TPOT ≤ {} ms for ≥ {:.1} % of requests ({} simulations)",
+        c.scenario,
+        c.slo_ttft_ms,
+        c.slo_tpot_ms,
+        c.attainment_target * 100.0,
+        c.probes.len()
+    );
+    println!(
+        "highest load within the SLOs, {} replica(s): {:.2} req/s ({:.2} per replica); {:.2} req/s misses",
+        m.replicas, m.rate_rps, m.per_replica_rps, m.fails_at_rps
+    );
+    println!("  at {:.2} req/s: {}", m.rate_rps, probe(&m.at));
+    let Some(s) = &c.sizing else {
+        return;
+    };
+    println!("demand {} req/s:", s.demand_rps);
+    let below = |b: &Option<Probe>| match b {
+        Some(b) => format!("; {} replicas: {}", b.replicas, probe(b)),
+        None => String::new(),
+    };
+    let row = |label: String, value: String| println!("  {label:<24} {value}");
+    row(
+        "fewest replicas".into(),
+        format!(
+            "{:>5}  ({}{})",
+            s.replicas_min,
+            probe(&s.at_min),
+            below(&s.below_min)
+        ),
+    );
+    if s.headroom > 0.0 {
+        row(
+            format!("with {:.0} % headroom", s.headroom * 100.0),
+            format!(
+                "{:>5}  (at {:.2} req/s: {}{})",
+                s.replicas_with_headroom,
+                s.sized_for_rps,
+                probe(&s.at_headroom),
+                below(&s.below_headroom)
+            ),
+        );
+    }
+    row(
+        format!("+ {} spare (N+{})", s.spare, s.spare),
+        format!(
+            "{:>5}  replicas = {} GPUs ({} per replica)",
+            s.replicas_total, s.gpus_total, s.gpus_per_replica
+        ),
+    );
+    row(
+        "cost per month".into(),
+        match (s.usd_per_month, s.gpu_hour_usd) {
+            (Some(m), Some(p)) => format!(
+                "${m:.0}  ({} GPUs × ${p:.2}/GPU-hour × {} h)",
+                s.gpus_total, c.hours_per_month
+            ),
+            _ => "(state a price with --gpu-hour-usd)".into(),
+        },
+    );
+}

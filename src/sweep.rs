@@ -1,0 +1,252 @@
+//! `servesim sweep` and `servesim sweep merge`: run a grid (or one shard of
+//! it) with a progress bar, or merge shard outputs; then write the results,
+//! choose the operating point, rerun it in full, and print the decision.
+
+use crate::cli::{SweepAction, SweepArgs};
+use anyhow::{anyhow, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sim::sweep::objective::{self, Analysis, Objective};
+use sim::sweep::results::cell;
+use sim::sweep::{run as runner, shard, Grid, Plan, Shard, SweepResults};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    match args.action {
+        Some(SweepAction::Merge {
+            shards,
+            out,
+            report,
+        }) => merge(&shards, &out, report),
+        None => {
+            let (Some(scenario), Some(grid)) = (args.scenario, args.grid) else {
+                return Err(anyhow!("sweep needs a scenario and --grid"));
+            };
+            sweep(&scenario, &grid, args.out, args.shard, args.report)
+        }
+    }
+}
+
+/// A bar with ETA on stderr when it is a terminal; hidden otherwise.
+fn progress_bar(points: usize) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(points as u64), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(points as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "sweeping [{elapsed_precise}] {wide_bar} {pos}/{len} points, eta {eta}",
+        )
+        .expect("valid template"),
+    );
+    bar
+}
+
+fn sweep(
+    scenario: &Path,
+    grid: &Path,
+    out: Option<PathBuf>,
+    shard: Option<Shard>,
+    report: bool,
+) -> Result<()> {
+    let grid = Grid::load(grid)?;
+    let origin = scenario.display().to_string();
+    let text = std::fs::read_to_string(scenario)
+        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let plan = Plan::new(&text, &origin, grid)?;
+    let shard = shard.unwrap_or(Shard::ALL);
+    let out = out.unwrap_or_else(|| Path::new("out").join(format!("{}-sweep", plan.scenario_name)));
+    let mine = plan.points.iter().filter(|p| shard.holds(p.index)).count();
+    let threads = rayon::current_num_threads();
+    eprintln!(
+        "sweep: {} point(s){} of {}, {} sampling, {threads} thread(s)",
+        mine,
+        if shard.count > 1 {
+            format!(" (shard {shard} of {})", plan.points.len())
+        } else {
+            String::new()
+        },
+        plan.scenario_name,
+        plan.grid.sample.name()
+    );
+    let bar = progress_bar(mine);
+    let started = Instant::now();
+    let results = runner::run(&plan, shard, &|| bar.inc(1))?;
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    eprintln!(
+        "ran {mine} point(s) in {wall:.1} s wall ({:.0} points/min, {threads} thread(s))",
+        mine as f64 / wall.max(1e-9) * 60.0
+    );
+    results.write(&out)?;
+    if results.shard.is_some() {
+        println!(
+            "shard {shard}: {mine} of {} points → {}/{{sweep.json,sweep.csv}}",
+            plan.points.len(),
+            out.display()
+        );
+        println!("when every shard is done: servesim sweep merge SHARD_DIR... --out DIR");
+        if report {
+            crate::write_report(&out)?;
+        }
+        return Ok(());
+    }
+    finish(&plan, &results, &out, report)
+}
+
+fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
+    let parts = dirs
+        .iter()
+        .map(|d| SweepResults::read(&d.join("sweep.json")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let merged = shard::merge(parts, &names)?;
+    let from = dirs[0].join("sweep.json").display().to_string();
+    let grid = Grid::from_toml_str(&merged.grid_toml, &format!("{from} (grid)"))?;
+    let plan = Plan::new(&merged.scenario_toml, &format!("{from} (scenario)"), grid)?;
+    merged.write(out)?;
+    eprintln!(
+        "merged {} shards: {} points",
+        dirs.len(),
+        merged.points.len()
+    );
+    finish(&plan, &merged, out, report)
+}
+
+/// Chooses the operating point, reruns it in full into `operating-point/`,
+/// and prints the front and the choice.
+fn finish(plan: &Plan, results: &SweepResults, out: &Path, report: bool) -> Result<()> {
+    let obj = plan.grid.objective.resolve();
+    let a = objective::analyze(results, &obj);
+    let mut json = serde_json::to_string_pretty(&a)?;
+    json.push('\n');
+    std::fs::write(out.join("operating-point.json"), json)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    let op_dir = out.join(reports::OPERATING_POINT_DIR);
+    if op_dir.exists() {
+        // Stale files from an earlier sweep would be reported as this one's.
+        std::fs::remove_dir_all(&op_dir)
+            .with_context(|| format!("cannot replace {}", op_dir.display()))?;
+    }
+    if let Some(best) = a.best {
+        let run = runner::run_full(plan, &plan.points[best])?;
+        sim::output::write_all(&op_dir, &run)
+            .with_context(|| format!("cannot write {}", op_dir.display()))?;
+    }
+    print_decision(plan, results, &obj, &a);
+    println!(
+        "results: {}/{{sweep.csv,sweep.json,operating-point.json{}}}",
+        out.display(),
+        if a.best.is_some() {
+            ",operating-point/"
+        } else {
+            ""
+        }
+    );
+    if report {
+        crate::write_report(out)?;
+    }
+    Ok(())
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) {
+    let mut header: Vec<String> = vec!["point".into()];
+    header.extend(r.axes.iter().cloned());
+    header.extend([
+        obj.cost_label(),
+        obj.latency_label(),
+        "SLO met".into(),
+        "goodput/GPU".into(),
+    ]);
+    let rows: Vec<Vec<String>> = a
+        .pareto_front
+        .iter()
+        .map(|&i| {
+            let (p, e) = (&r.points[i], &a.points[i]);
+            let mut row = vec![format!("{i}{}", if a.best == Some(i) { " *" } else { "" })];
+            row.extend(p.values.iter().map(cell));
+            row.extend([
+                fmt(e.cost, obj.cost_digits()),
+                fmt(e.latency_ms, 1),
+                e.attainment
+                    .map(|x| format!("{:.2} %", x * 100.0))
+                    .unwrap_or_else(|| "–".into()),
+                fmt(e.goodput_rps_per_gpu, 3),
+            ]);
+            row
+        })
+        .collect();
+    println!(
+        "Pareto front, {} vs {} ({} of {} points; * = operating point):",
+        obj.cost_label(),
+        obj.latency_label(),
+        a.pareto_front.len(),
+        r.points.len()
+    );
+    print_table(&header, &rows);
+    println!();
+    match a.best {
+        Some(i) => {
+            let e = &a.points[i];
+            println!(
+                "operating point: point {i} ({})",
+                plan.describe(&plan.points[i])
+            );
+            println!(
+                "  {} {}, {} {}, SLO met by {:.2} % (target {:.1} %), goodput {} requests/s per GPU",
+                obj.cost_label(),
+                fmt(e.cost, obj.cost_digits()),
+                obj.latency_label(),
+                fmt(e.latency_ms, 1),
+                e.attainment.unwrap_or(0.0) * 100.0,
+                obj.attainment * 100.0,
+                fmt(e.goodput_rps_per_gpu, 3)
+            );
+        }
+        None => println!(
+            "no operating point: {}",
+            a.note.as_deref().unwrap_or("no point meets the SLOs")
+        ),
+    }
+    if obj.gpu_hour_usd.is_none() {
+        println!("(no price per GPU-hour stated: cost in GPUs; set gpu_hour_usd in the grid's [objective] for dollars)");
+    }
+}
+
+/// Right-aligned columns, the first left-aligned.
+fn print_table(header: &[String], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, &w))| {
+                if i == 0 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        println!("  {}", parts.join("  "));
+    };
+    line(header);
+    for r in rows {
+        line(r);
+    }
+}
