@@ -24,9 +24,9 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     };
     let log = |p: &Probe| {
         eprintln!(
-            "  {:<16} {:>5} replica(s) at {:>10.3} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
+            "  {:<16} {:>14} at {:>10.3} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
             p.search,
-            p.replicas,
+            replicas(p.replicas),
             p.rate_rps,
             p.attainment * 100.0,
             p.ttft_p99_ms,
@@ -51,6 +51,10 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     Ok(())
 }
 
+fn replicas(n: u32) -> String {
+    format!("{n} replica{}", if n == 1 { "" } else { "s" })
+}
+
 fn probe(p: &Probe) -> String {
     format!(
         "{:.2} % met, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms",
@@ -71,8 +75,11 @@ fn print(c: &CapacityReport) {
         c.probes.len()
     );
     println!(
-        "highest load within the SLOs, {} replica(s): {:.2} req/s ({:.2} per replica); {:.2} req/s misses",
-        m.replicas, m.rate_rps, m.per_replica_rps, m.fails_at_rps
+        "highest load within the SLOs, {}: {:.2} req/s ({:.2} per replica); {:.2} req/s misses",
+        replicas(m.replicas),
+        m.rate_rps,
+        m.per_replica_rps,
+        m.fails_at_rps
     );
     println!("  at {:.2} req/s: {}", m.rate_rps, probe(&m.at));
     let Some(s) = &c.sizing else {
@@ -80,7 +87,7 @@ fn print(c: &CapacityReport) {
     };
     println!("demand {} req/s:", s.demand_rps);
     let below = |b: &Option<Probe>| match b {
-        Some(b) => format!("; {} replicas: {}", b.replicas, probe(b)),
+        Some(b) => format!("; {}: {}", replicas(b.replicas), probe(b)),
         None => String::new(),
     };
     let row = |label: String, value: String| println!("  {label:<24} {value}");

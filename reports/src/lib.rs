@@ -43,6 +43,15 @@ pub const OPERATING_POINT_DIR: &str = "operating-point";
 /// result files found there.
 pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
     let err = |m: String| ReportError(m);
+    let found = ["sweep.json", "capacity.json", "summary.json"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if !found {
+        return Err(err(format!(
+            "{}: no summary.json, sweep.json or capacity.json here: nothing to report (run simulate, sweep or capacity first)",
+            dir.display()
+        )));
+    }
     let charts = dir.join("charts");
     std::fs::create_dir_all(&charts)
         .map_err(|e| err(format!("cannot create {}: {e}", charts.display())))?;
@@ -78,12 +87,7 @@ pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
         title.get_or_insert_with(|| heading.clone());
         sections.push(run_report::section(dir, &heading, "", &charts).map_err(err)?);
     }
-    let Some(title) = title else {
-        return Err(err(format!(
-            "{}: no summary.json, sweep.json or capacity.json here: nothing to report (run simulate, sweep or capacity first)",
-            dir.display()
-        )));
-    };
+    let title = title.expect("one of the result files was found above");
     let doc = Doc {
         title: format!("servesim report — {title}"),
         sections,

@@ -1,0 +1,107 @@
+//! `servesim capacity`: the fleet it sizes is the minimum — checked from
+//! outside with `simulate`: that many replicas meet the SLOs, one fewer do
+//! not — and headroom, spares and cost follow from the stated inputs.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// A short quickstart: enough requests for queues to form at saturation.
+fn scenario(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("qs.toml");
+    std::fs::write(&p, small_quickstart(400)).unwrap();
+    p
+}
+
+/// SLO attainment of `simulate` with `replicas` at `rate`.
+fn attainment(dir: &Path, replicas: u64, rate: f64) -> f64 {
+    let text = small_quickstart(400)
+        .replace("replicas = 4", &format!("replicas = {replicas}"))
+        .replace("rate = 70.0", &format!("rate = {rate:?}"));
+    let p = dir.join(format!("check-{replicas}.toml"));
+    std::fs::write(&p, text).unwrap();
+    let out = dir.join(format!("check-{replicas}"));
+    let o = simulate(&p, &out, &["--json"]);
+    let s: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    s["slo"]["attainment"].as_f64().unwrap()
+}
+
+#[test]
+fn sizing_is_the_minimum_and_one_fewer_replica_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = scenario(tmp.path());
+    let out = tmp.path().join("cap");
+    let o = run(&[
+        "capacity",
+        s.to_str().unwrap(),
+        "--demand",
+        "90",
+        "--headroom",
+        "25",
+        "--spare",
+        "1",
+        "--gpu-hour-usd",
+        "2.5",
+        "--tolerance",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for want in [
+        "highest load within the SLOs",
+        "fewest replicas",
+        "25 % headroom",
+        "N+1",
+        "cost per month",
+    ] {
+        assert!(text.contains(want), "{want} missing:\n{text}");
+    }
+    let c: Value = serde_json::from_str(&read(&out.join("capacity.json"))).unwrap();
+    let sz = &c["sizing"];
+    let n = sz["replicas_min"].as_u64().unwrap();
+    assert!(n >= 2, "90 req/s needs several replicas, got {n}");
+    // Checked from outside: n replicas meet the SLOs at the demand, n − 1 do not.
+    assert!(attainment(tmp.path(), n, 90.0) >= 0.99);
+    assert!(attainment(tmp.path(), n - 1, 90.0) < 0.99);
+    assert_eq!(sz["below_min"]["replicas"].as_u64(), Some(n - 1));
+    // Headroom sizes for 112.5 req/s; spares and cost follow.
+    assert_eq!(sz["sized_for_rps"].as_f64(), Some(112.5));
+    let nh = sz["replicas_with_headroom"].as_u64().unwrap();
+    assert!(nh >= n);
+    assert!(attainment(tmp.path(), nh, 112.5) >= 0.99);
+    assert_eq!(sz["replicas_total"].as_u64(), Some(nh + 1));
+    let gpus = sz["gpus_total"].as_f64().unwrap();
+    assert_eq!(sz["usd_per_month"].as_f64(), Some(gpus * 2.5 * 730.0));
+    // The rate search brackets its answer with probes on both sides.
+    let m = &c["max_load"];
+    let (lo, hi) = (
+        m["rate_rps"].as_f64().unwrap(),
+        m["fails_at_rps"].as_f64().unwrap(),
+    );
+    assert!(lo < hi && hi - lo <= 0.05 * hi, "{lo} .. {hi}");
+}
+
+#[test]
+fn capacity_needs_an_slo_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("no-slo.toml");
+    let text = small_quickstart(100);
+    let cut = text.find("[slo]").unwrap();
+    std::fs::write(&p, &text[..cut]).unwrap();
+    let o = run(&[
+        "capacity",
+        p.to_str().unwrap(),
+        "--out",
+        tmp.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with(&format!("error: {}: slo: missing", p.display())),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+}
