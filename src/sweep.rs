@@ -155,6 +155,9 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
+/// Front points printed; the rest are in `operating-point.json`.
+const MAX_ROWS: usize = 30;
+
 fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) {
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(r.axes.iter().cloned());
@@ -167,6 +170,7 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
     let rows: Vec<Vec<String>> = a
         .pareto_front
         .iter()
+        .take(MAX_ROWS)
         .map(|&i| {
             let (p, e) = (&r.points[i], &a.points[i]);
             let mut row = vec![format!("{i}{}", if a.best == Some(i) { " *" } else { "" })];
@@ -190,6 +194,12 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
         r.points.len()
     );
     print_table(&header, &rows);
+    if a.pareto_front.len() > MAX_ROWS {
+        println!(
+            "  … {} more front points in operating-point.json (pareto_front)",
+            a.pareto_front.len() - MAX_ROWS
+        );
+    }
     println!();
     match a.best {
         Some(i) => {
@@ -215,7 +225,7 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
         ),
     }
     if obj.gpu_hour_usd.is_none() {
-        println!("(no price per GPU-hour stated: cost in GPUs; set gpu_hour_usd in the grid's [objective] for dollars)");
+        println!("(no price per GPU-hour stated, so no dollar figures; set gpu_hour_usd in the grid's [objective] for them)");
     }
 }
 

@@ -14,8 +14,8 @@ fn scenario(dir: &Path) -> std::path::PathBuf {
     p
 }
 
-/// SLO attainment of `simulate` with `replicas` at `rate`.
-fn attainment(dir: &Path, replicas: u64, rate: f64) -> f64 {
+/// The SLO report of `simulate` with `replicas` at `rate`.
+fn slo(dir: &Path, replicas: u64, rate: f64) -> Value {
     let text = small_quickstart(400)
         .replace("replicas = 4", &format!("replicas = {replicas}"))
         .replace("rate = 70.0", &format!("rate = {rate:?}"));
@@ -24,7 +24,11 @@ fn attainment(dir: &Path, replicas: u64, rate: f64) -> f64 {
     let out = dir.join(format!("check-{replicas}"));
     let o = simulate(&p, &out, &["--json"]);
     let s: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    s["slo"]["attainment"].as_f64().unwrap()
+    s["slo"].clone()
+}
+
+fn attainment(dir: &Path, replicas: u64, rate: f64) -> f64 {
+    slo(dir, replicas, rate)["attainment"].as_f64().unwrap()
 }
 
 #[test]
@@ -67,6 +71,11 @@ fn sizing_is_the_minimum_and_one_fewer_replica_fails() {
     assert!(attainment(tmp.path(), n, 90.0) >= 0.99);
     assert!(attainment(tmp.path(), n - 1, 90.0) < 0.99);
     assert_eq!(sz["below_min"]["replicas"].as_u64(), Some(n - 1));
+    // A probe is exactly the run `simulate` makes with the same settings.
+    assert_eq!(
+        sz["at_min"]["goodput_rps"],
+        slo(tmp.path(), n, 90.0)["goodput_rps"]
+    );
     // Headroom sizes for 112.5 req/s; spares and cost follow.
     assert_eq!(sz["sized_for_rps"].as_f64(), Some(112.5));
     let nh = sz["replicas_with_headroom"].as_u64().unwrap();

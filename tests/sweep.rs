@@ -248,3 +248,27 @@ fn sweep_commands_have_help_with_examples() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("0 ≤ I < N"), "{}", stderr(&o));
 }
+
+#[test]
+fn every_example_grid_runs_on_the_quickstart() {
+    let mut grids: Vec<_> = std::fs::read_dir(repo().join("scenarios/grids"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    grids.sort();
+    assert!(grids.len() >= 2, "{grids:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("qs.toml");
+    std::fs::write(&scenario, small_quickstart(60)).unwrap();
+    for g in grids {
+        let out = tmp.path().join(g.file_stem().unwrap());
+        let o = sweep(&scenario, &g, &out, &[], "2");
+        assert!(stdout(&o).contains("Pareto front"), "{}", g.display());
+        let j: serde_json::Value = serde_json::from_str(&read(&out.join("sweep.json"))).unwrap();
+        assert_eq!(
+            j["points"].as_array().unwrap().len() as u64,
+            j["points_total"].as_u64().unwrap()
+        );
+    }
+}

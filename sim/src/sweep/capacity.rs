@@ -127,8 +127,8 @@ pub struct CapacityReport {
     pub probes: Vec<Probe>,
 }
 
-/// Time-series interval of probes, seconds (their series is not kept).
-const PROBE_SAMPLE_S: f64 = 1e6;
+/// Most time-series samples a probe takes (its series is not kept).
+const PROBE_MAX_SAMPLES: f64 = 10_000.0;
 
 /// Runs probes of one scenario with the rate and replica count replaced.
 struct Prober<'a> {
@@ -141,21 +141,25 @@ struct Prober<'a> {
 impl Prober<'_> {
     fn probe(&self, search: &str, replicas: u32, rate: f64) -> Result<Probe, SweepError> {
         let mut t = self.base.clone();
-        // Probes report summaries only; sparse sampling keeps a probe at a very
-        // low rate (a long simulated span) from filling memory with samples.
         keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into())
             .and_then(|_| keypath::set(&mut t, "workload.arrival.rate", rate.into()))
-            .and_then(|_| {
-                keypath::set(
-                    &mut t,
-                    "metrics.timeseries_interval_s",
-                    PROBE_SAMPLE_S.into(),
-                )
-            })
             .map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))?;
         let at = format!("{} replica(s) at {rate} req/s", replicas);
-        let s = Scenario::from_table(t, self.origin)
+        let mut s = Scenario::from_table(t, self.origin)
             .map_err(|e| SweepError::new(format!("{at}: {e}")))?;
+        // A probe at a very low rate spans a long simulated time; sample it
+        // more sparsely rather than fill memory with a series nobody reads.
+        // Ordinary probes keep the scenario's interval, so a probe's summary is
+        // exactly what `simulate` reports for the same settings.
+        let h = &s.file.horizon;
+        let span = h
+            .duration_s
+            .unwrap_or(f64::INFINITY)
+            .min(h.requests.map_or(f64::INFINITY, |n| n as f64 / rate));
+        let m = &mut s.file.metrics;
+        if span.is_finite() && span / m.timeseries_interval_s > PROBE_MAX_SAMPLES {
+            m.timeseries_interval_s = span / PROBE_MAX_SAMPLES;
+        }
         let r = Simulation::new(&s)
             .run(|_| {})
             .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;
@@ -501,6 +505,11 @@ tpot_ms = 30
         let r = plan_capacity(SCENARIO, "cap.toml", &query(), &|_| {}).unwrap();
         let m = &r.max_load;
         assert!(m.at.meets_slo);
+        // Goodput is over the run's span: near the offered rate when it is met.
+        assert!(
+            m.at.goodput_rps > 0.8 * m.rate_rps * m.at.attainment,
+            "{m:?}"
+        );
         assert!(m.fails_at_rps > m.rate_rps);
         assert!(m.fails_at_rps - m.rate_rps <= 0.05 * m.fails_at_rps);
         assert!(r
