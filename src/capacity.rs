@@ -8,6 +8,7 @@ use sim::sweep::capacity::{plan_capacity, CapacityQuery, CapacityReport, Probe};
 use sim::Scenario;
 use std::path::Path;
 
+/// Runs `servesim capacity`.
 pub fn run(args: CapacityArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario)

@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// Runs `servesim sweep` or `servesim sweep merge`.
 pub fn run(args: SweepArgs) -> Result<()> {
     match args.action {
         Some(SweepAction::Merge {

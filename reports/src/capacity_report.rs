@@ -7,10 +7,15 @@ use crate::document::Section;
 use sim::sweep::capacity::{CapacityReport, Probe};
 use std::path::Path;
 
+/// Reads `dir/capacity.json`.
 pub fn read(dir: &Path) -> Result<CapacityReport, String> {
     let p = dir.join("capacity.json");
     let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: not a capacity.json: {e}", p.display()))
+}
+
+fn replicas(n: u32) -> String {
+    format!("{n} replica{}", if n == 1 { "" } else { "s" })
 }
 
 fn probe_text(p: &Probe) -> String {
@@ -22,6 +27,7 @@ fn probe_text(p: &Probe) -> String {
     )
 }
 
+/// Builds the capacity section, drawing its charts into `charts`.
 pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let c = read(dir)?;
     let mut sec = Section::new(format!("Capacity: {}", c.scenario));
@@ -35,7 +41,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let m = &c.max_load;
     let mut rows = vec![
         vec![
-            format!("highest rate within the SLOs, {} replica(s)", m.replicas),
+            format!("highest rate within the SLOs, {}", replicas(m.replicas)),
             format!(
                 "{:.2} requests/s ({:.2} per replica)",
                 m.rate_rps, m.per_replica_rps
@@ -57,7 +63,10 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
             format!("{} ({})", s.replicas_min, probe_text(&s.at_min)),
         ]);
         if let Some(b) = &s.below_min {
-            rows.push(vec![format!("with {} replicas", b.replicas), probe_text(b)]);
+            rows.push(vec![
+                format!("with {}", replicas(b.replicas)),
+                probe_text(b),
+            ]);
         }
         if s.headroom > 0.0 {
             rows.push(vec![
@@ -120,8 +129,9 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
     let mut a = XyPlot::new(
         "capacity-rate",
         format!(
-            "SLO attainment vs offered load — {}, {} replica(s)",
-            c.scenario, m.replicas
+            "SLO attainment vs offered load — {}, {}",
+            c.scenario,
+            replicas(m.replicas)
         ),
         "offered load (requests/s)",
         "requests meeting the SLOs (%)",
@@ -138,7 +148,8 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
     ));
     a.ref_lines = vec![target.clone(), found.clone()];
     a.y_range = Some((0.0, 105.0));
-    a.legend = Legend::LowerRight;
+    // Attainment is high at low load (left) and low past the limit (right).
+    a.legend = Legend::UpperRight;
     out.push(Chart::Xy(a));
 
     let lat: Vec<(f64, f64)> = rate.iter().map(|p| (p.rate_rps, p.ttft_p99_ms)).collect();
@@ -146,8 +157,9 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
     let mut l = XyPlot::new(
         "capacity-latency",
         format!(
-            "TTFT p99 vs offered load — {}, {} replica(s)",
-            c.scenario, m.replicas
+            "TTFT p99 vs offered load — {}, {}",
+            c.scenario,
+            replicas(m.replicas)
         ),
         "offered load (requests/s)",
         format!("TTFT p99 (ms{})", if y_log { ", log scale" } else { "" }),

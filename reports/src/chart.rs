@@ -29,6 +29,7 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
     RGBColor(240, 228, 66),
 ];
+/// Secondary marks (points missing a target, "in flight").
 pub const GREY: RGBColor = RGBColor(150, 150, 150);
 /// Targets (SLOs, attainment goals): a red outside the palette, so a target
 /// never shares a colour with a data series.

@@ -33,6 +33,7 @@ impl Table {
     }
 }
 
+/// Reads a JSON file (a `summary.json`).
 pub fn read_json(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))

@@ -68,7 +68,9 @@ pub struct ObjectiveCfg {
     pub gpu_hour_usd: Option<f64>,
 }
 
+/// The latency statistic used when the grid names none.
 pub const DEFAULT_LATENCY: &str = "ttft_ms.p99";
+/// The SLO attainment target used when the grid names none.
 pub const DEFAULT_ATTAINMENT: f64 = 0.99;
 
 /// The latency statistics a summary has (`ttft_ms.p99`, …), from its shape.
