@@ -31,6 +31,11 @@ fn check_report(dir: &Path) -> Vec<String> {
         let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
         let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
         assert_eq!((w, h), (960, 540), "{n}.png size");
+        assert_eq!(
+            png_chunks(&png),
+            Some(true),
+            "{n}.png chunks are whole and end with IEND"
+        );
         let svg = read(&dir.join(format!("charts/{n}.svg")));
         assert!(
             svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""),
@@ -63,6 +68,23 @@ fn check_report(dir: &Path) -> Vec<String> {
         "one figure per chart"
     );
     names
+}
+
+/// Walks the PNG chunk list (length, type, data, CRC): `Some(true)` when
+/// the chunks tile the file exactly, image data is present and the last
+/// chunk is IEND.
+fn png_chunks(png: &[u8]) -> Option<bool> {
+    let mut at = 8;
+    let mut idat = false;
+    loop {
+        let len = u32::from_be_bytes(png.get(at..at + 4)?.try_into().ok()?) as usize;
+        let kind = png.get(at + 4..at + 8)?;
+        idat |= kind == b"IDAT";
+        at += 12 + len;
+        if kind == b"IEND" {
+            return Some(idat && at == png.len());
+        }
+    }
 }
 
 fn has_all(names: &[String], want: &[&str]) {
