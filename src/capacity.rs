@@ -114,7 +114,11 @@ fn print(c: &CapacityReport) {
         );
     }
     row(
-        format!("+ {} spare (N+{})", s.spare, s.spare),
+        if s.spare > 0 {
+            format!("+ {} spare (N+{})", s.spare, s.spare)
+        } else {
+            "fleet (no spares)".into()
+        },
         format!(
             "{:>5}  replicas = {} GPUs ({} per replica)",
             s.replicas_total, s.gpus_total, s.gpus_per_replica
