@@ -15,11 +15,11 @@ pub fn resolved(s: &Scenario) {
     let m = &s.model;
     let h = &s.hardware;
     let mem = &s.memory;
-    println!("scenario   {} ({})  seed {}", f.name, s.origin, f.seed);
+    outln!("scenario   {} ({})  seed {}", f.name, s.origin, f.seed);
     if let Some(d) = &f.description {
-        println!("           {d}");
+        outln!("           {d}");
     }
-    println!(
+    outln!(
         "model      {}: {:.2}B params, {} layers, hidden {}, {} heads / {} KV heads × {}, MLP {}{}, vocab {}, context {}",
         m.name,
         m.total_params() / 1e9,
@@ -33,12 +33,13 @@ pub fn resolved(s: &Scenario) {
         m.vocab_size,
         m.max_context
     );
-    println!("           source: {}", s.model_source);
-    println!(
+    outln!("           source: {}", s.model_source);
+    outln!(
         "           weights {}  KV cache {}",
-        s.weight_dtype, s.kv_dtype
+        s.weight_dtype,
+        s.kv_dtype
     );
-    println!(
+    outln!(
         "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s",
         h.name,
         h.bf16_tflops,
@@ -49,35 +50,41 @@ pub fn resolved(s: &Scenario) {
         h.memory_bw_tbps,
         h.interconnect_gbps
     );
-    println!("           source: {}", h.source);
-    println!(
+    outln!("           source: {}", h.source);
+    outln!(
         "fleet      {} replica(s) × TP {} = {} GPUs, router {}",
         f.fleet.replicas,
         f.fleet.tensor_parallel,
         s.gpus(),
         f.fleet.router.name()
     );
-    println!(
+    outln!(
         "engine     max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
-        f.engine.max_num_seqs, f.engine.max_batched_tokens, f.engine.block_size, s.max_model_len
+        f.engine.max_num_seqs,
+        f.engine.max_batched_tokens,
+        f.engine.block_size,
+        s.max_model_len
     );
-    println!("memory per GPU:");
-    println!("           device           {}", gib(mem.device_bytes));
-    println!(
+    outln!("memory per GPU:");
+    outln!("           device           {}", gib(mem.device_bytes));
+    outln!(
         "           usable           {} (gpu_memory_utilization {})",
         gib(mem.usable_bytes),
         f.engine.gpu_memory_utilization
     );
-    println!("           weights          {}", gib(mem.weight_bytes));
-    println!("           activations      {}", gib(mem.activation_bytes));
-    println!("           runtime overhead {}", gib(mem.overhead_bytes));
-    println!("           KV cache         {}", gib(mem.kv_cache_bytes));
-    println!(
+    outln!("           weights          {}", gib(mem.weight_bytes));
+    outln!("           activations      {}", gib(mem.activation_bytes));
+    outln!("           runtime overhead {}", gib(mem.overhead_bytes));
+    outln!("           KV cache         {}", gib(mem.kv_cache_bytes));
+    outln!(
         "KV cache   {} bytes/token/GPU → {} blocks of {} tokens per replica = {} tokens",
-        mem.kv_bytes_per_token, mem.kv_blocks, mem.block_size, mem.kv_tokens
+        mem.kv_bytes_per_token,
+        mem.kv_blocks,
+        mem.block_size,
+        mem.kv_tokens
     );
     let h = &f.horizon;
-    println!(
+    outln!(
         "horizon    {}{}",
         h.requests
             .map(|n| format!("{n} requests"))
@@ -86,27 +93,34 @@ pub fn resolved(s: &Scenario) {
             .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
             .unwrap_or_default()
     );
-    println!("workload   arrivals {:?}", f.workload.arrival);
-    println!("           prompt   {:?}", f.workload.prompt_tokens);
-    println!("           output   {:?}", f.workload.output_tokens);
+    outln!("workload   arrivals {:?}", f.workload.arrival);
+    outln!("           prompt   {:?}", f.workload.prompt_tokens);
+    outln!("           output   {:?}", f.workload.output_tokens);
     match &f.slo {
-        Some(slo) => println!(
+        Some(slo) => outln!(
             "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
-            slo.ttft_ms, slo.tpot_ms
+            slo.ttft_ms,
+            slo.tpot_ms
         ),
-        None => println!("slo        none (goodput not reported)"),
+        None => outln!("slo        none (goodput not reported)"),
     }
 }
 
 pub fn hardware_catalog() {
-    println!(
+    outln!(
         "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  source",
-        "preset", "bf16 TF/s", "fp8 TF/s", "int8 TOPS", "mem GiB", "HBM TB/s", "link GB/s"
+        "preset",
+        "bf16 TF/s",
+        "fp8 TF/s",
+        "int8 TOPS",
+        "mem GiB",
+        "HBM TB/s",
+        "link GB/s"
     );
     for p in catalog::HARDWARE {
         let h = (p.spec)();
         let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_else(|| "-".into());
-        println!(
+        outln!(
             "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  {}",
             p.key,
             h.bf16_tflops,
@@ -121,13 +135,21 @@ pub fn hardware_catalog() {
 }
 
 pub fn model_catalog() {
-    println!(
+    outln!(
         "{:<15} {:>8} {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  source",
-        "preset", "params", "layers", "hidden", "heads", "kv", "hdim", "inter", "context"
+        "preset",
+        "params",
+        "layers",
+        "hidden",
+        "heads",
+        "kv",
+        "hdim",
+        "inter",
+        "context"
     );
     for p in catalog::MODELS {
         let m = (p.arch)();
-        println!(
+        outln!(
             "{:<15} {:>7.2}B {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  {}",
             p.key,
             m.total_params() / 1e9,
@@ -144,16 +166,22 @@ pub fn model_catalog() {
 }
 
 fn dist_row(name: &str, d: &Dist) {
-    println!(
+    outln!(
         "  {:<12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
-        name, d.mean, d.p50, d.p90, d.p95, d.p99, d.max
+        name,
+        d.mean,
+        d.p50,
+        d.p90,
+        d.p95,
+        d.p99,
+        d.max
     );
 }
 
 /// The summary table printed by `simulate`.
 pub fn summary(s: &Scenario, sum: &Summary) {
     let c = &sum.counts;
-    println!(
+    outln!(
         "{} — {} on {} × {} (TP {}), {} GPUs, router {}",
         sum.scenario,
         sum.model,
@@ -163,8 +191,8 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         sum.gpus,
         sum.router
     );
-    println!("costs: {}", sum.cost_source);
-    println!(
+    outln!("costs: {}", sum.cost_source);
+    outln!(
         "simulated {:.1} s, seed {}: {} arrived, {} completed, {} rejected{}, {} in flight",
         sum.duration_s,
         sum.seed,
@@ -185,10 +213,16 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         },
         c.in_flight
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "latency ms", "mean", "p50", "p90", "p95", "p99", "max"
+        "latency ms",
+        "mean",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "max"
     );
     let l = &sum.latency;
     dist_row("queue wait", &l.queue_wait_ms);
@@ -196,9 +230,9 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     dist_row("TPOT", &l.tpot_ms);
     dist_row("ITL", &l.itl_ms);
     dist_row("E2E", &l.e2e_ms);
-    println!();
+    outln!();
     let t = &sum.throughput;
-    println!(
+    outln!(
         "throughput   {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s ({:.0} per GPU)",
         t.requests_per_s,
         t.input_tokens_per_s,
@@ -206,7 +240,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         t.output_tokens_per_s_per_gpu
     );
     if let Some(slo) = &sum.slo {
-        println!(
+        outln!(
             "SLO          TTFT ≤ {} ms & TPOT ≤ {} ms: {:.1} % met (TTFT {:.1} %, TPOT {:.1} %); goodput {:.2} req/s ({:.3} per GPU)",
             slo.ttft_ms,
             slo.tpot_ms,
@@ -218,14 +252,14 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         );
     }
     let e = &sum.engine;
-    println!(
+    outln!(
         "engine       {} iterations, mean batch {:.1} seqs / {:.0} tokens, busy {:.1} %",
         e.iterations,
         e.mean_batch_size,
         e.mean_batch_tokens,
         e.busy_fraction * 100.0
     );
-    println!(
+    outln!(
         "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions ({} requests)",
         sum.kv_blocks_per_replica,
         s.file.engine.block_size,

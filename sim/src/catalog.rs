@@ -64,7 +64,8 @@ impl fmt::Display for Dtype {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HardwareSpec {
-    /// Display name.
+    /// Display name ("custom" when an inline spec omits it).
+    #[serde(default)]
     pub name: String,
     /// Peak dense BF16/FP16 tensor throughput, TFLOP/s.
     pub bf16_tflops: f64,

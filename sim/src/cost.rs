@@ -101,6 +101,7 @@ pub const SEQ_OVERHEAD_NS: Nanos = 5_000;
 #[derive(Clone, Debug)]
 pub struct Roofline {
     hw_name: String,
+    hw_source: String,
     layers: f64,
     tp: f64,
     hidden: f64,
@@ -133,6 +134,7 @@ impl Roofline {
         let kv_heads_per_gpu = (model.num_kv_heads as f64 / tp).ceil();
         Roofline {
             hw_name: hw.name.clone(),
+            hw_source: hw.source.clone(),
             layers: model.layers as f64,
             tp,
             hidden: model.hidden_size as f64,
@@ -214,7 +216,10 @@ impl CostModel for Roofline {
     }
 
     fn source(&self) -> String {
-        format!("roofline over the {} datasheet (catalog)", self.hw_name)
+        format!(
+            "roofline over the {} spec: {}",
+            self.hw_name, self.hw_source
+        )
     }
 }
 

@@ -418,6 +418,9 @@ impl Scenario {
             (None, Some(s)) => {
                 validate_hw(s).map_err(|(k, m)| err(&format!("hardware.spec.{k}"), m))?;
                 let mut s = s.clone();
+                if s.name.is_empty() {
+                    s.name = "custom".into();
+                }
                 if s.source.is_empty() {
                     s.source = "inline [hardware.spec]".into();
                 }

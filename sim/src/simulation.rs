@@ -296,7 +296,11 @@ impl<'a> Simulation<'a> {
                 break;
             }
             let (now, ev) = self.queue.pop().expect("peeked");
-            end = now;
+            // Sampling ticks do not extend the run: it ends with its last
+            // arrival or iteration.
+            if !matches!(ev, Event::Sample) {
+                end = now;
+            }
             match ev {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
