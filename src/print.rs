@@ -59,12 +59,38 @@ pub fn resolved(s: &Scenario) {
         f.fleet.router.name()
     );
     outln!(
-        "engine     max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
+        "engine     policy {}, max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
+        f.engine.policy.name(),
         f.engine.max_num_seqs,
         f.engine.max_batched_tokens,
         f.engine.block_size,
         s.max_model_len
     );
+    let swap = if f.engine.preemption == sim::scenario::PreemptionMode::Swap {
+        format!(" ({} GiB host swap space per GPU)", f.engine.swap_space_gib)
+    } else {
+        String::new()
+    };
+    outln!(
+        "           preemption {}{swap}",
+        format!("{:?}", f.engine.preemption).to_lowercase()
+    );
+    if let Some(sp) = &f.engine.speculative {
+        let expected = sim::replica::speculative::Speculation::expected_tokens(
+            sp.num_draft_tokens,
+            sp.acceptance_rate,
+        );
+        let draft = match (&sp.draft_model, sp.draft_cost_fraction) {
+            (Some(m), _) => format!("model {m} (its weights and KV share the memory below)"),
+            (None, Some(fr)) => format!("head at {fr} × a target decode step"),
+            _ => String::new(),
+        };
+        outln!(
+            "           speculative decoding: k = {}, acceptance {} → {expected:.2} tokens/step expected, draft {draft}",
+            sp.num_draft_tokens,
+            sp.acceptance_rate,
+        );
+    }
     outln!("memory per GPU:");
     outln!("           device           {}", gib(mem.device_bytes));
     outln!(
@@ -253,19 +279,25 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     }
     let e = &sum.engine;
     outln!(
-        "engine       {} iterations, mean batch {:.1} seqs / {:.0} tokens, busy {:.1} %",
+        "engine       policy {}: {} iterations, mean batch {:.1} seqs / {:.0} tokens, busy {:.1} %{}",
+        e.policy,
         e.iterations,
         e.mean_batch_size,
         e.mean_batch_tokens,
-        e.busy_fraction * 100.0
+        e.busy_fraction * 100.0,
+        e.spec_tokens_per_step
+            .map(|t| format!(", {t:.2} tokens per speculative step"))
+            .unwrap_or_default()
     );
     outln!(
-        "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions ({} requests)",
+        "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions by {} ({} swapped, {} requests)",
         sum.kv_blocks_per_replica,
         s.file.engine.block_size,
         e.kv_util_mean * 100.0,
         e.kv_util_max * 100.0,
         e.preemptions,
+        e.preemption_mode,
+        e.swap_outs,
         e.preempted_requests
     );
 }

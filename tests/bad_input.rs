@@ -146,3 +146,33 @@ fn unknown_command_line_flags_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--sed"));
 }
+
+#[test]
+fn replica_technique_keys_reject_bad_values() {
+    let t = base().replace("block_size = 16", "block_size = 16\npolicy = \"fifo\"");
+    assert_key(&t, "engine.policy", "sarathi");
+    let t = base().replace("block_size = 16", "block_size = 16\npreemption = \"kill\"");
+    assert_key(&t, "engine.preemption", "swap");
+    let t = base().replace("block_size = 16", "block_size = 16\nswap_space_gib = -1");
+    assert_key(&t, "engine.swap_space_gib", "≥ 0");
+    let t = base().replace("max_batched_tokens = 8192", "max_batched_tokens = 0");
+    assert_key(&t, "engine.max_batched_tokens", "at least 1");
+    let spec = |s: &str| {
+        base().replace(
+            "block_size = 16",
+            &format!("block_size = 16\nspeculative = {{ {s} }}"),
+        )
+    };
+    let t = spec("num_draft_tokens = 0, acceptance_rate = 0.5, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.num_draft_tokens", "1..=16");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 1.0, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.acceptance_rate", "[0, 1)");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = -0.1, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.acceptance_rate", "[0, 1)");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5");
+    assert_key(&t, "engine.speculative", "exactly one");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5, draft_model = \"tiny\"");
+    assert_key(&t, "engine.speculative.draft_model", "llama-3.2-1b");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5, draft_cost_fraction = 0");
+    assert_key(&t, "engine.speculative.draft_cost_fraction", "(0, 1]");
+}

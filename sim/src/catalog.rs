@@ -537,6 +537,18 @@ pub const MODELS: &[ModelPreset] = &[
         },
     },
     ModelPreset {
+        key: "llama-3.2-1b",
+        aliases: &[
+            "meta-llama/llama-3.2-1b",
+            "meta-llama/llama-3.2-1b-instruct",
+        ],
+        source: "meta-llama/Llama-3.2-1B config.json",
+        arch: || ModelArch {
+            head_dim: 64,
+            ..llama("Llama-3.2-1B", 16, 2048, 32, 8, 8192, 128256, 131072, true)
+        },
+    },
+    ModelPreset {
         key: "smollm2-135m",
         aliases: &[
             "huggingfacetb/smollm2-135m",
@@ -580,6 +592,7 @@ mod tests {
             ("qwen2.5-7b", 7.61),
             ("qwen2.5-72b", 72.7),
             ("mistral-7b", 7.25),
+            ("llama-3.2-1b", 1.236),
             ("smollm2-135m", 0.1348),
         ];
         for (k, want) in cases {

@@ -32,6 +32,13 @@ pub struct BatchShape {
     pub decode_seqs: u32,
     /// Σ l_j: context tokens decode attention reads.
     pub decode_context_tokens: u64,
+    /// Speculative verification: tokens beyond one per decoding sequence that
+    /// pass through the dense layers and the LM head (the k drafts each).
+    pub verify_extra_tokens: u64,
+    /// KV bytes per GPU copied over PCIe this iteration (swap out + swap in).
+    pub swap_bytes: f64,
+    /// Σ context of speculatively verifying sequences (what their drafts read).
+    pub verify_context_tokens: u64,
 }
 
 impl BatchShape {
@@ -52,9 +59,27 @@ impl BatchShape {
         self.decode_context_tokens += context;
     }
 
+    /// Adds one decoding sequence verifying `drafts` speculative tokens on a
+    /// context of `context` tokens: 1 + drafts queries attend causally to the
+    /// cache, like a short prefill chunk (Leviathan et al. 2023).
+    #[inline]
+    pub fn add_verify(&mut self, drafts: u64, context: u64) {
+        let q = (1 + drafts) as f64;
+        self.decode_seqs += 1;
+        self.verify_extra_tokens += drafts;
+        self.prefill_attn_pairs += q * (context as f64 + q / 2.0);
+        self.prefill_kv_tokens += context + 1 + drafts;
+        self.verify_context_tokens += context;
+    }
+
     /// Tokens through the dense layers.
     pub fn tokens(&self) -> u64 {
-        self.prefill_tokens + self.decode_seqs as u64
+        self.prefill_tokens + self.decode_seqs as u64 + self.verify_extra_tokens
+    }
+
+    /// Rows of logits computed (one per sampled position).
+    pub fn logit_rows(&self) -> u64 {
+        self.seqs() as u64 + self.verify_extra_tokens
     }
 
     pub fn seqs(&self) -> u32 {
@@ -119,6 +144,8 @@ pub struct Roofline {
     mem_bw: f64,
     link_bw: f64,
     link_latency_s: f64,
+    /// Host link bandwidth (KV swapping), bytes/s.
+    pcie_bw: f64,
 }
 
 impl Roofline {
@@ -151,6 +178,7 @@ impl Roofline {
             mem_bw: hw.memory_bw_bytes_per_s(),
             link_bw: hw.interconnect_bytes_per_s() * ALLREDUCE_BW_EFFICIENCY,
             link_latency_s: hw.interconnect_latency_us * 1e-6,
+            pcie_bw: hw.pcie_gbps * 1e9,
         }
     }
 
@@ -163,7 +191,7 @@ impl Roofline {
     }
 
     fn attn_prefill(&self, b: &BatchShape) -> f64 {
-        if b.prefill_seqs == 0 {
+        if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
         let flops = self.attn_flops_per_pair * b.prefill_attn_pairs;
@@ -200,10 +228,17 @@ impl Roofline {
 
     /// The iteration time in seconds (before rounding to the clock).
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
+        STEP_OVERHEAD_NS as f64 * 1e-9 + self.forward_secs(b)
+    }
+
+    /// One forward pass without the engine's per-step overhead (a draft
+    /// model's steps run inside the target's engine step), seconds.
+    pub fn forward_secs(&self, b: &BatchShape) -> f64 {
         let n = b.tokens() as f64;
         let per_layer = self.dense(n) + self.attn_prefill(b) + self.attn_decode(b) + self.comm(n);
-        let fixed = (STEP_OVERHEAD_NS + SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9;
-        fixed + self.layers * per_layer + self.lm_head(b.seqs() as f64)
+        let fixed = (SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9;
+        let swap = b.swap_bytes / self.pcie_bw;
+        fixed + self.layers * per_layer + self.lm_head(b.logit_rows() as f64) + swap
     }
 }
 

@@ -88,6 +88,28 @@ impl MemoryPlan {
         }
     }
 
+    /// Adds a second model resident on the same GPUs (a speculative-decoding
+    /// draft model): its weights shrink the KV budget, and its own KV cache
+    /// grows with the same blocks as the target's (vLLM allocates both caches
+    /// with one block table), so every block costs both models' bytes.
+    pub fn add_resident_model(&mut self, weight_bytes: f64, kv_bytes_per_token: f64) {
+        self.weight_bytes += weight_bytes;
+        self.kv_cache_bytes -= weight_bytes;
+        self.kv_bytes_per_token += kv_bytes_per_token;
+        let block_bytes = self.kv_bytes_per_token * self.block_size as f64;
+        self.kv_blocks = if self.kv_cache_bytes > 0.0 {
+            (self.kv_cache_bytes / block_bytes).floor() as u64
+        } else {
+            0
+        };
+        self.kv_tokens = self.kv_blocks * self.block_size as u64;
+    }
+
+    /// Bytes of one KV block on one GPU.
+    pub fn block_bytes(&self) -> f64 {
+        self.kv_bytes_per_token * self.block_size as f64
+    }
+
     /// Bytes per GPU the replica needs besides the KV cache.
     pub fn fixed_bytes(&self) -> f64 {
         self.weight_bytes + self.activation_bytes + self.overhead_bytes

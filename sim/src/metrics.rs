@@ -131,6 +131,10 @@ pub struct SloReport {
 /// Batching and memory behaviour.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct EngineReport {
+    /// Batch policy (`[engine] policy`).
+    pub policy: String,
+    /// Preemption mode (`[engine] preemption`).
+    pub preemption_mode: String,
     pub iterations: u64,
     /// Mean sequences per iteration.
     pub mean_batch_size: f64,
@@ -143,7 +147,11 @@ pub struct EngineReport {
     /// Highest KV use reached on any replica.
     pub kv_util_max: f64,
     pub preemptions: u64,
+    /// Preemptions that swapped KV to host memory (the rest recomputed).
+    pub swap_outs: u64,
     pub preempted_requests: u64,
+    /// Mean tokens per speculative verification step (None without speculation).
+    pub spec_tokens_per_step: Option<f64>,
 }
 
 /// The summary of one run (`summary.json`).

@@ -163,6 +163,81 @@ pub struct EngineCfg {
     /// Longest prompt + output accepted; defaults to the model's context length.
     #[serde(default)]
     pub max_model_len: Option<u32>,
+    /// How each iteration's batch is formed (see `replica::policy`).
+    #[serde(default)]
+    pub policy: BatchPolicyKind,
+    /// What happens to a sequence evicted for lack of KV blocks.
+    #[serde(default)]
+    pub preemption: PreemptionMode,
+    /// Host memory per GPU for swapped-out KV blocks, GiB (vLLM `swap_space`, default 4).
+    #[serde(default = "default_swap_space_gib")]
+    pub swap_space_gib: f64,
+    /// Speculative decoding, off when absent.
+    #[serde(default)]
+    pub speculative: Option<SpeculativeCfg>,
+}
+
+fn default_swap_space_gib() -> f64 {
+    4.0
+}
+
+/// Batch policy names (`[engine] policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicyKind {
+    /// Iteration-level batching mixing whole prefills with decodes.
+    #[default]
+    Continuous,
+    /// vLLM v0 default: prefill-first iterations, prefills and decodes never mixed.
+    Vllm,
+    /// Sarathi-Serve chunked prefill under a token budget, decodes first.
+    Sarathi,
+    /// Orca: iteration-level scheduling with memory reserved for the whole request.
+    Orca,
+    /// Request-level (static) batching: the batch runs until its last member ends.
+    Static,
+}
+
+impl BatchPolicyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPolicyKind::Continuous => "continuous",
+            BatchPolicyKind::Vllm => "vllm",
+            BatchPolicyKind::Sarathi => "sarathi",
+            BatchPolicyKind::Orca => "orca",
+            BatchPolicyKind::Static => "static",
+        }
+    }
+}
+
+/// Preemption modes (`[engine] preemption`), after vLLM's `preemption_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptionMode {
+    /// Free the blocks; recompute prompt + generated tokens on resumption.
+    #[default]
+    Recompute,
+    /// Copy the blocks to host memory over PCIe and back on resumption.
+    Swap,
+}
+
+/// Speculative decoding (`[engine.speculative]`): a draft proposes `num_draft_tokens`
+/// tokens, the target verifies them in one pass, each accepted with probability
+/// `acceptance_rate` until the first rejection (Leviathan et al., ICML 2023).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeCfg {
+    /// Draft length k.
+    pub num_draft_tokens: u32,
+    /// Per-token acceptance rate α in [0, 1).
+    pub acceptance_rate: f64,
+    /// A separate draft model from the catalog (classic draft-model speculation).
+    #[serde(default)]
+    pub draft_model: Option<String>,
+    /// Or: each draft step costs this fraction of a target decode step
+    /// (EAGLE heads / DeepSeek MTP modules ride on the target's hidden states).
+    #[serde(default)]
+    pub draft_cost_fraction: Option<f64>,
 }
 
 fn default_max_num_seqs() -> u32 {
@@ -186,6 +261,10 @@ impl Default for EngineCfg {
             block_size: default_block_size(),
             gpu_memory_utilization: default_gpu_mem_util(),
             max_model_len: None,
+            policy: BatchPolicyKind::default(),
+            preemption: PreemptionMode::default(),
+            swap_space_gib: default_swap_space_gib(),
+            speculative: None,
         }
     }
 }
@@ -479,7 +558,31 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let memory = MemoryPlan::new(&model, &hardware, weight_dtype, kv_dtype, tp, &file.engine);
+        let mut memory =
+            MemoryPlan::new(&model, &hardware, weight_dtype, kv_dtype, tp, &file.engine);
+        if let Some(draft) = file
+            .engine
+            .speculative
+            .as_ref()
+            .and_then(|sp| sp.draft_model.as_ref())
+            .and_then(|m| catalog::model(m))
+            .map(|(m, _)| m)
+        {
+            if draft.num_heads % tp != 0 {
+                return Err(err(
+                    "engine.speculative.draft_model",
+                    format!(
+                        "draft {} has {} heads, not divisible by tensor_parallel = {tp}",
+                        draft.name, draft.num_heads
+                    ),
+                ));
+            }
+            let kv_heads = (draft.num_kv_heads as f64 / tp as f64).ceil();
+            let draft_kv =
+                2.0 * draft.layers as f64 * kv_heads * draft.head_dim as f64 * kv_dtype.bytes();
+            let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
+            memory.add_resident_model(draft_weights, draft_kv);
+        }
         memory
             .check_fits(
                 &model,
@@ -576,6 +679,15 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     if let Some(l) = e.max_model_len {
         at_least("engine.max_model_len", l.into(), 2)?;
     }
+    if !(e.swap_space_gib.is_finite() && e.swap_space_gib >= 0.0) {
+        return Err((
+            "engine.swap_space_gib".into(),
+            format!("must be ≥ 0 GiB, got {}", e.swap_space_gib),
+        ));
+    }
+    if let Some(sp) = &e.speculative {
+        validate_speculative(sp)?;
+    }
     if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
         return Err((
             "engine.gpu_memory_utilization".into(),
@@ -606,6 +718,45 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+fn validate_speculative(sp: &SpeculativeCfg) -> Result<(), Invalid> {
+    let key = "engine.speculative";
+    if sp.num_draft_tokens == 0 || sp.num_draft_tokens > 16 {
+        return Err((
+            format!("{key}.num_draft_tokens"),
+            format!("must be in 1..=16, got {}", sp.num_draft_tokens),
+        ));
+    }
+    if !(sp.acceptance_rate >= 0.0 && sp.acceptance_rate < 1.0) {
+        return Err((
+            format!("{key}.acceptance_rate"),
+            format!("must be in [0, 1), got {}", sp.acceptance_rate),
+        ));
+    }
+    match (&sp.draft_model, sp.draft_cost_fraction) {
+        (Some(_), Some(_)) | (None, None) => Err((
+            key.into(),
+            "give exactly one of `draft_model` (a catalog preset) or `draft_cost_fraction` \
+             (EAGLE/MTP head cost as a fraction of a target decode step)"
+                .into(),
+        )),
+        (Some(m), None) => match catalog::model(m) {
+            Some(_) => Ok(()),
+            None => Err((
+                format!("{key}.draft_model"),
+                format!(
+                    "unknown model preset {m:?}; known: {}",
+                    catalog::model_keys().join(", ")
+                ),
+            )),
+        },
+        (None, Some(f)) if !(f > 0.0 && f <= 1.0) => Err((
+            format!("{key}.draft_cost_fraction"),
+            format!("must be in (0, 1], got {f}"),
+        )),
+        (None, Some(_)) => Ok(()),
+    }
 }
 
 fn validate_len(key: &str, d: &LengthDist) -> Result<(), Invalid> {

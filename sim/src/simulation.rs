@@ -7,11 +7,44 @@ use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::BlockAllocator;
 use crate::metrics::{self, EngineReport, Summary, TimeseriesRow};
-use crate::replica::Replica;
+use crate::replica::speculative::{DraftCost, SpeculativeCost};
+use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use crate::workload::{self, RequestSource, RequestSpec};
+
+/// Wraps the target's cost model with the draft's cost when the scenario
+/// decodes speculatively.
+fn speculative_cost<'a>(
+    scenario: &Scenario,
+    target: Box<dyn CostModel + 'a>,
+    roofline: impl Fn(&crate::catalog::ModelArch) -> Roofline,
+) -> Box<dyn CostModel + 'a> {
+    let Some(sp) = &scenario.file.engine.speculative else {
+        return target;
+    };
+    let (draft, label) = match (&sp.draft_model, sp.draft_cost_fraction) {
+        (Some(name), _) => {
+            // Validated at load: the preset exists.
+            let (m, _) = crate::catalog::model(name).expect("validated draft model");
+            let label = format!("draft model {}", m.name);
+            (DraftCost::Model(Box::new(roofline(&m))), label)
+        }
+        (None, Some(f)) => (
+            DraftCost::Fraction(f),
+            format!("draft head at {f} × a target decode step"),
+        ),
+        (None, None) => unreachable!("validated: one draft kind"),
+    };
+    let k = sp.num_draft_tokens;
+    Box::new(SpeculativeCost::new(
+        target,
+        draft,
+        k,
+        format!("k = {k}, {label}"),
+    ))
+}
 
 /// Events of the fleet model.
 #[derive(Clone, Copy, Debug)]
@@ -61,8 +94,9 @@ pub struct Simulation<'a> {
     /// Follow-up requests waiting for their arrival event, and free slots.
     deferred: Vec<Option<RequestSpec>>,
     deferred_free: Vec<u32>,
-    /// Scratch buffer of requests completed by an iteration.
+    /// Scratch buffers of an iteration's completions and token gaps.
     completed_buf: Vec<RequestId>,
+    gaps: TokenGaps,
     max_requests: u64,
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
@@ -71,20 +105,23 @@ pub struct Simulation<'a> {
     timeseries: Vec<TimeseriesRow>,
     /// Largest KV request one replica can ever hold / admit, in blocks.
     kv_total_blocks: u64,
-    kv_admit_blocks: u64,
 }
 
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        let cost = Roofline::new(
-            &scenario.model,
-            &scenario.hardware,
-            scenario.weight_dtype,
-            scenario.kv_dtype,
-            scenario.file.fleet.tensor_parallel,
-        );
-        Self::with_cost_model(scenario, Box::new(cost))
+        let tp = scenario.file.fleet.tensor_parallel;
+        let roofline = |m: &crate::catalog::ModelArch| {
+            Roofline::new(
+                m,
+                &scenario.hardware,
+                scenario.weight_dtype,
+                scenario.kv_dtype,
+                tp,
+            )
+        };
+        let cost: Box<dyn CostModel> = Box::new(roofline(&scenario.model));
+        Self::with_cost_model(scenario, speculative_cost(scenario, cost, roofline))
     }
 
     /// A run with another cost model (e.g. a calibration profile).
@@ -94,10 +131,10 @@ impl<'a> Simulation<'a> {
     ) -> Simulation<'a> {
         let f = &scenario.file;
         let blocks = scenario.memory.kv_blocks;
+        let block_bytes = scenario.memory.block_bytes();
         let replicas: Vec<Replica> = (0..f.fleet.replicas)
-            .map(|i| Replica::new(i, &f.engine, blocks))
+            .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
             .collect();
-        let watermark = replicas[0].watermark_blocks();
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let mut source = workload::build(&f.workload, f.seed);
@@ -128,13 +165,13 @@ impl<'a> Simulation<'a> {
             deferred: Vec::new(),
             deferred_free: Vec::new(),
             completed_buf: Vec::new(),
+            gaps: TokenGaps::default(),
             max_requests,
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
             itl_samples: Vec::new(),
             timeseries: Vec::new(),
             kv_total_blocks: blocks,
-            kv_admit_blocks: blocks.saturating_sub(watermark),
         }
     }
 
@@ -148,13 +185,12 @@ impl<'a> Simulation<'a> {
         if p + o > s.max_model_len as u64 {
             return Some(RejectReason::ExceedsMaxModelLen);
         }
-        if p > s.file.engine.max_batched_tokens as u64 {
+        if p > s.file.engine.max_batched_tokens as u64 && !self.replicas[0].splits_prefills() {
             return Some(RejectReason::PromptExceedsTokenBudget);
         }
-        // The last output token is never written to the cache.
-        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks
-            || BlockAllocator::blocks_for(p, bs) > self.kv_admit_blocks.max(1)
-        {
+        // The last output token is never written to the cache. A request
+        // must fit alone: an empty replica admits without the watermark.
+        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks {
             return Some(RejectReason::ExceedsKvCapacity);
         }
         None
@@ -245,14 +281,10 @@ impl<'a> Simulation<'a> {
     }
 
     fn on_iteration_end(&mut self, r: usize, now: SimTime) {
-        let itl = &mut self.itl_samples;
         let mut done = std::mem::take(&mut self.completed_buf);
-        let out = self.replicas[r]
-            .finish_iteration(now, &mut self.requests, &mut done, |gap| itl.push((gap, 1)));
-        if out.decode_tokens > 0 {
-            // Every decoding sequence waited exactly this iteration for its token.
-            itl.push((out.duration, out.decode_tokens));
-        }
+        self.gaps.gaps.clear();
+        self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
+        self.itl_samples.extend_from_slice(&self.gaps.gaps);
         for &id in &done {
             self.request_ended(id, now, true);
         }
@@ -358,10 +390,14 @@ impl<'a> Simulation<'a> {
         };
         let mut eng = EngineReport::default();
         let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
+        let (mut spec_steps, mut spec_tokens) = (0u64, 0u64);
         for rep in &self.replicas {
             let st = &rep.stats;
             eng.iterations += st.iterations;
-            eng.preemptions += st.preemptions;
+            eng.preemptions += rep.preemptions();
+            eng.swap_outs += rep.swap_outs();
+            spec_steps += st.spec_steps;
+            spec_tokens += st.spec_tokens;
             seqs += st.batch_seqs;
             toks += st.batch_tokens;
             busy += st.busy_ns;
@@ -375,6 +411,9 @@ impl<'a> Simulation<'a> {
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
         eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
+        eng.policy = f.engine.policy.name().to_string();
+        eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
+        eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
         summary.engine = eng;
         let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
         let itl = std::mem::take(&mut self.itl_samples);
@@ -415,6 +454,13 @@ impl<'a> Simulation<'a> {
                     kv.granted(),
                     kv.freed(),
                     kv.used()
+                ));
+            }
+            let (host_held, host_ledger) = rep.host_blocks_held();
+            if host_held != host_ledger {
+                return fail(format!(
+                    "replica {}: swapped sequences hold {host_held} host blocks, ledger says {host_ledger}",
+                    rep.id
                 ));
             }
             if kv.used() != rep.blocks_held() {
