@@ -176,3 +176,24 @@ fn replica_technique_keys_reject_bad_values() {
     let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5, draft_cost_fraction = 0");
     assert_key(&t, "engine.speculative.draft_cost_fraction", "(0, 1]");
 }
+
+#[test]
+fn prefix_structure_keys_reject_bad_values() {
+    let add = |s: &str| base().replace("[slo]", &format!("{s}\n[slo]"));
+    let t = add("shared_prefix = { variants = 0, tokens = 512 }");
+    assert_key(&t, "workload.shared_prefix.variants", "at least 1");
+    let t = add("shared_prefix = { variants = 4, tokens = 512, zipf_exponent = -1 }");
+    assert_key(&t, "workload.shared_prefix.zipf_exponent", "≥ 0");
+    let t = add("conversation = { turns = { dist = \"fixed\", value = 3 }, think_time_s = -2, follow_up_tokens = { dist = \"fixed\", value = 9 } }");
+    assert_key(&t, "workload.conversation.think_time_s", "≥ 0");
+    let t = base().replace(
+        "block_size = 16",
+        "block_size = 16\npinned_prefix_blocks = 64",
+    );
+    assert_key(&t, "engine.pinned_prefix_blocks", "prefix_caching = true");
+    let t = base().replace(
+        "block_size = 16",
+        "block_size = 16\nprefix_caching = true\npinned_prefix_blocks = 100000000",
+    );
+    assert_key(&t, "engine.pinned_prefix_blocks", "pin fewer");
+}

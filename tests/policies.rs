@@ -102,3 +102,31 @@ fn speculative_decoding_yields_the_expected_tokens_per_step_and_cuts_tpot() {
         .unwrap()
         .contains("Llama-3.2-1B"));
 }
+
+#[test]
+fn prefix_caching_serves_shared_prompts_and_history_and_cuts_ttft() {
+    let on = summary_of("prefix-caching", &[("requests = 4000", "requests = 1500")]);
+    let off = summary_of(
+        "prefix-caching",
+        &[
+            ("requests = 4000", "requests = 1500"),
+            ("prefix_caching = true", "prefix_caching = false"),
+            ("pinned_prefix_blocks = 1024", "pinned_prefix_blocks = 0"),
+        ],
+    );
+    let hit = f(&on, "engine.prefix_cache.token_hit_rate");
+    assert!(hit > 0.5, "token hit rate {hit}");
+    assert!(off["engine"]["prefix_cache"].is_null());
+    let (a, b) = (
+        f(&on, "latency.ttft_ms.p50"),
+        f(&off, "latency.ttft_ms.p50"),
+    );
+    assert!(
+        a < 0.5 * b,
+        "TTFT p50 {a} ms with the cache vs {b} ms without"
+    );
+    // The horizon counts follow-up turns too, exactly.
+    assert_eq!(on["counts"]["arrived"], 1500);
+    assert_eq!(off["counts"]["arrived"], 1500);
+    assert_eq!(f(&on, "engine.prefix_cache.pinned_blocks_at_end"), 2048.0);
+}

@@ -152,6 +152,26 @@ pub struct EngineReport {
     pub preempted_requests: u64,
     /// Mean tokens per speculative verification step (None without speculation).
     pub spec_tokens_per_step: Option<f64>,
+    /// Prefix-cache effect (None when prefix caching is off).
+    pub prefix_cache: Option<PrefixCacheReport>,
+}
+
+/// Prefix-cache counters summed over replicas. Hit rates count each
+/// request's first admission (a recompute after preemption is not a lookup).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PrefixCacheReport {
+    /// Prompt tokens served from cache / prompt tokens looked up.
+    pub token_hit_rate: f64,
+    /// Hashed prompt blocks found / looked up.
+    pub block_hit_rate: f64,
+    pub lookup_tokens: u64,
+    pub hit_tokens: u64,
+    pub lookup_blocks: u64,
+    pub hit_blocks: u64,
+    pub inserted_blocks: u64,
+    pub evicted_blocks: u64,
+    pub cached_blocks_at_end: u64,
+    pub pinned_blocks_at_end: u64,
 }
 
 /// The summary of one run (`summary.json`).

@@ -175,6 +175,13 @@ pub struct EngineCfg {
     /// Speculative decoding, off when absent.
     #[serde(default)]
     pub speculative: Option<SpeculativeCfg>,
+    /// Keep and reuse KV blocks of shared prompt prefixes (`kv::prefix_cache`).
+    #[serde(default)]
+    pub prefix_caching: bool,
+    /// Blocks per replica that pinnable prefixes (system prompts) may keep
+    /// resident against eviction.
+    #[serde(default)]
+    pub pinned_prefix_blocks: u64,
 }
 
 fn default_swap_space_gib() -> f64 {
@@ -265,6 +272,8 @@ impl Default for EngineCfg {
             preemption: PreemptionMode::default(),
             swap_space_gib: default_swap_space_gib(),
             speculative: None,
+            prefix_caching: false,
+            pinned_prefix_blocks: 0,
         }
     }
 }
@@ -276,6 +285,44 @@ pub struct WorkloadCfg {
     pub arrival: ArrivalCfg,
     pub prompt_tokens: LengthDist,
     pub output_tokens: LengthDist,
+    /// System prompts shared across requests (prefix structure).
+    #[serde(default)]
+    pub shared_prefix: Option<SharedPrefixCfg>,
+    /// Multi-turn conversations (closed loop per conversation).
+    #[serde(default)]
+    pub conversation: Option<ConversationCfg>,
+}
+
+/// A set of system prompts prepended to requests: `variants` prompts of
+/// `tokens` tokens, chosen with Zipf popularity of exponent `zipf_exponent`
+/// (0 = uniform), as production chat fleets see a few hot system prompts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPrefixCfg {
+    pub variants: u32,
+    pub tokens: u32,
+    #[serde(default = "default_zipf")]
+    pub zipf_exponent: f64,
+    /// Mark these prefixes pinnable in the prefix cache (see
+    /// `engine.pinned_prefix_blocks`).
+    #[serde(default)]
+    pub pin: bool,
+}
+
+fn default_zipf() -> f64 {
+    1.0
+}
+
+/// Multi-turn conversations: every arrival opens a conversation of `turns`
+/// turns; each later turn arrives `think_time_s` (exponential, mean) after
+/// the previous answer, its prompt being the whole conversation so far plus
+/// `follow_up_tokens` new tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationCfg {
+    pub turns: LengthDist,
+    pub think_time_s: f64,
+    pub follow_up_tokens: LengthDist,
 }
 
 /// Inter-arrival process.
@@ -583,6 +630,15 @@ impl Scenario {
             let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
             memory.add_resident_model(draft_weights, draft_kv);
         }
+        if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {
+            return Err(err(
+                "engine.pinned_prefix_blocks",
+                format!(
+                    "{} pinned blocks would take the whole KV cache of {} blocks; pin fewer",
+                    file.engine.pinned_prefix_blocks, memory.kv_blocks
+                ),
+            ));
+        }
         memory
             .check_fits(
                 &model,
@@ -688,6 +744,12 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     if let Some(sp) = &e.speculative {
         validate_speculative(sp)?;
     }
+    if e.pinned_prefix_blocks > 0 && !e.prefix_caching {
+        return Err((
+            "engine.pinned_prefix_blocks".into(),
+            "pins cached prefixes: set engine.prefix_caching = true".into(),
+        ));
+    }
     if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
         return Err((
             "engine.gpu_memory_utilization".into(),
@@ -703,6 +765,29 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     }
     validate_len("workload.prompt_tokens", &f.workload.prompt_tokens)?;
     validate_len("workload.output_tokens", &f.workload.output_tokens)?;
+    if let Some(sp) = &f.workload.shared_prefix {
+        at_least("workload.shared_prefix.variants", sp.variants.into(), 1)?;
+        at_least("workload.shared_prefix.tokens", sp.tokens.into(), 1)?;
+        if !(sp.zipf_exponent.is_finite() && sp.zipf_exponent >= 0.0) {
+            return Err((
+                "workload.shared_prefix.zipf_exponent".into(),
+                format!("must be ≥ 0 (0 = uniform), got {}", sp.zipf_exponent),
+            ));
+        }
+    }
+    if let Some(c) = &f.workload.conversation {
+        validate_len("workload.conversation.turns", &c.turns)?;
+        validate_len(
+            "workload.conversation.follow_up_tokens",
+            &c.follow_up_tokens,
+        )?;
+        if !(c.think_time_s.is_finite() && c.think_time_s >= 0.0) {
+            return Err((
+                "workload.conversation.think_time_s".into(),
+                format!("must be ≥ 0 seconds, got {}", c.think_time_s),
+            ));
+        }
+    }
     if let Some(s) = &f.slo {
         positive("slo.ttft_ms", s.ttft_ms)?;
         positive("slo.tpot_ms", s.tpot_ms)?;

@@ -15,7 +15,7 @@ pub mod policy;
 pub mod speculative;
 
 use crate::cost::BatchShape;
-use crate::kv::BlockAllocator;
+use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::{EngineCfg, PreemptionMode};
 use crate::time::{Nanos, SimTime};
@@ -68,7 +68,10 @@ pub struct RunningSeq {
     pub generated: u32,
     /// Tokens whose K/V are in the cache.
     pub kv_tokens: u32,
+    /// Private KV blocks (allocated to this sequence alone).
     pub blocks: u32,
+    /// Leading blocks shared through the prefix cache (referenced, not owned).
+    pub shared: u32,
     /// Cached tokens needed before the next token can be sampled: prompt +
     /// generated at (re)admission. Below it the sequence is still prefilling.
     pub prefill_target: u32,
@@ -86,6 +89,12 @@ pub struct RunningSeq {
 }
 
 impl RunningSeq {
+    /// Tokens its blocks (shared + private) can hold.
+    #[inline]
+    pub fn capacity(&self, block_size: u32) -> u32 {
+        (self.shared + self.blocks) * block_size
+    }
+
     #[inline]
     pub fn prefilling(&self) -> bool {
         self.kv_tokens < self.prefill_target
@@ -122,6 +131,9 @@ pub struct SchedState {
     pub swapped: VecDeque<RunningSeq>,
     pub running: Vec<RunningSeq>,
     pub kv: BlockAllocator,
+    /// Cached prompt prefixes, when prefix caching is on. Its blocks are
+    /// counted as used by `kv`.
+    pub cache: Option<PrefixCache>,
     pub cfg: SchedConfig,
     host_blocks_used: u64,
     /// Blocks swapped out / in during the iteration being formed.
@@ -137,12 +149,13 @@ pub struct SchedState {
 }
 
 impl SchedState {
-    fn new(cfg: SchedConfig, kv_blocks: u64) -> SchedState {
+    fn new(cfg: SchedConfig, kv_blocks: u64, cache: Option<PrefixCache>) -> SchedState {
         SchedState {
             waiting: WaitingQueue::default(),
             swapped: VecDeque::new(),
             running: Vec::with_capacity(cfg.max_num_seqs.min(4096)),
             kv: BlockAllocator::new(kv_blocks),
+            cache,
             cfg,
             host_blocks_used: 0,
             swap_blocks: 0,
@@ -176,10 +189,10 @@ impl SchedState {
     /// false when `i` itself was preempted (it is then gone from `running`).
     pub fn grow(&mut self, i: usize, tokens: u32, now: SimTime, reqs: &mut [Request]) -> bool {
         let bs = self.cfg.block_size;
-        let need = tokens.div_ceil(bs);
+        let need = tokens.div_ceil(bs).saturating_sub(self.running[i].shared);
         while self.running[i].blocks < need {
             let more = (need - self.running[i].blocks) as u64;
-            if self.kv.allocate(more) {
+            if self.allocate(more) {
                 self.running[i].blocks = need;
                 return true;
             }
@@ -192,6 +205,51 @@ impl SchedState {
             }
         }
         true
+    }
+
+    /// Grants `n` blocks, evicting unreferenced cached prefixes (LRU) first
+    /// when free blocks run short. All or nothing.
+    pub fn allocate(&mut self, n: u64) -> bool {
+        self.make_free(n) && self.kv.allocate(n)
+    }
+
+    /// Evicts cached prefixes until `n` blocks are free, if it can.
+    fn make_free(&mut self, n: u64) -> bool {
+        let free = self.kv.free();
+        if free >= n {
+            return true;
+        }
+        let Some(cache) = &mut self.cache else {
+            return false;
+        };
+        if free + cache.evictable_blocks() < n {
+            return false;
+        }
+        let evicted = cache.evict(n - free);
+        self.kv.release(evicted);
+        true
+    }
+
+    /// Ends a sequence's hold on its blocks (completion or preemption): full
+    /// blocks the workload hashed go to the prefix cache, references to
+    /// shared blocks are dropped, the rest is freed.
+    fn retire(&mut self, s: &mut RunningSeq, reqs: &[Request]) {
+        if let Some(cache) = &mut self.cache {
+            let r = &reqs[s.id as usize];
+            adopt_full_blocks(cache, s, r, self.cfg.block_size);
+            cache.release(&r.prefix_hashes[..s.shared as usize]);
+            s.shared = 0;
+        }
+        self.kv.release(s.blocks as u64);
+        s.blocks = 0;
+    }
+
+    /// Called when a sequence's prefill completes: its full prompt blocks
+    /// become shareable at once (vLLM caches blocks as they fill).
+    fn publish_prefill(&mut self, s: &mut RunningSeq, reqs: &[Request]) {
+        if let Some(cache) = &mut self.cache {
+            adopt_full_blocks(cache, s, &reqs[s.id as usize], self.cfg.block_size);
+        }
     }
 
     /// Adds what a marked sequence contributes to the iteration's shape.
@@ -243,7 +301,7 @@ impl SchedState {
                     continue;
                 }
                 let write = (1 + k).min(s.remaining()).max(1);
-                if s.kv_tokens + write > s.blocks * bs && !s.reserved {
+                if s.kv_tokens + write > s.capacity(bs) && !s.reserved {
                     needs_block = Some((from + j, s.kv_tokens + write));
                     break;
                 }
@@ -280,19 +338,35 @@ impl SchedState {
     /// reservation. Returns its former index.
     fn preempt_last_unreserved(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<usize> {
         let idx = self.running.iter().rposition(|s| !s.reserved && !s.done)?;
-        let s = self.running.remove(idx);
+        let mut s = self.running.remove(idx);
         if s.decode || s.chunk > 0 {
             self.acc_valid = false;
         }
-        self.kv.release(s.blocks as u64);
+        let whole = (s.blocks + s.shared) as u64;
+        let swap = self.cfg.preemption == PreemptionMode::Swap
+            && self.host_blocks_used + whole <= self.cfg.swap_capacity_blocks
+            && !s.prefilling();
+        if swap {
+            // The whole KV (its shared prefix included) is copied to host
+            // memory; on the device the sequence lets go of everything, so
+            // swapped sequences can never pin the memory they need to return.
+            self.kv.release(s.blocks as u64);
+            if let Some(cache) = &mut self.cache {
+                cache.release(&reqs[s.id as usize].prefix_hashes[..s.shared as usize]);
+            }
+            s.blocks += s.shared;
+            s.shared = 0;
+        } else {
+            s.kv_tokens = 0;
+            self.retire(&mut s, reqs);
+        }
         let r = &mut reqs[s.id as usize];
         r.generated = s.generated;
         r.preemptions += 1;
         r.last_token = now;
         self.preemptions += 1;
         self.preempted_now = true;
-        let fits_host = self.host_blocks_used + s.blocks as u64 <= self.cfg.swap_capacity_blocks;
-        if self.cfg.preemption == PreemptionMode::Swap && fits_host && !s.prefilling() {
+        if swap {
             // Swap: the KV moves to host memory over PCIe; the sequence keeps
             // its progress and resumes without recomputation (vLLM v0 swap mode).
             self.host_blocks_used += s.blocks as u64;
@@ -320,13 +394,13 @@ impl SchedState {
                 break;
             }
             let write = self.decode_write(&s);
-            let need = (s.kv_tokens + write).div_ceil(self.cfg.block_size) as u64;
+            let need = ((s.kv_tokens + write).div_ceil(self.cfg.block_size) - s.shared) as u64;
             let reserve = if self.running.is_empty() {
                 0
             } else {
                 self.cfg.watermark_blocks
             };
-            if self.kv.free() < need + reserve || !self.kv.allocate(need) {
+            if !self.make_free(need + reserve) || !self.kv.allocate(need) {
                 break;
             }
             self.swapped.pop_front();
@@ -348,14 +422,31 @@ impl SchedState {
     /// after a recompute preemption, what it had generated.
     pub fn head_prefill_tokens(&self, reqs: &[Request]) -> Option<u32> {
         let r = &reqs[self.waiting.front()? as usize];
-        Some(r.prompt_tokens + r.generated)
+        let target = r.prompt_tokens + r.generated;
+        Some(target - self.cached_prefix_blocks(r, target) * self.cfg.block_size)
+    }
+
+    /// Leading blocks of `r` that the prefix cache can serve, leaving at
+    /// least one token to compute (the last position must be run to sample
+    /// from, as in vLLM).
+    fn cached_prefix_blocks(&self, r: &Request, target: u32) -> u32 {
+        match &self.cache {
+            Some(cache) if !r.prefix_hashes.is_empty() => {
+                let shareable = ((target - 1) / self.cfg.block_size) as usize;
+                let n = shareable.min(r.prefix_hashes.len());
+                cache.match_len(&r.prefix_hashes[..n]) as u32
+            }
+            _ => 0,
+        }
     }
 
     /// Admits the head of the waiting queue with a first prefill chunk of
-    /// `chunk` tokens. With `reserve_whole`, blocks for the whole request
-    /// (prompt + every output token) are taken now (Orca, static batching);
-    /// otherwise just those the chunk fills. Fails, changing nothing, when
-    /// sequence slots or blocks (beyond the watermark) are short.
+    /// `chunk` tokens (on top of whatever prefix the cache serves: see
+    /// [`Self::head_prefill_tokens`]). With `reserve_whole`, blocks for the
+    /// whole request (prompt + every output token) are taken now (Orca,
+    /// static batching); otherwise just those the chunk fills. Fails,
+    /// changing nothing, when sequence slots or blocks (beyond the
+    /// watermark) are short.
     pub fn admit_head(
         &mut self,
         chunk: u32,
@@ -369,35 +460,54 @@ impl SchedState {
         if self.running.len() >= self.cfg.max_num_seqs {
             return false;
         }
+        let bs = self.cfg.block_size;
         let r = &reqs[id as usize];
         let target = r.prompt_tokens + r.generated;
+        let shared = self.cached_prefix_blocks(r, target);
+        let cached = shared * bs;
         let tokens = if reserve_whole {
             // The last output token is never written to the cache.
             r.prompt_tokens + r.output_tokens - 1
         } else {
-            chunk
+            cached + chunk
         };
-        let blocks = tokens.max(chunk).div_ceil(self.cfg.block_size) as u64;
+        let blocks = (tokens.max(cached + chunk).div_ceil(bs) - shared) as u64;
         // The watermark guards running sequences; an empty replica has none.
         let reserve = if self.running.is_empty() {
             0
         } else {
             self.cfg.watermark_blocks
         };
-        if self.kv.free() < blocks + reserve || !self.kv.allocate(blocks) {
+        // Take the references first, so eviction cannot take our own hits.
+        if let Some(cache) = &mut self.cache {
+            cache.acquire(&r.prefix_hashes[..shared as usize]);
+        }
+        if !self.make_free(blocks + reserve) || !self.kv.allocate(blocks) {
+            if let Some(cache) = &mut self.cache {
+                cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
+            }
             return false;
         }
         self.waiting.pop_front();
         let r = &mut reqs[id as usize];
         if r.first_scheduled.is_none() {
             r.first_scheduled = Some(now);
+            if let Some(cache) = &mut self.cache {
+                let st = &mut cache.stats;
+                let prompt_blocks = (r.prompt_tokens / bs) as u64;
+                st.lookup_tokens += r.prompt_tokens as u64;
+                st.hit_tokens += cached as u64;
+                st.lookup_blocks += prompt_blocks.min(r.prefix_hashes.len() as u64);
+                st.hit_blocks += shared as u64;
+            }
         }
         let s = RunningSeq {
             id,
             output_tokens: r.output_tokens,
             generated: r.generated,
-            kv_tokens: 0,
+            kv_tokens: cached,
             blocks: blocks as u32,
+            shared,
             prefill_target: target,
             chunk,
             decode: false,
@@ -432,6 +542,25 @@ impl SchedState {
     /// Blocks in host memory (swapped-out sequences).
     pub fn host_blocks(&self) -> u64 {
         self.host_blocks_used
+    }
+}
+
+/// Hands a sequence's full private blocks that the workload hashed over to
+/// the prefix cache, in order from its first unshared block, stopping at the
+/// first one already cached by someone else (that copy stays private). A
+/// handed-over block stays referenced by the sequence.
+fn adopt_full_blocks(cache: &mut PrefixCache, s: &mut RunningSeq, r: &Request, block_size: u32) {
+    let full = ((s.kv_tokens / block_size) as usize).min(r.prefix_hashes.len());
+    let pinnable = (r.pinnable_tokens / block_size) as usize;
+    let mut j = s.shared as usize;
+    while j < full && s.blocks > 0 {
+        let parent = (j > 0).then(|| r.prefix_hashes[j - 1]);
+        if !cache.insert(r.prefix_hashes[j], parent, j < pinnable) {
+            break;
+        }
+        s.shared += 1;
+        s.blocks -= 1;
+        j += 1;
     }
 }
 
@@ -478,8 +607,10 @@ pub struct ReplicaStats {
     pub batch_seqs: u64,
     /// Σ tokens per iteration.
     pub batch_tokens: u64,
-    /// ∫ KV blocks used dt, in block·ns.
+    /// ∫ active KV blocks dt, in block·ns.
     pub kv_block_ns: u128,
+    /// Most active KV blocks seen at an iteration boundary.
+    pub kv_peak_blocks: u64,
     /// Speculative verification steps and the tokens they produced.
     pub spec_steps: u64,
     pub spec_tokens: u64,
@@ -528,7 +659,13 @@ impl Replica {
         };
         Replica {
             id,
-            st: SchedState::new(cfg, kv_blocks),
+            st: SchedState::new(
+                cfg,
+                kv_blocks,
+                engine
+                    .prefix_caching
+                    .then(|| PrefixCache::new(engine.pinned_prefix_blocks)),
+            ),
             policy: policy::build(engine.policy),
             speculation,
             iteration_start: None,
@@ -589,8 +726,28 @@ impl Replica {
     }
 
     /// Blocks held by running sequences (for the conservation check).
+    /// Blocks held by running sequences and the prefix cache (for the
+    /// conservation check: must equal the allocator's used blocks).
     pub fn blocks_held(&self) -> u64 {
-        self.st.running.iter().map(|s| s.blocks as u64).sum()
+        let private: u64 = self.st.running.iter().map(|s| s.blocks as u64).sum();
+        private + self.st.cache.as_ref().map_or(0, |c| c.blocks())
+    }
+
+    /// KV blocks in active use: the allocator's used blocks less cached
+    /// prefixes no sequence references (those are free to evict, as vLLM's
+    /// KV-usage gauge counts them).
+    pub fn active_kv_blocks(&self) -> u64 {
+        self.st.kv.used()
+            - self
+                .st
+                .cache
+                .as_ref()
+                .map_or(0, |c| c.unreferenced_blocks())
+    }
+
+    /// The prefix cache, when prefix caching is on.
+    pub fn prefix_cache(&self) -> Option<&PrefixCache> {
+        self.st.cache.as_ref()
     }
 
     /// Blocks held in host memory by swapped sequences.
@@ -601,7 +758,9 @@ impl Replica {
 
     fn account_kv(&mut self, now: SimTime) {
         let dt = now.since(self.last_kv_change) as u128;
-        self.stats.kv_block_ns += dt * self.st.kv.used() as u128;
+        let active = self.active_kv_blocks();
+        self.stats.kv_block_ns += dt * active as u128;
+        self.stats.kv_peak_blocks = self.stats.kv_peak_blocks.max(active);
         self.last_kv_change = now;
     }
 
@@ -661,6 +820,7 @@ impl Replica {
                 if s.prefilling() {
                     0 // a middle chunk: no token yet
                 } else {
+                    st.publish_prefill(s, reqs);
                     let r = &mut reqs[s.id as usize];
                     if s.generated == 0 {
                         r.first_token = Some(now);
@@ -708,7 +868,7 @@ impl Replica {
                 if keep_done {
                     s.done = true;
                 } else {
-                    st.kv.release(s.blocks as u64);
+                    st.retire(s, reqs);
                     keep = false;
                 }
             }
@@ -726,9 +886,12 @@ impl Replica {
         }
         // A static batch ends when its last member does; then all slots free.
         if keep_done && st.running.iter().all(|s| s.done) {
-            for s in st.running.drain(..) {
-                st.kv.release(s.blocks as u64);
+            let mut batch = std::mem::take(&mut st.running);
+            for s in &mut batch {
+                st.retire(s, reqs);
             }
+            batch.clear();
+            st.running = batch;
         }
         out
     }
@@ -900,6 +1063,164 @@ pub(crate) mod tests {
             }
             run_to_end(&mut rep, &mut reqs);
             assert_all_completed(&rep, &reqs);
+        }
+    }
+}
+
+#[cfg(test)]
+mod ledger_props {
+    //! Property tests of the block ledgers under random workloads: the
+    //! allocator and the prefix cache together, through every policy and
+    //! preemption mode (allocate / share / write / free / evict / swap).
+    use super::tests::*;
+    use super::*;
+    use crate::kv::prefix_cache::mix;
+    use crate::scenario::BatchPolicyKind;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A request whose first `shared` blocks come from prefix family
+        /// `family` (so requests share prefixes), then its own blocks.
+        Enqueue {
+            family: u8,
+            shared: u8,
+            prompt: u16,
+            output: u16,
+        },
+        Step,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..3, 0u8..6, 1u16..120, 1u16..40).prop_map(|(family, shared, prompt, output)| {
+                Op::Enqueue {
+                    family,
+                    shared,
+                    prompt,
+                    output,
+                }
+            }),
+            Just(Op::Step),
+            Just(Op::Step),
+        ]
+    }
+
+    fn check_ledgers(rep: &Replica) -> Result<(), TestCaseError> {
+        let kv = rep.kv();
+        prop_assert_eq!(kv.granted(), kv.freed() + kv.used());
+        prop_assert_eq!(
+            kv.used(),
+            rep.blocks_held(),
+            "free + referenced + cached = total"
+        );
+        prop_assert!(kv.used() <= kv.total());
+        let (held, ledger) = rep.host_blocks_held();
+        prop_assert_eq!(held, ledger);
+        if let Some(c) = rep.prefix_cache() {
+            prop_assert!(c.check().is_ok(), "{:?}", c.check());
+            // Every reference on a cached block belongs to a live sequence.
+            let refs: u64 = rep
+                .st
+                .running
+                .iter()
+                .chain(rep.st.swapped.iter())
+                .map(|s| s.shared as u64)
+                .sum();
+            prop_assert_eq!(refs, c.total_refs());
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn ledgers_balance_and_nothing_leaks(
+            ops in proptest::collection::vec(op(), 1..120),
+            policy in 0usize..5,
+            swap in any::<bool>(),
+            caching in any::<bool>(),
+            blocks in 12u64..48,
+        ) {
+            let mut e = engine(6, 64, 4);
+            e.policy = [
+                BatchPolicyKind::Continuous,
+                BatchPolicyKind::Vllm,
+                BatchPolicyKind::Sarathi,
+                BatchPolicyKind::Orca,
+                BatchPolicyKind::Static,
+            ][policy];
+            if swap {
+                e.preemption = PreemptionMode::Swap;
+                e.swap_space_gib = 64.0 * 1024.0 / crate::catalog::GIB; // 64 blocks of 1 KiB
+            }
+            e.prefix_caching = caching;
+            e.pinned_prefix_blocks = if caching { 3 } else { 0 };
+            let mut rep = replica(&e, blocks);
+            let mut reqs: Vec<Request> = Vec::new();
+            let mut t = SimTime(0);
+            let step = |rep: &mut Replica, reqs: &mut Vec<Request>, t: &mut SimTime| -> bool {
+                match rep.form_batch(*t, reqs) {
+                    Some(_) => {
+                        *t = t.plus(1000);
+                        rep.finish_iteration(*t, reqs, &mut vec![], &mut TokenGaps::default());
+                        true
+                    }
+                    None => false,
+                }
+            };
+            for op in ops {
+                match op {
+                    Op::Enqueue { family, shared, prompt, output } => {
+                        let (p, o) = (prompt as u32 + 4, output as u32);
+                        // Only requests that fit one replica, as at arrival.
+                        let pinnable = if caching { 3 } else { 0 };
+                        if (p + o - 1).div_ceil(4) as u64 > blocks - pinnable || p > 64 && policy != 2 {
+                            continue;
+                        }
+                        let id = reqs.len() as u64;
+                        let mut r = Request::new(*&t, p, o);
+                        let n = ((p + o) / 4) as u64;
+                        let mut h = family as u64 + 1;
+                        r.prefix_hashes = (0..n)
+                            .map(|j| {
+                                let salt = if j < shared as u64 { 0 } else { id + 100 };
+                                h = mix(h ^ salt, j);
+                                h
+                            })
+                            .collect();
+                        r.hash_block_tokens = 4;
+                        r.pinnable_tokens = 8;
+                        reqs.push(r);
+                        rep.enqueue(id as u32);
+                    }
+                    Op::Step => {
+                        step(&mut rep, &mut reqs, &mut t);
+                    }
+                }
+                check_ledgers(&rep)?;
+            }
+            let mut guard = 0;
+            while step(&mut rep, &mut reqs, &mut t) {
+                check_ledgers(&rep)?;
+                guard += 1;
+                prop_assert!(guard < 100_000, "no progress");
+            }
+            for r in &reqs {
+                prop_assert_eq!(r.status, Status::Completed);
+                prop_assert_eq!(r.generated, r.output_tokens);
+            }
+            // Only the cache may still hold blocks, none of them referenced;
+            // evicting everything not pinned returns them all.
+            let cached = rep.prefix_cache().map_or(0, |c| c.blocks());
+            prop_assert_eq!(rep.kv().used(), cached);
+            if let Some(c) = &mut rep.st.cache {
+                prop_assert_eq!(c.total_refs(), 0);
+                let pinned = c.pinned_blocks();
+                let freed = c.evict(u64::MAX);
+                rep.st.kv.release(freed);
+                prop_assert_eq!(rep.kv().used(), pinned);
+            }
         }
     }
 }
