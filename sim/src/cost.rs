@@ -1,19 +1,24 @@
 //! Iteration cost models: how long one replica iteration takes for a batch.
 //!
-//! The iteration formula (DESIGN.md, "Cost model"):
+//! The iteration formula (DESIGN.md, "Cost model"), for one pipeline stage
+//! holding every layer:
 //!
 //! ```text
-//! T = t_step + t_seq·seqs + layers·( t_dense(N) + t_attn_prefill(Σ n_i(c_i + n_i/2))
-//!                                    + t_attn_decode(Σ l_j) + t_comm(N) ) + t_lm_head(seqs)
+//! T = t_step + t_seq·seqs + Σ_layers ( t_mlp(N) + t_attn_prefill(Σ n_i(c_i + n_i/2))
+//!                                      + t_attn_decode(Σ l_j) + t_comm(N) ) + t_lm_head(seqs)
 //! ```
 //!
 //! [`Roofline`] prices each term from the catalog as the larger of compute time
 //! (FLOPs over peak × efficiency) and memory time (bytes over bandwidth ×
 //! efficiency), the roofline model of Williams et al. (CACM 2009) as applied to
 //! LLM inference by LLM-Viewer (Yuan et al. 2024) and Vidur's analytical mode.
+//! Mixture-of-experts layers, latent attention, expert parallelism and
+//! pipeline stages extend the terms as documented on [`Roofline`].
 
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
+use crate::parallel::{self, Parallelism};
+use crate::scenario::Scenario;
 use crate::time::Nanos;
 
 /// The shape of one iteration's batch, aggregated: what every cost term needs
@@ -91,37 +96,100 @@ pub const DECODE_ATTENTION_BW_EFFICIENCY: f64 = 0.7;
 /// Ring all-reduce reaches ~80 % of link bandwidth in nccl-tests "busbw" for
 /// the 1–64 MB messages of tensor-parallel activations.
 pub const ALLREDUCE_BW_EFFICIENCY: f64 = 0.8;
+/// Point-to-point send/recv of pipeline activations: taken equal to the
+/// all-reduce figure (a single large message over one link).
+pub const SEND_RECV_BW_EFFICIENCY: f64 = ALLREDUCE_BW_EFFICIENCY;
+/// MoE dispatch/combine all-to-all: DeepEP (deepseek-ai/DeepEP README) moves
+/// 153 GB/s (dispatch) and 158 GB/s (combine) per GPU between 8 H800s, whose
+/// NVLink carries 200 GB/s per direction: ~0.77.
+pub const ALL_TO_ALL_BW_EFFICIENCY: f64 = 0.75;
 /// CPU-side cost of one engine step (scheduling, input preparation, sampling,
 /// CUDA-graph launch) in an optimized engine: ~0.5 ms in vLLM v1 profiles.
 pub const STEP_OVERHEAD_NS: Nanos = 500_000;
 /// Per-sequence bookkeeping (block tables, detokenization, output processing).
 pub const SEQ_OVERHEAD_NS: Nanos = 5_000;
 
-/// The analytical roofline cost model over catalog figures.
+/// The analytical roofline cost model over catalog figures. Everything that
+/// depends only on the model, the hardware and the layout is computed once in
+/// [`Roofline::with_parallelism`]; [`Roofline::iteration_secs`] does a few
+/// dozen float operations and allocates nothing.
+///
+/// - **Quantization.** Linear layers stream `weight_dtype` bytes (int4 with
+///   its group scales) and multiply at that dtype's peak where the chip has
+///   units for it (FP8 on H100/H200/B200/L40S/L4/MI300X, INT8 nearly
+///   everywhere); weight-only formats dequantize to BF16 first (Marlin/AWQ
+///   kernels), so int4 — and fp8 on A100 — compute at the BF16 rate. The
+///   LM head stays in BF16 as in quantized checkpoints. The KV dtype sets the
+///   bytes attention reads; attention itself computes in BF16.
+/// - **Tensor parallelism** (Megatron-LM): weights and heads split over the
+///   group; two ring all-reduces per layer of N·hidden·2 bytes, each
+///   2(TP−1)/TP of it over the link plus the link latency.
+/// - **Mixture of experts** (GShard; Mixtral; DeepSeekMoE): an MoE layer runs
+///   attention, the router, the shared experts and each token's k routed
+///   experts, so compute scales with active parameters. Its weight reads
+///   scale with the experts a batch touches: with B tokens routed top-k
+///   uniformly over E experts, an expert is missed by all of them with
+///   probability (1 − k/E)^B, so E·(1 − (1 − k/E)^B) distinct experts are
+///   read; memory-bound small batches read only those.
+/// - **Latent attention** (DeepSeek-V2 MLA): attention FLOPs per query–key
+///   pair and KV bytes per token come from the model
+///   ([`ModelArch::attention_flops_per_pair`], [`ModelArch::kv_elems_per_token_layer`]);
+///   the latent is whole on every GPU of a group.
+/// - **Expert parallelism** (GShard, DeepSpeed-MoE; see `parallel`): EP groups
+///   each run their share of the batch through attention, dense MLPs and
+///   shared experts; routed experts see every group's tokens. Per MoE layer,
+///   a dispatch and a combine all-to-all each move a GPU's tokens × k ×
+///   hidden × 2 bytes, (EP−1)/EP of them to other groups, plus the latency.
+/// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
     hw_name: String,
     hw_source: String,
-    layers: f64,
-    tp: f64,
     hidden: f64,
-    /// Matrix parameters of one layer on one GPU.
+    /// Pipeline stages S.
+    stages: f64,
+    /// Expert-parallel (attention data-parallel) groups, and GPUs per group.
+    dp: f64,
+    tp: f64,
+    /// Dense-MLP and MoE layers over all stages.
+    dense_layers: f64,
+    moe_layers: f64,
+    /// Distinct stage shapes: (dense layers, MoE layers, holds the LM head).
+    stage_shapes: Vec<(f64, f64, bool)>,
+    /// Matrix parameters of one dense layer on one GPU.
     layer_params: f64,
+    /// Per GPU, one MoE layer: attention + shared experts; the router; one
+    /// routed expert's share.
+    moe_fixed_params: f64,
+    router_params: f64,
+    expert_params: f64,
+    experts: f64,
+    experts_per_token: f64,
+    /// ln(1 − k/E): an expert is missed by B tokens with probability exp(B·this).
+    ln_expert_miss: f64,
     weight_bytes_per_param: f64,
+    unquantized_bytes_per_param: f64,
     /// LM head parameters on one GPU.
     lm_head_params: f64,
-    /// Attention FLOPs per query–key pair per layer per GPU (QKᵀ and PV).
-    attn_flops_per_pair: f64,
+    /// Attention FLOPs per query–key pair per layer per GPU, by phase.
+    attn_prefill_flops_per_pair: f64,
+    attn_decode_flops_per_pair: f64,
     /// KV bytes per token per layer per GPU.
     kv_bytes_per_token_layer: f64,
     gemm_flops: f64,
+    lm_head_flops: f64,
     attn_flops: f64,
     mem_bw: f64,
     link_bw: f64,
     link_latency_s: f64,
+    all_to_all_bw: f64,
+    /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
+    hop_secs_per_byte: f64,
+    hop_latency_s: f64,
 }
 
 impl Roofline {
+    /// A replica of `tensor_parallel` GPUs (one stage, no expert parallelism).
     pub fn new(
         model: &ModelArch,
         hw: &HardwareSpec,
@@ -129,35 +197,122 @@ impl Roofline {
         kv_dtype: Dtype,
         tensor_parallel: u32,
     ) -> Roofline {
-        let tp = tensor_parallel as f64;
-        let heads_per_gpu = model.num_heads as f64 / tp;
-        let kv_heads_per_gpu = (model.num_kv_heads as f64 / tp).ceil();
+        Self::with_parallelism(
+            model,
+            hw,
+            weight_dtype,
+            kv_dtype,
+            &Parallelism::tensor(tensor_parallel),
+        )
+    }
+
+    /// The roofline of a validated scenario's replicas.
+    pub fn for_scenario(s: &Scenario) -> Roofline {
+        Self::with_parallelism(
+            &s.model,
+            &s.hardware,
+            s.weight_dtype,
+            s.kv_dtype,
+            &s.parallel,
+        )
+    }
+
+    /// A replica laid out as `par` (validated by [`Parallelism::validate`]).
+    pub fn with_parallelism(
+        model: &ModelArch,
+        hw: &HardwareSpec,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        par: &Parallelism,
+    ) -> Roofline {
+        let atp = par.attention_tp();
+        let tp = atp as f64;
+        let stages = parallel::stages(model, par.pipeline);
+        let mut stage_shapes: Vec<(f64, f64, bool)> = Vec::new();
+        for st in &stages {
+            let shape = (st.dense_layers as f64, st.moe_layers as f64, st.lm_head);
+            if !stage_shapes.contains(&shape) {
+                stage_shapes.push(shape);
+            }
+        }
+        let cross = par.cross_node_hops(hw.gpus_per_node) as f64;
+        let intra = (par.pipeline - 1) as f64 - cross;
+        let nvlink_bw = hw.interconnect_bytes_per_s() * SEND_RECV_BW_EFFICIENCY;
+        let (net_bw, net_latency) = match (hw.network_gbps, hw.network_latency_us) {
+            (Some(bw), Some(lat)) => (bw * 1e9 * SEND_RECV_BW_EFFICIENCY, lat * 1e-6),
+            // Validation refuses cross-node replicas without a network.
+            _ => (nvlink_bw, hw.interconnect_latency_us * 1e-6),
+        };
+        let hop_secs_per_byte = intra / nvlink_bw + if cross > 0.0 { cross / net_bw } else { 0.0 };
+        let hop_latency_s = intra * hw.interconnect_latency_us * 1e-6 + cross * net_latency;
+
+        let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
+        let unquantized = weight_dtype.unquantized_part();
         Roofline {
             hw_name: hw.name.clone(),
             hw_source: hw.source.clone(),
-            layers: model.layers as f64,
-            tp,
             hidden: model.hidden_size as f64,
-            layer_params: model.layer_matrix_params() / tp,
-            weight_bytes_per_param: weight_dtype.bytes(),
+            stages: par.pipeline as f64,
+            dp: par.attention_dp() as f64,
+            tp,
+            dense_layers: model.dense_layers() as f64,
+            moe_layers: model.moe_layers() as f64,
+            stage_shapes,
+            layer_params: model.dense_layer_params_per_gpu(atp),
+            moe_fixed_params: model.attention_params_per_gpu(atp)
+                + model.num_shared_experts as f64 * model.expert_params() / tp,
+            router_params: model.router_params(),
+            expert_params: model.expert_params() / par.tensor as f64,
+            experts,
+            experts_per_token: k,
+            ln_expert_miss: if experts > 0.0 {
+                (1.0 - k / experts).ln()
+            } else {
+                0.0
+            },
+            weight_bytes_per_param: weight_dtype.weight_bytes(),
+            unquantized_bytes_per_param: unquantized.bytes(),
             lm_head_params: model.vocab_size as f64 * model.hidden_size as f64 / tp,
-            attn_flops_per_pair: 4.0 * heads_per_gpu * model.head_dim as f64,
-            kv_bytes_per_token_layer: 2.0
-                * kv_heads_per_gpu
-                * model.head_dim as f64
-                * kv_dtype.bytes(),
+            attn_prefill_flops_per_pair: model.attention_flops_per_pair(false) / tp,
+            attn_decode_flops_per_pair: model.attention_flops_per_pair(true) / tp,
+            kv_bytes_per_token_layer: model.kv_elems_per_token_layer(atp) * kv_dtype.bytes(),
             gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
+            lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
             link_bw: hw.interconnect_bytes_per_s() * ALLREDUCE_BW_EFFICIENCY,
             link_latency_s: hw.interconnect_latency_us * 1e-6,
+            all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
+            hop_secs_per_byte,
+            hop_latency_s,
         }
     }
 
-    /// Dense (GEMM) time of one layer for `tokens` tokens, seconds.
+    /// Dense-layer matrices (attention projections + MLP) for `tokens`
+    /// tokens on one GPU, seconds.
     fn dense(&self, tokens: f64) -> f64 {
         let flops = 2.0 * tokens * self.layer_params;
         let bytes = self.layer_params * self.weight_bytes_per_param
+            + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
+        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+    }
+
+    /// Expected distinct experts `tokens` top-k-routed tokens touch.
+    #[inline]
+    fn experts_touched(&self, tokens: f64) -> f64 {
+        self.experts * (1.0 - (tokens * self.ln_expert_miss).exp())
+    }
+
+    /// MoE-layer matrices on one GPU: attention, shared experts and router for
+    /// the group's `tokens`; routed experts for `routed` tokens (every group's),
+    /// reading only the experts they touch. Seconds.
+    fn moe(&self, tokens: f64, routed: f64) -> f64 {
+        let expert_copies = routed * self.experts_per_token;
+        let flops = 2.0 * tokens * (self.moe_fixed_params + self.router_params)
+            + 2.0 * expert_copies * self.expert_params;
+        let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
+            * self.weight_bytes_per_param
+            + self.router_params * self.unquantized_bytes_per_param
             + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
         (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
     }
@@ -166,7 +321,7 @@ impl Roofline {
         if b.prefill_seqs == 0 {
             return 0.0;
         }
-        let flops = self.attn_flops_per_pair * b.prefill_attn_pairs;
+        let flops = self.attn_prefill_flops_per_pair * b.prefill_attn_pairs;
         let bytes = b.prefill_kv_tokens as f64 * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
     }
@@ -176,34 +331,121 @@ impl Roofline {
             return 0.0;
         }
         let ctx = b.decode_context_tokens as f64;
-        let flops = self.attn_flops_per_pair * ctx;
+        let flops = self.attn_decode_flops_per_pair * ctx;
         let bytes = ctx * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY))
     }
 
-    /// Two ring all-reduces per layer (after attention and after the MLP),
-    /// Megatron-style tensor parallelism (Shoeybi et al. 2019).
-    fn comm(&self, tokens: f64) -> f64 {
+    /// One ring all-reduce of `tokens` hidden states over the group
+    /// (Megatron-style tensor parallelism, Shoeybi et al. 2019): 2(g−1)/g of
+    /// the bytes over the link, plus its latency.
+    #[inline]
+    fn allreduce(&self, tokens: f64) -> f64 {
         if self.tp <= 1.0 {
             return 0.0;
         }
         let bytes = tokens * self.hidden * ACTIVATION_BYTES;
         let ring = 2.0 * (self.tp - 1.0) / self.tp * bytes / self.link_bw;
-        2.0 * (ring + self.link_latency_s)
+        ring + self.link_latency_s
+    }
+
+    /// A dense layer's communication: all-reduces after attention and after the MLP.
+    fn comm(&self, tokens: f64) -> f64 {
+        if self.tp <= 1.0 {
+            return 0.0;
+        }
+        2.0 * self.allreduce(tokens)
+    }
+
+    /// An MoE layer's communication. Without expert parallelism, the same two
+    /// all-reduces as a dense layer (experts are tensor-sliced). With it, the
+    /// attention all-reduce inside the group, a dispatch and a combine
+    /// all-to-all (GShard), and an all-reduce of the group's expert outputs
+    /// when its experts are split over more than one GPU.
+    fn moe_comm(&self, tokens: f64) -> f64 {
+        if self.dp <= 1.0 {
+            return self.comm(tokens);
+        }
+        let per_gpu = tokens / self.tp;
+        let bytes =
+            per_gpu * self.experts_per_token * self.hidden * ACTIVATION_BYTES * (self.dp - 1.0)
+                / self.dp;
+        let all_to_all = bytes / self.all_to_all_bw + self.link_latency_s;
+        self.allreduce(tokens) + 2.0 * all_to_all + self.allreduce(tokens * self.experts_per_token)
     }
 
     fn lm_head(&self, sampled: f64) -> f64 {
         let flops = 2.0 * sampled * self.lm_head_params;
-        let bytes = self.lm_head_params * self.weight_bytes_per_param;
-        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+        let bytes = self.lm_head_params * self.unquantized_bytes_per_param;
+        (flops / self.lm_head_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+    }
+
+    /// Micro-batches the pipeline runs the batch as: one per virtual engine
+    /// with work, at most one per stage (see [`Roofline::iteration_secs`]).
+    pub fn micro_batches(&self, b: &BatchShape) -> u32 {
+        let seqs = (b.seqs() as f64).max(1.0);
+        let per_group = seqs / self.dp.min(seqs);
+        self.stages.min(per_group.ceil()) as u32
     }
 
     /// The iteration time in seconds (before rounding to the clock).
+    ///
+    /// **Pipeline parallelism.** vLLM keeps S batches in flight for S stages
+    /// (`max_concurrent_batches` = pipeline_parallel_size in vLLM V1's
+    /// `EngineCore` batch queue; S "virtual engines" in V0), so we run the
+    /// replica's batch as m = min(S, seqs) micro-batches of 1/m of its work.
+    /// A micro-batch passes every stage and S − 1 send/recv hops of
+    /// N/m · hidden · 2 bytes (over NVLink within a node, the network
+    /// between nodes, each with its latency); it must come back to be
+    /// scheduled again, so each sequence advances one token per round trip
+    ///
+    /// ```text
+    /// T = max( Σ_stages t_stage(N/m) + Σ_hops t_hop,   m · max_stage t_stage(N/m) )
+    /// ```
+    ///
+    /// (the second term: the slowest stage must run all m micro-batches).
+    /// GPipe's synchronous schedule, (m + S − 1) · t_stage per batch, pays the
+    /// fill-and-drain bubble of S − 1 stage times on every iteration; with
+    /// virtual engines the next round's micro-batch j enters stage 0 as soon
+    /// as its previous round left the last stage, so the bubble appears only
+    /// when fewer than S micro-batches exist (m < S: stages idle (S − m)/S of
+    /// the time). At m = 1 both give S · t_stage. Decode weight reads repeat
+    /// per micro-batch, so PP raises throughput per GPU, not per-token speed.
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
-        let n = b.tokens() as f64;
-        let per_layer = self.dense(n) + self.attn_prefill(b) + self.attn_decode(b) + self.comm(n);
+        let seqs = (b.seqs() as f64).max(1.0);
         let fixed = (STEP_OVERHEAD_NS + SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9;
-        fixed + self.layers * per_layer + self.lm_head(b.seqs() as f64)
+        // Groups with work, micro-batches per group, and their product: the
+        // batch's share one group's micro-batch carries.
+        let dp = self.dp.min(seqs);
+        let m = self.stages.min((seqs / dp).ceil());
+        let share = dp * m;
+        let n = b.tokens() as f64 / share;
+        let attn_prefill = self.attn_prefill(b) / share;
+        let attn_decode = self.attn_decode(b) / share;
+        let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+        let per_moe = if self.moe_layers > 0.0 {
+            self.moe(n, n * dp) + attn_prefill + attn_decode + self.moe_comm(n)
+        } else {
+            0.0
+        };
+        let lm_head = self.lm_head(seqs / share);
+        let mut layers = self.dense_layers * per_dense;
+        if self.moe_layers > 0.0 {
+            layers += self.moe_layers * per_moe;
+        }
+        if self.stages <= 1.0 {
+            return fixed + layers + lm_head;
+        }
+        let round_trip = layers
+            + lm_head
+            + n * self.hidden * ACTIVATION_BYTES * self.hop_secs_per_byte
+            + self.hop_latency_s;
+        let slowest = self
+            .stage_shapes
+            .iter()
+            .map(|&(d, e, last)| d * per_dense + e * per_moe + if last { lm_head } else { 0.0 })
+            .fold(0.0, f64::max);
+        fixed + round_trip.max(m * slowest)
     }
 }
 

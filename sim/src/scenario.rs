@@ -7,6 +7,7 @@
 
 use crate::catalog::{self, Dtype, HardwareSpec, ModelArch};
 use crate::memory::MemoryPlan;
+use crate::parallel::Parallelism;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -115,7 +116,8 @@ impl RouterKind {
     }
 }
 
-/// The fleet: identical replicas, each `tensor_parallel` GPUs.
+/// The fleet: identical replicas, each `tensor_parallel` × `pipeline_parallel`
+/// GPUs (see `parallel` for the layout and `expert_parallel`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetCfg {
@@ -125,6 +127,12 @@ pub struct FleetCfg {
     pub tensor_parallel: u32,
     #[serde(default = "default_router")]
     pub router: RouterKind,
+    /// Pipeline stages per replica (GPipe / Megatron-LM pipeline parallelism).
+    #[serde(default = "one")]
+    pub pipeline_parallel: u32,
+    /// Expert-parallel groups per stage for MoE models (GShard / DeepSpeed-MoE).
+    #[serde(default = "one")]
+    pub expert_parallel: u32,
 }
 
 fn one() -> u32 {
@@ -140,6 +148,8 @@ impl Default for FleetCfg {
             replicas: 1,
             tensor_parallel: 1,
             router: default_router(),
+            pipeline_parallel: 1,
+            expert_parallel: 1,
         }
     }
 }
@@ -305,6 +315,8 @@ pub struct Scenario {
     pub kv_dtype: Dtype,
     pub max_model_len: u32,
     pub memory: MemoryPlan,
+    /// How each replica lays the model out over its GPUs.
+    pub parallel: Parallelism,
 }
 
 impl Scenario {
@@ -479,11 +491,28 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let memory = MemoryPlan::new(&model, &hardware, weight_dtype, kv_dtype, tp, &file.engine);
+        let parallel = Parallelism {
+            tensor: tp,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+        };
+        parallel
+            .validate(&model, &hardware)
+            .map_err(|(k, m)| err(&k, m))?;
+
+        let memory = MemoryPlan::new(
+            &model,
+            &hardware,
+            weight_dtype,
+            kv_dtype,
+            &parallel,
+            &file.engine,
+        );
         memory
             .check_fits(
                 &model,
                 &hardware,
+                weight_dtype,
                 max_model_len,
                 file.engine.max_model_len.is_some(),
             )
@@ -498,6 +527,7 @@ impl Scenario {
             kv_dtype,
             max_model_len,
             memory,
+            parallel,
             file,
         })
     }
@@ -512,7 +542,7 @@ impl Scenario {
 
     /// GPUs in the fleet.
     pub fn gpus(&self) -> u32 {
-        self.file.fleet.replicas * self.file.fleet.tensor_parallel
+        self.file.fleet.replicas * self.parallel.gpus()
     }
 }
 
@@ -566,6 +596,12 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     }
     at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
     at_least("fleet.tensor_parallel", f.fleet.tensor_parallel.into(), 1)?;
+    at_least(
+        "fleet.pipeline_parallel",
+        f.fleet.pipeline_parallel.into(),
+        1,
+    )?;
+    at_least("fleet.expert_parallel", f.fleet.expert_parallel.into(), 1)?;
     if f.fleet.replicas > 100_000 {
         return Err(("fleet.replicas".into(), "at most 100000".into()));
     }
@@ -666,6 +702,7 @@ fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
             ),
         ));
     }
+    a.validate_moe_and_mla()?;
     Ok(())
 }
 
@@ -687,6 +724,32 @@ fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
         ));
     }
     positive("pcie_gbps", s.pcie_gbps)?;
+    at_least("gpus_per_node", s.gpus_per_node.into(), 1)?;
+    match (s.network_gbps, s.network_latency_us) {
+        (Some(bw), Some(lat)) => {
+            positive("network_gbps", bw)?;
+            if !(lat.is_finite() && lat >= 0.0) {
+                return Err((
+                    "network_latency_us".into(),
+                    format!("must be ≥ 0, got {lat}"),
+                ));
+            }
+        }
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err((
+                "network_latency_us".into(),
+                "give it together with network_gbps (the scale-out network needs both)".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err((
+                "network_gbps".into(),
+                "give it together with network_latency_us (the scale-out network needs both)"
+                    .into(),
+            ))
+        }
+    }
     Ok(())
 }
 

@@ -77,13 +77,7 @@ pub struct Simulation<'a> {
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        let cost = Roofline::new(
-            &scenario.model,
-            &scenario.hardware,
-            scenario.weight_dtype,
-            scenario.kv_dtype,
-            scenario.file.fleet.tensor_parallel,
-        );
+        let cost = Roofline::for_scenario(scenario);
         Self::with_cost_model(scenario, Box::new(cost))
     }
 
