@@ -519,4 +519,237 @@ mod tests {
         assert!(r8.iteration_time(&decode_batch(1, 512)) < r.iteration_time(&decode_batch(1, 512)));
         assert_eq!(r.iteration_time(&BatchShape::default()), 0);
     }
+
+    fn roofline_par(model: &str, hw: &str, par: Parallelism, w: Dtype, kv: Dtype) -> Roofline {
+        let (m, _) = catalog::model(model).unwrap();
+        let h = catalog::hardware(hw).unwrap();
+        par.validate(&m, &h).unwrap();
+        Roofline::with_parallelism(&m, &h, w, kv, &par)
+    }
+
+    fn ms(r: &Roofline, b: &BatchShape) -> f64 {
+        r.iteration_time(b) as f64 / 1e6
+    }
+
+    fn prefill(tokens: u64) -> BatchShape {
+        let mut b = BatchShape::default();
+        b.add_prefill(tokens, 0);
+        b
+    }
+
+    /// Issue 4's quantization figures: Llama-3.1-70B on 4 × H100 (TP 4) and
+    /// 2 × H200 (TP 2) with bf16 or fp8 weights and bf16 or fp8 KV cache. Run
+    /// with `cargo test -p servesim-sim quantization -- --nocapture` to see the table.
+    #[test]
+    fn quantization_capacity_and_decode_speed_on_llama_70b() {
+        use crate::catalog::GIB;
+        use crate::memory::MemoryPlan;
+        use crate::scenario::EngineCfg;
+        let (m, _) = catalog::model("llama-3.1-70b").unwrap();
+        let combos = [
+            (Dtype::Bf16, Dtype::Bf16),
+            (Dtype::Fp8, Dtype::Bf16),
+            (Dtype::Bf16, Dtype::Fp8),
+            (Dtype::Fp8, Dtype::Fp8),
+            (Dtype::Int4, Dtype::Bf16),
+        ];
+        eprintln!(
+            "GPUs       weights KV     weights/GPU  KV tokens  decode ms: b1  b64@2k  b256@2k"
+        );
+        for (hw, tp) in [("h100-sxm", 4), ("h200", 2)] {
+            let h = catalog::hardware(hw).unwrap();
+            let par = Parallelism::tensor(tp);
+            let rows: Vec<(u64, f64, f64, f64, f64)> = combos
+                .iter()
+                .map(|&(w, kv)| {
+                    let plan = MemoryPlan::new(&m, &h, w, kv, &par, &EngineCfg::default());
+                    let r = Roofline::with_parallelism(&m, &h, w, kv, &par);
+                    let row = (
+                        plan.kv_tokens,
+                        plan.weight_bytes / GIB,
+                        ms(&r, &decode_batch(1, 2048)),
+                        ms(&r, &decode_batch(64, 2048)),
+                        ms(&r, &decode_batch(256, 2048)),
+                    );
+                    eprintln!(
+                        "{tp}×{hw:<8} {:<7} {:<5} {:>8.2} GiB {:>10} {:>13.2} {:>7.2} {:>8.2}",
+                        w.name(),
+                        kv.name(),
+                        row.1,
+                        row.0,
+                        row.2,
+                        row.3,
+                        row.4
+                    );
+                    row
+                })
+                .collect();
+            let (bf16, fp8w, fp8kv, both, int4) = (rows[0], rows[1], rows[2], rows[3], rows[4]);
+            // fp8 weights: linear layers halve, embeddings and LM head stay bf16
+            // (2 × 128256 × 8192 × 2 B / TP): 141.1 GB → 72.7 GB in all.
+            let want_w = (70.55e9 - 2.101e9) * 1.0 / tp as f64 + 2.101e9 * 2.0 / tp as f64;
+            assert!((fp8w.1 * GIB - want_w).abs() / want_w < 0.005, "{}", fp8w.1);
+            // ... which frees ~16 GiB (TP 4) or ~32 GiB (TP 2) per GPU for KV.
+            assert!(fp8w.0 as f64 > 1.4 * bf16.0 as f64, "{fp8w:?} {bf16:?}");
+            // fp8 KV halves bytes per token: twice the tokens (to a block).
+            assert!(
+                (fp8kv.0 as i64 - 2 * bf16.0 as i64).abs() <= 16,
+                "{fp8kv:?}"
+            );
+            assert!(both.0 > 2 * fp8w.0 - 32 && both.0 as f64 > 2.8 * bf16.0 as f64);
+            // Batch-1 decode streams weights: fp8 weights cut the step ~43 %;
+            // fp8 KV barely matters at 2k context and one sequence.
+            assert!(
+                fp8w.2 < 0.6 * bf16.2 && fp8w.2 > 0.5 * bf16.2,
+                "{fp8w:?} {bf16:?}"
+            );
+            assert!((fp8kv.2 - bf16.2).abs() < 0.1);
+            // 256 × 2k-token contexts: reading the KV cache is a large share of
+            // the step, and fp8 KV cuts it by over a fifth; the saving grows
+            // with the tokens in the batch.
+            assert!(fp8kv.4 < 0.8 * bf16.4, "{bf16:?} {fp8kv:?}");
+            assert!(bf16.4 - fp8kv.4 > 2.0 * (bf16.3 - fp8kv.3));
+            // int4 is weight-only: fastest at batch 1, BF16 compute at batch 256.
+            assert!(int4.2 < fp8w.2 && int4.1 < 0.3 * bf16.1);
+            assert_eq!(int4.4, bf16.4);
+        }
+    }
+
+    #[test]
+    fn fp8_multiplies_at_fp8_rate_only_where_the_chip_has_fp8_units() {
+        let p = prefill(4096);
+        let at = |hw: &str, w: Dtype| {
+            ms(
+                &roofline_par("llama-3.1-70b", hw, Parallelism::tensor(4), w, Dtype::Bf16),
+                &p,
+            )
+        };
+        // A 4096-token prefill is compute-bound: 2 × 4096 × 70e9 / 4 FLOP per
+        // GPU = 143.7 TFLOP; at 0.65 × 989 TFLOP/s that is ~223 ms of GEMMs
+        // in bf16 and half at H100's fp8 rate.
+        let (h_bf16, h_fp8, h_int4) = (
+            at("h100", Dtype::Bf16),
+            at("h100", Dtype::Fp8),
+            at("h100", Dtype::Int4),
+        );
+        assert!(h_fp8 < 0.65 * h_bf16, "{h_fp8} {h_bf16}");
+        assert_eq!(h_int4, h_bf16, "int4 dequantizes to bf16 GEMMs");
+        // A100 has no FP8 units: fp8 weights dequantize (Marlin) at bf16 rate.
+        assert_eq!(at("a100-80gb", Dtype::Fp8), at("a100-80gb", Dtype::Bf16));
+        // ... but INT8 runs on its integer tensor cores (624 TOPS).
+        assert!(at("a100-80gb", Dtype::Int8) < 0.65 * at("a100-80gb", Dtype::Bf16));
+    }
+
+    #[test]
+    fn moe_decode_reads_only_the_experts_its_tokens_touch() {
+        let r = roofline_par(
+            "mixtral-8x7b",
+            "h100",
+            Parallelism::tensor(2),
+            Dtype::Bf16,
+            Dtype::Bf16,
+        );
+        // E·(1 − (1 − k/E)^B) with E = 8, k = 2.
+        assert!((r.experts_touched(1.0) - 2.0).abs() < 1e-12);
+        assert!((r.experts_touched(8.0) - 8.0 * (1.0 - 0.75f64.powi(8))).abs() < 1e-12);
+        assert!(r.experts_touched(256.0) > 7.999);
+        // Batch 1 reads attention + 2 of 8 experts per layer: on each of 2 GPUs
+        // 32 × (41.9M + 2 × 176.2M) / 2 + LM head 65.5M = 6.37e9 params, 12.7 GB,
+        // 4.48 ms at 0.85 × 3.35 TB/s; plus 64 all-reduces (~0.5 ms) and the step.
+        let t1 = ms(&r, &decode_batch(1, 512));
+        assert!((5.3..5.8).contains(&t1), "{t1} ms");
+        // Eight sequences touch 7.2 experts on average: nearly every weight.
+        let t8 = ms(&r, &decode_batch(8, 512));
+        assert!(t8 > 2.5 * t1, "{t1} {t8}");
+        // Prefill compute scales with the 12.9B active parameters, not 46.7B:
+        // 2 × 4096 × 12.9e9 / 2 GPUs at 643 TFLOP/s ≈ 82 ms (+ attention).
+        let tp = ms(&r, &prefill(4096));
+        assert!((82.0..100.0).contains(&tp), "{tp} ms");
+    }
+
+    #[test]
+    fn mla_attention_reads_one_latent_per_token() {
+        let r = roofline_par(
+            "deepseek-v3",
+            "h200",
+            Parallelism::tensor(8),
+            Dtype::Fp8,
+            Dtype::Bf16,
+        );
+        // (512 + 64) × 2 bytes on every GPU of the group.
+        assert_eq!(r.kv_bytes_per_token_layer, 1152.0);
+        // Decode attention over 64 × 8192 tokens: 604 MB per layer read at
+        // 0.7 × 4.8 TB/s = 0.180 ms, vs the absorbed-MLA FLOPs of 16 heads ×
+        // 2176 × 524288 = 18.3 GFLOP at 445 TFLOP/s = 0.041 ms: memory-bound.
+        let b = decode_batch(64, 8192);
+        let attn = r.attn_decode(&b) * 1e3;
+        assert!((attn - 0.1797).abs() < 0.001, "{attn} ms");
+    }
+
+    #[test]
+    fn pipeline_stages_stay_busy_with_one_micro_batch_per_stage() {
+        let tp8 = |pp| Parallelism {
+            tensor: 8,
+            pipeline: pp,
+            expert: 1,
+        };
+        let one = roofline_par("llama-3.1-405b", "h100", tp8(1), Dtype::Bf16, Dtype::Bf16);
+        let two = roofline_par("llama-3.1-405b", "h100", tp8(2), Dtype::Bf16, Dtype::Bf16);
+        // One sequence: the whole model in sequence plus one cross-node hop of
+        // 16384 × 2 B at 0.8 × 50 GB/s and 20 µs: 20.82 µs more than one stage.
+        let b1 = decode_batch(1, 1024);
+        assert_eq!(two.micro_batches(&b1), 1);
+        let extra = two.iteration_time(&b1) as i64 - one.iteration_time(&b1) as i64;
+        assert!((extra - 20_819).abs() <= 2, "{extra} ns");
+        // Two sequences fill both stages (vLLM keeps PP batches in flight):
+        // each stage runs two one-token micro-batches while the other works,
+        // so the step costs about what one sequence costs — GPipe's
+        // (m + S − 1)/m · S schedule would take 1.5× as long.
+        let b2 = decode_batch(2, 1024);
+        assert_eq!(two.micro_batches(&b2), 2);
+        let ratio = two.iteration_time(&b2) as f64 / two.iteration_time(&b1) as f64;
+        assert!((1.0..1.05).contains(&ratio), "{ratio}");
+        // Decode with PP does not beat TP per token: a 4-stage TP-4 replica
+        // streams each GPU's quarter of the weights four times in sequence.
+        let tp4pp4 = Parallelism {
+            tensor: 4,
+            pipeline: 4,
+            expert: 1,
+        };
+        let deep = roofline_par("llama-3.1-405b", "h100", tp4pp4, Dtype::Bf16, Dtype::Bf16);
+        let ratio = ms(&deep, &b1) / ms(&two, &b1);
+        assert!((1.8..2.0).contains(&ratio), "{ratio}");
+        // Uneven stages: the bottleneck term makes the longer stage set the pace.
+        let d = roofline_par("deepseek-v3", "h100", tp8(2), Dtype::Fp8, Dtype::Bf16);
+        assert_eq!(d.stage_shapes, vec![(3.0, 28.0, false), (0.0, 30.0, true)]);
+    }
+
+    #[test]
+    fn expert_parallelism_dispatches_and_combines_with_all_to_all() {
+        let par = |ep| Parallelism {
+            tensor: 8,
+            pipeline: 1,
+            expert: ep,
+        };
+        let ep8 = roofline_par("mixtral-8x7b", "h100", par(8), Dtype::Bf16, Dtype::Bf16);
+        let ep1 = roofline_par("mixtral-8x7b", "h100", par(1), Dtype::Bf16, Dtype::Bf16);
+        // EP 8: one GPU per group, no all-reduce; dispatch and combine each send
+        // 64 tokens × 2 experts × 4096 × 2 B × 7/8 = 917 504 B at 0.75 × 450 GB/s
+        // (2.72 µs) plus 8 µs.
+        let want = 2.0 * (917_504.0 / 337.5e9 + 8e-6);
+        assert!(
+            (ep8.moe_comm(64.0) - want).abs() < 1e-12,
+            "{}",
+            ep8.moe_comm(64.0)
+        );
+        // EP 1: the dense layer's two all-reduces.
+        assert_eq!(ep1.moe_comm(64.0), ep1.comm(64.0));
+        // Each of the 8 groups runs attention for its own sequences; at 64
+        // sequences the replica is about as fast either way.
+        let b = decode_batch(64, 2048);
+        let ratio = ms(&ep8, &b) / ms(&ep1, &b);
+        assert!((0.5..1.5).contains(&ratio), "{ratio}");
+        // One sequence keeps one group busy and the others idle in attention.
+        assert!(ms(&ep8, &prefill(2048)) > ms(&ep1, &prefill(2048)));
+    }
 }

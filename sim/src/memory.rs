@@ -388,4 +388,112 @@ mod tests {
         let h = catalog::hardware("h100-sxm").unwrap();
         assert_eq!(suggest_layout(&m, &h, Dtype::Bf16, &p1), Some((4, 1)));
     }
+
+    fn plan_par(model: &str, hw: &str, par: Parallelism, w: Dtype) -> MemoryPlan {
+        let (m, _) = catalog::model(model).unwrap();
+        let h = catalog::hardware(hw).unwrap();
+        par.validate(&m, &h).unwrap();
+        MemoryPlan::new(&m, &h, w, Dtype::Bf16, &par, &EngineCfg::default())
+    }
+
+    #[test]
+    fn pipeline_stages_split_weights_and_kv_and_the_tightest_binds() {
+        let par = Parallelism {
+            tensor: 8,
+            pipeline: 2,
+            expert: 1,
+        };
+        let p = plan_par("llama-3.1-405b", "h100-sxm", par, Dtype::Bf16);
+        assert_eq!(plan("llama-3.1-405b", "h100-sxm", 8).kv_blocks, 0);
+        let layers: Vec<u32> = p.stages.iter().map(|s| s.layers).collect();
+        assert_eq!(layers, vec![63, 63]);
+        // 405.85e9 × 2 B over 16 GPUs = 47.25 GiB per GPU.
+        assert!(
+            (p.weight_bytes / GIB - 47.25).abs() < 0.05,
+            "{}",
+            p.weight_bytes / GIB
+        );
+        // The last stage holds the sampler's logits and binds the cache.
+        assert_eq!(p.stage, 1);
+        assert!(p.stages[1].activation_bytes > p.stages[0].activation_bytes);
+        // 63 layers × 1 KV head × 128 × 2 (K, V) × 2 B = 32 256 B/token/GPU.
+        assert_eq!(p.kv_bytes_per_token, 32_256.0);
+        assert_eq!(p.kv_blocks, p.stages[1].kv_blocks);
+        assert!((700_000..800_000).contains(&p.kv_tokens), "{}", p.kv_tokens);
+        // Uneven: DeepSeek-V3's 61 layers over 2 stages, 3 dense ones on the first.
+        let d = plan_par(
+            "deepseek-v3",
+            "h100-sxm",
+            Parallelism {
+                tensor: 8,
+                pipeline: 2,
+                expert: 1,
+            },
+            Dtype::Fp8,
+        );
+        assert_eq!(d.stages[0].layers, 31);
+        assert_eq!(d.stages[1].kv_bytes_per_token, 30.0 * 576.0 * 2.0);
+    }
+
+    #[test]
+    fn expert_parallel_groups_keep_their_own_latent_caches() {
+        let par = |ep| Parallelism {
+            tensor: 8,
+            pipeline: 1,
+            expert: ep,
+        };
+        let tp = plan_par("deepseek-v3", "h200", par(1), Dtype::Fp8);
+        let ep = plan_par("deepseek-v3", "h200", par(8), Dtype::Fp8);
+        // 671B in fp8 (embeddings, LM head, norms, routers in bf16) over 8
+        // GPUs is ~79 GiB each; EP replicates the 15B non-expert parameters
+        // on every GPU (attention TP 1) and adds ~15 GiB.
+        assert!(
+            (78.5..80.0).contains(&(tp.weight_bytes / GIB)),
+            "{}",
+            tp.weight_bytes / GIB
+        );
+        assert!(ep.weight_bytes - tp.weight_bytes > 13.0 * GIB);
+        // The MLA latent is whole on every GPU: 61 × 576 × 2 B either way...
+        assert_eq!(tp.kv_bytes_per_token, 70_272.0);
+        assert_eq!(ep.kv_bytes_per_token, 70_272.0);
+        // ... but with EP each of the 8 groups caches only its own sequences,
+        // so the replica holds 8 × one GPU's blocks (5.6× TP-8's despite the
+        // smaller per-GPU cache).
+        assert_eq!(ep.kv_blocks, 8 * ep.kv_blocks_per_group);
+        assert_eq!(tp.kv_blocks, tp.kv_blocks_per_group);
+        let gain = ep.kv_tokens as f64 / tp.kv_tokens as f64;
+        assert!((5.0..6.0).contains(&gain), "{gain}");
+    }
+
+    #[test]
+    fn quantized_checkpoints_keep_embeddings_in_bf16() {
+        let (m, _) = catalog::model("llama-3.1-8b").unwrap();
+        // 2 × 128256 × 4096 embedding + LM head params stay at 2 B.
+        let table = 2.0 * 128256.0 * 4096.0;
+        let want = (m.total_params() - table - m.norm_params()) * 0.51953125
+            + (table + m.norm_params()) * 2.0;
+        assert!((total_weight_bytes(&m, Dtype::Int4) - want).abs() < 1.0);
+        let p = MemoryPlan::new(
+            &m,
+            &catalog::hardware("l4").unwrap(),
+            Dtype::Int4,
+            Dtype::Fp8,
+            &Parallelism::tensor(1),
+            &EngineCfg::default(),
+        );
+        assert!((p.weight_bytes - want).abs() < 1.0);
+        // 8B in int4 with fp8 KV fits a 24 GiB L4 with room for ~250k tokens.
+        assert!((200_000..300_000).contains(&p.kv_tokens), "{}", p.kv_tokens);
+    }
+
+    #[test]
+    fn suggestions_reach_for_pipeline_stages_beyond_a_node() {
+        let (m, _) = catalog::model("llama-3.1-405b").unwrap();
+        let h = catalog::hardware("h100-sxm").unwrap();
+        let p = plan("llama-3.1-405b", "h100-sxm", 8);
+        assert_eq!(suggest_layout(&m, &h, Dtype::Bf16, &p), Some((8, 2)));
+        assert_eq!(suggest_layout(&m, &h, Dtype::Fp8, &p), Some((8, 1)));
+        let e = p.check_fits(&m, &h, Dtype::Bf16, 8192, true).unwrap_err();
+        assert!(e.1.contains("pipeline_parallel = 2"), "{e:?}");
+    }
 }
