@@ -148,6 +148,8 @@ pub struct Roofline {
     hidden: f64,
     /// Pipeline stages S.
     stages: f64,
+    /// One stage and one expert-parallel group: no micro-batching to price.
+    single_group: bool,
     /// Expert-parallel (attention data-parallel) groups, and GPUs per group.
     dp: f64,
     tp: f64,
@@ -253,6 +255,7 @@ impl Roofline {
             hw_source: hw.source.clone(),
             hidden: model.hidden_size as f64,
             stages: par.pipeline as f64,
+            single_group: par.pipeline == 1 && par.attention_dp() == 1,
             dp: par.attention_dp() as f64,
             tp,
             dense_layers: model.dense_layers() as f64,
@@ -411,9 +414,23 @@ impl Roofline {
     /// when fewer than S micro-batches exist (m < S: stages idle (S − m)/S of
     /// the time). At m = 1 both give S · t_stage. Decode weight reads repeat
     /// per micro-batch, so PP raises throughput per GPU, not per-token speed.
+    #[inline]
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
-        let seqs = (b.seqs() as f64).max(1.0);
         let fixed = (STEP_OVERHEAD_NS + SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9;
+        if self.single_group {
+            // One stage, one group: the whole batch is one micro-batch.
+            let n = b.tokens() as f64;
+            let attn_prefill = self.attn_prefill(b);
+            let attn_decode = self.attn_decode(b);
+            let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+            let mut layers = self.dense_layers * per_dense;
+            if self.moe_layers > 0.0 {
+                let per_moe = self.moe(n, n) + attn_prefill + attn_decode + self.moe_comm(n);
+                layers += self.moe_layers * per_moe;
+            }
+            return fixed + layers + self.lm_head(b.seqs() as f64);
+        }
+        let seqs = (b.seqs() as f64).max(1.0);
         // Groups with work, micro-batches per group, and their product: the
         // batch's share one group's micro-batch carries.
         let dp = self.dp.min(seqs);
