@@ -238,7 +238,7 @@ impl Roofline {
             }
         }
         let cross = par.cross_node_hops(hw.gpus_per_node) as f64;
-        let intra = (par.pipeline - 1) as f64 - cross;
+        let intra = par.pipeline.saturating_sub(1) as f64 - cross;
         let nvlink_bw = hw.interconnect_bytes_per_s() * SEND_RECV_BW_EFFICIENCY;
         let (net_bw, net_latency) = match (hw.network_gbps, hw.network_latency_us) {
             (Some(bw), Some(lat)) => (bw * 1e9 * SEND_RECV_BW_EFFICIENCY, lat * 1e-6),
@@ -265,7 +265,7 @@ impl Roofline {
             moe_fixed_params: model.attention_params_per_gpu(atp)
                 + model.num_shared_experts as f64 * model.expert_params() / tp,
             router_params: model.router_params(),
-            expert_params: model.expert_params() / par.tensor as f64,
+            expert_params: model.expert_params() / par.tensor.max(1) as f64,
             experts,
             experts_per_token: k,
             ln_expert_miss: if experts > 0.0 {

@@ -69,7 +69,7 @@ impl Parallelism {
     /// GPUs that split one copy of the attention (and every other non-expert
     /// part): the whole stage without expert parallelism, one EP group with it.
     pub fn attention_tp(&self) -> u32 {
-        self.tensor / self.expert.max(1)
+        (self.tensor / self.expert.max(1)).max(1)
     }
 
     /// Groups that serve disjoint shares of the batch with their own copy of
@@ -89,9 +89,10 @@ impl Parallelism {
     /// Megatron-LM place ranks.
     pub fn cross_node_hops(&self, gpus_per_node: u32) -> u32 {
         let g = gpus_per_node.max(1);
+        let tp = self.tensor.max(1);
         (1..self.pipeline)
             .filter(|&s| {
-                let first_next = s * self.tensor;
+                let first_next = s * tp;
                 (first_next - 1) / g != first_next / g
             })
             .count() as u32
