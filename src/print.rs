@@ -19,20 +19,51 @@ pub fn resolved(s: &Scenario) {
     if let Some(d) = &f.description {
         outln!("           {d}");
     }
+    let attention = match m.mla() {
+        Some(a) => format!(
+            "{} heads with latent attention (MLA: caches {} + {} rotary per token and layer)",
+            m.num_heads, a.kv_lora_rank, a.qk_rope_head_dim
+        ),
+        None => format!(
+            "{} heads / {} KV heads × {}",
+            m.num_heads, m.num_kv_heads, m.head_dim
+        ),
+    };
     outln!(
-        "model      {}: {:.2}B params, {} layers, hidden {}, {} heads / {} KV heads × {}, MLP {}{}, vocab {}, context {}",
+        "model      {}: {:.2}B params{}, {} layers, hidden {}, {attention}, MLP {}{}, vocab {}, context {}",
         m.name,
         m.total_params() / 1e9,
+        if m.is_moe() {
+            format!(" ({:.2}B active)", m.active_params() / 1e9)
+        } else {
+            String::new()
+        },
         m.layers,
         m.hidden_size,
-        m.num_heads,
-        m.num_kv_heads,
-        m.head_dim,
         m.intermediate_size,
         if m.gated_mlp { " (gated)" } else { "" },
         m.vocab_size,
         m.max_context
     );
+    if m.is_moe() {
+        outln!(
+            "           mixture of experts: {} routed experts, {} per token{}, width {}; {} MoE layers{}",
+            m.num_experts,
+            m.experts_per_token,
+            if m.num_shared_experts > 0 {
+                format!(", {} shared", m.num_shared_experts)
+            } else {
+                String::new()
+            },
+            m.moe_intermediate_size.unwrap_or(m.intermediate_size),
+            m.moe_layers(),
+            if m.dense_layers() > 0 {
+                format!(" after {} dense", m.dense_layers())
+            } else {
+                String::new()
+            }
+        );
+    }
     outln!("           source: {}", s.model_source);
     outln!(
         "           weights {}  KV cache {}",
@@ -40,7 +71,7 @@ pub fn resolved(s: &Scenario) {
         s.kv_dtype
     );
     outln!(
-        "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s",
+        "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s, {} per node{}",
         h.name,
         h.bf16_tflops,
         h.fp8_tflops
@@ -48,16 +79,50 @@ pub fn resolved(s: &Scenario) {
             .unwrap_or_default(),
         h.memory_gib,
         h.memory_bw_tbps,
-        h.interconnect_gbps
+        h.interconnect_gbps,
+        h.gpus_per_node,
+        h.network_gbps
+            .map(|v| format!(", network {v} GB/s"))
+            .unwrap_or_default()
     );
     outln!("           source: {}", h.source);
+    let par = &s.parallel;
     outln!(
-        "fleet      {} replica(s) × TP {} = {} GPUs, router {}",
+        "fleet      {} replica(s) × TP {}{}{} = {} GPUs, router {}",
         f.fleet.replicas,
-        f.fleet.tensor_parallel,
+        par.tensor,
+        if par.pipeline > 1 {
+            format!(" × PP {}", par.pipeline)
+        } else {
+            String::new()
+        },
+        if par.expert > 1 {
+            format!(" (EP {})", par.expert)
+        } else {
+            String::new()
+        },
         s.gpus(),
         f.fleet.router.name()
     );
+    if par.pipeline > 1 {
+        let layers: Vec<String> = mem.stages.iter().map(|st| st.layers.to_string()).collect();
+        outln!(
+            "           pipeline: {} stages of {} layers, {} node(s), {} cross-node hop(s); up to {} micro-batches in flight (one per stage, as vLLM)",
+            par.pipeline,
+            layers.join(" + "),
+            par.nodes(h.gpus_per_node),
+            par.cross_node_hops(h.gpus_per_node),
+            par.pipeline
+        );
+    }
+    if par.expert > 1 {
+        outln!(
+            "           expert parallel: {} groups of {} GPU(s) per stage, {} experts each; attention data-parallel over the groups; all-to-all dispatch + combine per MoE layer",
+            par.expert,
+            par.attention_tp(),
+            m.num_experts / par.expert
+        );
+    }
     outln!(
         "engine     policy {}, max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
         f.engine.policy.name(),
@@ -91,7 +156,15 @@ pub fn resolved(s: &Scenario) {
             sp.acceptance_rate,
         );
     }
-    outln!("memory per GPU:");
+    if par.pipeline > 1 {
+        outln!(
+            "memory per GPU of stage {} ({} layers; the stage with the fewest KV blocks):",
+            mem.stage,
+            mem.stages[mem.stage as usize].layers
+        );
+    } else {
+        outln!("memory per GPU:");
+    }
     outln!("           device           {}", gib(mem.device_bytes));
     outln!(
         "           usable           {} (gpu_memory_utilization {})",
@@ -102,11 +175,31 @@ pub fn resolved(s: &Scenario) {
     outln!("           activations      {}", gib(mem.activation_bytes));
     outln!("           runtime overhead {}", gib(mem.overhead_bytes));
     outln!("           KV cache         {}", gib(mem.kv_cache_bytes));
+    if par.pipeline > 1 {
+        for (i, st) in mem.stages.iter().enumerate() {
+            outln!(
+                "           stage {i}: {} layers, weights {}, activations {}, KV cache {} → {} blocks",
+                st.layers,
+                gib(st.weight_bytes),
+                gib(st.activation_bytes),
+                gib(st.kv_cache_bytes),
+                st.kv_blocks
+            );
+        }
+    }
     outln!(
-        "KV cache   {} bytes/token/GPU → {} blocks of {} tokens per replica = {} tokens",
+        "KV cache   {} bytes/token/GPU → {} blocks of {} tokens per replica{} = {} tokens",
         mem.kv_bytes_per_token,
         mem.kv_blocks,
         mem.block_size,
+        if par.expert > 1 {
+            format!(
+                " ({} groups × {}, one sequence within a group)",
+                par.expert, mem.kv_blocks_per_group
+            )
+        } else {
+            String::new()
+        },
         mem.kv_tokens
     );
     let h = &f.horizon;
@@ -134,20 +227,22 @@ pub fn resolved(s: &Scenario) {
 
 pub fn hardware_catalog() {
     outln!(
-        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  source",
+        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>5} {:>8}  source",
         "preset",
         "bf16 TF/s",
         "fp8 TF/s",
         "int8 TOPS",
         "mem GiB",
         "HBM TB/s",
-        "link GB/s"
+        "link GB/s",
+        "node",
+        "net GB/s"
     );
     for p in catalog::HARDWARE {
         let h = (p.spec)();
         let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_else(|| "-".into());
         outln!(
-            "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  {}",
+            "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>5} {:>8}  {}",
             p.key,
             h.bf16_tflops,
             opt(h.fp8_tflops),
@@ -155,6 +250,8 @@ pub fn hardware_catalog() {
             h.memory_gib,
             h.memory_bw_tbps,
             h.interconnect_gbps,
+            h.gpus_per_node,
+            opt(h.network_gbps),
             h.source
         );
     }
@@ -162,29 +259,52 @@ pub fn hardware_catalog() {
 
 pub fn model_catalog() {
     outln!(
-        "{:<15} {:>8} {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  source",
+        "{:<15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>5} {:>6} {:>7} {:>9} {:>8}  source",
         "preset",
         "params",
+        "active",
         "layers",
         "hidden",
         "heads",
         "kv",
         "hdim",
         "inter",
+        "experts",
         "context"
     );
     for p in catalog::MODELS {
         let m = (p.arch)();
+        // MLA caches one latent, not per-head K/V: show it in the KV column.
+        let kv = match m.mla() {
+            Some(_) => "MLA".to_string(),
+            None => m.num_kv_heads.to_string(),
+        };
+        let experts = if m.is_moe() {
+            format!(
+                "{}/{}{}",
+                m.experts_per_token,
+                m.num_experts,
+                if m.num_shared_experts > 0 {
+                    format!("+{}", m.num_shared_experts)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            "-".into()
+        };
         outln!(
-            "{:<15} {:>7.2}B {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  {}",
+            "{:<15} {:>7.2}B {:>7.2}B {:>6} {:>7} {:>6} {:>5} {:>6} {:>7} {:>9} {:>8}  {}",
             p.key,
             m.total_params() / 1e9,
+            m.active_params() / 1e9,
             m.layers,
             m.hidden_size,
             m.num_heads,
-            m.num_kv_heads,
+            kv,
             m.head_dim,
             m.intermediate_size,
+            experts,
             m.max_context,
             p.source
         );
@@ -207,13 +327,24 @@ fn dist_row(name: &str, d: &Dist) {
 /// The summary table printed by `simulate`.
 pub fn summary(s: &Scenario, sum: &Summary) {
     let c = &sum.counts;
+    let par = &s.parallel;
     outln!(
-        "{} — {} on {} × {} (TP {}), {} GPUs, router {}",
+        "{} — {} on {} × {} (TP {}{}{}), {} GPUs, router {}",
         sum.scenario,
         sum.model,
         sum.replicas,
         sum.hardware,
         sum.tensor_parallel,
+        if par.pipeline > 1 {
+            format!(" × PP {}", par.pipeline)
+        } else {
+            String::new()
+        },
+        if par.expert > 1 {
+            format!(", EP {}", par.expert)
+        } else {
+            String::new()
+        },
         sum.gpus,
         sum.router
     );

@@ -197,3 +197,65 @@ fn prefix_structure_keys_reject_bad_values() {
     );
     assert_key(&t, "engine.pinned_prefix_blocks", "pin fewer");
 }
+
+#[test]
+fn parallel_layouts_that_cannot_work_are_rejected() {
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipeline_parallel = 0",
+    );
+    assert_key(&t, "fleet.pipeline_parallel", "at least 1");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipeline_parallel = 33",
+    );
+    assert_key(&t, "fleet.pipeline_parallel", "32 layers");
+    let t = base().replace("tensor_parallel = 1", "tensor_parallel = 16");
+    assert_key(&t, "fleet.tensor_parallel", "8 GPUs of one H100-SXM node");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 2\nexpert_parallel = 2",
+    );
+    assert_key(&t, "fleet.expert_parallel", "dense model");
+    let mixtral = base().replace("\"llama-3.1-8b\"", "\"mixtral-8x7b\"");
+    let t = mixtral.replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 4\nexpert_parallel = 8",
+    );
+    assert_key(
+        &t,
+        "fleet.expert_parallel",
+        "must divide tensor_parallel = 4",
+    );
+    let t = base()
+        .replace("\"llama-3.1-8b\"", "\"llama-3.1-70b\"")
+        .replace("\"h100-sxm\"", "\"l4\"")
+        .replace(
+            "tensor_parallel = 1",
+            "tensor_parallel = 8\npipeline_parallel = 4",
+        );
+    assert_key(&t, "fleet.pipeline_parallel", "no scale-out network");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipline_parallel = 2",
+    );
+    assert_key(&t, "fleet.pipline_parallel", "pipeline_parallel");
+}
+
+#[test]
+fn inline_moe_architecture_errors_name_the_key() {
+    let arch = "[model.architecture]\nlayers = 4\nhidden_size = 1024\nnum_heads = 8\nnum_kv_heads = 8\nhead_dim = 128\nintermediate_size = 4096\nvocab_size = 32000\nmax_context = 8192\nnum_experts = 8\nexperts_per_token = 9\n";
+    let t = base()
+        .replace("preset = \"llama-3.1-8b\"\n", "")
+        .replace("[hardware]", &format!("{arch}\n[hardware]"));
+    assert_key(
+        &t,
+        "model.architecture.experts_per_token",
+        "between 1 and num_experts (8)",
+    );
+    let t = t.replace(
+        "experts_per_token = 9",
+        "experts_per_token = 2\nkv_lora_rank = 512",
+    );
+    assert_key(&t, "model.architecture.qk_nope_head_dim", "kv_lora_rank");
+}

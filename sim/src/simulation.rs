@@ -112,7 +112,7 @@ impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
         let tp = scenario.file.fleet.tensor_parallel;
-        let roofline = |m: &crate::catalog::ModelArch| {
+        let draft_roofline = |m: &crate::catalog::ModelArch| {
             Roofline::new(
                 m,
                 &scenario.hardware,
@@ -121,8 +121,8 @@ impl<'a> Simulation<'a> {
                 tp,
             )
         };
-        let cost: Box<dyn CostModel> = Box::new(roofline(&scenario.model));
-        Self::with_cost_model(scenario, speculative_cost(scenario, cost, roofline))
+        let cost: Box<dyn CostModel> = Box::new(Roofline::for_scenario(scenario));
+        Self::with_cost_model(scenario, speculative_cost(scenario, cost, draft_roofline))
     }
 
     /// A run with another cost model (e.g. a calibration profile).
