@@ -357,8 +357,10 @@ impl SchedState {
             s.blocks += s.shared;
             s.shared = 0;
         } else {
-            s.kv_tokens = 0;
+            // Its full blocks stay in the prefix cache (when on), so the
+            // recomputation can find much of its own context there.
             self.retire(&mut s, reqs);
+            s.kv_tokens = 0;
         }
         let r = &mut reqs[s.id as usize];
         r.generated = s.generated;
