@@ -48,7 +48,7 @@ fn peak_rss() -> Option<u64> {
 
 pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
     let s = scenario(requests, replicas)?;
-    println!(
+    outln!(
         "bench: {requests} requests, {replicas} replicas of Llama-3.1-8B on H100-SXM, {} run(s), 1 thread",
         repeat.max(1)
     );
@@ -58,7 +58,7 @@ pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
         let t = Instant::now();
         let r = Simulation::new(&s).run(|_| {})?;
         let secs = t.elapsed().as_secs_f64();
-        println!(
+        outln!(
             "  run {}: {:.3} s wall, {:.0} simulated requests/s",
             i + 1,
             secs,
@@ -69,24 +69,24 @@ pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
     }
     let r = last.expect("at least one run");
     let sum = &r.summary;
-    println!("best wall time        {best:.3} s");
-    println!("simulated requests/s  {:.0}", requests as f64 / best);
-    println!(
+    outln!("best wall time        {best:.3} s");
+    outln!("simulated requests/s  {:.0}", requests as f64 / best);
+    outln!(
         "iterations/s          {:.0}",
         sum.engine.iterations as f64 / best
     );
-    println!("events/s              {:.0}", sum.events as f64 / best);
-    println!(
+    outln!("events/s              {:.0}", sum.events as f64 / best);
+    outln!(
         "simulated span        {:.0} s ({:.0}× faster than real time)",
         sum.duration_s,
         sum.duration_s / best
     );
-    println!(
+    outln!(
         "run check             {} completed, mean batch {:.1}, TTFT p99 {:.0} ms, TPOT p99 {:.1} ms",
         sum.counts.completed, sum.engine.mean_batch_size, sum.latency.ttft_ms.p99, sum.latency.tpot_ms.p99
     );
     if let Some(b) = peak_rss() {
-        println!(
+        outln!(
             "peak memory (RSS)     {:.1} MiB",
             b as f64 / 1024.0 / 1024.0
         );

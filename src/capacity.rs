@@ -45,7 +45,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     std::fs::write(out.join("capacity.json"), json)
         .with_context(|| format!("cannot write {}", out.display()))?;
     print(&report);
-    println!("results: {}/capacity.json", out.display());
+    outln!("results: {}/capacity.json", out.display());
     if args.report {
         crate::write_report(&out)?;
     }
@@ -67,7 +67,7 @@ fn probe(p: &Probe) -> String {
 
 fn print(c: &CapacityReport) {
     let m = &c.max_load;
-    println!(
+    outln!(
         "capacity of {} — SLO: TTFT ≤ {} ms and TPOT ≤ {} ms for ≥ {:.1} % of requests ({} simulations)",
         c.scenario,
         c.slo_ttft_ms,
@@ -75,23 +75,23 @@ fn print(c: &CapacityReport) {
         c.attainment_target * 100.0,
         c.probes.len()
     );
-    println!(
+    outln!(
         "highest load within the SLOs, {}: {:.2} req/s ({:.2} per replica); {:.2} req/s misses",
         replicas(m.replicas),
         m.rate_rps,
         m.per_replica_rps,
         m.fails_at_rps
     );
-    println!("  at {:.2} req/s: {}", m.rate_rps, probe(&m.at));
+    outln!("  at {:.2} req/s: {}", m.rate_rps, probe(&m.at));
     let Some(s) = &c.sizing else {
         return;
     };
-    println!("demand {} req/s:", s.demand_rps);
+    outln!("demand {} req/s:", s.demand_rps);
     let below = |b: &Option<Probe>| match b {
         Some(b) => format!("; {}: {}", replicas(b.replicas), probe(b)),
         None => String::new(),
     };
-    let row = |label: String, value: String| println!("  {label:<24} {value}");
+    let row = |label: String, value: String| outln!("  {label:<24} {value}");
     row(
         "fewest replicas".into(),
         format!(

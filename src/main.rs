@@ -2,6 +2,17 @@
 //! definitions, dispatch, progress bars and printing; the simulation lives in
 //! the `sim` crate.
 
+/// `println!` that treats a closed stdout (`servesim … | head`) as the end of
+/// the output rather than a panic: the process exits quietly with status 0.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout().lock(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod bench;
 mod capacity;
 mod cli;
@@ -45,7 +56,7 @@ fn run(cli: Cli) -> Result<()> {
                 Some(CatalogWhat::Models) => print::model_catalog(),
                 None => {
                     print::hardware_catalog();
-                    println!();
+                    outln!();
                     print::model_catalog();
                 }
             }
@@ -141,11 +152,11 @@ fn simulate(
     sim::output::write_all(&out_dir, &result)
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result.summary)?);
+        outln!("{}", serde_json::to_string_pretty(&result.summary)?);
     } else {
         print::summary(&scenario, &result.summary);
-        println!();
-        println!(
+        outln!();
+        outln!(
             "results: {}/{{summary.json,requests.csv,timeseries.csv}}",
             out_dir.display()
         );

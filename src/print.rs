@@ -15,31 +15,63 @@ pub fn resolved(s: &Scenario) {
     let m = &s.model;
     let h = &s.hardware;
     let mem = &s.memory;
-    println!("scenario   {} ({})  seed {}", f.name, s.origin, f.seed);
+    outln!("scenario   {} ({})  seed {}", f.name, s.origin, f.seed);
     if let Some(d) = &f.description {
-        println!("           {d}");
+        outln!("           {d}");
     }
-    println!(
-        "model      {}: {:.2}B params, {} layers, hidden {}, {} heads / {} KV heads × {}, MLP {}{}, vocab {}, context {}",
+    let attention = match m.mla() {
+        Some(a) => format!(
+            "{} heads with latent attention (MLA: caches {} + {} rotary per token and layer)",
+            m.num_heads, a.kv_lora_rank, a.qk_rope_head_dim
+        ),
+        None => format!(
+            "{} heads / {} KV heads × {}",
+            m.num_heads, m.num_kv_heads, m.head_dim
+        ),
+    };
+    outln!(
+        "model      {}: {:.2}B params{}, {} layers, hidden {}, {attention}, MLP {}{}, vocab {}, context {}",
         m.name,
         m.total_params() / 1e9,
+        if m.is_moe() {
+            format!(" ({:.2}B active)", m.active_params() / 1e9)
+        } else {
+            String::new()
+        },
         m.layers,
         m.hidden_size,
-        m.num_heads,
-        m.num_kv_heads,
-        m.head_dim,
         m.intermediate_size,
         if m.gated_mlp { " (gated)" } else { "" },
         m.vocab_size,
         m.max_context
     );
-    println!("           source: {}", s.model_source);
-    println!(
+    if m.is_moe() {
+        outln!(
+            "           mixture of experts: {} routed experts, {} per token{}, width {}; {} MoE layers{}",
+            m.num_experts,
+            m.experts_per_token,
+            if m.num_shared_experts > 0 {
+                format!(", {} shared", m.num_shared_experts)
+            } else {
+                String::new()
+            },
+            m.moe_intermediate_size.unwrap_or(m.intermediate_size),
+            m.moe_layers(),
+            if m.dense_layers() > 0 {
+                format!(" after {} dense", m.dense_layers())
+            } else {
+                String::new()
+            }
+        );
+    }
+    outln!("           source: {}", s.model_source);
+    outln!(
         "           weights {}  KV cache {}",
-        s.weight_dtype, s.kv_dtype
+        s.weight_dtype,
+        s.kv_dtype
     );
-    println!(
-        "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s",
+    outln!(
+        "hardware   {}: {} TFLOP/s bf16{}, {} GiB at {} TB/s, link {} GB/s, {} per node{}",
         h.name,
         h.bf16_tflops,
         h.fp8_tflops
@@ -47,37 +79,131 @@ pub fn resolved(s: &Scenario) {
             .unwrap_or_default(),
         h.memory_gib,
         h.memory_bw_tbps,
-        h.interconnect_gbps
+        h.interconnect_gbps,
+        h.gpus_per_node,
+        h.network_gbps
+            .map(|v| format!(", network {v} GB/s"))
+            .unwrap_or_default()
     );
-    println!("           source: {}", h.source);
-    println!(
-        "fleet      {} replica(s) × TP {} = {} GPUs, router {}",
+    outln!("           source: {}", h.source);
+    let par = &s.parallel;
+    outln!(
+        "fleet      {} replica(s) × TP {}{}{} = {} GPUs, router {}",
         f.fleet.replicas,
-        f.fleet.tensor_parallel,
+        par.tensor,
+        if par.pipeline > 1 {
+            format!(" × PP {}", par.pipeline)
+        } else {
+            String::new()
+        },
+        if par.expert > 1 {
+            format!(" (EP {})", par.expert)
+        } else {
+            String::new()
+        },
         s.gpus(),
         f.fleet.router.name()
     );
-    println!(
-        "engine     max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
-        f.engine.max_num_seqs, f.engine.max_batched_tokens, f.engine.block_size, s.max_model_len
+    if par.pipeline > 1 {
+        let layers: Vec<String> = mem.stages.iter().map(|st| st.layers.to_string()).collect();
+        outln!(
+            "           pipeline: {} stages of {} layers, {} node(s), {} cross-node hop(s); up to {} micro-batches in flight (one per stage, as vLLM)",
+            par.pipeline,
+            layers.join(" + "),
+            par.nodes(h.gpus_per_node),
+            par.cross_node_hops(h.gpus_per_node),
+            par.pipeline
+        );
+    }
+    if par.expert > 1 {
+        outln!(
+            "           expert parallel: {} groups of {} GPU(s) per stage, {} experts each; attention data-parallel over the groups; all-to-all dispatch + combine per MoE layer",
+            par.expert,
+            par.attention_tp(),
+            m.num_experts / par.expert
+        );
+    }
+    outln!(
+        "engine     policy {}, max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
+        f.engine.policy.name(),
+        f.engine.max_num_seqs,
+        f.engine.max_batched_tokens,
+        f.engine.block_size,
+        s.max_model_len
     );
-    println!("memory per GPU:");
-    println!("           device           {}", gib(mem.device_bytes));
-    println!(
+    let swap = if f.engine.preemption == sim::scenario::PreemptionMode::Swap {
+        format!(" ({} GiB host swap space per GPU)", f.engine.swap_space_gib)
+    } else {
+        String::new()
+    };
+    outln!(
+        "           preemption {}{swap}",
+        format!("{:?}", f.engine.preemption).to_lowercase()
+    );
+    if let Some(sp) = &f.engine.speculative {
+        let expected = sim::replica::speculative::Speculation::expected_tokens(
+            sp.num_draft_tokens,
+            sp.acceptance_rate,
+        );
+        let draft = match (&sp.draft_model, sp.draft_cost_fraction) {
+            (Some(m), _) => format!("model {m} (its weights and KV share the memory below)"),
+            (None, Some(fr)) => format!("head at {fr} × a target decode step"),
+            _ => String::new(),
+        };
+        outln!(
+            "           speculative decoding: k = {}, acceptance {} → {expected:.2} tokens/step expected, draft {draft}",
+            sp.num_draft_tokens,
+            sp.acceptance_rate,
+        );
+    }
+    if par.pipeline > 1 {
+        outln!(
+            "memory per GPU of stage {} ({} layers; the stage with the fewest KV blocks):",
+            mem.stage,
+            mem.stages[mem.stage as usize].layers
+        );
+    } else {
+        outln!("memory per GPU:");
+    }
+    outln!("           device           {}", gib(mem.device_bytes));
+    outln!(
         "           usable           {} (gpu_memory_utilization {})",
         gib(mem.usable_bytes),
         f.engine.gpu_memory_utilization
     );
-    println!("           weights          {}", gib(mem.weight_bytes));
-    println!("           activations      {}", gib(mem.activation_bytes));
-    println!("           runtime overhead {}", gib(mem.overhead_bytes));
-    println!("           KV cache         {}", gib(mem.kv_cache_bytes));
-    println!(
-        "KV cache   {} bytes/token/GPU → {} blocks of {} tokens per replica = {} tokens",
-        mem.kv_bytes_per_token, mem.kv_blocks, mem.block_size, mem.kv_tokens
+    outln!("           weights          {}", gib(mem.weight_bytes));
+    outln!("           activations      {}", gib(mem.activation_bytes));
+    outln!("           runtime overhead {}", gib(mem.overhead_bytes));
+    outln!("           KV cache         {}", gib(mem.kv_cache_bytes));
+    if par.pipeline > 1 {
+        for (i, st) in mem.stages.iter().enumerate() {
+            outln!(
+                "           stage {i}: {} layers, weights {}, activations {}, KV cache {} → {} blocks",
+                st.layers,
+                gib(st.weight_bytes),
+                gib(st.activation_bytes),
+                gib(st.kv_cache_bytes),
+                st.kv_blocks
+            );
+        }
+    }
+    outln!(
+        "KV cache   {} bytes/token/GPU → {} blocks of {} tokens per replica{} = {} tokens",
+        mem.kv_bytes_per_token,
+        mem.kv_blocks,
+        mem.block_size,
+        if par.expert > 1 {
+            format!(
+                " ({} groups × {}, one sequence within a group)",
+                par.expert, mem.kv_blocks_per_group
+            )
+        } else {
+            String::new()
+        },
+        mem.kv_tokens
     );
     let h = &f.horizon;
-    println!(
+    outln!(
         "horizon    {}{}",
         h.requests
             .map(|n| format!("{n} requests"))
@@ -86,28 +212,37 @@ pub fn resolved(s: &Scenario) {
             .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
             .unwrap_or_default()
     );
-    println!("workload   arrivals {:?}", f.workload.arrival);
-    println!("           prompt   {:?}", f.workload.prompt_tokens);
-    println!("           output   {:?}", f.workload.output_tokens);
+    outln!("workload   arrivals {:?}", f.workload.arrival);
+    outln!("           prompt   {:?}", f.workload.prompt_tokens);
+    outln!("           output   {:?}", f.workload.output_tokens);
     match &f.slo {
-        Some(slo) => println!(
+        Some(slo) => outln!(
             "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
-            slo.ttft_ms, slo.tpot_ms
+            slo.ttft_ms,
+            slo.tpot_ms
         ),
-        None => println!("slo        none (goodput not reported)"),
+        None => outln!("slo        none (goodput not reported)"),
     }
 }
 
 pub fn hardware_catalog() {
-    println!(
-        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  source",
-        "preset", "bf16 TF/s", "fp8 TF/s", "int8 TOPS", "mem GiB", "HBM TB/s", "link GB/s"
+    outln!(
+        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>5} {:>8}  source",
+        "preset",
+        "bf16 TF/s",
+        "fp8 TF/s",
+        "int8 TOPS",
+        "mem GiB",
+        "HBM TB/s",
+        "link GB/s",
+        "node",
+        "net GB/s"
     );
     for p in catalog::HARDWARE {
         let h = (p.spec)();
         let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_else(|| "-".into());
-        println!(
-            "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}  {}",
+        outln!(
+            "{:<10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>5} {:>8}  {}",
             p.key,
             h.bf16_tflops,
             opt(h.fp8_tflops),
@@ -115,28 +250,61 @@ pub fn hardware_catalog() {
             h.memory_gib,
             h.memory_bw_tbps,
             h.interconnect_gbps,
+            h.gpus_per_node,
+            opt(h.network_gbps),
             h.source
         );
     }
 }
 
 pub fn model_catalog() {
-    println!(
-        "{:<15} {:>8} {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  source",
-        "preset", "params", "layers", "hidden", "heads", "kv", "hdim", "inter", "context"
+    outln!(
+        "{:<15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>5} {:>6} {:>7} {:>9} {:>8}  source",
+        "preset",
+        "params",
+        "active",
+        "layers",
+        "hidden",
+        "heads",
+        "kv",
+        "hdim",
+        "inter",
+        "experts",
+        "context"
     );
     for p in catalog::MODELS {
         let m = (p.arch)();
-        println!(
-            "{:<15} {:>7.2}B {:>6} {:>7} {:>6} {:>4} {:>6} {:>7} {:>8}  {}",
+        // MLA caches one latent, not per-head K/V: show it in the KV column.
+        let kv = match m.mla() {
+            Some(_) => "MLA".to_string(),
+            None => m.num_kv_heads.to_string(),
+        };
+        let experts = if m.is_moe() {
+            format!(
+                "{}/{}{}",
+                m.experts_per_token,
+                m.num_experts,
+                if m.num_shared_experts > 0 {
+                    format!("+{}", m.num_shared_experts)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            "-".into()
+        };
+        outln!(
+            "{:<15} {:>7.2}B {:>7.2}B {:>6} {:>7} {:>6} {:>5} {:>6} {:>7} {:>9} {:>8}  {}",
             p.key,
             m.total_params() / 1e9,
+            m.active_params() / 1e9,
             m.layers,
             m.hidden_size,
             m.num_heads,
-            m.num_kv_heads,
+            kv,
             m.head_dim,
             m.intermediate_size,
+            experts,
             m.max_context,
             p.source
         );
@@ -144,27 +312,44 @@ pub fn model_catalog() {
 }
 
 fn dist_row(name: &str, d: &Dist) {
-    println!(
+    outln!(
         "  {:<12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
-        name, d.mean, d.p50, d.p90, d.p95, d.p99, d.max
+        name,
+        d.mean,
+        d.p50,
+        d.p90,
+        d.p95,
+        d.p99,
+        d.max
     );
 }
 
 /// The summary table printed by `simulate`.
 pub fn summary(s: &Scenario, sum: &Summary) {
     let c = &sum.counts;
-    println!(
-        "{} — {} on {} × {} (TP {}), {} GPUs, router {}",
+    let par = &s.parallel;
+    outln!(
+        "{} — {} on {} × {} (TP {}{}{}), {} GPUs, router {}",
         sum.scenario,
         sum.model,
         sum.replicas,
         sum.hardware,
         sum.tensor_parallel,
+        if par.pipeline > 1 {
+            format!(" × PP {}", par.pipeline)
+        } else {
+            String::new()
+        },
+        if par.expert > 1 {
+            format!(", EP {}", par.expert)
+        } else {
+            String::new()
+        },
         sum.gpus,
         sum.router
     );
-    println!("costs: {}", sum.cost_source);
-    println!(
+    outln!("costs: {}", sum.cost_source);
+    outln!(
         "simulated {:.1} s, seed {}: {} arrived, {} completed, {} rejected{}, {} in flight",
         sum.duration_s,
         sum.seed,
@@ -185,10 +370,16 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         },
         c.in_flight
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "latency ms", "mean", "p50", "p90", "p95", "p99", "max"
+        "latency ms",
+        "mean",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "max"
     );
     let l = &sum.latency;
     dist_row("queue wait", &l.queue_wait_ms);
@@ -196,9 +387,9 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     dist_row("TPOT", &l.tpot_ms);
     dist_row("ITL", &l.itl_ms);
     dist_row("E2E", &l.e2e_ms);
-    println!();
+    outln!();
     let t = &sum.throughput;
-    println!(
+    outln!(
         "throughput   {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s ({:.0} per GPU)",
         t.requests_per_s,
         t.input_tokens_per_s,
@@ -206,7 +397,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         t.output_tokens_per_s_per_gpu
     );
     if let Some(slo) = &sum.slo {
-        println!(
+        outln!(
             "SLO          TTFT ≤ {} ms & TPOT ≤ {} ms: {:.1} % met (TTFT {:.1} %, TPOT {:.1} %); goodput {:.2} req/s ({:.3} per GPU)",
             slo.ttft_ms,
             slo.tpot_ms,
@@ -218,20 +409,26 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         );
     }
     let e = &sum.engine;
-    println!(
-        "engine       {} iterations, mean batch {:.1} seqs / {:.0} tokens, busy {:.1} %",
+    outln!(
+        "engine       policy {}: {} iterations, mean batch {:.1} seqs / {:.0} tokens, busy {:.1} %{}",
+        e.policy,
         e.iterations,
         e.mean_batch_size,
         e.mean_batch_tokens,
-        e.busy_fraction * 100.0
+        e.busy_fraction * 100.0,
+        e.spec_tokens_per_step
+            .map(|t| format!(", {t:.2} tokens per speculative step"))
+            .unwrap_or_default()
     );
-    println!(
-        "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions ({} requests)",
+    outln!(
+        "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions by {} ({} swapped, {} requests)",
         sum.kv_blocks_per_replica,
         s.file.engine.block_size,
         e.kv_util_mean * 100.0,
         e.kv_util_max * 100.0,
         e.preemptions,
+        e.preemption_mode,
+        e.swap_outs,
         e.preempted_requests
     );
 }

@@ -82,12 +82,12 @@ fn sweep(
     );
     results.write(&out)?;
     if results.shard.is_some() {
-        println!(
+        outln!(
             "shard {shard}: {mine} of {} points → {}/{{sweep.json,sweep.csv}}",
             plan.points.len(),
             out.display()
         );
-        println!("when every shard is done: servesim sweep merge SHARD_DIR... --out DIR");
+        outln!("when every shard is done: servesim sweep merge SHARD_DIR... --out DIR");
         if report {
             crate::write_report(&out)?;
         }
@@ -136,7 +136,7 @@ fn finish(plan: &Plan, results: &SweepResults, out: &Path, report: bool) -> Resu
             .with_context(|| format!("cannot write {}", op_dir.display()))?;
     }
     print_decision(plan, results, &obj, &a);
-    println!(
+    outln!(
         "results: {}/{{sweep.csv,sweep.json,operating-point.json{}}}",
         out.display(),
         if a.best.is_some() {
@@ -187,7 +187,7 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
             row
         })
         .collect();
-    println!(
+    outln!(
         "Pareto front, {} vs {} ({} of {} points; * = operating point):",
         obj.cost_label(),
         obj.latency_label(),
@@ -196,20 +196,20 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
     );
     print_table(&header, &rows);
     if a.pareto_front.len() > MAX_ROWS {
-        println!(
+        outln!(
             "  … {} more front points in operating-point.json (pareto_front)",
             a.pareto_front.len() - MAX_ROWS
         );
     }
-    println!();
+    outln!();
     match a.best {
         Some(i) => {
             let e = &a.points[i];
-            println!(
+            outln!(
                 "operating point: point {i} ({})",
                 plan.describe(&plan.points[i])
             );
-            println!(
+            outln!(
                 "  {} {}, {} {}, SLO met by {:.2} % (target {:.1} %), goodput {} requests/s per GPU",
                 obj.cost_label(),
                 fmt(e.cost, obj.cost_digits()),
@@ -220,13 +220,13 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
                 fmt(e.goodput_rps_per_gpu, 3)
             );
         }
-        None => println!(
+        None => outln!(
             "no operating point: {}",
             a.note.as_deref().unwrap_or("no point meets the SLOs")
         ),
     }
     if obj.gpu_hour_usd.is_none() {
-        println!("(no price per GPU-hour stated, so no dollar figures; set gpu_hour_usd in the grid's [objective] for them)");
+        outln!("(no price per GPU-hour stated, so no dollar figures; set gpu_hour_usd in the grid's [objective] for them)");
     }
 }
 
@@ -254,7 +254,7 @@ fn print_table(header: &[String], rows: &[Vec<String>]) {
                 }
             })
             .collect();
-        println!("  {}", parts.join("  "));
+        outln!("  {}", parts.join("  "));
     };
     line(header);
     for r in rows {

@@ -146,3 +146,116 @@ fn unknown_command_line_flags_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--sed"));
 }
+
+#[test]
+fn replica_technique_keys_reject_bad_values() {
+    let t = base().replace("block_size = 16", "block_size = 16\npolicy = \"fifo\"");
+    assert_key(&t, "engine.policy", "sarathi");
+    let t = base().replace("block_size = 16", "block_size = 16\npreemption = \"kill\"");
+    assert_key(&t, "engine.preemption", "swap");
+    let t = base().replace("block_size = 16", "block_size = 16\nswap_space_gib = -1");
+    assert_key(&t, "engine.swap_space_gib", "≥ 0");
+    let t = base().replace("max_batched_tokens = 8192", "max_batched_tokens = 0");
+    assert_key(&t, "engine.max_batched_tokens", "at least 1");
+    let spec = |s: &str| {
+        base().replace(
+            "block_size = 16",
+            &format!("block_size = 16\nspeculative = {{ {s} }}"),
+        )
+    };
+    let t = spec("num_draft_tokens = 0, acceptance_rate = 0.5, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.num_draft_tokens", "1..=16");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 1.0, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.acceptance_rate", "[0, 1)");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = -0.1, draft_cost_fraction = 0.1");
+    assert_key(&t, "engine.speculative.acceptance_rate", "[0, 1)");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5");
+    assert_key(&t, "engine.speculative", "exactly one");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5, draft_model = \"tiny\"");
+    assert_key(&t, "engine.speculative.draft_model", "llama-3.2-1b");
+    let t = spec("num_draft_tokens = 4, acceptance_rate = 0.5, draft_cost_fraction = 0");
+    assert_key(&t, "engine.speculative.draft_cost_fraction", "(0, 1]");
+}
+
+#[test]
+fn prefix_structure_keys_reject_bad_values() {
+    let add = |s: &str| base().replace("[slo]", &format!("{s}\n[slo]"));
+    let t = add("shared_prefix = { variants = 0, tokens = 512 }");
+    assert_key(&t, "workload.shared_prefix.variants", "at least 1");
+    let t = add("shared_prefix = { variants = 4, tokens = 512, zipf_exponent = -1 }");
+    assert_key(&t, "workload.shared_prefix.zipf_exponent", "≥ 0");
+    let t = add("conversation = { turns = { dist = \"fixed\", value = 3 }, think_time_s = -2, follow_up_tokens = { dist = \"fixed\", value = 9 } }");
+    assert_key(&t, "workload.conversation.think_time_s", "≥ 0");
+    let t = base().replace(
+        "block_size = 16",
+        "block_size = 16\npinned_prefix_blocks = 64",
+    );
+    assert_key(&t, "engine.pinned_prefix_blocks", "prefix_caching = true");
+    let t = base().replace(
+        "block_size = 16",
+        "block_size = 16\nprefix_caching = true\npinned_prefix_blocks = 100000000",
+    );
+    assert_key(&t, "engine.pinned_prefix_blocks", "pin fewer");
+}
+
+#[test]
+fn parallel_layouts_that_cannot_work_are_rejected() {
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipeline_parallel = 0",
+    );
+    assert_key(&t, "fleet.pipeline_parallel", "at least 1");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipeline_parallel = 33",
+    );
+    assert_key(&t, "fleet.pipeline_parallel", "32 layers");
+    let t = base().replace("tensor_parallel = 1", "tensor_parallel = 16");
+    assert_key(&t, "fleet.tensor_parallel", "8 GPUs of one H100-SXM node");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 2\nexpert_parallel = 2",
+    );
+    assert_key(&t, "fleet.expert_parallel", "dense model");
+    let mixtral = base().replace("\"llama-3.1-8b\"", "\"mixtral-8x7b\"");
+    let t = mixtral.replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 4\nexpert_parallel = 8",
+    );
+    assert_key(
+        &t,
+        "fleet.expert_parallel",
+        "must divide tensor_parallel = 4",
+    );
+    let t = base()
+        .replace("\"llama-3.1-8b\"", "\"llama-3.1-70b\"")
+        .replace("\"h100-sxm\"", "\"l4\"")
+        .replace(
+            "tensor_parallel = 1",
+            "tensor_parallel = 8\npipeline_parallel = 4",
+        );
+    assert_key(&t, "fleet.pipeline_parallel", "no scale-out network");
+    let t = base().replace(
+        "tensor_parallel = 1",
+        "tensor_parallel = 1\npipline_parallel = 2",
+    );
+    assert_key(&t, "fleet.pipline_parallel", "pipeline_parallel");
+}
+
+#[test]
+fn inline_moe_architecture_errors_name_the_key() {
+    let arch = "[model.architecture]\nlayers = 4\nhidden_size = 1024\nnum_heads = 8\nnum_kv_heads = 8\nhead_dim = 128\nintermediate_size = 4096\nvocab_size = 32000\nmax_context = 8192\nnum_experts = 8\nexperts_per_token = 9\n";
+    let t = base()
+        .replace("preset = \"llama-3.1-8b\"\n", "")
+        .replace("[hardware]", &format!("{arch}\n[hardware]"));
+    assert_key(
+        &t,
+        "model.architecture.experts_per_token",
+        "between 1 and num_experts (8)",
+    );
+    let t = t.replace(
+        "experts_per_token = 9",
+        "experts_per_token = 2\nkv_lora_rank = 512",
+    );
+    assert_key(&t, "model.architecture.qk_nope_head_dim", "kv_lora_rank");
+}

@@ -81,3 +81,21 @@ fn default_output_folder_is_out_slash_name() {
     // Not a terminal: no progress bar escape codes on stderr.
     assert!(!stderr(&o).contains('\u{1b}'));
 }
+
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    use std::process::Stdio;
+    let p = repo().join("scenarios/quickstart.toml");
+    for args in [vec!["catalog"], vec!["check", p.to_str().unwrap()]] {
+        let mut child = bin()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away, like `| head -0`
+        let o = child.wait_with_output().unwrap();
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+    }
+}

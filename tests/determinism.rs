@@ -53,3 +53,29 @@ fn json_flag_prints_the_summary() {
         read(&tmp.path().join("o/summary.json")).trim()
     );
 }
+
+#[test]
+fn every_example_scenario_is_deterministic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(repo().join("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        let (a, b) = (
+            tmp.path().join(format!("{name}-a")),
+            tmp.path().join(format!("{name}-b")),
+        );
+        simulate(&f, &a, &[]);
+        simulate(&f, &b, &[]);
+        for out in ["summary.json", "requests.csv", "timeseries.csv"] {
+            assert!(
+                read(&a.join(out)) == read(&b.join(out)),
+                "{name}: {out} differs between runs"
+            );
+        }
+    }
+}

@@ -89,3 +89,55 @@ fn quickstart_meets_its_slos_with_headroom() {
     // Loaded, not idle: batches of tens of sequences.
     assert!(s["engine"]["mean_batch_size"].as_f64().unwrap() > 20.0);
 }
+
+fn summary_of(name: &str, out: &std::path::Path) -> serde_json::Value {
+    simulate(&repo().join(format!("scenarios/{name}.toml")), out, &[]);
+    serde_json::from_str(&read(&out.join("summary.json"))).unwrap()
+}
+
+#[test]
+fn fp8_twin_of_the_70b_example_holds_more_tokens_and_decodes_faster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bf16 = summary_of("llama70b-tp4", &tmp.path().join("bf16"));
+    let fp8 = summary_of("llama70b-fp8", &tmp.path().join("fp8"));
+    let blocks = |s: &serde_json::Value| s["kv_blocks_per_replica"].as_f64().unwrap();
+    // Half the weight bytes free ~16 GiB per GPU, and half the bytes per token
+    // double what fits: 30 955 → 88 022 blocks.
+    assert!(
+        blocks(&fp8) > 2.8 * blocks(&bf16),
+        "{} {}",
+        blocks(&fp8),
+        blocks(&bf16)
+    );
+    let tpot = |s: &serde_json::Value| s["latency"]["tpot_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        tpot(&fp8) < 0.5 * tpot(&bf16),
+        "{} {}",
+        tpot(&fp8),
+        tpot(&bf16)
+    );
+    assert_eq!(fp8["counts"]["completed"], bf16["counts"]["completed"]);
+}
+
+#[test]
+fn pipeline_and_expert_parallel_examples_show_their_layout() {
+    let check = |name: &str| {
+        let o = run(&["check", &format!("scenarios/{name}.toml")]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let pp = check("llama405b-pp2");
+    assert!(pp.contains("TP 8 × PP 2 = 16 GPUs"), "{pp}");
+    assert!(pp.contains("2 stages of 63 + 63 layers"), "{pp}");
+    assert!(pp.contains("stage 1: 63 layers"), "{pp}");
+    let ep = check("deepseek-v3-ep8");
+    assert!(ep.contains("(37.55B active)"), "{ep}");
+    assert!(
+        ep.contains("8 groups of 1 GPU(s) per stage, 32 experts each"),
+        "{ep}"
+    );
+    assert!(ep.contains("70272 bytes/token/GPU"), "{ep}");
+    let tmp = tempfile::tempdir().unwrap();
+    let s = summary_of("llama405b-pp2", tmp.path());
+    assert_eq!(s["gpus"], 16);
+}

@@ -67,11 +67,12 @@ fn example_grid_is_identical_at_one_and_two_threads() {
     let csv = read(&a.join("sweep.csv"));
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     assert_eq!(
-        header[..4],
+        header[..5],
         [
             "point",
-            "fleet.replicas",
+            "engine.policy",
             "engine.max_batched_tokens",
+            "fleet.replicas",
             "offered_rps"
         ]
     );
@@ -83,11 +84,14 @@ fn example_grid_is_identical_at_one_and_two_threads() {
     ] {
         assert!(header.contains(&col), "{col} missing from {header:?}");
     }
-    assert_eq!(csv.lines().count(), 1 + 10);
+    assert_eq!(csv.lines().count(), 1 + 20);
     let j: serde_json::Value = serde_json::from_str(&read(&a.join("sweep.json"))).unwrap();
-    assert_eq!(j["points"].as_array().unwrap().len(), 10);
-    assert_eq!(j["points"][9]["values"], serde_json::json!([6, 8192]));
-    assert_eq!(j["points"][9]["summary"]["replicas"], 6);
+    assert_eq!(j["points"].as_array().unwrap().len(), 20);
+    assert_eq!(
+        j["points"][19]["values"],
+        serde_json::json!(["sarathi", 8192, 6])
+    );
+    assert_eq!(j["points"][19]["summary"]["replicas"], 6);
     // The operating point was rerun in full and is one of the points.
     let op: serde_json::Value =
         serde_json::from_str(&read(&a.join("operating-point.json"))).unwrap();
@@ -201,12 +205,18 @@ fn sweep_error(grid_text: &str) -> (String, String) {
 
 #[test]
 fn unknown_key_paths_and_wrong_types_fail_before_running() {
-    let (e, g) = sweep_error("[axes]\n\"engine.policy\" = [\"vllm\", \"sarathi\"]\n");
+    let (e, g) = sweep_error("[axes]\n\"engine.polcy\" = [\"vllm\", \"sarathi\"]\n");
     assert!(
-        e.starts_with(&format!("error: {g}: axes.engine.policy = \"vllm\": ")),
+        e.starts_with(&format!("error: {g}: axes.engine.polcy = \"vllm\": ")),
         "{e}"
     );
-    assert!(e.contains("engine.policy: unknown field `policy`"), "{e}");
+    assert!(e.contains("engine.polcy: unknown field `polcy`"), "{e}");
+    assert!(e.contains("`policy`"), "lists the known keys: {e}");
+    let (e, _) = sweep_error("[axes]\n\"engine.policy\" = [\"vllm\", \"fcfs\"]\n");
+    assert!(
+        e.contains("axes.engine.policy = \"fcfs\"") && e.contains("sarathi"),
+        "{e}"
+    );
     let (e, g) = sweep_error("[axes]\n\"fleet.replicas\" = [2, \"four\"]\n");
     assert!(
         e.starts_with(&format!("error: {g}: axes.fleet.replicas = \"four\": ")),

@@ -113,8 +113,14 @@ fn render(c: &Chart, dir: &Path) -> Result<Rendered, String> {
 
 /// "quickstart: Llama-3.1-8B on 4 × H100-SXM (TP 1, 4 GPUs), router …".
 pub fn describe(s: &Value) -> String {
+    let policy = text(s, "engine.policy");
+    let policy = if policy.is_empty() {
+        policy
+    } else {
+        format!(", batch policy {policy}")
+    };
     format!(
-        "{}: {} on {} × {} (TP {}, {} GPUs), router {}, seed {}; {:.1} s simulated.",
+        "{}: {} on {} × {} (TP {}, {} GPUs), router {}{policy}, seed {}; {:.1} s simulated.",
         text(s, "scenario"),
         text(s, "model"),
         text(s, "replicas"),

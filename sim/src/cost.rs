@@ -1,19 +1,24 @@
 //! Iteration cost models: how long one replica iteration takes for a batch.
 //!
-//! The iteration formula (DESIGN.md, "Cost model"):
+//! The iteration formula (DESIGN.md, "Cost model"), for one pipeline stage
+//! holding every layer:
 //!
 //! ```text
-//! T = t_step + t_seq·seqs + layers·( t_dense(N) + t_attn_prefill(Σ n_i(c_i + n_i/2))
-//!                                    + t_attn_decode(Σ l_j) + t_comm(N) ) + t_lm_head(seqs)
+//! T = t_step + t_seq·seqs + Σ_layers ( t_mlp(N) + t_attn_prefill(Σ n_i(c_i + n_i/2))
+//!                                      + t_attn_decode(Σ l_j) + t_comm(N) ) + t_lm_head(seqs)
 //! ```
 //!
 //! [`Roofline`] prices each term from the catalog as the larger of compute time
 //! (FLOPs over peak × efficiency) and memory time (bytes over bandwidth ×
 //! efficiency), the roofline model of Williams et al. (CACM 2009) as applied to
 //! LLM inference by LLM-Viewer (Yuan et al. 2024) and Vidur's analytical mode.
+//! Mixture-of-experts layers, latent attention, expert parallelism and
+//! pipeline stages extend the terms as documented on [`Roofline`].
 
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
+use crate::parallel::{self, Parallelism};
+use crate::scenario::Scenario;
 use crate::time::Nanos;
 
 /// The shape of one iteration's batch, aggregated: what every cost term needs
@@ -32,6 +37,13 @@ pub struct BatchShape {
     pub decode_seqs: u32,
     /// Σ l_j: context tokens decode attention reads.
     pub decode_context_tokens: u64,
+    /// Speculative verification: tokens beyond one per decoding sequence that
+    /// pass through the dense layers and the LM head (the k drafts each).
+    pub verify_extra_tokens: u64,
+    /// KV bytes per GPU copied over PCIe this iteration (swap out + swap in).
+    pub swap_bytes: f64,
+    /// Σ context of speculatively verifying sequences (what their drafts read).
+    pub verify_context_tokens: u64,
 }
 
 impl BatchShape {
@@ -52,9 +64,27 @@ impl BatchShape {
         self.decode_context_tokens += context;
     }
 
+    /// Adds one decoding sequence verifying `drafts` speculative tokens on a
+    /// context of `context` tokens: 1 + drafts queries attend causally to the
+    /// cache, like a short prefill chunk (Leviathan et al. 2023).
+    #[inline]
+    pub fn add_verify(&mut self, drafts: u64, context: u64) {
+        let q = (1 + drafts) as f64;
+        self.decode_seqs += 1;
+        self.verify_extra_tokens += drafts;
+        self.prefill_attn_pairs += q * (context as f64 + q / 2.0);
+        self.prefill_kv_tokens += context + 1 + drafts;
+        self.verify_context_tokens += context;
+    }
+
     /// Tokens through the dense layers.
     pub fn tokens(&self) -> u64 {
-        self.prefill_tokens + self.decode_seqs as u64
+        self.prefill_tokens + self.decode_seqs as u64 + self.verify_extra_tokens
+    }
+
+    /// Rows of logits computed (one per sampled position).
+    pub fn logit_rows(&self) -> u64 {
+        self.seqs() as u64 + self.verify_extra_tokens
     }
 
     pub fn seqs(&self) -> u32 {
@@ -91,36 +121,104 @@ pub const DECODE_ATTENTION_BW_EFFICIENCY: f64 = 0.7;
 /// Ring all-reduce reaches ~80 % of link bandwidth in nccl-tests "busbw" for
 /// the 1–64 MB messages of tensor-parallel activations.
 pub const ALLREDUCE_BW_EFFICIENCY: f64 = 0.8;
+/// Point-to-point send/recv of pipeline activations: taken equal to the
+/// all-reduce figure (a single large message over one link).
+pub const SEND_RECV_BW_EFFICIENCY: f64 = ALLREDUCE_BW_EFFICIENCY;
+/// MoE dispatch/combine all-to-all: DeepEP (deepseek-ai/DeepEP README) moves
+/// 153 GB/s (dispatch) and 158 GB/s (combine) per GPU between 8 H800s, whose
+/// NVLink carries 200 GB/s per direction: ~0.77.
+pub const ALL_TO_ALL_BW_EFFICIENCY: f64 = 0.75;
 /// CPU-side cost of one engine step (scheduling, input preparation, sampling,
 /// CUDA-graph launch) in an optimized engine: ~0.5 ms in vLLM v1 profiles.
 pub const STEP_OVERHEAD_NS: Nanos = 500_000;
 /// Per-sequence bookkeeping (block tables, detokenization, output processing).
 pub const SEQ_OVERHEAD_NS: Nanos = 5_000;
 
-/// The analytical roofline cost model over catalog figures.
+/// The analytical roofline cost model over catalog figures. Everything that
+/// depends only on the model, the hardware and the layout is computed once in
+/// [`Roofline::with_parallelism`]; [`Roofline::iteration_secs`] does a few
+/// dozen float operations and allocates nothing.
+///
+/// - **Quantization.** Linear layers stream `weight_dtype` bytes (int4 with
+///   its group scales) and multiply at that dtype's peak where the chip has
+///   units for it (FP8 on H100/H200/B200/L40S/L4/MI300X, INT8 nearly
+///   everywhere); weight-only formats dequantize to BF16 first (Marlin/AWQ
+///   kernels), so int4 — and fp8 on A100 — compute at the BF16 rate. The
+///   LM head stays in BF16 as in quantized checkpoints. The KV dtype sets the
+///   bytes attention reads; attention itself computes in BF16.
+/// - **Tensor parallelism** (Megatron-LM): weights and heads split over the
+///   group; two ring all-reduces per layer of N·hidden·2 bytes, each
+///   2(TP−1)/TP of it over the link plus the link latency.
+/// - **Mixture of experts** (GShard; Mixtral; DeepSeekMoE): an MoE layer runs
+///   attention, the router, the shared experts and each token's k routed
+///   experts, so compute scales with active parameters. Its weight reads
+///   scale with the experts a batch touches: with B tokens routed top-k
+///   uniformly over E experts, an expert is missed by all of them with
+///   probability (1 − k/E)^B, so E·(1 − (1 − k/E)^B) distinct experts are
+///   read; memory-bound small batches read only those.
+/// - **Latent attention** (DeepSeek-V2 MLA): attention FLOPs per query–key
+///   pair and KV bytes per token come from the model
+///   ([`ModelArch::attention_flops_per_pair`], [`ModelArch::kv_elems_per_token_layer`]);
+///   the latent is whole on every GPU of a group.
+/// - **Expert parallelism** (GShard, DeepSpeed-MoE; see `parallel`): EP groups
+///   each run their share of the batch through attention, dense MLPs and
+///   shared experts; routed experts see every group's tokens. Per MoE layer,
+///   a dispatch and a combine all-to-all each move a GPU's tokens × k ×
+///   hidden × 2 bytes, (EP−1)/EP of them to other groups, plus the latency.
+/// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
     hw_name: String,
-    layers: f64,
-    tp: f64,
+    hw_source: String,
     hidden: f64,
-    /// Matrix parameters of one layer on one GPU.
+    /// Pipeline stages S.
+    stages: f64,
+    /// One stage and one expert-parallel group: no micro-batching to price.
+    single_group: bool,
+    /// Expert-parallel (attention data-parallel) groups, and GPUs per group.
+    dp: f64,
+    tp: f64,
+    /// Dense-MLP and MoE layers over all stages.
+    dense_layers: f64,
+    moe_layers: f64,
+    /// Distinct stage shapes: (dense layers, MoE layers, holds the LM head).
+    stage_shapes: Vec<(f64, f64, bool)>,
+    /// Matrix parameters of one dense layer on one GPU.
     layer_params: f64,
+    /// Per GPU, one MoE layer: attention + shared experts; the router; one
+    /// routed expert's share.
+    moe_fixed_params: f64,
+    router_params: f64,
+    expert_params: f64,
+    experts: f64,
+    experts_per_token: f64,
+    /// ln(1 − k/E): an expert is missed by B tokens with probability exp(B·this).
+    ln_expert_miss: f64,
     weight_bytes_per_param: f64,
+    unquantized_bytes_per_param: f64,
     /// LM head parameters on one GPU.
     lm_head_params: f64,
-    /// Attention FLOPs per query–key pair per layer per GPU (QKᵀ and PV).
-    attn_flops_per_pair: f64,
+    /// Attention FLOPs per query–key pair per layer per GPU, by phase.
+    attn_prefill_flops_per_pair: f64,
+    attn_decode_flops_per_pair: f64,
     /// KV bytes per token per layer per GPU.
     kv_bytes_per_token_layer: f64,
     gemm_flops: f64,
+    lm_head_flops: f64,
     attn_flops: f64,
     mem_bw: f64,
     link_bw: f64,
     link_latency_s: f64,
+    /// Host link bandwidth (KV swapping), bytes/s.
+    pcie_bw: f64,
+    all_to_all_bw: f64,
+    /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
+    hop_secs_per_byte: f64,
+    hop_latency_s: f64,
 }
 
 impl Roofline {
+    /// A replica of `tensor_parallel` GPUs (one stage, no expert parallelism).
     pub fn new(
         model: &ModelArch,
         hw: &HardwareSpec,
@@ -128,31 +226,101 @@ impl Roofline {
         kv_dtype: Dtype,
         tensor_parallel: u32,
     ) -> Roofline {
-        let tp = tensor_parallel as f64;
-        let heads_per_gpu = model.num_heads as f64 / tp;
-        let kv_heads_per_gpu = (model.num_kv_heads as f64 / tp).ceil();
+        Self::with_parallelism(
+            model,
+            hw,
+            weight_dtype,
+            kv_dtype,
+            &Parallelism::tensor(tensor_parallel),
+        )
+    }
+
+    /// The roofline of a validated scenario's replicas.
+    pub fn for_scenario(s: &Scenario) -> Roofline {
+        Self::with_parallelism(
+            &s.model,
+            &s.hardware,
+            s.weight_dtype,
+            s.kv_dtype,
+            &s.parallel,
+        )
+    }
+
+    /// A replica laid out as `par` (validated by [`Parallelism::validate`]).
+    pub fn with_parallelism(
+        model: &ModelArch,
+        hw: &HardwareSpec,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        par: &Parallelism,
+    ) -> Roofline {
+        let atp = par.attention_tp();
+        let tp = atp as f64;
+        let stages = parallel::stages(model, par.pipeline);
+        let mut stage_shapes: Vec<(f64, f64, bool)> = Vec::new();
+        for st in &stages {
+            let shape = (st.dense_layers as f64, st.moe_layers as f64, st.lm_head);
+            if !stage_shapes.contains(&shape) {
+                stage_shapes.push(shape);
+            }
+        }
+        let cross = par.cross_node_hops(hw.gpus_per_node) as f64;
+        let intra = par.pipeline.saturating_sub(1) as f64 - cross;
+        let nvlink_bw = hw.interconnect_bytes_per_s() * SEND_RECV_BW_EFFICIENCY;
+        let (net_bw, net_latency) = match (hw.network_gbps, hw.network_latency_us) {
+            (Some(bw), Some(lat)) => (bw * 1e9 * SEND_RECV_BW_EFFICIENCY, lat * 1e-6),
+            // Validation refuses cross-node replicas without a network.
+            _ => (nvlink_bw, hw.interconnect_latency_us * 1e-6),
+        };
+        let hop_secs_per_byte = intra / nvlink_bw + if cross > 0.0 { cross / net_bw } else { 0.0 };
+        let hop_latency_s = intra * hw.interconnect_latency_us * 1e-6 + cross * net_latency;
+
+        let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
+        let unquantized = weight_dtype.unquantized_part();
         Roofline {
             hw_name: hw.name.clone(),
-            layers: model.layers as f64,
-            tp,
+            hw_source: hw.source.clone(),
             hidden: model.hidden_size as f64,
-            layer_params: model.layer_matrix_params() / tp,
-            weight_bytes_per_param: weight_dtype.bytes(),
+            stages: par.pipeline as f64,
+            single_group: par.pipeline == 1 && par.attention_dp() == 1,
+            dp: par.attention_dp() as f64,
+            tp,
+            dense_layers: model.dense_layers() as f64,
+            moe_layers: model.moe_layers() as f64,
+            stage_shapes,
+            layer_params: model.dense_layer_params_per_gpu(atp),
+            moe_fixed_params: model.attention_params_per_gpu(atp)
+                + model.num_shared_experts as f64 * model.expert_params() / tp,
+            router_params: model.router_params(),
+            expert_params: model.expert_params() / par.tensor.max(1) as f64,
+            experts,
+            experts_per_token: k,
+            ln_expert_miss: if experts > 0.0 {
+                (1.0 - k / experts).ln()
+            } else {
+                0.0
+            },
+            weight_bytes_per_param: weight_dtype.weight_bytes(),
+            unquantized_bytes_per_param: unquantized.bytes(),
             lm_head_params: model.vocab_size as f64 * model.hidden_size as f64 / tp,
-            attn_flops_per_pair: 4.0 * heads_per_gpu * model.head_dim as f64,
-            kv_bytes_per_token_layer: 2.0
-                * kv_heads_per_gpu
-                * model.head_dim as f64
-                * kv_dtype.bytes(),
+            attn_prefill_flops_per_pair: model.attention_flops_per_pair(false) / tp,
+            attn_decode_flops_per_pair: model.attention_flops_per_pair(true) / tp,
+            kv_bytes_per_token_layer: model.kv_elems_per_token_layer(atp) * kv_dtype.bytes(),
             gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
+            lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
             link_bw: hw.interconnect_bytes_per_s() * ALLREDUCE_BW_EFFICIENCY,
             link_latency_s: hw.interconnect_latency_us * 1e-6,
+            pcie_bw: hw.pcie_gbps * 1e9,
+            all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
+            hop_secs_per_byte,
+            hop_latency_s,
         }
     }
 
-    /// Dense (GEMM) time of one layer for `tokens` tokens, seconds.
+    /// Dense-layer matrices (attention projections + MLP) for `tokens`
+    /// tokens on one GPU, seconds.
     fn dense(&self, tokens: f64) -> f64 {
         let flops = 2.0 * tokens * self.layer_params;
         let bytes = self.layer_params * self.weight_bytes_per_param
@@ -160,11 +328,31 @@ impl Roofline {
         (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
     }
 
+    /// Expected distinct experts `tokens` top-k-routed tokens touch.
+    #[inline]
+    fn experts_touched(&self, tokens: f64) -> f64 {
+        self.experts * (1.0 - (tokens * self.ln_expert_miss).exp())
+    }
+
+    /// MoE-layer matrices on one GPU: attention, shared experts and router for
+    /// the group's `tokens`; routed experts for `routed` tokens (every group's),
+    /// reading only the experts they touch. Seconds.
+    fn moe(&self, tokens: f64, routed: f64) -> f64 {
+        let expert_copies = routed * self.experts_per_token;
+        let flops = 2.0 * tokens * (self.moe_fixed_params + self.router_params)
+            + 2.0 * expert_copies * self.expert_params;
+        let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
+            * self.weight_bytes_per_param
+            + self.router_params * self.unquantized_bytes_per_param
+            + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
+        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+    }
+
     fn attn_prefill(&self, b: &BatchShape) -> f64 {
-        if b.prefill_seqs == 0 {
+        if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
-        let flops = self.attn_flops_per_pair * b.prefill_attn_pairs;
+        let flops = self.attn_prefill_flops_per_pair * b.prefill_attn_pairs;
         let bytes = b.prefill_kv_tokens as f64 * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
     }
@@ -174,34 +362,143 @@ impl Roofline {
             return 0.0;
         }
         let ctx = b.decode_context_tokens as f64;
-        let flops = self.attn_flops_per_pair * ctx;
+        let flops = self.attn_decode_flops_per_pair * ctx;
         let bytes = ctx * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY))
     }
 
-    /// Two ring all-reduces per layer (after attention and after the MLP),
-    /// Megatron-style tensor parallelism (Shoeybi et al. 2019).
-    fn comm(&self, tokens: f64) -> f64 {
+    /// One ring all-reduce of `tokens` hidden states over the group
+    /// (Megatron-style tensor parallelism, Shoeybi et al. 2019): 2(g−1)/g of
+    /// the bytes over the link, plus its latency.
+    #[inline]
+    fn allreduce(&self, tokens: f64) -> f64 {
         if self.tp <= 1.0 {
             return 0.0;
         }
         let bytes = tokens * self.hidden * ACTIVATION_BYTES;
         let ring = 2.0 * (self.tp - 1.0) / self.tp * bytes / self.link_bw;
-        2.0 * (ring + self.link_latency_s)
+        ring + self.link_latency_s
+    }
+
+    /// A dense layer's communication: all-reduces after attention and after the MLP.
+    fn comm(&self, tokens: f64) -> f64 {
+        if self.tp <= 1.0 {
+            return 0.0;
+        }
+        2.0 * self.allreduce(tokens)
+    }
+
+    /// An MoE layer's communication. Without expert parallelism, the same two
+    /// all-reduces as a dense layer (experts are tensor-sliced). With it, the
+    /// attention all-reduce inside the group, a dispatch and a combine
+    /// all-to-all (GShard), and an all-reduce of the group's expert outputs
+    /// when its experts are split over more than one GPU.
+    fn moe_comm(&self, tokens: f64) -> f64 {
+        if self.dp <= 1.0 {
+            return self.comm(tokens);
+        }
+        let per_gpu = tokens / self.tp;
+        let bytes =
+            per_gpu * self.experts_per_token * self.hidden * ACTIVATION_BYTES * (self.dp - 1.0)
+                / self.dp;
+        let all_to_all = bytes / self.all_to_all_bw + self.link_latency_s;
+        self.allreduce(tokens) + 2.0 * all_to_all + self.allreduce(tokens * self.experts_per_token)
     }
 
     fn lm_head(&self, sampled: f64) -> f64 {
         let flops = 2.0 * sampled * self.lm_head_params;
-        let bytes = self.lm_head_params * self.weight_bytes_per_param;
-        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+        let bytes = self.lm_head_params * self.unquantized_bytes_per_param;
+        (flops / self.lm_head_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+    }
+
+    /// Micro-batches the pipeline runs the batch as: one per virtual engine
+    /// with work, at most one per stage (see [`Roofline::iteration_secs`]).
+    pub fn micro_batches(&self, b: &BatchShape) -> u32 {
+        let seqs = (b.seqs() as f64).max(1.0);
+        let per_group = seqs / self.dp.min(seqs);
+        self.stages.min(per_group.ceil()) as u32
     }
 
     /// The iteration time in seconds (before rounding to the clock).
+    ///
+    /// **Pipeline parallelism.** vLLM keeps S batches in flight for S stages
+    /// (`max_concurrent_batches` = pipeline_parallel_size in vLLM V1's
+    /// `EngineCore` batch queue; S "virtual engines" in V0), so we run the
+    /// replica's batch as m = min(S, seqs) micro-batches of 1/m of its work.
+    /// A micro-batch passes every stage and S − 1 send/recv hops of
+    /// N/m · hidden · 2 bytes (over NVLink within a node, the network
+    /// between nodes, each with its latency); it must come back to be
+    /// scheduled again, so each sequence advances one token per round trip
+    ///
+    /// ```text
+    /// T = max( Σ_stages t_stage(N/m) + Σ_hops t_hop,   m · max_stage t_stage(N/m) )
+    /// ```
+    ///
+    /// (the second term: the slowest stage must run all m micro-batches).
+    /// GPipe's synchronous schedule, (m + S − 1) · t_stage per batch, pays the
+    /// fill-and-drain bubble of S − 1 stage times on every iteration; with
+    /// virtual engines the next round's micro-batch j enters stage 0 as soon
+    /// as its previous round left the last stage, so the bubble appears only
+    /// when fewer than S micro-batches exist (m < S: stages idle (S − m)/S of
+    /// the time). At m = 1 both give S · t_stage. Decode weight reads repeat
+    /// per micro-batch, so PP raises throughput per GPU, not per-token speed.
+    #[inline]
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
-        let n = b.tokens() as f64;
-        let per_layer = self.dense(n) + self.attn_prefill(b) + self.attn_decode(b) + self.comm(n);
-        let fixed = (STEP_OVERHEAD_NS + SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9;
-        fixed + self.layers * per_layer + self.lm_head(b.seqs() as f64)
+        STEP_OVERHEAD_NS as f64 * 1e-9 + self.forward_secs(b)
+    }
+
+    /// One forward pass without the engine's per-step overhead (a draft
+    /// model's steps run inside the target's engine step), plus the PCIe
+    /// time of KV swapped in or out, seconds.
+    pub fn forward_secs(&self, b: &BatchShape) -> f64 {
+        let fixed = (SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9 + b.swap_bytes / self.pcie_bw;
+        let logit_rows = b.logit_rows() as f64;
+        if self.single_group {
+            // One stage, one group: the whole batch is one micro-batch.
+            let n = b.tokens() as f64;
+            let attn_prefill = self.attn_prefill(b);
+            let attn_decode = self.attn_decode(b);
+            let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+            let mut layers = self.dense_layers * per_dense;
+            if self.moe_layers > 0.0 {
+                let per_moe = self.moe(n, n) + attn_prefill + attn_decode + self.moe_comm(n);
+                layers += self.moe_layers * per_moe;
+            }
+            return fixed + layers + self.lm_head(logit_rows);
+        }
+        let seqs = (b.seqs() as f64).max(1.0);
+        // Groups with work, micro-batches per group, and their product: the
+        // batch's share one group's micro-batch carries.
+        let dp = self.dp.min(seqs);
+        let m = self.stages.min((seqs / dp).ceil());
+        let share = dp * m;
+        let n = b.tokens() as f64 / share;
+        let attn_prefill = self.attn_prefill(b) / share;
+        let attn_decode = self.attn_decode(b) / share;
+        let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+        let per_moe = if self.moe_layers > 0.0 {
+            self.moe(n, n * dp) + attn_prefill + attn_decode + self.moe_comm(n)
+        } else {
+            0.0
+        };
+        let lm_head = self.lm_head(logit_rows.max(1.0) / share);
+        let mut layers = self.dense_layers * per_dense;
+        if self.moe_layers > 0.0 {
+            layers += self.moe_layers * per_moe;
+        }
+        if self.stages <= 1.0 {
+            return fixed + layers + lm_head;
+        }
+        let round_trip = layers
+            + lm_head
+            + n * self.hidden * ACTIVATION_BYTES * self.hop_secs_per_byte
+            + self.hop_latency_s;
+        let slowest = self
+            .stage_shapes
+            .iter()
+            .map(|&(d, e, last)| d * per_dense + e * per_moe + if last { lm_head } else { 0.0 })
+            .fold(0.0, f64::max);
+        fixed + round_trip.max(m * slowest)
     }
 }
 
@@ -214,7 +511,10 @@ impl CostModel for Roofline {
     }
 
     fn source(&self) -> String {
-        format!("roofline over the {} datasheet (catalog)", self.hw_name)
+        format!(
+            "roofline over the {} spec: {}",
+            self.hw_name, self.hw_source
+        )
     }
 }
 
@@ -271,5 +571,238 @@ mod tests {
         let r8 = roofline("llama-3.1-70b", "h100-sxm", 8);
         assert!(r8.iteration_time(&decode_batch(1, 512)) < r.iteration_time(&decode_batch(1, 512)));
         assert_eq!(r.iteration_time(&BatchShape::default()), 0);
+    }
+
+    fn roofline_par(model: &str, hw: &str, par: Parallelism, w: Dtype, kv: Dtype) -> Roofline {
+        let (m, _) = catalog::model(model).unwrap();
+        let h = catalog::hardware(hw).unwrap();
+        par.validate(&m, &h).unwrap();
+        Roofline::with_parallelism(&m, &h, w, kv, &par)
+    }
+
+    fn ms(r: &Roofline, b: &BatchShape) -> f64 {
+        r.iteration_time(b) as f64 / 1e6
+    }
+
+    fn prefill(tokens: u64) -> BatchShape {
+        let mut b = BatchShape::default();
+        b.add_prefill(tokens, 0);
+        b
+    }
+
+    /// Issue 4's quantization figures: Llama-3.1-70B on 4 × H100 (TP 4) and
+    /// 2 × H200 (TP 2) with bf16 or fp8 weights and bf16 or fp8 KV cache. Run
+    /// with `cargo test -p servesim-sim quantization -- --nocapture` to see the table.
+    #[test]
+    fn quantization_capacity_and_decode_speed_on_llama_70b() {
+        use crate::catalog::GIB;
+        use crate::memory::MemoryPlan;
+        use crate::scenario::EngineCfg;
+        let (m, _) = catalog::model("llama-3.1-70b").unwrap();
+        let combos = [
+            (Dtype::Bf16, Dtype::Bf16),
+            (Dtype::Fp8, Dtype::Bf16),
+            (Dtype::Bf16, Dtype::Fp8),
+            (Dtype::Fp8, Dtype::Fp8),
+            (Dtype::Int4, Dtype::Bf16),
+        ];
+        eprintln!(
+            "GPUs       weights KV     weights/GPU  KV tokens  decode ms: b1  b64@2k  b256@2k"
+        );
+        for (hw, tp) in [("h100-sxm", 4), ("h200", 2)] {
+            let h = catalog::hardware(hw).unwrap();
+            let par = Parallelism::tensor(tp);
+            let rows: Vec<(u64, f64, f64, f64, f64)> = combos
+                .iter()
+                .map(|&(w, kv)| {
+                    let plan = MemoryPlan::new(&m, &h, w, kv, &par, &EngineCfg::default());
+                    let r = Roofline::with_parallelism(&m, &h, w, kv, &par);
+                    let row = (
+                        plan.kv_tokens,
+                        plan.weight_bytes / GIB,
+                        ms(&r, &decode_batch(1, 2048)),
+                        ms(&r, &decode_batch(64, 2048)),
+                        ms(&r, &decode_batch(256, 2048)),
+                    );
+                    eprintln!(
+                        "{tp}×{hw:<8} {:<7} {:<5} {:>8.2} GiB {:>10} {:>13.2} {:>7.2} {:>8.2}",
+                        w.name(),
+                        kv.name(),
+                        row.1,
+                        row.0,
+                        row.2,
+                        row.3,
+                        row.4
+                    );
+                    row
+                })
+                .collect();
+            let (bf16, fp8w, fp8kv, both, int4) = (rows[0], rows[1], rows[2], rows[3], rows[4]);
+            // fp8 weights: linear layers halve, embeddings and LM head stay bf16
+            // (2 × 128256 × 8192 × 2 B / TP): 141.1 GB → 72.7 GB in all.
+            let want_w = (70.55e9 - 2.101e9) * 1.0 / tp as f64 + 2.101e9 * 2.0 / tp as f64;
+            assert!((fp8w.1 * GIB - want_w).abs() / want_w < 0.005, "{}", fp8w.1);
+            // ... which frees ~16 GiB (TP 4) or ~32 GiB (TP 2) per GPU for KV.
+            assert!(fp8w.0 as f64 > 1.4 * bf16.0 as f64, "{fp8w:?} {bf16:?}");
+            // fp8 KV halves bytes per token: twice the tokens (to a block).
+            assert!(
+                (fp8kv.0 as i64 - 2 * bf16.0 as i64).abs() <= 16,
+                "{fp8kv:?}"
+            );
+            assert!(both.0 > 2 * fp8w.0 - 32 && both.0 as f64 > 2.8 * bf16.0 as f64);
+            // Batch-1 decode streams weights: fp8 weights cut the step ~43 %;
+            // fp8 KV barely matters at 2k context and one sequence.
+            assert!(
+                fp8w.2 < 0.6 * bf16.2 && fp8w.2 > 0.5 * bf16.2,
+                "{fp8w:?} {bf16:?}"
+            );
+            assert!((fp8kv.2 - bf16.2).abs() < 0.1);
+            // 256 × 2k-token contexts: reading the KV cache is a large share of
+            // the step, and fp8 KV cuts it by over a fifth; the saving grows
+            // with the tokens in the batch.
+            assert!(fp8kv.4 < 0.8 * bf16.4, "{bf16:?} {fp8kv:?}");
+            assert!(bf16.4 - fp8kv.4 > 2.0 * (bf16.3 - fp8kv.3));
+            // int4 is weight-only: fastest at batch 1, BF16 compute at batch 256.
+            assert!(int4.2 < fp8w.2 && int4.1 < 0.3 * bf16.1);
+            assert_eq!(int4.4, bf16.4);
+        }
+    }
+
+    #[test]
+    fn fp8_multiplies_at_fp8_rate_only_where_the_chip_has_fp8_units() {
+        let p = prefill(4096);
+        let at = |hw: &str, w: Dtype| {
+            ms(
+                &roofline_par("llama-3.1-70b", hw, Parallelism::tensor(4), w, Dtype::Bf16),
+                &p,
+            )
+        };
+        // A 4096-token prefill is compute-bound: 2 × 4096 × 70e9 / 4 FLOP per
+        // GPU = 143.7 TFLOP; at 0.65 × 989 TFLOP/s that is ~223 ms of GEMMs
+        // in bf16 and half at H100's fp8 rate.
+        let (h_bf16, h_fp8, h_int4) = (
+            at("h100", Dtype::Bf16),
+            at("h100", Dtype::Fp8),
+            at("h100", Dtype::Int4),
+        );
+        assert!(h_fp8 < 0.65 * h_bf16, "{h_fp8} {h_bf16}");
+        assert_eq!(h_int4, h_bf16, "int4 dequantizes to bf16 GEMMs");
+        // A100 has no FP8 units: fp8 weights dequantize (Marlin) at bf16 rate.
+        assert_eq!(at("a100-80gb", Dtype::Fp8), at("a100-80gb", Dtype::Bf16));
+        // ... but INT8 runs on its integer tensor cores (624 TOPS).
+        assert!(at("a100-80gb", Dtype::Int8) < 0.65 * at("a100-80gb", Dtype::Bf16));
+    }
+
+    #[test]
+    fn moe_decode_reads_only_the_experts_its_tokens_touch() {
+        let r = roofline_par(
+            "mixtral-8x7b",
+            "h100",
+            Parallelism::tensor(2),
+            Dtype::Bf16,
+            Dtype::Bf16,
+        );
+        // E·(1 − (1 − k/E)^B) with E = 8, k = 2.
+        assert!((r.experts_touched(1.0) - 2.0).abs() < 1e-12);
+        assert!((r.experts_touched(8.0) - 8.0 * (1.0 - 0.75f64.powi(8))).abs() < 1e-12);
+        assert!(r.experts_touched(256.0) > 7.999);
+        // Batch 1 reads attention + 2 of 8 experts per layer: on each of 2 GPUs
+        // 32 × (41.9M + 2 × 176.2M) / 2 + LM head 65.5M = 6.37e9 params, 12.7 GB,
+        // 4.48 ms at 0.85 × 3.35 TB/s; plus 64 all-reduces (~0.5 ms) and the step.
+        let t1 = ms(&r, &decode_batch(1, 512));
+        assert!((5.3..5.8).contains(&t1), "{t1} ms");
+        // Eight sequences touch 7.2 experts on average: nearly every weight.
+        let t8 = ms(&r, &decode_batch(8, 512));
+        assert!(t8 > 2.5 * t1, "{t1} {t8}");
+        // Prefill compute scales with the 12.9B active parameters, not 46.7B:
+        // 2 × 4096 × 12.9e9 / 2 GPUs at 643 TFLOP/s ≈ 82 ms (+ attention).
+        let tp = ms(&r, &prefill(4096));
+        assert!((82.0..100.0).contains(&tp), "{tp} ms");
+    }
+
+    #[test]
+    fn mla_attention_reads_one_latent_per_token() {
+        let r = roofline_par(
+            "deepseek-v3",
+            "h200",
+            Parallelism::tensor(8),
+            Dtype::Fp8,
+            Dtype::Bf16,
+        );
+        // (512 + 64) × 2 bytes on every GPU of the group.
+        assert_eq!(r.kv_bytes_per_token_layer, 1152.0);
+        // Decode attention over 64 × 8192 tokens: 604 MB per layer read at
+        // 0.7 × 4.8 TB/s = 0.180 ms, vs the absorbed-MLA FLOPs of 16 heads ×
+        // 2176 × 524288 = 18.3 GFLOP at 445 TFLOP/s = 0.041 ms: memory-bound.
+        let b = decode_batch(64, 8192);
+        let attn = r.attn_decode(&b) * 1e3;
+        assert!((attn - 0.1797).abs() < 0.001, "{attn} ms");
+    }
+
+    #[test]
+    fn pipeline_stages_stay_busy_with_one_micro_batch_per_stage() {
+        let tp8 = |pp| Parallelism {
+            tensor: 8,
+            pipeline: pp,
+            expert: 1,
+        };
+        let one = roofline_par("llama-3.1-405b", "h100", tp8(1), Dtype::Bf16, Dtype::Bf16);
+        let two = roofline_par("llama-3.1-405b", "h100", tp8(2), Dtype::Bf16, Dtype::Bf16);
+        // One sequence: the whole model in sequence plus one cross-node hop of
+        // 16384 × 2 B at 0.8 × 50 GB/s and 20 µs: 20.82 µs more than one stage.
+        let b1 = decode_batch(1, 1024);
+        assert_eq!(two.micro_batches(&b1), 1);
+        let extra = two.iteration_time(&b1) as i64 - one.iteration_time(&b1) as i64;
+        assert!((extra - 20_819).abs() <= 2, "{extra} ns");
+        // Two sequences fill both stages (vLLM keeps PP batches in flight):
+        // each stage runs two one-token micro-batches while the other works,
+        // so the step costs about what one sequence costs — GPipe's
+        // (m + S − 1)/m · S schedule would take 1.5× as long.
+        let b2 = decode_batch(2, 1024);
+        assert_eq!(two.micro_batches(&b2), 2);
+        let ratio = two.iteration_time(&b2) as f64 / two.iteration_time(&b1) as f64;
+        assert!((1.0..1.05).contains(&ratio), "{ratio}");
+        // Decode with PP does not beat TP per token: a 4-stage TP-4 replica
+        // streams each GPU's quarter of the weights four times in sequence.
+        let tp4pp4 = Parallelism {
+            tensor: 4,
+            pipeline: 4,
+            expert: 1,
+        };
+        let deep = roofline_par("llama-3.1-405b", "h100", tp4pp4, Dtype::Bf16, Dtype::Bf16);
+        let ratio = ms(&deep, &b1) / ms(&two, &b1);
+        assert!((1.8..2.0).contains(&ratio), "{ratio}");
+        // Uneven stages: the bottleneck term makes the longer stage set the pace.
+        let d = roofline_par("deepseek-v3", "h100", tp8(2), Dtype::Fp8, Dtype::Bf16);
+        assert_eq!(d.stage_shapes, vec![(3.0, 28.0, false), (0.0, 30.0, true)]);
+    }
+
+    #[test]
+    fn expert_parallelism_dispatches_and_combines_with_all_to_all() {
+        let par = |ep| Parallelism {
+            tensor: 8,
+            pipeline: 1,
+            expert: ep,
+        };
+        let ep8 = roofline_par("mixtral-8x7b", "h100", par(8), Dtype::Bf16, Dtype::Bf16);
+        let ep1 = roofline_par("mixtral-8x7b", "h100", par(1), Dtype::Bf16, Dtype::Bf16);
+        // EP 8: one GPU per group, no all-reduce; dispatch and combine each send
+        // 64 tokens × 2 experts × 4096 × 2 B × 7/8 = 917 504 B at 0.75 × 450 GB/s
+        // (2.72 µs) plus 8 µs.
+        let want = 2.0 * (917_504.0 / 337.5e9 + 8e-6);
+        assert!(
+            (ep8.moe_comm(64.0) - want).abs() < 1e-12,
+            "{}",
+            ep8.moe_comm(64.0)
+        );
+        // EP 1: the dense layer's two all-reduces.
+        assert_eq!(ep1.moe_comm(64.0), ep1.comm(64.0));
+        // Each of the 8 groups runs attention for its own sequences; at 64
+        // sequences the replica is about as fast either way.
+        let b = decode_batch(64, 2048);
+        let ratio = ms(&ep8, &b) / ms(&ep1, &b);
+        assert!((0.5..1.5).contains(&ratio), "{ratio}");
+        // One sequence keeps one group busy and the others idle in attention.
+        assert!(ms(&ep8, &prefill(2048)) > ms(&ep1, &prefill(2048)));
     }
 }

@@ -9,6 +9,7 @@ pub mod kv;
 pub mod memory;
 pub mod metrics;
 pub mod output;
+pub mod parallel;
 pub mod replica;
 pub mod request;
 pub mod rng;

@@ -2,8 +2,17 @@
 //! and what is left for the paged KV cache, following vLLM's memory profiling
 //! (`gpu_memory_utilization` × device memory − weights − peak activations −
 //! non-torch memory = KV cache).
+//!
+//! Every GPU of a replica sizes its own cache, and the replica gets the
+//! smallest: vLLM takes the minimum of the block counts its workers report.
+//! With pipeline parallelism the stages differ (layers per stage, embedding on
+//! the first, LM head on the last), so the plan is computed per stage and the
+//! stage with the fewest blocks binds. With expert parallelism each of the EP
+//! groups keeps its own cache for its share of the sequences, so the replica
+//! holds EP times one group's blocks.
 
 use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::parallel::{self, Parallelism, Stage};
 use crate::scenario::EngineCfg;
 use serde::Serialize;
 
@@ -20,15 +29,39 @@ pub const ACTIVATION_BYTES: f64 = 2.0;
 /// holds about two copies (logits and probabilities).
 const LOGIT_COPIES: f64 = 2.0;
 
-/// The memory budget of one replica, per GPU (all GPUs of a tensor-parallel
-/// replica hold equal shards).
+/// The memory of one GPU of one pipeline stage.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StageMemory {
+    /// Layers the stage holds.
+    pub layers: u32,
+    /// Weight shard per GPU, bytes.
+    pub weight_bytes: f64,
+    /// Peak activations (and, on the last stage, sampler logits) per GPU.
+    pub activation_bytes: f64,
+    /// What remains for the KV cache per GPU (negative: does not fit).
+    pub kv_cache_bytes: f64,
+    /// KV bytes one token takes on one GPU of this stage.
+    pub kv_bytes_per_token: f64,
+    /// KV blocks this stage's GPUs hold for one group's sequences.
+    pub kv_blocks: u64,
+}
+
+/// The memory budget of one replica, per GPU of the stage that bounds the KV
+/// cache (every GPU of a stage holds an equal shard).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct MemoryPlan {
     pub tensor_parallel: u32,
+    pub pipeline_parallel: u32,
+    pub expert_parallel: u32,
     /// Device memory per GPU, bytes.
     pub device_bytes: f64,
     /// The engine's share (× gpu_memory_utilization), bytes per GPU.
     pub usable_bytes: f64,
+    /// Index of the stage whose GPUs bound the KV cache; the per-GPU figures
+    /// below are that stage's.
+    pub stage: u32,
+    /// Every stage, in order.
+    pub stages: Vec<StageMemory>,
     /// Weight shard per GPU, bytes.
     pub weight_bytes: f64,
     /// Peak activation memory of a `max_batched_tokens` forward pass plus
@@ -38,9 +71,13 @@ pub struct MemoryPlan {
     /// What remains for the KV cache, per GPU (may be negative: does not fit).
     pub kv_cache_bytes: f64,
     /// KV bytes one token takes on one GPU (KV heads split over the TP group,
-    /// replicated when there are fewer KV heads than GPUs).
+    /// replicated when there are fewer KV heads than GPUs; MLA's latent whole
+    /// on every GPU; only the stage's layers).
     pub kv_bytes_per_token: f64,
     pub block_size: u32,
+    /// KV blocks one expert-parallel group holds (= `kv_blocks` without EP):
+    /// the most one sequence can use.
+    pub kv_blocks_per_group: u64,
     /// KV blocks per replica.
     pub kv_blocks: u64,
     /// Tokens the KV cache of one replica holds.
@@ -53,39 +90,86 @@ impl MemoryPlan {
         hw: &HardwareSpec,
         weight_dtype: Dtype,
         kv_dtype: Dtype,
-        tp: u32,
+        par: &Parallelism,
         engine: &EngineCfg,
     ) -> MemoryPlan {
-        let tpf = tp as f64;
         let device_bytes = hw.memory_bytes();
         let usable_bytes = device_bytes * engine.gpu_memory_utilization;
-        // Norm weights stay in bf16 even in quantized checkpoints; they are tiny.
-        let weight_bytes = model.total_params() * weight_dtype.bytes() / tpf;
-        let activation_bytes = activation_peak(model, tp, engine);
         let overhead_bytes = NON_TORCH_OVERHEAD_BYTES;
-        let kv_cache_bytes = usable_bytes - weight_bytes - activation_bytes - overhead_bytes;
-        let kv_heads_per_gpu = (model.num_kv_heads as f64 / tpf).ceil();
-        let kv_bytes_per_token =
-            2.0 * model.layers as f64 * kv_heads_per_gpu * model.head_dim as f64 * kv_dtype.bytes();
-        let block_bytes = kv_bytes_per_token * engine.block_size as f64;
-        let kv_blocks = if kv_cache_bytes > 0.0 {
-            (kv_cache_bytes / block_bytes).floor() as u64
-        } else {
-            0
-        };
+        let atp = par.attention_tp();
+        let stages: Vec<StageMemory> = parallel::stages(model, par.pipeline)
+            .iter()
+            .map(|st| {
+                let weight_bytes = stage_weight_bytes(model, st, par, weight_dtype);
+                let activation_bytes = activation_peak(model, st, par, engine);
+                let kv_cache_bytes =
+                    usable_bytes - weight_bytes - activation_bytes - overhead_bytes;
+                let kv_bytes_per_token =
+                    st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
+                let block_bytes = kv_bytes_per_token * engine.block_size as f64;
+                let kv_blocks = if kv_cache_bytes > 0.0 {
+                    (kv_cache_bytes / block_bytes).floor() as u64
+                } else {
+                    0
+                };
+                StageMemory {
+                    layers: st.layers,
+                    weight_bytes,
+                    activation_bytes,
+                    kv_cache_bytes,
+                    kv_bytes_per_token,
+                    kv_blocks,
+                }
+            })
+            .collect();
+        // The first stage with the fewest blocks binds.
+        let stage = (0..stages.len())
+            .min_by_key(|&i| stages[i].kv_blocks)
+            .unwrap_or(0);
+        let b = stages[stage].clone();
+        let kv_blocks = b.kv_blocks * par.attention_dp() as u64;
         MemoryPlan {
-            tensor_parallel: tp,
+            tensor_parallel: par.tensor,
+            pipeline_parallel: par.pipeline,
+            expert_parallel: par.expert,
             device_bytes,
             usable_bytes,
-            weight_bytes,
-            activation_bytes,
+            stage: stage as u32,
+            stages,
+            weight_bytes: b.weight_bytes,
+            activation_bytes: b.activation_bytes,
             overhead_bytes,
-            kv_cache_bytes,
-            kv_bytes_per_token,
+            kv_cache_bytes: b.kv_cache_bytes,
+            kv_bytes_per_token: b.kv_bytes_per_token,
             block_size: engine.block_size,
+            kv_blocks_per_group: b.kv_blocks,
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
         }
+    }
+
+    /// Adds a second model resident on the same GPUs (a speculative-decoding
+    /// draft model): its weights shrink the KV budget, and its own KV cache
+    /// grows with the same blocks as the target's (vLLM allocates both caches
+    /// with one block table), so every block costs both models' bytes.
+    pub fn add_resident_model(&mut self, weight_bytes: f64, kv_bytes_per_token: f64) {
+        self.weight_bytes += weight_bytes;
+        self.kv_cache_bytes -= weight_bytes;
+        self.kv_bytes_per_token += kv_bytes_per_token;
+        let block_bytes = self.kv_bytes_per_token * self.block_size as f64;
+        self.kv_blocks = if self.kv_cache_bytes > 0.0 {
+            (self.kv_cache_bytes / block_bytes).floor() as u64
+        } else {
+            0
+        };
+        // Only single-group layouts carry a draft (validated).
+        self.kv_blocks_per_group = self.kv_blocks;
+        self.kv_tokens = self.kv_blocks * self.block_size as u64;
+    }
+
+    /// Bytes of one KV block on one GPU.
+    pub fn block_bytes(&self) -> f64 {
+        self.kv_bytes_per_token * self.block_size as f64
     }
 
     /// Bytes per GPU the replica needs besides the KV cache.
@@ -94,31 +178,55 @@ impl MemoryPlan {
     }
 
     /// Checks that weights fit and that the KV cache holds at least one
-    /// sequence of `max_model_len` tokens (vLLM refuses to start otherwise).
+    /// sequence of `max_model_len` tokens (vLLM refuses to start otherwise);
+    /// with expert parallelism one sequence lives in one group's cache.
     /// Errors carry a key path and a suggestion.
     pub fn check_fits(
         &self,
         model: &ModelArch,
         hw: &HardwareSpec,
+        weight_dtype: Dtype,
         max_model_len: u32,
         max_model_len_given: bool,
     ) -> Result<(), (String, String)> {
         let gib = |b: f64| b / GIB;
-        let suggest_tp = suggest_tensor_parallel(model, hw, self);
+        let suggestion = suggest_layout(model, hw, weight_dtype, self);
+        let layout = format!(
+            "tensor_parallel = {}{}",
+            self.tensor_parallel,
+            if self.pipeline_parallel > 1 {
+                format!(
+                    ", pipeline_parallel = {} (stage {})",
+                    self.pipeline_parallel, self.stage
+                )
+            } else {
+                String::new()
+            }
+        );
+        let hint = |(tp, pp): (u32, u32)| {
+            if pp > 1 {
+                format!("fleet.tensor_parallel = {tp} with fleet.pipeline_parallel = {pp}")
+            } else {
+                format!("fleet.tensor_parallel = {tp}")
+            }
+        };
+        let larger = |(tp, pp): (u32, u32)| tp * pp > self.tensor_parallel * self.pipeline_parallel;
         if self.kv_blocks == 0 {
-            let tp_hint = match suggest_tp {
-                Some(t) => format!("; try fleet.tensor_parallel = {t}"),
-                None => "; no tensor-parallel degree up to 64 fits: use a larger GPU or a smaller weight dtype".into(),
+            let tp_hint = match suggestion {
+                Some(l) if larger(l) => format!("; try {}", hint(l)),
+                _ => {
+                    "; no layout of up to 64 GPUs fits: use a larger GPU or a smaller weight dtype"
+                        .into()
+                }
             };
             return Err((
                 "model".into(),
                 format!(
-                    "{} does not fit on {} with tensor_parallel = {}: it needs {:.1} GiB per GPU \
+                    "{} does not fit on {} with {layout}: it needs {:.1} GiB per GPU \
                      (weights {:.1} + activations {:.1} + runtime {:.1}) plus KV cache, but only \
                      {:.1} GiB is usable (gpu_memory_utilization){tp_hint}",
                     model.name,
                     hw.name,
-                    self.tensor_parallel,
                     gib(self.fixed_bytes()),
                     gib(self.weight_bytes),
                     gib(self.activation_bytes),
@@ -127,7 +235,8 @@ impl MemoryPlan {
                 ),
             ));
         }
-        if self.kv_tokens < max_model_len as u64 {
+        let per_sequence = self.kv_blocks_per_group * self.block_size as u64;
+        if per_sequence < max_model_len as u64 {
             let key = if max_model_len_given {
                 "engine.max_model_len"
             } else {
@@ -136,14 +245,17 @@ impl MemoryPlan {
             return Err((
                 key.into(),
                 format!(
-                    "KV cache of {} tokens ({:.1} GiB per GPU) cannot hold one sequence of \
-                     max_model_len = {max_model_len}; set engine.max_model_len ≤ {}{}",
-                    self.kv_tokens,
+                    "KV cache of {per_sequence} tokens{} ({:.1} GiB per GPU) cannot hold one \
+                     sequence of max_model_len = {max_model_len}; set engine.max_model_len ≤ \
+                     {per_sequence}{}",
+                    if self.expert_parallel > 1 {
+                        " per expert-parallel group"
+                    } else {
+                        ""
+                    },
                     gib(self.kv_cache_bytes),
-                    self.kv_tokens,
-                    match suggest_tp {
-                        Some(t) if t > self.tensor_parallel =>
-                            format!(" or try fleet.tensor_parallel = {t}"),
+                    match suggestion {
+                        Some(l) if larger(l) => format!(" or try {}", hint(l)),
                         _ => String::new(),
                     }
                 ),
@@ -153,32 +265,103 @@ impl MemoryPlan {
     }
 }
 
-/// Peak activation memory of a profiling forward pass of `max_batched_tokens`
-/// tokens, per GPU: the residual stream and attention projections (≈ 4 × hidden)
-/// and the MLP's gate, up and activated tensors (≈ 3 × intermediate / TP) live
-/// at once; plus fp32 logits for `max_num_seqs` sampled rows.
-fn activation_peak(model: &ModelArch, tp: u32, engine: &EngineCfg) -> f64 {
-    let per_token = (4.0 * model.hidden_size as f64
-        + 3.0 * model.intermediate_size as f64 / tp as f64)
-        * ACTIVATION_BYTES;
-    let logits =
-        engine.max_num_seqs as f64 * model.vocab_size as f64 / tp as f64 * 4.0 * LOGIT_COPIES;
-    engine.max_batched_tokens as f64 * per_token + logits
+/// Weight bytes on one GPU of `stage`. Linear layers are stored in
+/// `weight_dtype`; embeddings, LM head, norms and routers in its unquantized
+/// counterpart ([`Dtype::unquantized_part`]). Non-expert parameters are split
+/// over the attention group (the whole stage without EP); routed experts over
+/// the whole stage (E / EP experts per group, each split over the group).
+/// Routers are replicated. Norm weights (< 0.01 %) are counted as split.
+fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: Dtype) -> f64 {
+    let atp = par.attention_tp();
+    let (a, t) = (atp as f64, par.tensor as f64);
+    let mut quantized = st.dense_layers as f64 * model.dense_layer_params_per_gpu(atp);
+    let mut unquantized = model.norm_params() * st.layers as f64 / model.layers as f64 / a;
+    if st.moe_layers > 0 {
+        let moe_layer = model.attention_params_per_gpu(atp)
+            + model.num_shared_experts as f64 * model.expert_params() / a
+            + model.num_experts as f64 * model.expert_params() / t;
+        quantized += st.moe_layers as f64 * moe_layer;
+        unquantized += st.moe_layers as f64 * model.router_params();
+    }
+    let table = model.vocab_size as f64 * model.hidden_size as f64 / a;
+    if st.embedding {
+        unquantized += table;
+    }
+    if st.lm_head && !(model.tied_embeddings && st.embedding) {
+        unquantized += table;
+    }
+    quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
 }
 
-/// Smallest power-of-two tensor-parallel degree (≤ 64, dividing the heads) at
-/// which the weights and fixed memory leave room for a KV cache of at least
-/// a tenth of the device.
-fn suggest_tensor_parallel(model: &ModelArch, hw: &HardwareSpec, plan: &MemoryPlan) -> Option<u32> {
+/// Peak activation memory of a profiling forward pass of `max_batched_tokens`
+/// tokens on one GPU of `stage` (each EP group runs its share of them): the
+/// residual stream and attention projections (≈ 4 × hidden) and the MLP's
+/// gate, up and activated tensors (≈ 3 × intermediate / TP) live at once. An
+/// MoE layer holds those for each of a token's `experts_per_token` routed
+/// copies plus the copies themselves, as vLLM's fused-MoE intermediate caches
+/// do. The last stage adds fp32 logits for `max_num_seqs` sampled rows.
+fn activation_peak(model: &ModelArch, st: &Stage, par: &Parallelism, engine: &EngineCfg) -> f64 {
+    let tp = par.attention_tp() as f64;
+    let dp = par.attention_dp() as f64;
+    let h = model.hidden_size as f64;
+    let dense_mlp = if st.dense_layers > 0 {
+        3.0 * model.intermediate_size as f64 / tp
+    } else {
+        0.0
+    };
+    let moe_mlp = if st.moe_layers > 0 {
+        let width = model
+            .moe_intermediate_size
+            .unwrap_or(model.intermediate_size) as f64;
+        model.experts_per_token as f64 * (3.0 * width / tp + h)
+    } else {
+        0.0
+    };
+    let per_token = (4.0 * h + dense_mlp.max(moe_mlp)) * ACTIVATION_BYTES;
+    let logits = if st.lm_head {
+        engine.max_num_seqs as f64 / dp * model.vocab_size as f64 / tp * 4.0 * LOGIT_COPIES
+    } else {
+        0.0
+    };
+    engine.max_batched_tokens as f64 / dp * per_token + logits
+}
+
+/// Smallest layout (fewest GPUs, then fewest stages) of power-of-two tensor
+/// parallelism within a node (dividing the heads) and power-of-two pipeline
+/// stages, up to 64 GPUs, whose weights and fixed memory leave room for a KV
+/// cache of at least a tenth of the device.
+fn suggest_layout(
+    model: &ModelArch,
+    hw: &HardwareSpec,
+    dtype: Dtype,
+    plan: &MemoryPlan,
+) -> Option<(u32, u32)> {
     let util = plan.usable_bytes / plan.device_bytes;
-    (0..=6).map(|p| 1u32 << p).find(|&tp| {
-        if model.num_heads % tp != 0 {
-            return false;
-        }
-        let weights = plan.weight_bytes * plan.tensor_parallel as f64 / tp as f64;
-        let act = plan.activation_bytes; // upper bound: shrinks with TP
-        hw.memory_bytes() * util - weights - act - plan.overhead_bytes > 0.1 * hw.memory_bytes()
+    let weights = total_weight_bytes(model, dtype);
+    let act = plan.activation_bytes; // upper bound: shrinks with TP
+    let tps = (0..=6)
+        .map(|p| 1u32 << p)
+        .filter(|&tp| tp <= hw.gpus_per_node && model.num_heads % tp == 0);
+    let mut layouts: Vec<(u32, u32)> = tps
+        .flat_map(|tp| (0..=6).map(move |p| (tp, 1u32 << p)))
+        .filter(|&(tp, pp)| tp * pp <= 64 && pp <= model.layers)
+        .filter(|&(tp, pp)| pp == 1 || hw.network_gbps.is_some() || tp * pp <= hw.gpus_per_node)
+        .collect();
+    layouts.sort_by_key(|&(tp, pp)| (tp * pp, pp));
+    layouts.into_iter().find(|&(tp, pp)| {
+        let per_gpu = weights / (tp * pp) as f64;
+        hw.memory_bytes() * util - per_gpu - act - plan.overhead_bytes > 0.1 * hw.memory_bytes()
     })
+}
+
+/// Weight bytes of the whole model in `dtype` (quantized linear layers,
+/// unquantized embeddings, norms and routers).
+pub fn total_weight_bytes(model: &ModelArch, dtype: Dtype) -> f64 {
+    let unquantized = model.embedding_params()
+        + model.norm_params()
+        + model.moe_layers() as f64 * model.router_params();
+    let quantized = model.total_params() - unquantized;
+    quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
 }
 
 #[cfg(test)]
@@ -189,7 +372,14 @@ mod tests {
     fn plan(model: &str, hw: &str, tp: u32) -> MemoryPlan {
         let (m, _) = catalog::model(model).unwrap();
         let h = catalog::hardware(hw).unwrap();
-        MemoryPlan::new(&m, &h, Dtype::Bf16, Dtype::Bf16, tp, &EngineCfg::default())
+        MemoryPlan::new(
+            &m,
+            &h,
+            Dtype::Bf16,
+            Dtype::Bf16,
+            &Parallelism::tensor(tp),
+            &EngineCfg::default(),
+        )
     }
 
     #[test]
@@ -220,6 +410,114 @@ mod tests {
         assert_eq!(p16.kv_bytes_per_token, 2.0 * 80.0 * 1.0 * 128.0 * 2.0);
         let (m, _) = catalog::model("llama-3.1-70b").unwrap();
         let h = catalog::hardware("h100-sxm").unwrap();
-        assert_eq!(suggest_tensor_parallel(&m, &h, &p1), Some(4));
+        assert_eq!(suggest_layout(&m, &h, Dtype::Bf16, &p1), Some((4, 1)));
+    }
+
+    fn plan_par(model: &str, hw: &str, par: Parallelism, w: Dtype) -> MemoryPlan {
+        let (m, _) = catalog::model(model).unwrap();
+        let h = catalog::hardware(hw).unwrap();
+        par.validate(&m, &h).unwrap();
+        MemoryPlan::new(&m, &h, w, Dtype::Bf16, &par, &EngineCfg::default())
+    }
+
+    #[test]
+    fn pipeline_stages_split_weights_and_kv_and_the_tightest_binds() {
+        let par = Parallelism {
+            tensor: 8,
+            pipeline: 2,
+            expert: 1,
+        };
+        let p = plan_par("llama-3.1-405b", "h100-sxm", par, Dtype::Bf16);
+        assert_eq!(plan("llama-3.1-405b", "h100-sxm", 8).kv_blocks, 0);
+        let layers: Vec<u32> = p.stages.iter().map(|s| s.layers).collect();
+        assert_eq!(layers, vec![63, 63]);
+        // 405.85e9 × 2 B over 16 GPUs = 47.25 GiB per GPU.
+        assert!(
+            (p.weight_bytes / GIB - 47.25).abs() < 0.05,
+            "{}",
+            p.weight_bytes / GIB
+        );
+        // The last stage holds the sampler's logits and binds the cache.
+        assert_eq!(p.stage, 1);
+        assert!(p.stages[1].activation_bytes > p.stages[0].activation_bytes);
+        // 63 layers × 1 KV head × 128 × 2 (K, V) × 2 B = 32 256 B/token/GPU.
+        assert_eq!(p.kv_bytes_per_token, 32_256.0);
+        assert_eq!(p.kv_blocks, p.stages[1].kv_blocks);
+        assert!((700_000..800_000).contains(&p.kv_tokens), "{}", p.kv_tokens);
+        // Uneven: DeepSeek-V3's 61 layers over 2 stages, 3 dense ones on the first.
+        let d = plan_par(
+            "deepseek-v3",
+            "h100-sxm",
+            Parallelism {
+                tensor: 8,
+                pipeline: 2,
+                expert: 1,
+            },
+            Dtype::Fp8,
+        );
+        assert_eq!(d.stages[0].layers, 31);
+        assert_eq!(d.stages[1].kv_bytes_per_token, 30.0 * 576.0 * 2.0);
+    }
+
+    #[test]
+    fn expert_parallel_groups_keep_their_own_latent_caches() {
+        let par = |ep| Parallelism {
+            tensor: 8,
+            pipeline: 1,
+            expert: ep,
+        };
+        let tp = plan_par("deepseek-v3", "h200", par(1), Dtype::Fp8);
+        let ep = plan_par("deepseek-v3", "h200", par(8), Dtype::Fp8);
+        // 671B in fp8 (embeddings, LM head, norms, routers in bf16) over 8
+        // GPUs is ~79 GiB each; EP replicates the 15B non-expert parameters
+        // on every GPU (attention TP 1) and adds ~15 GiB.
+        assert!(
+            (78.5..80.0).contains(&(tp.weight_bytes / GIB)),
+            "{}",
+            tp.weight_bytes / GIB
+        );
+        assert!(ep.weight_bytes - tp.weight_bytes > 13.0 * GIB);
+        // The MLA latent is whole on every GPU: 61 × 576 × 2 B either way...
+        assert_eq!(tp.kv_bytes_per_token, 70_272.0);
+        assert_eq!(ep.kv_bytes_per_token, 70_272.0);
+        // ... but with EP each of the 8 groups caches only its own sequences,
+        // so the replica holds 8 × one GPU's blocks (5.6× TP-8's despite the
+        // smaller per-GPU cache).
+        assert_eq!(ep.kv_blocks, 8 * ep.kv_blocks_per_group);
+        assert_eq!(tp.kv_blocks, tp.kv_blocks_per_group);
+        let gain = ep.kv_tokens as f64 / tp.kv_tokens as f64;
+        assert!((5.0..6.0).contains(&gain), "{gain}");
+    }
+
+    #[test]
+    fn quantized_checkpoints_keep_embeddings_in_bf16() {
+        let (m, _) = catalog::model("llama-3.1-8b").unwrap();
+        // 2 × 128256 × 4096 embedding + LM head params stay at 2 B.
+        let table = 2.0 * 128256.0 * 4096.0;
+        let want = (m.total_params() - table - m.norm_params()) * 0.51953125
+            + (table + m.norm_params()) * 2.0;
+        assert!((total_weight_bytes(&m, Dtype::Int4) - want).abs() < 1.0);
+        let p = MemoryPlan::new(
+            &m,
+            &catalog::hardware("l4").unwrap(),
+            Dtype::Int4,
+            Dtype::Fp8,
+            &Parallelism::tensor(1),
+            &EngineCfg::default(),
+        );
+        assert!((p.weight_bytes - want).abs() < 1.0);
+        // 8B in int4 with fp8 KV fits a 24 GiB L4 with room for ~250k tokens.
+        assert!((200_000..300_000).contains(&p.kv_tokens), "{}", p.kv_tokens);
+    }
+
+    #[test]
+    fn suggestions_reach_for_pipeline_stages_beyond_a_node() {
+        let (m, _) = catalog::model("llama-3.1-405b").unwrap();
+        let h = catalog::hardware("h100-sxm").unwrap();
+        let p = plan("llama-3.1-405b", "h100-sxm", 8);
+        assert_eq!(suggest_layout(&m, &h, Dtype::Bf16, &p), Some((8, 2)));
+        assert_eq!(suggest_layout(&m, &h, Dtype::Fp8, &p), Some((8, 1)));
+        let e = p.check_fits(&m, &h, Dtype::Bf16, 8192, true).unwrap_err();
+        assert!(e.1.contains("pipeline_parallel = 2"), "{e:?}");
     }
 }

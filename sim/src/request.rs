@@ -75,6 +75,8 @@ pub struct Request {
     /// Chained prefix-block hashes from the workload (see `RequestSpec`).
     pub prefix_hashes: Vec<u64>,
     pub hash_block_tokens: u32,
+    /// Leading prompt tokens worth pinning in the prefix cache.
+    pub pinnable_tokens: u32,
 }
 
 impl Request {
@@ -95,6 +97,7 @@ impl Request {
             session: 0,
             prefix_hashes: Vec::new(),
             hash_block_tokens: 0,
+            pinnable_tokens: 0,
         }
     }
 
@@ -105,6 +108,7 @@ impl Request {
         r.session = spec.session;
         r.prefix_hashes = spec.prefix_hashes;
         r.hash_block_tokens = spec.hash_block_tokens;
+        r.pinnable_tokens = spec.pinnable_tokens;
         r
     }
 

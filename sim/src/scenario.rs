@@ -7,6 +7,7 @@
 
 use crate::catalog::{self, Dtype, HardwareSpec, ModelArch};
 use crate::memory::MemoryPlan;
+use crate::parallel::Parallelism;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -115,7 +116,8 @@ impl RouterKind {
     }
 }
 
-/// The fleet: identical replicas, each `tensor_parallel` GPUs.
+/// The fleet: identical replicas, each `tensor_parallel` × `pipeline_parallel`
+/// GPUs (see `parallel` for the layout and `expert_parallel`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetCfg {
@@ -125,6 +127,12 @@ pub struct FleetCfg {
     pub tensor_parallel: u32,
     #[serde(default = "default_router")]
     pub router: RouterKind,
+    /// Pipeline stages per replica (GPipe / Megatron-LM pipeline parallelism).
+    #[serde(default = "one")]
+    pub pipeline_parallel: u32,
+    /// Expert-parallel groups per stage for MoE models (GShard / DeepSpeed-MoE).
+    #[serde(default = "one")]
+    pub expert_parallel: u32,
 }
 
 fn one() -> u32 {
@@ -140,6 +148,8 @@ impl Default for FleetCfg {
             replicas: 1,
             tensor_parallel: 1,
             router: default_router(),
+            pipeline_parallel: 1,
+            expert_parallel: 1,
         }
     }
 }
@@ -163,6 +173,88 @@ pub struct EngineCfg {
     /// Longest prompt + output accepted; defaults to the model's context length.
     #[serde(default)]
     pub max_model_len: Option<u32>,
+    /// How each iteration's batch is formed (see `replica::policy`).
+    #[serde(default)]
+    pub policy: BatchPolicyKind,
+    /// What happens to a sequence evicted for lack of KV blocks.
+    #[serde(default)]
+    pub preemption: PreemptionMode,
+    /// Host memory per GPU for swapped-out KV blocks, GiB (vLLM `swap_space`, default 4).
+    #[serde(default = "default_swap_space_gib")]
+    pub swap_space_gib: f64,
+    /// Speculative decoding, off when absent.
+    #[serde(default)]
+    pub speculative: Option<SpeculativeCfg>,
+    /// Keep and reuse KV blocks of shared prompt prefixes (`kv::prefix_cache`).
+    #[serde(default)]
+    pub prefix_caching: bool,
+    /// Blocks per replica that pinnable prefixes (system prompts) may keep
+    /// resident against eviction.
+    #[serde(default)]
+    pub pinned_prefix_blocks: u64,
+}
+
+fn default_swap_space_gib() -> f64 {
+    4.0
+}
+
+/// Batch policy names (`[engine] policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicyKind {
+    /// Iteration-level batching mixing whole prefills with decodes.
+    #[default]
+    Continuous,
+    /// vLLM v0 default: prefill-first iterations, prefills and decodes never mixed.
+    Vllm,
+    /// Sarathi-Serve chunked prefill under a token budget, decodes first.
+    Sarathi,
+    /// Orca: iteration-level scheduling with memory reserved for the whole request.
+    Orca,
+    /// Request-level (static) batching: the batch runs until its last member ends.
+    Static,
+}
+
+impl BatchPolicyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPolicyKind::Continuous => "continuous",
+            BatchPolicyKind::Vllm => "vllm",
+            BatchPolicyKind::Sarathi => "sarathi",
+            BatchPolicyKind::Orca => "orca",
+            BatchPolicyKind::Static => "static",
+        }
+    }
+}
+
+/// Preemption modes (`[engine] preemption`), after vLLM's `preemption_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptionMode {
+    /// Free the blocks; recompute prompt + generated tokens on resumption.
+    #[default]
+    Recompute,
+    /// Copy the blocks to host memory over PCIe and back on resumption.
+    Swap,
+}
+
+/// Speculative decoding (`[engine.speculative]`): a draft proposes `num_draft_tokens`
+/// tokens, the target verifies them in one pass, each accepted with probability
+/// `acceptance_rate` until the first rejection (Leviathan et al., ICML 2023).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeCfg {
+    /// Draft length k.
+    pub num_draft_tokens: u32,
+    /// Per-token acceptance rate α in [0, 1).
+    pub acceptance_rate: f64,
+    /// A separate draft model from the catalog (classic draft-model speculation).
+    #[serde(default)]
+    pub draft_model: Option<String>,
+    /// Or: each draft step costs this fraction of a target decode step
+    /// (EAGLE heads / DeepSeek MTP modules ride on the target's hidden states).
+    #[serde(default)]
+    pub draft_cost_fraction: Option<f64>,
 }
 
 fn default_max_num_seqs() -> u32 {
@@ -186,6 +278,12 @@ impl Default for EngineCfg {
             block_size: default_block_size(),
             gpu_memory_utilization: default_gpu_mem_util(),
             max_model_len: None,
+            policy: BatchPolicyKind::default(),
+            preemption: PreemptionMode::default(),
+            swap_space_gib: default_swap_space_gib(),
+            speculative: None,
+            prefix_caching: false,
+            pinned_prefix_blocks: 0,
         }
     }
 }
@@ -197,6 +295,44 @@ pub struct WorkloadCfg {
     pub arrival: ArrivalCfg,
     pub prompt_tokens: LengthDist,
     pub output_tokens: LengthDist,
+    /// System prompts shared across requests (prefix structure).
+    #[serde(default)]
+    pub shared_prefix: Option<SharedPrefixCfg>,
+    /// Multi-turn conversations (closed loop per conversation).
+    #[serde(default)]
+    pub conversation: Option<ConversationCfg>,
+}
+
+/// A set of system prompts prepended to requests: `variants` prompts of
+/// `tokens` tokens, chosen with Zipf popularity of exponent `zipf_exponent`
+/// (0 = uniform), as production chat fleets see a few hot system prompts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPrefixCfg {
+    pub variants: u32,
+    pub tokens: u32,
+    #[serde(default = "default_zipf")]
+    pub zipf_exponent: f64,
+    /// Mark these prefixes pinnable in the prefix cache (see
+    /// `engine.pinned_prefix_blocks`).
+    #[serde(default)]
+    pub pin: bool,
+}
+
+fn default_zipf() -> f64 {
+    1.0
+}
+
+/// Multi-turn conversations: every arrival opens a conversation of `turns`
+/// turns; each later turn arrives `think_time_s` (exponential, mean) after
+/// the previous answer, its prompt being the whole conversation so far plus
+/// `follow_up_tokens` new tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationCfg {
+    pub turns: LengthDist,
+    pub think_time_s: f64,
+    pub follow_up_tokens: LengthDist,
 }
 
 /// Inter-arrival process.
@@ -305,6 +441,8 @@ pub struct Scenario {
     pub kv_dtype: Dtype,
     pub max_model_len: u32,
     pub memory: MemoryPlan,
+    /// How each replica lays the model out over its GPUs.
+    pub parallel: Parallelism,
 }
 
 impl Scenario {
@@ -418,6 +556,9 @@ impl Scenario {
             (None, Some(s)) => {
                 validate_hw(s).map_err(|(k, m)| err(&format!("hardware.spec.{k}"), m))?;
                 let mut s = s.clone();
+                if s.name.is_empty() {
+                    s.name = "custom".into();
+                }
                 if s.source.is_empty() {
                     s.source = "inline [hardware.spec]".into();
                 }
@@ -476,11 +617,64 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let memory = MemoryPlan::new(&model, &hardware, weight_dtype, kv_dtype, tp, &file.engine);
+        let parallel = Parallelism {
+            tensor: tp,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+        };
+        parallel
+            .validate(&model, &hardware)
+            .map_err(|(k, m)| err(&k, m))?;
+
+        let mut memory = MemoryPlan::new(
+            &model,
+            &hardware,
+            weight_dtype,
+            kv_dtype,
+            &parallel,
+            &file.engine,
+        );
+        if let Some(sp) = &file.engine.speculative {
+            if parallel.pipeline > 1 || parallel.expert > 1 {
+                return Err(err(
+                    "engine.speculative",
+                    "speculative decoding is modelled for tensor parallelism only; \
+                     set fleet.pipeline_parallel and fleet.expert_parallel to 1"
+                        .into(),
+                ));
+            }
+            if let Some((draft, _)) = sp.draft_model.as_ref().and_then(|m| catalog::model(m)) {
+                if draft.num_heads % tp != 0 {
+                    return Err(err(
+                        "engine.speculative.draft_model",
+                        format!(
+                            "draft {} has {} heads, not divisible by tensor_parallel = {tp}",
+                            draft.name, draft.num_heads
+                        ),
+                    ));
+                }
+                // KV heads split over the TP group, replicated below one per GPU.
+                let kv_heads = (draft.num_kv_heads as f64 / tp as f64).ceil();
+                let draft_kv =
+                    2.0 * draft.layers as f64 * kv_heads * draft.head_dim as f64 * kv_dtype.bytes();
+                let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
+                memory.add_resident_model(draft_weights, draft_kv);
+            }
+        }
+        if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {
+            return Err(err(
+                "engine.pinned_prefix_blocks",
+                format!(
+                    "{} pinned blocks would take the whole KV cache of {} blocks; pin fewer",
+                    file.engine.pinned_prefix_blocks, memory.kv_blocks
+                ),
+            ));
+        }
         memory
             .check_fits(
                 &model,
                 &hardware,
+                weight_dtype,
                 max_model_len,
                 file.engine.max_model_len.is_some(),
             )
@@ -495,6 +689,7 @@ impl Scenario {
             kv_dtype,
             max_model_len,
             memory,
+            parallel,
             file,
         })
     }
@@ -509,7 +704,7 @@ impl Scenario {
 
     /// GPUs in the fleet.
     pub fn gpus(&self) -> u32 {
-        self.file.fleet.replicas * self.file.fleet.tensor_parallel
+        self.file.fleet.replicas * self.parallel.gpus()
     }
 }
 
@@ -563,6 +758,12 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     }
     at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
     at_least("fleet.tensor_parallel", f.fleet.tensor_parallel.into(), 1)?;
+    at_least(
+        "fleet.pipeline_parallel",
+        f.fleet.pipeline_parallel.into(),
+        1,
+    )?;
+    at_least("fleet.expert_parallel", f.fleet.expert_parallel.into(), 1)?;
     if f.fleet.replicas > 100_000 {
         return Err(("fleet.replicas".into(), "at most 100000".into()));
     }
@@ -572,6 +773,21 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     at_least("engine.block_size", e.block_size.into(), 1)?;
     if let Some(l) = e.max_model_len {
         at_least("engine.max_model_len", l.into(), 2)?;
+    }
+    if !(e.swap_space_gib.is_finite() && e.swap_space_gib >= 0.0) {
+        return Err((
+            "engine.swap_space_gib".into(),
+            format!("must be ≥ 0 GiB, got {}", e.swap_space_gib),
+        ));
+    }
+    if let Some(sp) = &e.speculative {
+        validate_speculative(sp)?;
+    }
+    if e.pinned_prefix_blocks > 0 && !e.prefix_caching {
+        return Err((
+            "engine.pinned_prefix_blocks".into(),
+            "pins cached prefixes: set engine.prefix_caching = true".into(),
+        ));
     }
     if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
         return Err((
@@ -588,6 +804,29 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     }
     validate_len("workload.prompt_tokens", &f.workload.prompt_tokens)?;
     validate_len("workload.output_tokens", &f.workload.output_tokens)?;
+    if let Some(sp) = &f.workload.shared_prefix {
+        at_least("workload.shared_prefix.variants", sp.variants.into(), 1)?;
+        at_least("workload.shared_prefix.tokens", sp.tokens.into(), 1)?;
+        if !(sp.zipf_exponent.is_finite() && sp.zipf_exponent >= 0.0) {
+            return Err((
+                "workload.shared_prefix.zipf_exponent".into(),
+                format!("must be ≥ 0 (0 = uniform), got {}", sp.zipf_exponent),
+            ));
+        }
+    }
+    if let Some(c) = &f.workload.conversation {
+        validate_len("workload.conversation.turns", &c.turns)?;
+        validate_len(
+            "workload.conversation.follow_up_tokens",
+            &c.follow_up_tokens,
+        )?;
+        if !(c.think_time_s.is_finite() && c.think_time_s >= 0.0) {
+            return Err((
+                "workload.conversation.think_time_s".into(),
+                format!("must be ≥ 0 seconds, got {}", c.think_time_s),
+            ));
+        }
+    }
     if let Some(s) = &f.slo {
         positive("slo.ttft_ms", s.ttft_ms)?;
         positive("slo.tpot_ms", s.tpot_ms)?;
@@ -603,6 +842,45 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+fn validate_speculative(sp: &SpeculativeCfg) -> Result<(), Invalid> {
+    let key = "engine.speculative";
+    if sp.num_draft_tokens == 0 || sp.num_draft_tokens > 16 {
+        return Err((
+            format!("{key}.num_draft_tokens"),
+            format!("must be in 1..=16, got {}", sp.num_draft_tokens),
+        ));
+    }
+    if !(sp.acceptance_rate >= 0.0 && sp.acceptance_rate < 1.0) {
+        return Err((
+            format!("{key}.acceptance_rate"),
+            format!("must be in [0, 1), got {}", sp.acceptance_rate),
+        ));
+    }
+    match (&sp.draft_model, sp.draft_cost_fraction) {
+        (Some(_), Some(_)) | (None, None) => Err((
+            key.into(),
+            "give exactly one of `draft_model` (a catalog preset) or `draft_cost_fraction` \
+             (EAGLE/MTP head cost as a fraction of a target decode step)"
+                .into(),
+        )),
+        (Some(m), None) => match catalog::model(m) {
+            Some(_) => Ok(()),
+            None => Err((
+                format!("{key}.draft_model"),
+                format!(
+                    "unknown model preset {m:?}; known: {}",
+                    catalog::model_keys().join(", ")
+                ),
+            )),
+        },
+        (None, Some(f)) if !(f > 0.0 && f <= 1.0) => Err((
+            format!("{key}.draft_cost_fraction"),
+            format!("must be in (0, 1], got {f}"),
+        )),
+        (None, Some(_)) => Ok(()),
+    }
 }
 
 fn validate_len(key: &str, d: &LengthDist) -> Result<(), Invalid> {
@@ -663,6 +941,7 @@ fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
             ),
         ));
     }
+    a.validate_moe_and_mla()?;
     Ok(())
 }
 
@@ -684,6 +963,32 @@ fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
         ));
     }
     positive("pcie_gbps", s.pcie_gbps)?;
+    at_least("gpus_per_node", s.gpus_per_node.into(), 1)?;
+    match (s.network_gbps, s.network_latency_us) {
+        (Some(bw), Some(lat)) => {
+            positive("network_gbps", bw)?;
+            if !(lat.is_finite() && lat >= 0.0) {
+                return Err((
+                    "network_latency_us".into(),
+                    format!("must be ≥ 0, got {lat}"),
+                ));
+            }
+        }
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err((
+                "network_latency_us".into(),
+                "give it together with network_gbps (the scale-out network needs both)".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err((
+                "network_gbps".into(),
+                "give it together with network_latency_us (the scale-out network needs both)"
+                    .into(),
+            ))
+        }
+    }
     Ok(())
 }
 
@@ -777,5 +1082,218 @@ output_tokens = { dist = "fixed", value = 10 }
         let e = err_of(&MINIMAL.replace("llama-3.1-8b", "llama-3.1-70b"));
         assert!(e.message.contains("tensor_parallel"), "{e}");
         assert!(e.message.contains("GiB"), "{e}");
+    }
+
+    fn with(model: &str, hw: &str, fleet: &str) -> String {
+        MINIMAL
+            .replace("\"llama-3.1-8b\"", &format!("\"{model}\""))
+            .replace("\"h100-sxm\"", &format!("\"{hw}\""))
+            + &format!("\n[fleet]\n{fleet}\n")
+    }
+
+    #[test]
+    fn parallel_keys_resolve_into_the_layout_and_gpu_count() {
+        let s = Scenario::from_toml_str(
+            &with(
+                "llama-3.1-405b",
+                "h100",
+                "replicas = 2\ntensor_parallel = 8\npipeline_parallel = 2",
+            ),
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(s.parallel.gpus(), 16);
+        assert_eq!(s.gpus(), 32);
+        assert_eq!(s.memory.pipeline_parallel, 2);
+        let s = Scenario::from_toml_str(
+            &with(
+                "deepseek-v3",
+                "h200",
+                "tensor_parallel = 8\nexpert_parallel = 8",
+            )
+            .replace("[model]", "[model]\nweight_dtype = \"fp8\""),
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (s.parallel.attention_tp(), s.parallel.attention_dp()),
+            (1, 8)
+        );
+        assert_eq!(s.gpus(), 8);
+    }
+
+    #[test]
+    fn bad_parallel_layouts_name_their_key() {
+        let cases = [
+            (
+                "llama-3.1-8b",
+                "h100",
+                "pipeline_parallel = 0",
+                "fleet.pipeline_parallel",
+                "at least 1",
+            ),
+            (
+                "llama-3.1-8b",
+                "h100",
+                "expert_parallel = 0",
+                "fleet.expert_parallel",
+                "at least 1",
+            ),
+            (
+                "llama-3.1-8b",
+                "h100",
+                "pipeline_parallel = 33",
+                "fleet.pipeline_parallel",
+                "32 layers",
+            ),
+            (
+                "llama-3.1-8b",
+                "h100",
+                "tensor_parallel = 2\nexpert_parallel = 2",
+                "fleet.expert_parallel",
+                "dense model",
+            ),
+            (
+                "mixtral-8x7b",
+                "h100",
+                "tensor_parallel = 4\nexpert_parallel = 8",
+                "fleet.expert_parallel",
+                "must divide tensor_parallel",
+            ),
+            (
+                "llama-3.1-70b",
+                "h100",
+                "tensor_parallel = 16",
+                "fleet.tensor_parallel",
+                "8 GPUs of one H100-SXM node",
+            ),
+            (
+                "llama-3.1-70b",
+                "l4",
+                "tensor_parallel = 8\npipeline_parallel = 2",
+                "fleet.pipeline_parallel",
+                "network_gbps",
+            ),
+            (
+                "llama-3.1-405b",
+                "h100",
+                "tensor_parallel = 8",
+                "model",
+                "pipeline_parallel = 2",
+            ),
+        ];
+        for (model, hw, fleet, key, also) in cases {
+            let e = err_of(&with(model, hw, fleet));
+            assert_eq!(e.key, key, "{fleet}: {e}");
+            assert!(e.message.contains(also), "{fleet}: {e}");
+        }
+    }
+
+    const MOE_ARCH: &str = r#"
+[model.architecture]
+layers = 4
+hidden_size = 1024
+num_heads = 8
+num_kv_heads = 8
+head_dim = 128
+intermediate_size = 4096
+vocab_size = 32000
+max_context = 8192
+num_experts = 16
+experts_per_token = 2
+"#;
+
+    fn inline(arch: &str) -> String {
+        MINIMAL
+            .replace("preset = \"llama-3.1-8b\"\n", "")
+            .replace("[hardware]", &format!("{arch}\n[hardware]"))
+    }
+
+    #[test]
+    fn inline_moe_and_mla_architectures_are_checked() {
+        let s = Scenario::from_toml_str(&inline(MOE_ARCH), "s.toml").unwrap();
+        assert_eq!(s.model.moe_layers(), 4);
+        let bad = [
+            (
+                "experts_per_token = 2",
+                "experts_per_token = 17",
+                "model.architecture.experts_per_token",
+            ),
+            (
+                "num_experts = 16\n",
+                "",
+                "model.architecture.experts_per_token",
+            ),
+            (
+                "experts_per_token = 2",
+                "experts_per_token = 2\nfirst_dense_layers = 4",
+                "model.architecture.first_dense_layers",
+            ),
+            (
+                "experts_per_token = 2",
+                "experts_per_token = 2\nkv_lora_rank = 64",
+                "model.architecture.qk_nope_head_dim",
+            ),
+            (
+                "experts_per_token = 2",
+                "experts_per_token = 2\nv_head_dim = 64",
+                "model.architecture.v_head_dim",
+            ),
+            (
+                "experts_per_token = 2",
+                "experts_per_token = 2\nnum_expert = 3",
+                "model.architecture.num_expert",
+            ),
+        ];
+        for (from, to, key) in bad {
+            let e = err_of(&inline(&MOE_ARCH.replace(from, to)));
+            assert_eq!(e.key, key, "{to}: {e}");
+        }
+        let mla = MOE_ARCH.replace(
+            "experts_per_token = 2",
+            "experts_per_token = 2\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+        );
+        let s = Scenario::from_toml_str(&inline(&mla), "s.toml").unwrap();
+        // 4 layers × (64 + 16) × 2 B.
+        assert_eq!(s.memory.kv_bytes_per_token, 640.0);
+    }
+
+    #[test]
+    fn inline_hardware_network_keys_come_in_pairs() {
+        let spec = r#"[hardware.spec]
+bf16_tflops = 100.0
+memory_gib = 80.0
+memory_bw_tbps = 2.0
+interconnect_gbps = 100.0
+interconnect_latency_us = 10.0
+pcie_gbps = 32.0
+gpus_per_node = 4
+"#;
+        let text = MINIMAL.replace("[hardware]\npreset = \"h100-sxm\"\n", spec);
+        let s = Scenario::from_toml_str(&text, "s.toml").unwrap();
+        assert_eq!(s.hardware.gpus_per_node, 4);
+        let e = err_of(&text.replace(
+            "gpus_per_node = 4",
+            "gpus_per_node = 4\nnetwork_gbps = 25.0",
+        ));
+        assert_eq!(e.key, "hardware.spec.network_latency_us", "{e}");
+        let e = err_of(&text.replace("gpus_per_node = 4", "gpus_per_node = 0"));
+        assert_eq!(e.key, "hardware.spec.gpus_per_node", "{e}");
+        let e = err_of(&format!("{text}\n[fleet]\ntensor_parallel = 8\n"));
+        assert_eq!(e.key, "fleet.tensor_parallel", "{e}");
+        let e = err_of(&format!(
+            "{text}\n[fleet]\ntensor_parallel = 4\npipeline_parallel = 2\n"
+        ));
+        assert_eq!(e.key, "fleet.pipeline_parallel", "{e}");
+        let net = text.replace(
+            "gpus_per_node = 4",
+            "gpus_per_node = 4\nnetwork_gbps = 25.0\nnetwork_latency_us = 15.0",
+        );
+        let s = Scenario::from_toml_str(
+            &format!("{net}\n[fleet]\ntensor_parallel = 4\npipeline_parallel = 2\n"),
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(s.gpus(), 8);
     }
 }

@@ -5,13 +5,47 @@
 use crate::cluster::router::{self, Router};
 use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
+use crate::kv::prefix_cache::engine_block_hashes;
 use crate::kv::BlockAllocator;
-use crate::metrics::{self, EngineReport, Summary, TimeseriesRow};
-use crate::replica::Replica;
+use crate::metrics::{self, EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
+use crate::replica::speculative::{DraftCost, SpeculativeCost};
+use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use crate::workload::{self, RequestSource, RequestSpec};
+
+/// Wraps the target's cost model with the draft's cost when the scenario
+/// decodes speculatively.
+fn speculative_cost<'a>(
+    scenario: &Scenario,
+    target: Box<dyn CostModel + 'a>,
+    roofline: impl Fn(&crate::catalog::ModelArch) -> Roofline,
+) -> Box<dyn CostModel + 'a> {
+    let Some(sp) = &scenario.file.engine.speculative else {
+        return target;
+    };
+    let (draft, label) = match (&sp.draft_model, sp.draft_cost_fraction) {
+        (Some(name), _) => {
+            // Validated at load: the preset exists.
+            let (m, _) = crate::catalog::model(name).expect("validated draft model");
+            let label = format!("draft model {}", m.name);
+            (DraftCost::Model(Box::new(roofline(&m))), label)
+        }
+        (None, Some(f)) => (
+            DraftCost::Fraction(f),
+            format!("draft head at {f} × a target decode step"),
+        ),
+        (None, None) => unreachable!("validated: one draft kind"),
+    };
+    let k = sp.num_draft_tokens;
+    Box::new(SpeculativeCost::new(
+        target,
+        draft,
+        k,
+        format!("k = {k}, {label}"),
+    ))
+}
 
 /// Events of the fleet model.
 #[derive(Clone, Copy, Debug)]
@@ -61,8 +95,9 @@ pub struct Simulation<'a> {
     /// Follow-up requests waiting for their arrival event, and free slots.
     deferred: Vec<Option<RequestSpec>>,
     deferred_free: Vec<u32>,
-    /// Scratch buffer of requests completed by an iteration.
+    /// Scratch buffers of an iteration's completions and token gaps.
     completed_buf: Vec<RequestId>,
+    gaps: TokenGaps,
     max_requests: u64,
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
@@ -71,20 +106,23 @@ pub struct Simulation<'a> {
     timeseries: Vec<TimeseriesRow>,
     /// Largest KV request one replica can ever hold / admit, in blocks.
     kv_total_blocks: u64,
-    kv_admit_blocks: u64,
 }
 
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        let cost = Roofline::new(
-            &scenario.model,
-            &scenario.hardware,
-            scenario.weight_dtype,
-            scenario.kv_dtype,
-            scenario.file.fleet.tensor_parallel,
-        );
-        Self::with_cost_model(scenario, Box::new(cost))
+        let tp = scenario.file.fleet.tensor_parallel;
+        let draft_roofline = |m: &crate::catalog::ModelArch| {
+            Roofline::new(
+                m,
+                &scenario.hardware,
+                scenario.weight_dtype,
+                scenario.kv_dtype,
+                tp,
+            )
+        };
+        let cost: Box<dyn CostModel> = Box::new(Roofline::for_scenario(scenario));
+        Self::with_cost_model(scenario, speculative_cost(scenario, cost, draft_roofline))
     }
 
     /// A run with another cost model (e.g. a calibration profile).
@@ -94,10 +132,10 @@ impl<'a> Simulation<'a> {
     ) -> Simulation<'a> {
         let f = &scenario.file;
         let blocks = scenario.memory.kv_blocks;
+        let block_bytes = scenario.memory.block_bytes();
         let replicas: Vec<Replica> = (0..f.fleet.replicas)
-            .map(|i| Replica::new(i, &f.engine, blocks))
+            .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
             .collect();
-        let watermark = replicas[0].watermark_blocks();
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let mut source = workload::build(&f.workload, f.seed);
@@ -128,13 +166,14 @@ impl<'a> Simulation<'a> {
             deferred: Vec::new(),
             deferred_free: Vec::new(),
             completed_buf: Vec::new(),
+            gaps: TokenGaps::default(),
             max_requests,
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
             itl_samples: Vec::new(),
             timeseries: Vec::new(),
-            kv_total_blocks: blocks,
-            kv_admit_blocks: blocks.saturating_sub(watermark),
+            // Pinned prefixes can hold their budget for good.
+            kv_total_blocks: blocks.saturating_sub(f.engine.pinned_prefix_blocks),
         }
     }
 
@@ -148,13 +187,13 @@ impl<'a> Simulation<'a> {
         if p + o > s.max_model_len as u64 {
             return Some(RejectReason::ExceedsMaxModelLen);
         }
-        if p > s.file.engine.max_batched_tokens as u64 {
+        if p > s.file.engine.max_batched_tokens as u64 && !self.replicas[0].splits_prefills() {
             return Some(RejectReason::PromptExceedsTokenBudget);
         }
-        // The last output token is never written to the cache.
-        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks
-            || BlockAllocator::blocks_for(p, bs) > self.kv_admit_blocks.max(1)
-        {
+        // The last output token is never written to the cache. A request
+        // must fit alone (an empty replica admits without the watermark)
+        // beside whatever pinned prefixes may hold.
+        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks {
             return Some(RejectReason::ExceedsKvCapacity);
         }
         None
@@ -172,6 +211,10 @@ impl<'a> Simulation<'a> {
         let Some(spec) = self.pending.take() else {
             return;
         };
+        // Follow-ups may have used up the horizon since this was scheduled.
+        if (self.requests.len() as u64) >= self.max_requests {
+            return;
+        }
         self.admit(spec, now);
         if (self.requests.len() as u64) < self.max_requests {
             if let Some(next) = self.source.next_request() {
@@ -199,6 +242,15 @@ impl<'a> Simulation<'a> {
         let id = self.requests.len() as RequestId;
         let reason = self.rejection(&spec);
         let mut req = Request::from_spec(spec);
+        if self.scenario.file.engine.prefix_caching {
+            // The cache works in engine blocks; the workload's hashes may use
+            // another block size (Mooncake: 512 tokens).
+            let hashes = std::mem::take(&mut req.prefix_hashes);
+            let bs = self.scenario.file.engine.block_size;
+            let covered = req.prompt_tokens + req.output_tokens;
+            req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+            req.hash_block_tokens = bs;
+        }
         match reason {
             Some(reason) => {
                 req.status = Status::Rejected(reason);
@@ -245,14 +297,10 @@ impl<'a> Simulation<'a> {
     }
 
     fn on_iteration_end(&mut self, r: usize, now: SimTime) {
-        let itl = &mut self.itl_samples;
         let mut done = std::mem::take(&mut self.completed_buf);
-        let out = self.replicas[r]
-            .finish_iteration(now, &mut self.requests, &mut done, |gap| itl.push((gap, 1)));
-        if out.decode_tokens > 0 {
-            // Every decoding sequence waited exactly this iteration for its token.
-            itl.push((out.duration, out.decode_tokens));
-        }
+        self.gaps.gaps.clear();
+        self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
+        self.itl_samples.extend_from_slice(&self.gaps.gaps);
         for &id in &done {
             self.request_ended(id, now, true);
         }
@@ -270,7 +318,7 @@ impl<'a> Simulation<'a> {
                 replica: rep.id,
                 waiting: rep.waiting_len() as u32,
                 running: rep.running_len() as u32,
-                kv_blocks_used: rep.kv().used(),
+                kv_blocks_used: rep.active_kv_blocks(),
                 kv_blocks_total: rep.kv().total(),
             });
         }
@@ -296,7 +344,11 @@ impl<'a> Simulation<'a> {
                 break;
             }
             let (now, ev) = self.queue.pop().expect("peeked");
-            end = now;
+            // Sampling ticks do not extend the run: it ends with its last
+            // arrival or iteration.
+            if !matches!(ev, Event::Sample) {
+                end = now;
+            }
             match ev {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
@@ -354,16 +406,32 @@ impl<'a> Simulation<'a> {
         };
         let mut eng = EngineReport::default();
         let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
+        let (mut spec_steps, mut spec_tokens) = (0u64, 0u64);
+        let mut prefix: Option<PrefixCacheReport> = None;
         for rep in &self.replicas {
             let st = &rep.stats;
             eng.iterations += st.iterations;
-            eng.preemptions += st.preemptions;
+            eng.preemptions += rep.preemptions();
+            eng.swap_outs += rep.swap_outs();
+            spec_steps += st.spec_steps;
+            spec_tokens += st.spec_tokens;
             seqs += st.batch_seqs;
             toks += st.batch_tokens;
             busy += st.busy_ns;
             kv_ns += st.kv_block_ns;
             let total = rep.kv().total().max(1) as f64;
-            eng.kv_util_max = eng.kv_util_max.max(rep.kv().peak_used() as f64 / total);
+            eng.kv_util_max = eng.kv_util_max.max(st.kv_peak_blocks as f64 / total);
+            if let Some(c) = rep.prefix_cache() {
+                let p = prefix.get_or_insert_with(Default::default);
+                p.lookup_tokens += c.stats.lookup_tokens;
+                p.hit_tokens += c.stats.hit_tokens;
+                p.lookup_blocks += c.stats.lookup_blocks;
+                p.hit_blocks += c.stats.hit_blocks;
+                p.inserted_blocks += c.stats.inserted_blocks;
+                p.evicted_blocks += c.stats.evicted_blocks;
+                p.cached_blocks_at_end += c.blocks();
+                p.pinned_blocks_at_end += c.pinned_blocks();
+            }
         }
         let its = eng.iterations.max(1) as f64;
         eng.mean_batch_size = seqs as f64 / its;
@@ -371,6 +439,14 @@ impl<'a> Simulation<'a> {
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
         eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
+        eng.policy = f.engine.policy.name().to_string();
+        eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
+        eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
+        if let Some(p) = &mut prefix {
+            p.token_hit_rate = p.hit_tokens as f64 / p.lookup_tokens.max(1) as f64;
+            p.block_hit_rate = p.hit_blocks as f64 / p.lookup_blocks.max(1) as f64;
+        }
+        eng.prefix_cache = prefix;
         summary.engine = eng;
         let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
         let itl = std::mem::take(&mut self.itl_samples);
@@ -411,6 +487,18 @@ impl<'a> Simulation<'a> {
                     kv.granted(),
                     kv.freed(),
                     kv.used()
+                ));
+            }
+            if let Some(c) = rep.prefix_cache() {
+                c.check().map_err(|e| {
+                    InvariantViolation(format!("replica {}: prefix cache: {e}", rep.id))
+                })?;
+            }
+            let (host_held, host_ledger) = rep.host_blocks_held();
+            if host_held != host_ledger {
+                return fail(format!(
+                    "replica {}: swapped sequences hold {host_held} host blocks, ledger says {host_ledger}",
+                    rep.id
                 ));
             }
             if kv.used() != rep.blocks_held() {
@@ -646,5 +734,139 @@ output_tokens = { dist = "fixed", value = 3 }
         sim.replicas[0].enqueue(4);
         let e = sim.check_invariants().unwrap_err();
         assert!(e.0.contains("still held"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::*;
+
+    fn run(extra: &str) -> RunResult {
+        let text = format!(
+            r#"
+name = "p"
+seed = 3
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+{extra}
+"#
+        );
+        let s = Scenario::from_toml_str(&text, "p.toml").unwrap();
+        Simulation::new(&s).run(|_| {}).unwrap()
+    }
+
+    fn one_prefix(caching: bool) -> RunResult {
+        run(&format!(
+            r#"
+[horizon]
+requests = 200
+[engine]
+max_model_len = 8192
+prefix_caching = {caching}
+[workload]
+arrival = {{ process = "poisson", rate = 0.5 }}
+prompt_tokens = {{ dist = "fixed", value = 100 }}
+output_tokens = {{ dist = "fixed", value = 10 }}
+shared_prefix = {{ variants = 1, tokens = 512 }}
+"#
+        ))
+    }
+
+    #[test]
+    fn one_shared_prefix_with_ample_cache_hits_the_analytical_rate() {
+        let r = one_prefix(true);
+        let p = r.summary.engine.prefix_cache.clone().unwrap();
+        // Requests never overlap at 0.5 req/s (each takes ~0.1 s), so only
+        // the first misses: every later one reuses the 512-token system
+        // prompt (32 blocks) of its 612-token prompt (38 full blocks).
+        let n = 200.0;
+        assert_eq!(p.hit_tokens, 199 * 512);
+        assert!((p.token_hit_rate - (n - 1.0) * 512.0 / (n * 612.0)).abs() < 1e-12);
+        assert!((p.block_hit_rate - (n - 1.0) * 32.0 / (n * 38.0)).abs() < 1e-12);
+        assert_eq!(p.evicted_blocks, 0);
+        // And only uncached tokens are prefilled: TTFT falls.
+        let off = one_prefix(false);
+        assert!(off.summary.engine.prefix_cache.is_none());
+        let (on_t, off_t) = (
+            r.summary.latency.ttft_ms.p50,
+            off.summary.latency.ttft_ms.p50,
+        );
+        assert!(
+            on_t < 0.5 * off_t,
+            "TTFT p50 {on_t} ms cached vs {off_t} ms"
+        );
+    }
+
+    fn pressured(pin: bool) -> RunResult {
+        // ~9 GiB of KV on one H100 at 0.3 utilization; 64 system prompts
+        // of 4096 tokens (too many to keep them all) plus unique prompts.
+        run(&format!(
+            r#"
+[horizon]
+requests = 1500
+[engine]
+gpu_memory_utilization = 0.3
+max_model_len = 16384
+prefix_caching = true
+pinned_prefix_blocks = {}
+[workload]
+arrival = {{ process = "poisson", rate = 12.0 }}
+prompt_tokens = {{ dist = "lognormal", mean = 1500, cv = 1.0, max = 8000 }}
+output_tokens = {{ dist = "fixed", value = 50 }}
+shared_prefix = {{ variants = 64, tokens = 4096, zipf_exponent = 1.2, pin = true }}
+"#,
+            if pin { 2048 } else { 0 }
+        ))
+    }
+
+    #[test]
+    fn memory_pressure_evicts_lru_and_pinning_keeps_hot_prefixes() {
+        let plain = pressured(false);
+        let p = plain.summary.engine.prefix_cache.clone().unwrap();
+        assert!(p.evicted_blocks > 0, "{p:?}");
+        assert!(p.token_hit_rate > 0.2 && p.token_hit_rate < 0.9, "{p:?}");
+        assert_eq!(p.pinned_blocks_at_end, 0);
+        let pinned = pressured(true);
+        let q = pinned.summary.engine.prefix_cache.clone().unwrap();
+        assert_eq!(q.pinned_blocks_at_end, 2048);
+        assert!(
+            q.token_hit_rate > p.token_hit_rate,
+            "{} vs {}",
+            q.token_hit_rate,
+            p.token_hit_rate
+        );
+    }
+
+    #[test]
+    fn conversations_reuse_their_history() {
+        let r = run(r#"
+[horizon]
+requests = 600
+[engine]
+max_model_len = 32768
+prefix_caching = true
+[workload]
+arrival = { process = "poisson", rate = 2.0 }
+prompt_tokens = { dist = "fixed", value = 300 }
+output_tokens = { dist = "fixed", value = 100 }
+conversation = { turns = { dist = "fixed", value = 4 }, think_time_s = 2.0, follow_up_tokens = { dist = "fixed", value = 50 } }
+"#);
+        let by_session = |turn_prompt: u32| {
+            r.requests
+                .iter()
+                .filter(|q| q.prompt_tokens == turn_prompt)
+                .count()
+        };
+        // Turn 1: 300; turn 2: 300 + 100 + 50 = 450; turn 3: 600; turn 4: 750.
+        assert!(by_session(300) > 100 && by_session(450) > 100 && by_session(750) > 50);
+        let p = r.summary.engine.prefix_cache.clone().unwrap();
+        // Later turns find their whole history (prompt and answer) cached:
+        // hits ≈ Σ over follow-ups of 400/450, 550/600, 700/750 of the prompt.
+        assert!(p.token_hit_rate > 0.5, "{p:?}");
+        let sessions: std::collections::BTreeSet<u64> =
+            r.requests.iter().map(|q| q.session).collect();
+        assert!(sessions.len() < 200, "follow-ups stay in their session");
     }
 }

@@ -52,3 +52,27 @@ pub fn small_quickstart(requests: u64) -> String {
     read(&repo().join("scenarios/quickstart.toml"))
         .replace("requests = 20000", &format!("requests = {requests}"))
 }
+
+/// Runs `scenarios/<name>.toml` with text replacements applied, returning
+/// the parsed summary.json.
+pub fn summary_of(name: &str, replace: &[(&str, &str)]) -> serde_json::Value {
+    let mut text = read(&repo().join(format!("scenarios/{name}.toml")));
+    for (from, to) in replace {
+        assert!(text.contains(from), "{name}.toml lacks {from:?}");
+        text = text.replace(from, to);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    simulate(&path, &tmp.path().join("out"), &[]);
+    serde_json::from_str(&read(&tmp.path().join("out/summary.json"))).unwrap()
+}
+
+pub fn f(v: &serde_json::Value, path: &str) -> f64 {
+    let mut x = v;
+    for k in path.split('.') {
+        x = &x[k];
+    }
+    x.as_f64()
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}

@@ -146,9 +146,11 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_keys_and_wrong_types_fail_before_running() {
-        let e = plan("[axes]\n\"engine.policy\" = [\"vllm\", \"sarathi\"]\n").unwrap_err();
+        let e = plan("[axes]\n\"engine.polcy\" = [\"vllm\", \"sarathi\"]\n").unwrap_err();
         assert!(
-            e.0.starts_with("g.toml: axes.engine.policy = \"vllm\": s.toml: engine.policy: unknown field `policy`"),
+            e.0.starts_with(
+                "g.toml: axes.engine.polcy = \"vllm\": s.toml: engine.polcy: unknown field `polcy`"
+            ),
             "{e}"
         );
         let e = plan("[axes]\n\"fleet.replicas\" = [2, \"four\"]\n").unwrap_err();

@@ -102,7 +102,10 @@ impl SweepResults {
 
     fn write_csv(&self, path: &Path) -> std::io::Result<()> {
         let mut w = csv::Writer::from_writer(BufWriter::new(fs::File::create(path)?));
-        let cols = self.summary_columns();
+        // A summary leaf named like an axis (`engine.policy`, `seed`) holds the
+        // same setting: the axis column already shows it, so it is not repeated.
+        let mut cols = self.summary_columns();
+        cols.retain(|c| !self.axes.contains(c) && c != "offered_rps" && c != "point");
         let mut header = vec!["point".to_string()];
         header.extend(self.axes.iter().cloned());
         header.push("offered_rps".into());
@@ -227,6 +230,16 @@ mod tests {
             Some(11.0)
         );
         assert_eq!(number_at(&back.points[1].summary, "counts.nope"), None);
+
+        // An axis named like a summary leaf is one column, not two.
+        let mut r = r;
+        r.axes = vec!["router".into()];
+        r.write(dir.path()).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).unwrap();
+        assert_eq!(
+            csv.lines().next().unwrap(),
+            "point,router,offered_rps,counts.arrived,counts.rejected_by_reason.too_long"
+        );
     }
 
     #[test]

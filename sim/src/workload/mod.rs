@@ -2,8 +2,12 @@
 //! arrival order and may answer the end of a request with a follow-up (closed-
 //! loop users, multi-turn conversations).
 
+mod conversation;
+mod prefix;
 mod synthetic;
 
+pub use conversation::Conversations;
+pub use prefix::{SharedPrefix, HASH_BLOCK_TOKENS};
 pub use synthetic::{Generator, LengthSampler};
 
 use crate::request::Request;
@@ -26,6 +30,9 @@ pub struct RequestSpec {
     /// workload has no prefix structure.
     pub prefix_hashes: Vec<u64>,
     pub hash_block_tokens: u32,
+    /// Leading prompt tokens the workload marks as worth pinning in the
+    /// prefix cache (e.g. a tenant's system prompt); 0 for none.
+    pub pinnable_tokens: u32,
 }
 
 /// A stream of requests.
@@ -46,7 +53,31 @@ pub trait RequestSource: Send {
     }
 }
 
-/// The source a scenario's `[workload]` describes.
+/// The source a scenario's `[workload]` describes: the base stream, with
+/// shared system prompts and conversations layered on when configured.
 pub fn build(cfg: &WorkloadCfg, seed: u64) -> Box<dyn RequestSource> {
-    Box::new(Generator::new(cfg, seed))
+    let base: Box<dyn RequestSource> = Box::new(Generator::new(cfg, seed));
+    let with_prefix: Box<dyn RequestSource> = match &cfg.shared_prefix {
+        Some(p) => Box::new(SharedPrefix::new(base, p, seed)),
+        None => base,
+    };
+    match &cfg.conversation {
+        Some(c) => Box::new(Conversations::new(with_prefix, c, &cfg.output_tokens, seed)),
+        None => with_prefix,
+    }
+}
+
+impl RequestSource for Box<dyn RequestSource> {
+    fn next_request(&mut self) -> Option<RequestSpec> {
+        (**self).next_request()
+    }
+
+    fn on_request_end(
+        &mut self,
+        req: &Request,
+        now: SimTime,
+        completed: bool,
+    ) -> Option<RequestSpec> {
+        (**self).on_request_end(req, now, completed)
+    }
 }

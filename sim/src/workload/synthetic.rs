@@ -152,6 +152,8 @@ mod tests {
             arrival,
             prompt_tokens: prompt,
             output_tokens: LengthDist::Fixed { value: 5 },
+            shared_prefix: None,
+            conversation: None,
         }
     }
 

@@ -34,7 +34,7 @@ mod tests {
     #[test]
     fn picks_the_least_loaded_lowest_index_on_ties() {
         let mut reps: Vec<Replica> = (0..3)
-            .map(|i| Replica::new(i, &EngineCfg::default(), 10))
+            .map(|i| Replica::new(i, &EngineCfg::default(), 10, 1024.0, 0))
             .collect();
         let mut r = LeastOutstanding;
         assert_eq!(r.route(&reps), 0);

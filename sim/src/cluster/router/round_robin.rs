@@ -24,7 +24,7 @@ mod tests {
     #[test]
     fn cycles_through_replicas() {
         let reps: Vec<Replica> = (0..3)
-            .map(|i| Replica::new(i, &EngineCfg::default(), 10))
+            .map(|i| Replica::new(i, &EngineCfg::default(), 10, 1024.0, 0))
             .collect();
         let mut r = RoundRobin::default();
         let picks: Vec<usize> = (0..7).map(|_| r.route(&reps)).collect();

@@ -7,6 +7,10 @@
 //! check that no block leaked. Prefix caching (shared, reference-counted
 //! blocks) extends this type.
 
+pub mod prefix_cache;
+
+pub use prefix_cache::{PrefixCache, PrefixCacheStats};
+
 /// Block ledger of one replica.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockAllocator {

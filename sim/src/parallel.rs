@@ -1,0 +1,363 @@
+//! How one replica lays a model out over its GPUs: tensor parallelism inside a
+//! node, pipeline stages that may span nodes, and expert parallelism for
+//! mixture-of-experts models. This module owns the geometry (which GPU holds
+//! which layers and heads, which groups share which tokens, which hops cross a
+//! node) and its validation; `cost` prices it and `memory` sizes it.
+//!
+//! - **Tensor parallelism** (Megatron-LM, Shoeybi et al. 2019): every layer's
+//!   matrices are split over the `tensor` GPUs of a stage, attention by head;
+//!   two all-reduces per layer join the partial results. The group must sit in
+//!   one node (NVLink / Infinity Fabric domain).
+//! - **Pipeline parallelism** (GPipe, Huang et al. NeurIPS 2019; Megatron-LM's
+//!   pipeline, Narayanan et al. SC 2021): the layers are cut into `pipeline`
+//!   consecutive stages of `tensor` GPUs each, so a replica has tensor ×
+//!   pipeline GPUs. Stages pass activations with point-to-point send/recv.
+//!   Uneven splits follow vLLM's `get_pp_indices` (see [`stage_layer_counts`]).
+//! - **Expert parallelism** (GShard, Lepikhin et al. ICLR 2021; DeepSpeed-MoE,
+//!   Rajbhandari et al. ICML 2022): with `expert` = EP > 1 each stage's GPUs
+//!   form EP groups of tensor / EP GPUs. The routed experts are partitioned
+//!   over the groups (E / EP each, every expert split over its group's GPUs),
+//!   while attention, dense MLPs, shared experts, embeddings and the LM head
+//!   run data-parallel: each group holds them whole (split over its own
+//!   tensor / EP GPUs) and serves its own share of the batch with its own KV
+//!   cache. Tokens travel to their experts' groups and back with an
+//!   all-to-all dispatch and combine per MoE layer. This is the layout DeepSeek
+//!   serves V3 with (DeepSeek-V3 report §3.4) and that SGLang runs as
+//!   `--enable-dp-attention` with `--dp` = EP, and vLLM as
+//!   `--data-parallel-size` with `--enable-expert-parallel`. With EP = 1 the
+//!   experts are tensor-sliced like a dense MLP (vLLM's default for MoE).
+
+use crate::catalog::{HardwareSpec, ModelArch};
+use serde::Serialize;
+
+/// The parallel layout of one replica: tensor × pipeline GPUs, and how many
+/// expert-parallel groups each stage's GPUs form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Parallelism {
+    /// GPUs per pipeline stage (`fleet.tensor_parallel`).
+    pub tensor: u32,
+    /// Pipeline stages (`fleet.pipeline_parallel`).
+    pub pipeline: u32,
+    /// Expert-parallel groups per stage (`fleet.expert_parallel`); divides `tensor`.
+    pub expert: u32,
+}
+
+impl Default for Parallelism {
+    fn default() -> Self {
+        Parallelism::tensor(1)
+    }
+}
+
+/// A layout error: the key path and what is wrong.
+pub type Invalid = (String, String);
+
+impl Parallelism {
+    /// Tensor parallelism only.
+    pub fn tensor(tp: u32) -> Parallelism {
+        Parallelism {
+            tensor: tp,
+            pipeline: 1,
+            expert: 1,
+        }
+    }
+
+    /// GPUs in one replica.
+    pub fn gpus(&self) -> u32 {
+        self.tensor * self.pipeline
+    }
+
+    /// GPUs that split one copy of the attention (and every other non-expert
+    /// part): the whole stage without expert parallelism, one EP group with it.
+    pub fn attention_tp(&self) -> u32 {
+        (self.tensor / self.expert.max(1)).max(1)
+    }
+
+    /// Groups that serve disjoint shares of the batch with their own copy of
+    /// the non-expert weights and their own KV cache (1 without EP).
+    pub fn attention_dp(&self) -> u32 {
+        self.expert.max(1)
+    }
+
+    /// Nodes one replica spans, with `gpus_per_node` GPUs each.
+    pub fn nodes(&self, gpus_per_node: u32) -> u32 {
+        self.gpus().div_ceil(gpus_per_node.max(1))
+    }
+
+    /// How many of the `pipeline − 1` stage-to-stage hops cross a node
+    /// boundary. Stages occupy consecutive GPUs (stage s: GPUs s·TP ..
+    /// (s+1)·TP − 1), tensor-parallel groups innermost, as vLLM and
+    /// Megatron-LM place ranks.
+    pub fn cross_node_hops(&self, gpus_per_node: u32) -> u32 {
+        let g = gpus_per_node.max(1);
+        let tp = self.tensor.max(1);
+        (1..self.pipeline)
+            .filter(|&s| {
+                let first_next = s * tp;
+                (first_next - 1) / g != first_next / g
+            })
+            .count() as u32
+    }
+
+    /// Checks the layout against the model and the hardware. Errors carry the
+    /// `fleet.*` key they concern.
+    pub fn validate(&self, model: &ModelArch, hw: &HardwareSpec) -> Result<(), Invalid> {
+        let (tp, pp, ep) = (self.tensor, self.pipeline, self.expert);
+        let g = hw.gpus_per_node;
+        if tp > g {
+            return Err((
+                "fleet.tensor_parallel".into(),
+                format!(
+                    "{tp} exceeds the {g} GPUs of one {} node (gpus_per_node): a tensor-parallel \
+                     group must share one NVLink domain; split the model further with \
+                     fleet.pipeline_parallel",
+                    hw.name
+                ),
+            ));
+        }
+        if pp > model.layers {
+            return Err((
+                "fleet.pipeline_parallel".into(),
+                format!(
+                    "{pp} stages exceed the {} layers of {}: each stage needs at least one layer",
+                    model.layers, model.name
+                ),
+            ));
+        }
+        if self.gpus() > g {
+            if g % tp != 0 {
+                return Err((
+                    "fleet.tensor_parallel".into(),
+                    format!(
+                        "a replica of {} GPUs spans nodes of {g}, so tensor_parallel must divide \
+                         {g} (no tensor-parallel group may straddle two nodes); got {tp}",
+                        self.gpus()
+                    ),
+                ));
+            }
+            if hw.network_gbps.is_none() {
+                return Err((
+                    "fleet.pipeline_parallel".into(),
+                    format!(
+                        "a replica of {} GPUs (TP {tp} × PP {pp}) spans {} nodes of {g} {} GPUs, \
+                         but the {} spec has no scale-out network; use at most {g} GPUs per \
+                         replica or give [hardware.spec] with network_gbps and network_latency_us",
+                        self.gpus(),
+                        self.nodes(g),
+                        hw.name,
+                        hw.name
+                    ),
+                ));
+            }
+        }
+        if ep > 1 {
+            if !model.is_moe() {
+                return Err((
+                    "fleet.expert_parallel".into(),
+                    format!(
+                        "{} is a dense model; expert parallelism needs a mixture-of-experts \
+                         model (leave expert_parallel at 1)",
+                        model.name
+                    ),
+                ));
+            }
+            if tp % ep != 0 {
+                return Err((
+                    "fleet.expert_parallel".into(),
+                    format!(
+                        "{ep} must divide tensor_parallel = {tp}: the expert-parallel groups \
+                         partition each stage's GPUs"
+                    ),
+                ));
+            }
+            if model.num_experts % ep != 0 {
+                return Err((
+                    "fleet.expert_parallel".into(),
+                    format!(
+                        "the {} experts of {} cannot be split evenly over {ep} groups; use a \
+                         divisor of {} that divides tensor_parallel = {tp}",
+                        model.num_experts, model.name, model.num_experts
+                    ),
+                ));
+            }
+            let atp = self.attention_tp();
+            if model.mla().is_none()
+                && model.num_kv_heads % atp != 0
+                && atp % model.num_kv_heads != 0
+            {
+                return Err((
+                    "fleet.expert_parallel".into(),
+                    format!(
+                        "with {ep} groups each group's attention spans {atp} GPUs, over which \
+                         the {} KV heads of {} cannot be split or replicated",
+                        model.num_kv_heads, model.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Layers per pipeline stage, as vLLM's `get_pp_indices`
+/// (`vllm/distributed/utils.py`) splits them: ⌊layers / stages⌋ each, and the
+/// remainder one apiece to the stages just before the last (the last holds the
+/// final norm and the LM head, the first the embedding), so 61 layers over 4
+/// stages are 15, 15, 16, 15.
+pub fn stage_layer_counts(layers: u32, stages: u32) -> Vec<u32> {
+    let stages = stages.max(1);
+    let mut counts = vec![layers / stages; stages as usize];
+    let remainder = (layers % stages) as usize;
+    let n = counts.len();
+    for i in 2..remainder + 2 {
+        counts[n - i] += 1;
+    }
+    counts
+}
+
+/// One pipeline stage: its layers and the non-layer parts it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Stage {
+    /// Index of its first layer.
+    pub first_layer: u32,
+    pub layers: u32,
+    /// Of those, layers with a dense MLP and with a mixture of experts.
+    pub dense_layers: u32,
+    pub moe_layers: u32,
+    /// The first stage holds the token embedding.
+    pub embedding: bool,
+    /// The last stage holds the final norm and the LM head.
+    pub lm_head: bool,
+}
+
+/// The stages of `model` over `pipeline` stages (one stage without pipelining).
+pub fn stages(model: &ModelArch, pipeline: u32) -> Vec<Stage> {
+    let counts = stage_layer_counts(model.layers, pipeline);
+    let last = counts.len() - 1;
+    let mut first = 0;
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let moe_layers = (first..first + n)
+                .filter(|&l| model.is_moe_layer(l))
+                .count() as u32;
+            let s = Stage {
+                first_layer: first,
+                layers: n,
+                dense_layers: n - moe_layers,
+                moe_layers,
+                embedding: i == 0,
+                lm_head: i == last,
+            };
+            first += n;
+            s
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    fn model(key: &str) -> ModelArch {
+        catalog::model(key).unwrap().0
+    }
+
+    #[test]
+    fn uneven_layer_splits_follow_vllm() {
+        assert_eq!(stage_layer_counts(80, 1), vec![80]);
+        assert_eq!(stage_layer_counts(126, 2), vec![63, 63]);
+        // vLLM logs "Hidden layers were unevenly partitioned: [31,30]" for 61 over 2.
+        assert_eq!(stage_layer_counts(61, 2), vec![31, 30]);
+        assert_eq!(stage_layer_counts(61, 4), vec![15, 15, 16, 15]);
+        assert_eq!(stage_layer_counts(10, 4), vec![2, 3, 3, 2]);
+        assert_eq!(stage_layer_counts(7, 4), vec![2, 2, 2, 1]);
+        for (l, s) in [(61, 3), (126, 8), (5, 5), (80, 7)] {
+            let c = stage_layer_counts(l, s);
+            assert_eq!(c.iter().sum::<u32>(), l);
+            assert!(c.iter().all(|&n| n >= l / s && n <= l / s + 1), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn stages_know_their_dense_and_moe_layers() {
+        let d = model("deepseek-v3");
+        let st = stages(&d, 2);
+        assert_eq!(st.len(), 2);
+        assert_eq!(
+            (st[0].layers, st[0].dense_layers, st[0].moe_layers),
+            (31, 3, 28)
+        );
+        assert_eq!(
+            (st[1].first_layer, st[1].dense_layers, st[1].moe_layers),
+            (31, 0, 30)
+        );
+        assert!(st[0].embedding && !st[0].lm_head && st[1].lm_head);
+        let one = stages(&model("llama-3.1-8b"), 1);
+        assert_eq!(one.len(), 1);
+        assert!(one[0].embedding && one[0].lm_head && one[0].moe_layers == 0);
+    }
+
+    #[test]
+    fn hops_cross_nodes_only_at_node_boundaries() {
+        let p = |tp, pp| Parallelism {
+            tensor: tp,
+            pipeline: pp,
+            expert: 1,
+        };
+        assert_eq!(p(8, 2).cross_node_hops(8), 1);
+        assert_eq!(p(4, 2).cross_node_hops(8), 0);
+        assert_eq!(p(4, 4).cross_node_hops(8), 1);
+        assert_eq!(p(2, 8).cross_node_hops(8), 1);
+        assert_eq!(p(8, 4).cross_node_hops(8), 3);
+        assert_eq!(p(8, 1).cross_node_hops(8), 0);
+        assert_eq!(p(4, 4).nodes(8), 2);
+    }
+
+    #[test]
+    fn layouts_that_cannot_work_are_refused_with_their_key() {
+        let h100 = catalog::hardware("h100").unwrap();
+        let l4 = catalog::hardware("l4").unwrap();
+        let llama = model("llama-3.1-70b");
+        let mix = model("mixtral-8x7b");
+        let par = |tensor, pipeline, expert| Parallelism {
+            tensor,
+            pipeline,
+            expert,
+        };
+        let key = |r: Result<(), Invalid>| r.unwrap_err().0;
+        assert!(par(8, 2, 1).validate(&llama, &h100).is_ok());
+        assert_eq!(
+            key(par(16, 1, 1).validate(&llama, &h100)),
+            "fleet.tensor_parallel"
+        );
+        assert_eq!(
+            key(par(1, 81, 1).validate(&llama, &h100)),
+            "fleet.pipeline_parallel"
+        );
+        assert_eq!(
+            key(par(8, 2, 1).validate(&llama, &l4)),
+            "fleet.pipeline_parallel"
+        );
+        assert!(
+            par(4, 2, 1).validate(&llama, &l4).is_ok(),
+            "one node needs no network"
+        );
+        assert_eq!(
+            key(par(8, 1, 2).validate(&llama, &h100)),
+            "fleet.expert_parallel"
+        );
+        assert_eq!(
+            key(par(4, 1, 8).validate(&mix, &h100)),
+            "fleet.expert_parallel"
+        );
+        assert!(par(8, 1, 8).validate(&mix, &h100).is_ok());
+        let e = par(6, 1, 6).validate(&mix, &h100).unwrap_err();
+        assert!(e.1.contains("8 experts"), "{e:?}");
+        let e = par(3, 4, 1).validate(&llama, &h100).unwrap_err();
+        assert_eq!(e.0, "fleet.tensor_parallel", "{e:?}");
+        let p = par(8, 1, 4);
+        assert_eq!((p.attention_tp(), p.attention_dp(), p.gpus()), (2, 4, 8));
+    }
+}

@@ -1,0 +1,200 @@
+//! Speculative decoding (Leviathan, Kalman & Matias, ICML 2023; Chen et al.
+//! 2023): a cheap draft proposes k tokens, the target model scores all k + 1
+//! positions in one forward pass, and drafts are accepted left to right until
+//! the first rejection; the target's own token at that position comes free.
+//! With a per-token acceptance rate α, the tokens produced per step are
+//! 1 + min(G, k) with G geometric — mean (1 − α^(k+1)) / (1 − α).
+//!
+//! The draft's cost is priced by [`SpeculativeCost`], a cost-model wrapper: a
+//! separate draft model from the catalog (k sequential draft decode steps) or
+//! a fraction of a target decode step per draft token (EAGLE heads, Li et al.
+//! 2024; DeepSeek-V3's multi-token-prediction module).
+
+use crate::cost::{BatchShape, CostModel, Roofline};
+use crate::rng::{self, StreamRng};
+use crate::scenario::SpeculativeCfg;
+use crate::time::{secs_to_nanos, Nanos};
+use rand::Rng;
+
+/// The acceptance process of one replica, on its own seeded stream.
+pub struct Speculation {
+    k: u32,
+    alpha: f64,
+    rng: StreamRng,
+}
+
+impl Speculation {
+    pub fn new(cfg: &SpeculativeCfg, seed: u64, replica: u32) -> Speculation {
+        Speculation {
+            k: cfg.num_draft_tokens,
+            alpha: cfg.acceptance_rate,
+            rng: rng::stream(seed, &format!("replica.{replica}.speculative")),
+        }
+    }
+
+    pub fn draft_tokens(&self) -> u32 {
+        self.k
+    }
+
+    /// Tokens one verification step yields: accepted drafts plus the target's
+    /// token, 1..=k+1.
+    pub fn sample_tokens(&mut self) -> u32 {
+        let mut accepted = 0;
+        while accepted < self.k && self.rng.random::<f64>() < self.alpha {
+            accepted += 1;
+        }
+        accepted + 1
+    }
+
+    /// The analytical mean of [`Self::sample_tokens`].
+    pub fn expected_tokens(k: u32, alpha: f64) -> f64 {
+        (1.0 - alpha.powi(k as i32 + 1)) / (1.0 - alpha)
+    }
+}
+
+/// How a draft step is priced.
+pub enum DraftCost {
+    /// A separate draft model on the same GPUs.
+    Model(Box<Roofline>),
+    /// A fraction of the target's decode step per draft token.
+    Fraction(f64),
+}
+
+/// A cost model that adds the draft's k steps to every iteration with
+/// speculative verifications.
+pub struct SpeculativeCost<'a> {
+    target: Box<dyn CostModel + 'a>,
+    draft: DraftCost,
+    k: u32,
+    label: String,
+}
+
+impl<'a> SpeculativeCost<'a> {
+    pub fn new(target: Box<dyn CostModel + 'a>, draft: DraftCost, k: u32, label: String) -> Self {
+        SpeculativeCost {
+            target,
+            draft,
+            k,
+            label,
+        }
+    }
+
+    /// Time the draft spends proposing k tokens for every decoding sequence.
+    fn draft_time(&self, b: &BatchShape) -> Nanos {
+        if b.decode_seqs == 0 || b.verify_extra_tokens == 0 {
+            return 0;
+        }
+        // Drafting runs one decode step per draft token over the decoding
+        // sequences, at about their current context.
+        let step = BatchShape {
+            decode_seqs: b.decode_seqs,
+            decode_context_tokens: b.verify_context_tokens,
+            ..BatchShape::default()
+        };
+        let per_step = match &self.draft {
+            DraftCost::Model(r) => secs_to_nanos(r.forward_secs(&step)),
+            DraftCost::Fraction(f) => (self.target.iteration_time(&step) as f64 * f) as Nanos,
+        };
+        per_step * self.k as Nanos
+    }
+}
+
+impl CostModel for SpeculativeCost<'_> {
+    fn iteration_time(&self, b: &BatchShape) -> Nanos {
+        self.target.iteration_time(b) + self.draft_time(b)
+    }
+
+    fn source(&self) -> String {
+        format!(
+            "{} + speculative drafts ({})",
+            self.target.source(),
+            self.label
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_accepted_tokens_matches_the_truncated_geometric_mean() {
+        for (k, alpha) in [(4, 0.7), (2, 0.5), (8, 0.9), (3, 0.0)] {
+            let cfg = SpeculativeCfg {
+                num_draft_tokens: k,
+                acceptance_rate: alpha,
+                draft_model: None,
+                draft_cost_fraction: Some(0.1),
+            };
+            let mut s = Speculation::new(&cfg, 5, 0);
+            let n = 400_000;
+            let mean = (0..n).map(|_| s.sample_tokens() as f64).sum::<f64>() / n as f64;
+            let want = Speculation::expected_tokens(k, alpha);
+            assert!(
+                (mean - want).abs() / want < 0.01,
+                "k={k} α={alpha}: {mean} vs {want}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+    use crate::catalog::{self, Dtype};
+
+    /// Time per output token of a decode step at batch `b` and context 2048,
+    /// with and without speculation (k = 4, α = 0.7, Llama-3.2-1B drafting for
+    /// Llama-3.1-70B on 4 × H100).
+    fn per_token(b: u32) -> (f64, f64) {
+        let (target_m, _) = catalog::model("llama-3.1-70b").unwrap();
+        let (draft_m, _) = catalog::model("llama-3.2-1b").unwrap();
+        let h = catalog::hardware("h100").unwrap();
+        let target = Roofline::new(&target_m, &h, Dtype::Bf16, Dtype::Bf16, 4);
+        let draft = Roofline::new(&draft_m, &h, Dtype::Bf16, Dtype::Bf16, 4);
+        let (k, alpha) = (4, 0.7);
+        let spec = SpeculativeCost::new(
+            Box::new(target.clone()),
+            DraftCost::Model(Box::new(draft)),
+            k,
+            String::new(),
+        );
+        let mut plain = BatchShape::default();
+        let mut verify = BatchShape::default();
+        for _ in 0..b {
+            plain.add_decode(2048);
+            verify.add_verify(k as u64, 2047);
+        }
+        let plain_t = target.iteration_time(&plain) as f64;
+        let spec_t = spec.iteration_time(&verify) as f64 / Speculation::expected_tokens(k, alpha);
+        (plain_t / b as f64, spec_t / b as f64)
+    }
+
+    #[test]
+    fn speculation_pays_when_memory_bound_and_stops_paying_when_compute_bound() {
+        let (plain, spec) = per_token(1);
+        assert!(spec < 0.6 * plain, "batch 1: {spec} vs {plain} ns/token");
+        let (plain, spec) = per_token(512);
+        assert!(spec > plain, "batch 512: {spec} vs {plain} ns/token");
+        for b in [1, 8, 32, 64, 128, 256, 512] {
+            let (p, s) = per_token(b);
+            eprintln!(
+                "batch {b:>3}: {:.3} ms/token plain, {:.3} speculative",
+                p / 1e6,
+                s / 1e6
+            );
+        }
+        // Somewhere in between the advantage crosses over.
+        let crossover = (0..10)
+            .map(|p| 1u32 << p)
+            .find(|&b| {
+                let (p, s) = per_token(b);
+                s >= p
+            })
+            .expect("speculation stops paying below batch 512");
+        assert!(
+            (16..=512).contains(&crossover),
+            "crossover at batch {crossover}"
+        );
+    }
+}
