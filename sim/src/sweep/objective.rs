@@ -5,8 +5,11 @@
 //! scenario's `[slo]` targets (TTFT ≤ `ttft_ms` and TPOT ≤ `tpot_ms`, a
 //! rejection counting as a miss) is at least `attainment` — DistServe's SLO
 //! attainment (Zhong et al., OSDI '24). Among those, the best point has the
-//! highest goodput per GPU (requests per second meeting the SLOs, per GPU);
-//! ties go to the cheaper point, then the lower index.
+//! highest goodput per GPU (requests per second meeting the SLOs, per GPU).
+//! Goodput within [`GOODPUT_TIE`] of the highest counts as a tie — points
+//! serving the same load at the same size differ only by how long their runs
+//! took to drain — and ties go to the cheaper point, then the lower latency,
+//! then the lower index.
 //!
 //! Cost is in GPUs unless a price per GPU-hour is stated; no price is ever
 //! assumed.
@@ -259,6 +262,29 @@ pub struct Analysis {
     pub note: Option<String>,
 }
 
+/// Relative goodput difference below which two points count as equally
+/// productive (1 %): the run's span includes draining the last requests, so
+/// equal served load shows up as goodput differing by a fraction of a percent.
+pub const GOODPUT_TIE: f64 = 0.01;
+
+/// The best point meeting the SLOs: most goodput per GPU (ties within
+/// [`GOODPUT_TIE`]), then least cost, lowest latency, lowest index.
+fn best_point(points: &[Evaluated]) -> Option<usize> {
+    let g = |e: &Evaluated| e.goodput_rps_per_gpu.unwrap_or(0.0);
+    let ok: Vec<&Evaluated> = points.iter().filter(|e| e.meets_slo).collect();
+    let top = ok.iter().map(|e| g(e)).fold(f64::NEG_INFINITY, f64::max);
+    let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+    ok.into_iter()
+        .filter(|e| g(e) >= top * (1.0 - GOODPUT_TIE))
+        .min_by(|a, b| {
+            inf(a.cost)
+                .total_cmp(&inf(b.cost))
+                .then(inf(a.latency_ms).total_cmp(&inf(b.latency_ms)))
+                .then(a.index.cmp(&b.index))
+        })
+        .map(|e| e.index)
+}
+
 /// Evaluates every point, finds the Pareto front and the best point.
 pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
     let points: Vec<Evaluated> = results
@@ -289,17 +315,7 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
         })
         .collect();
     let pareto_front = pareto::front(&candidates).iter().map(|c| c.id).collect();
-    let best = points
-        .iter()
-        .filter(|e| e.meets_slo)
-        .max_by(|a, b| {
-            let g = |e: &Evaluated| e.goodput_rps_per_gpu.unwrap_or(0.0);
-            let c = |e: &Evaluated| e.cost.unwrap_or(f64::INFINITY);
-            g(a).total_cmp(&g(b))
-                .then(c(b).total_cmp(&c(a)))
-                .then(b.index.cmp(&a.index))
-        })
-        .map(|e| e.index);
+    let best = best_point(&points);
     let first_slo = results
         .points
         .iter()
@@ -388,6 +404,19 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(analyze(&r, &loose.resolve()).best, Some(1));
+        // Goodput within 1 % is a tie: the cheaper point wins, then the faster.
+        let r2 = sweep(vec![
+            point(0, 4, 300.0, 0.999, 5.00),
+            point(1, 4, 200.0, 0.999, 4.97),
+            point(2, 2, 400.0, 0.999, 4.96),
+            point(3, 2, 350.0, 0.999, 4.80),
+        ]);
+        assert_eq!(analyze(&r2, &obj).best, Some(2));
+        let r3 = sweep(vec![
+            point(0, 4, 300.0, 0.999, 5.00),
+            point(1, 4, 200.0, 0.999, 4.97),
+        ]);
+        assert_eq!(analyze(&r3, &obj).best, Some(1));
         // Nothing meets 99.99 %.
         let strict = ObjectiveCfg {
             attainment: Some(0.9999),
