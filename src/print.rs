@@ -86,15 +86,59 @@ pub fn resolved(s: &Scenario) {
             .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
             .unwrap_or_default()
     );
-    println!("workload   arrivals {:?}", f.workload.arrival);
-    println!("           prompt   {:?}", f.workload.prompt_tokens);
-    println!("           output   {:?}", f.workload.output_tokens);
+    let w = &f.workload;
+    if let Some(t) = &w.trace {
+        println!(
+            "workload   trace {} {} (relative to {})",
+            t.format.name(),
+            t.path,
+            s.base_dir.display()
+        );
+    }
+    if let Some(a) = &w.arrival {
+        println!("workload   arrivals {a:?}");
+    }
+    if let Some(p) = &w.prompt_tokens {
+        println!("           prompt   {p:?}");
+    }
+    if let Some(o) = &w.output_tokens {
+        println!("           output   {o:?}");
+    }
+    if let Some(p) = &w.length_pairs {
+        println!(
+            "           lengths  (prompt, output) pairs from {} {}",
+            p.trace.format.name(),
+            p.trace.path
+        );
+    }
     match &f.slo {
         Some(slo) => println!(
             "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
             slo.ttft_ms, slo.tpot_ms
         ),
         None => println!("slo        none (goodput not reported)"),
+    }
+}
+
+/// `servesim check`: the workload's first request.
+pub fn first_request(r: Option<&sim::workload::RequestSpec>) {
+    match r {
+        Some(r) => println!(
+            "           first request at {:.3} s: {} prompt + {} output tokens{}",
+            r.arrival.as_secs_f64(),
+            r.prompt_tokens,
+            r.output_tokens,
+            if r.prefix_hashes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} prefix blocks of {} tokens",
+                    r.prefix_hashes.len(),
+                    r.hash_block_tokens
+                )
+            }
+        ),
+        None => println!("           the workload has no requests"),
     }
 }
 
