@@ -66,7 +66,7 @@ pub enum Command {
     )]
     Trace {
         #[command(subcommand)]
-        command: TraceCommand,
+        command: Box<TraceCommand>,
     },
 }
 
@@ -82,7 +82,7 @@ pub enum TraceCommand {
         /// Trace file (for servegen: the folder of chunk-N files).
         file: PathBuf,
         #[command(flatten)]
-        opts: TraceOpts,
+        opts: Box<TraceOpts>,
         /// Print the statistics as JSON.
         #[arg(long)]
         json: bool,

@@ -60,7 +60,7 @@ fn run(cli: Cli) -> Result<()> {
             replicas,
             repeat,
         } => bench::run(requests, replicas, repeat),
-        Command::Trace { command } => trace::run(command),
+        Command::Trace { command } => trace::run(*command),
     }
 }
 

@@ -77,15 +77,19 @@ pub fn resolved(s: &Scenario) {
         mem.kv_bytes_per_token, mem.kv_blocks, mem.block_size, mem.kv_tokens
     );
     let h = &f.horizon;
-    println!(
-        "horizon    {}{}",
-        h.requests
-            .map(|n| format!("{n} requests"))
-            .unwrap_or_default(),
-        h.duration_s
-            .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
-            .unwrap_or_default()
-    );
+    if h.requests.is_none() && h.duration_s.is_none() {
+        println!("horizon    until the workload ends (all its requests, drained)");
+    } else {
+        println!(
+            "horizon    {}{}",
+            h.requests
+                .map(|n| format!("{n} requests"))
+                .unwrap_or_default(),
+            h.duration_s
+                .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
+                .unwrap_or_default()
+        );
+    }
     let w = &f.workload;
     if let Some(t) = &w.trace {
         println!(

@@ -176,7 +176,7 @@ impl Context {
     /// A path from the scenario, resolved against its folder.
     pub fn resolve(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
-        if p.is_absolute() {
+        if p.is_absolute() || self.base_dir == Path::new(".") {
             p.to_path_buf()
         } else {
             self.base_dir.join(p)

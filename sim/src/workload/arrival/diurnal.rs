@@ -98,7 +98,7 @@ mod tests {
         let shape = Diurnal::new(20.0, 0.8, 100.0, 25.0);
         let mut r = rng::stream(5, "t");
         let mut bins = [0.0f64; 10];
-        let periods = 300.0;
+        let periods = 150.0;
         while let Some(t) = p.next_arrival(&mut r) {
             if t >= 100.0 * periods {
                 break;
@@ -108,7 +108,7 @@ mod tests {
         for (k, got) in bins.iter().enumerate() {
             let lo = k as f64 * 10.0;
             let want = (shape.cumulative(lo + 10.0) - shape.cumulative(lo)) * periods;
-            assert!((got / want - 1.0).abs() < 0.03, "bin {k}: {got} vs {want}");
+            assert!((got / want - 1.0).abs() < 0.05, "bin {k}: {got} vs {want}");
         }
         // The busiest bin holds the peak, the quietest is half a period away.
         let max = bins.iter().cloned().fold(0.0, f64::max);

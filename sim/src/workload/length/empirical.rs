@@ -138,6 +138,7 @@ fn read_file(path: &Path, key: &str, ctx: &Context) -> Result<Empirical, Workloa
     let f = std::fs::File::open(path)
         .map_err(|e| ctx.config_error(key, format!("cannot open {file}: {e}")))?;
     let mut rdr = csv::ReaderBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
         .flexible(true)
         .trim(csv::Trim::All)
         .from_reader(std::io::BufReader::new(f));
@@ -286,5 +287,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("s.toml: k.file: cannot open"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::*;
+    use crate::scenario::{TraceCfg, TraceFormat};
+
+    #[test]
+    fn a_trace_column_gives_its_exact_distribution() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/traces/mooncake_sample.jsonl");
+        let d = LengthDist::Empirical {
+            file: None,
+            values: None,
+            weights: None,
+            trace: Some(Box::new(TraceCfg {
+                format: TraceFormat::Mooncake,
+                path: path.display().to_string(),
+                time_scale: None,
+                rate: None,
+                start_s: None,
+                end_s: None,
+                max_requests: None,
+                tenant_column: None,
+                lenient: false,
+                model: None,
+                log_type: None,
+                drop_failures: false,
+                columns: None,
+                time_unit: None,
+                block_tokens: None,
+            })),
+            column: Some(LengthColumn::Output),
+            min: None,
+            max: None,
+        };
+        let ctx = Context::new("t", Path::new("."), 1);
+        let (e, report) = Empirical::build(&d, "k", &ctx).unwrap();
+        // The sample's output lengths average 229.5 (see tests/traces.rs).
+        assert!((e.mean() - 229.5).abs() < 1e-9, "{}", e.mean());
+        assert_eq!(report.unwrap().requests, 10);
     }
 }

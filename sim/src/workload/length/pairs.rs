@@ -80,3 +80,63 @@ impl LengthPairs {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{TraceCfg, TraceFormat};
+    use std::collections::BTreeSet;
+
+    fn sample_cfg(max_pairs: Option<u64>) -> LengthPairsCfg {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios/traces/azure_conv_sample.csv");
+        LengthPairsCfg {
+            trace: TraceCfg {
+                format: TraceFormat::Azure,
+                path: path.display().to_string(),
+                time_scale: None,
+                rate: None,
+                start_s: None,
+                end_s: None,
+                max_requests: None,
+                tenant_column: None,
+                lenient: false,
+                model: None,
+                log_type: None,
+                drop_failures: false,
+                columns: None,
+                time_unit: None,
+                block_tokens: None,
+            },
+            max_pairs,
+            prompt_min: None,
+            prompt_max: Some(4000),
+            output_min: None,
+            output_max: None,
+        }
+    }
+
+    #[test]
+    fn pairs_come_from_the_trace_rows_and_keep_their_correlation() {
+        let ctx = Context::new("t", std::path::Path::new("."), 1);
+        let (all, report) = LengthPairs::build(&sample_cfg(None), "k", &ctx).unwrap();
+        assert_eq!(all.len(), 300);
+        assert_eq!(report.requests, 300);
+        let rows: BTreeSet<(u32, u32)> = all.pairs.iter().copied().collect();
+        let mut r = rng::stream(3, "t");
+        for _ in 0..2000 {
+            let (p, o) = all.sample(&mut r);
+            assert!(p <= 4000, "clamped");
+            assert!(
+                rows.iter().any(|&(rp, ro)| rp.min(4000) == p && ro == o),
+                "({p}, {o}) is a row"
+            );
+        }
+        // A reservoir of 50 keeps 50 of the rows, the same ones for a seed.
+        let (a, _) = LengthPairs::build(&sample_cfg(Some(50)), "k", &ctx).unwrap();
+        let (b, _) = LengthPairs::build(&sample_cfg(Some(50)), "k", &ctx).unwrap();
+        assert_eq!(a.len(), 50);
+        assert_eq!(a.pairs, b.pairs);
+        assert!(a.pairs.iter().all(|x| rows.contains(x)));
+    }
+}

@@ -37,8 +37,12 @@ impl CsvRows {
     ) -> Result<CsvRows, WorkloadError> {
         let f = open_file(path, key, ctx)?;
         let file = path.display().to_string();
+        // Records end at LF; a CR before it is trimmed with the field. (The
+        // default CRLF terminator makes the crate report CRLF files' line
+        // numbers one too low.)
         let mut rdr = csv::ReaderBuilder::new()
             .has_headers(has_headers)
+            .terminator(csv::Terminator::Any(b'\n'))
             .flexible(true)
             .buffer_capacity(1 << 16)
             .from_reader(BufReader::with_capacity(1 << 16, f));

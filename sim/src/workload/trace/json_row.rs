@@ -418,7 +418,10 @@ impl JsonTrace {
                 row.session = text_id(t);
             }
         }
-        if let Some((_, block)) = self.hashes {
+        if let Some((slot, block)) = self.hashes {
+            if !self.row.has(slot) {
+                return Err(self.missing(line, slot));
+            }
             row.hashes.extend_from_slice(&self.row.hashes);
             prefix::chain_in_place(&mut row.hashes);
             row.block_tokens = block;

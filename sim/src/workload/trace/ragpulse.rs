@@ -43,13 +43,16 @@ const PROMPT_ORDER: [u8; 5] = [0, 1, 3, 2, 4];
 /// Default tokens per prefix block (vLLM's default KV block size).
 pub const DEFAULT_BLOCK_TOKENS: u32 = 16;
 
+/// Segment ids seen, and component tokens (total, repeated) by kind.
+type SegmentReuse = (HashSet<u64>, [(u64, u64); 5]);
+
 struct RagPulse {
     t: JsonTrace,
     block_tokens: u32,
     lengths: [HashMap<u64, u32>; 5],
     order: Vec<(u8, u64)>,
     /// `trace stats` only: ids seen and component tokens (total, repeated).
-    stats: Option<(HashSet<u64>, [(u64, u64); 5])>,
+    stats: Option<SegmentReuse>,
 }
 
 pub fn open(

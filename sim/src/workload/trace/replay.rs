@@ -328,3 +328,98 @@ impl RequestSource for Replay {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{ColumnMap, TraceFormat};
+
+    fn cfg(path: &std::path::Path) -> TraceCfg {
+        TraceCfg {
+            format: TraceFormat::Csv,
+            path: path.display().to_string(),
+            time_scale: None,
+            rate: None,
+            start_s: None,
+            end_s: None,
+            max_requests: None,
+            tenant_column: None,
+            lenient: false,
+            model: None,
+            log_type: None,
+            drop_failures: false,
+            columns: Some(ColumnMap {
+                arrival: "t".into(),
+                prompt: "p".into(),
+                output: "o".into(),
+                session: None,
+                hashes: None,
+            }),
+            time_unit: None,
+            block_tokens: None,
+        }
+    }
+
+    fn arrivals(c: &TraceCfg) -> (Vec<u64>, TraceReport) {
+        let ctx = Context::new("t", std::path::Path::new("."), 1);
+        let mut r = Replay::open(c, "trace", &ctx).unwrap();
+        let v = std::iter::from_fn(|| r.next_request())
+            .map(|q| q.arrival.0)
+            .collect();
+        (v, r.finish().unwrap().unwrap().traces.pop().unwrap())
+    }
+
+    #[test]
+    fn sorted_runs_are_merged_and_late_rows_clamped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        // Two sorted runs (10..20 s, then 0..10 s), like RAGPulse's file.
+        let mut text = String::from("t,p,o\n");
+        for t in (10..20).chain(0..10) {
+            text.push_str(&format!("{t},5,5\n"));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let (v, rep) = arrivals(&cfg(&p));
+        assert_eq!(v, (0..20).map(|s| s * 1_000_000_000).collect::<Vec<_>>());
+        assert_eq!(rep.out_of_order, 0);
+        // A run longer than the buffer cannot be merged: its rows replay at
+        // the latest time seen and are counted.
+        let n = REORDER_ROWS as u64 + 10;
+        let mut text = String::from("t,p,o\n");
+        for t in (0..n).map(|i| 1000 + i).chain([5, 6]) {
+            text.push_str(&format!("{t},5,5\n"));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let (v, rep) = arrivals(&cfg(&p));
+        assert_eq!(rep.out_of_order, 2);
+        assert!(v.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(v.len() as u64, n + 2);
+    }
+
+    #[test]
+    fn window_speed_and_rate_options_compose() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        // One request per second for 100 s, starting at t = 50.
+        let mut text = String::from("t,p,o\n");
+        for t in 50..150 {
+            text.push_str(&format!("{t},5,5\n"));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let mut c = cfg(&p);
+        c.start_s = Some(10.0);
+        c.end_s = Some(30.0);
+        c.time_scale = Some(4.0);
+        let (v, rep) = arrivals(&c);
+        assert_eq!(v.len(), 20);
+        assert_eq!(v[0], 0);
+        assert_eq!(v[1], 250_000_000, "1 s of trace time at 4× speed");
+        assert_eq!(rep.filtered["before_window"], 10);
+        c.time_scale = None;
+        c.rate = Some(8.0);
+        c.max_requests = Some(9);
+        let (v, _) = arrivals(&c);
+        assert_eq!(v.len(), 9);
+        assert_eq!(v[8], 1_000_000_000, "8 gaps at 8 req/s");
+    }
+}

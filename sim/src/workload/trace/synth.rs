@@ -113,9 +113,9 @@ pub fn write(format: TraceFormat, rows: u64, dir: &Path, seed: u64) -> std::io::
             }
             TraceFormat::Requests => write!(w, "\n{i},{t:.6},0,{p},{o}")?,
             TraceFormat::Csv => write!(w, "\n{:.3},{p},{o}", t * 1000.0)?,
-            TraceFormat::Jsonl => write!(
+            TraceFormat::Jsonl => writeln!(
                 w,
-                "{{\"t\": {t:.6}, \"in\": {p}, \"out\": {o}, \"user\": \"u{}\"}}\n",
+                "{{\"t\": {t:.6}, \"in\": {p}, \"out\": {o}, \"user\": \"u{}\"}}",
                 i % 997
             )?,
             TraceFormat::Mooncake | TraceFormat::Bailian => {
