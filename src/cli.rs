@@ -96,6 +96,9 @@ pub enum TraceCommand {
         /// Rows per synthetic file.
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
+        /// Read this trace file instead of synthetic ones (one --format).
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
 }
 

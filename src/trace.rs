@@ -15,7 +15,10 @@ use std::time::Instant;
 pub fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Stats { file, opts, json } => stats(&file, &opts, json),
-        TraceCommand::Bench { format, rows } => bench(&format, rows),
+        TraceCommand::Bench { format, rows, file } => match file {
+            Some(f) => bench_file(&f, &format),
+            None => bench(&format, rows),
+        },
     }
 }
 
@@ -270,6 +273,71 @@ fn rss() -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// Times reading `cfg` through the replay pipeline: (requests, seconds).
+fn time_read(cfg: &TraceCfg, ctx: &Context) -> Result<(u64, f64)> {
+    let t = Instant::now();
+    let mut r = Replay::open(cfg, "trace", ctx)?;
+    let (mut n, mut tokens) = (0u64, 0u64);
+    while let Some(q) = r.next_request() {
+        n += 1;
+        tokens += q.prompt_tokens as u64 + q.prefix_hashes.len() as u64;
+    }
+    r.finish()?;
+    std::hint::black_box(tokens);
+    Ok((n, t.elapsed().as_secs_f64()))
+}
+
+fn print_bench_header() {
+    println!(
+        "{:<10} {:>10} {:>9} {:>14} {:>9} {:>14} {:>12}",
+        "format", "file MiB", "read s", "rows/s", "MiB/s", "peak RSS MiB", "RSS now MiB"
+    );
+}
+
+fn print_bench_row(f: TraceFormat, bytes: u64, rows: u64, secs: f64) {
+    let (peak, now) = rss();
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    println!(
+        "{:<10} {:>10.1} {:>9.3} {:>14.0} {:>9.1} {:>14.1} {:>12.1}",
+        f.name(),
+        mib,
+        secs,
+        rows as f64 / secs,
+        mib / secs,
+        peak,
+        now
+    );
+}
+
+/// `trace bench --file`: the readers' speed on a given trace.
+fn bench_file(file: &Path, formats: &[String]) -> Result<()> {
+    let [format] = formats else {
+        bail!("--file needs exactly one --format");
+    };
+    let o = TraceOpts {
+        format: format.clone(),
+        lenient: false,
+        time_scale: None,
+        rate: None,
+        start: None,
+        end: None,
+        limit: None,
+        tenant_column: None,
+        model: None,
+        log_type: None,
+        drop_failures: false,
+        columns: None,
+        time_unit: None,
+        block_tokens: None,
+    };
+    let cfg = trace_cfg(file, &o)?;
+    let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let (n, secs) = time_read(&cfg, &Context::new("<command line>", Path::new("."), 1))?;
+    print_bench_header();
+    print_bench_row(cfg.format, bytes, n, secs);
+    Ok(())
+}
+
 fn bench(formats: &[String], rows: u64) -> Result<()> {
     let formats: Vec<TraceFormat> = if formats.is_empty() {
         TraceFormat::ALL
@@ -286,10 +354,7 @@ fn bench(formats: &[String], rows: u64) -> Result<()> {
     println!(
         "trace bench: {rows} synthetic rows per format, read through the replay pipeline, 1 thread"
     );
-    println!(
-        "{:<10} {:>10} {:>9} {:>14} {:>9} {:>14} {:>12}",
-        "format", "file MiB", "read s", "rows/s", "MiB/s", "peak RSS MiB", "RSS now MiB"
-    );
+    print_bench_header();
     for f in formats {
         std::fs::create_dir_all(&dir)?;
         let cfg = synth::write(f, rows, &dir, 1)
@@ -299,32 +364,11 @@ fn bench(formats: &[String], rows: u64) -> Result<()> {
             .filter_map(|e| e.metadata().ok())
             .map(|m| m.len())
             .sum();
-        let ctx = Context::new("<bench>", &dir, 1);
-        let t = Instant::now();
-        let mut r = Replay::open(&cfg, "trace", &ctx)?;
-        let (mut n, mut tokens) = (0u64, 0u64);
-        while let Some(q) = r.next_request() {
-            n += 1;
-            tokens += q.prompt_tokens as u64 + q.prefix_hashes.len() as u64;
-        }
-        r.finish()?;
-        let secs = t.elapsed().as_secs_f64();
-        std::hint::black_box(tokens);
+        let (n, secs) = time_read(&cfg, &Context::new("<bench>", &dir, 1))?;
         if n != rows {
             bail!("{}: read {n} of {rows} rows", f.name());
         }
-        let (peak, now) = rss();
-        let mib = bytes as f64 / (1024.0 * 1024.0);
-        println!(
-            "{:<10} {:>10.1} {:>9.3} {:>14.0} {:>9.1} {:>14.1} {:>12.1}",
-            f.name(),
-            mib,
-            secs,
-            rows as f64 / secs,
-            mib / secs,
-            peak,
-            now
-        );
+        print_bench_row(f, bytes, rows, secs);
         std::fs::remove_dir_all(&dir)?;
     }
     Ok(())

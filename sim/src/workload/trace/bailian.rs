@@ -21,7 +21,7 @@ pub const BLOCK_TOKENS: u32 = 16;
 /// Chats remembered to find a turn's first turn; the oldest are forgotten
 /// beyond this, so memory stays bounded on any trace (a turn whose parent
 /// was forgotten takes its parent as session).
-const REMEMBERED_CHATS: usize = 1 << 20;
+const REMEMBERED_CHATS: usize = 1 << 18;
 
 struct Bailian {
     t: JsonTrace,

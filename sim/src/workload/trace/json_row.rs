@@ -190,8 +190,9 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
 struct NumVisitor(Kind);
 
 impl NumVisitor {
-    fn done<E: de::Error>(&self, v: Option<i64>, got: &str) -> Result<i64, E> {
-        v.ok_or_else(|| E::custom(format!("expected {}, got {got}", self.what())))
+    /// The value, or an error showing what was found (formatted only then).
+    fn done<E: de::Error>(&self, v: Option<i64>, got: impl FnOnce() -> String) -> Result<i64, E> {
+        v.ok_or_else(|| E::custom(format!("expected {}, got {}", self.what(), got())))
     }
     fn what(&self) -> &'static str {
         match self.0 {
@@ -212,7 +213,7 @@ impl<'de> Visitor<'de> for NumVisitor {
             Kind::Time(u) => (v as i128 * unit_ns(u) as i128).try_into().ok(),
             _ => i64::try_from(v).ok(),
         };
-        self.done(r, &v.to_string())
+        self.done(r, || v.to_string())
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
         let r = match self.0 {
@@ -220,7 +221,7 @@ impl<'de> Visitor<'de> for NumVisitor {
             Kind::Count if v < 0 => None,
             _ => Some(v),
         };
-        self.done(r, &v.to_string())
+        self.done(r, || v.to_string())
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
         let r = match self.0 {
@@ -229,7 +230,7 @@ impl<'de> Visitor<'de> for NumVisitor {
             _ if v.fract() == 0.0 && v.abs() < 9.2e18 => Some(v as i64),
             _ => None,
         };
-        self.done(r, &v.to_string())
+        self.done(r, || v.to_string())
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<i64, E> {
         let b = v.as_bytes();
@@ -238,7 +239,7 @@ impl<'de> Visitor<'de> for NumVisitor {
             Kind::Count => timefmt::count(b).and_then(|c| i64::try_from(c).ok()),
             _ => v.trim().parse().ok(),
         };
-        self.done(r, &format!("{v:?}"))
+        self.done(r, || format!("{v:?}"))
     }
 }
 
@@ -301,8 +302,30 @@ impl<'de> Visitor<'de> for SegmentsVisitor<'_> {
                     self.0.join(", ")
                 )));
             };
-            let ids: Vec<u64> = map.next_value()?;
-            self.1.extend(ids.into_iter().map(|id| (c as u8, id)));
+            map.next_value_seed(SegmentIds(c as u8, &mut *self.1))?;
+        }
+        Ok(())
+    }
+}
+
+/// One segment kind's id array, appended to the row's segments.
+struct SegmentIds<'a>(u8, &'a mut Vec<(u8, u64)>);
+
+impl<'de> DeserializeSeed<'de> for SegmentIds<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SegmentIds<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of non-negative integer segment ids")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<u64>()? {
+            self.1.push((self.0, v));
         }
         Ok(())
     }
@@ -433,5 +456,43 @@ impl JsonTrace {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_only_the_wanted_keys() {
+        let mut spec = JsonSpec::new();
+        let t = spec.add("timestamp", Kind::Time(TimeUnit::Ms)).unwrap();
+        let h = spec.add("hash_ids", Kind::Hashes).unwrap();
+        let s = spec.add("who", Kind::Text).unwrap();
+        assert!(spec.add("who", Kind::Int).is_err());
+        let mut row = JsonRow::default();
+        spec.parse(
+            br#"{"x": {"y": [1, {"z": null}]}, "timestamp": 1500, "hash_ids": [3, 4], "who": 7}"#,
+            &mut row,
+        )
+        .unwrap();
+        assert_eq!(row.nums[t], Some(1_500_000_000));
+        assert_eq!(row.hashes, vec![3, 4]);
+        assert_eq!(row.text(s), Some(&b"7"[..]));
+        spec.parse(br#"{"timestamp": "12.5"}"#, &mut row).unwrap();
+        assert_eq!(row.nums[t], Some(12_500_000));
+        assert!(!row.has(h) && row.text(s).is_none());
+        for bad in [
+            &br#"{"hash_ids": [1.5]}"#[..],
+            br#"{"hash_ids": [-1]}"#,
+            br#"{"hash_ids": 3}"#,
+        ] {
+            assert!(spec.parse(bad, &mut row).is_err());
+        }
+        let e = spec.parse(br#"{"timestamp": true}"#, &mut row).unwrap_err();
+        assert!(
+            e.contains("expected a time in milliseconds") && e.contains("(column "),
+            "{e}"
+        );
     }
 }

@@ -46,10 +46,42 @@ pub const DEFAULT_BLOCK_TOKENS: u32 = 16;
 /// Segment ids seen, and component tokens (total, repeated) by kind.
 type SegmentReuse = (HashSet<u64>, [(u64, u64); 5]);
 
+/// Token lengths of one segment kind by id: a dense table when ids are
+/// small (they are in RAGPulse), a hash map otherwise.
+enum SegmentLengths {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u32>),
+}
+
+impl SegmentLengths {
+    const ABSENT: u32 = u32::MAX;
+
+    fn new(map: HashMap<u64, u32>) -> SegmentLengths {
+        let max = map.keys().copied().max().unwrap_or(0);
+        if max < 1 << 24 {
+            let mut v = vec![Self::ABSENT; max as usize + 1];
+            for (id, n) in map {
+                v[id as usize] = n.min(Self::ABSENT - 1);
+            }
+            SegmentLengths::Dense(v)
+        } else {
+            SegmentLengths::Sparse(map)
+        }
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<u32> {
+        match self {
+            SegmentLengths::Dense(v) => v.get(id as usize).copied().filter(|&n| n != Self::ABSENT),
+            SegmentLengths::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
+
 struct RagPulse {
     t: JsonTrace,
     block_tokens: u32,
-    lengths: [HashMap<u64, u32>; 5],
+    lengths: [SegmentLengths; 5],
     order: Vec<(u8, u64)>,
     /// `trace stats` only: ids seen and component tokens (total, repeated).
     stats: Option<SegmentReuse>,
@@ -79,10 +111,16 @@ pub fn open(
         &[("hash_ids", Kind::Segments(&COMPONENTS))],
     )?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut lengths: [HashMap<u64, u32>; 5] = Default::default();
-    for (i, (file, id_key)) in SIDE_FILES.iter().enumerate() {
-        lengths[i] = read_side_file(&dir.join(file), id_key, key, ctx)?;
+    let mut tables = Vec::with_capacity(5);
+    for (file, id_key) in SIDE_FILES {
+        tables.push(SegmentLengths::new(read_side_file(
+            &dir.join(file),
+            id_key,
+            key,
+            ctx,
+        )?));
     }
+    let lengths: [SegmentLengths; 5] = tables.try_into().ok().expect("five kinds");
     Ok(Box::new(RagPulse {
         t,
         block_tokens: cfg.block_tokens.unwrap_or(DEFAULT_BLOCK_TOKENS),
@@ -147,7 +185,7 @@ impl RowReader for RagPulse {
             // Reuse as the trace's own statistics count it: any earlier
             // occurrence of the id, in file order.
             for &(c, id) in segs {
-                let n = self.lengths[c as usize].get(&id).copied().unwrap_or(0) as u64;
+                let n = self.lengths[c as usize].get(id).unwrap_or(0) as u64;
                 per[c as usize].0 += n;
                 if !seen.insert(id) {
                     per[c as usize].1 += n;
@@ -159,9 +197,11 @@ impl RowReader for RagPulse {
         // Stable: ids keep their order within a kind.
         self.order.sort_by_key(|&(c, _)| PROMPT_ORDER[c as usize]);
         let b = self.block_tokens;
-        let mut blocks = SegmentBlocks::new(b, row.prompt / b as u64);
+        let max_blocks = row.prompt / b as u64;
+        row.hashes.reserve(max_blocks.min(1 << 20) as usize);
+        let mut blocks = SegmentBlocks::new(b, max_blocks);
         for &(c, id) in &self.order {
-            let Some(&n) = self.lengths[c as usize].get(&id) else {
+            let Some(n) = self.lengths[c as usize].get(id) else {
                 return Err(RowError::new(
                     line,
                     format!(

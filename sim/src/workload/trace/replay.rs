@@ -15,7 +15,7 @@ use crate::workload::{
     Context, RequestSource, RequestSpec, TraceReport, WorkloadError, WorkloadReport,
 };
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// Rows read ahead to restore time order.
 pub const REORDER_ROWS: usize = 4096;
@@ -65,6 +65,9 @@ pub struct Replay {
     max: u64,
     origin: Option<i64>,
     row: Row,
+    /// The reorder buffer: rows that came in time order (sorted, the usual
+    /// case, O(1) each) and rows that came early, in a heap.
+    inorder: VecDeque<Pending>,
     heap: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     /// Trace time of the last row out of the buffer.
@@ -143,6 +146,7 @@ impl Replay {
             max: cfg.max_requests.unwrap_or(u64::MAX),
             origin: None,
             row: Row::default(),
+            inorder: VecDeque::with_capacity(REORDER_ROWS),
             heap: BinaryHeap::new(),
             seq: 0,
             last: None,
@@ -211,7 +215,7 @@ impl Replay {
 
     fn keep_row(&mut self) {
         let row = &mut self.row;
-        self.heap.push(Reverse(Pending {
+        let p = Pending {
             time: row.time_ns,
             seq: self.seq,
             line: row.line,
@@ -221,8 +225,16 @@ impl Replay {
             tenant: row.has_tenant.then(|| row.tenant.clone()),
             hashes: std::mem::take(&mut row.hashes),
             block_tokens: row.block_tokens,
-        }));
+        };
         self.seq += 1;
+        match self.inorder.back() {
+            Some(b) if p.time < b.time => self.heap.push(Reverse(p)),
+            _ => self.inorder.push_back(p),
+        }
+    }
+
+    fn buffered(&self) -> usize {
+        self.inorder.len() + self.heap.len()
     }
 
     /// The tenant index of a key, numbered in order of first appearance.
@@ -249,13 +261,23 @@ impl Replay {
 
     /// The next row out of the reorder buffer, in time order.
     fn pop(&mut self) -> Option<Pending> {
-        while self.reading && self.heap.len() < REORDER_ROWS {
+        while self.reading && self.buffered() < REORDER_ROWS {
             self.read_one();
         }
         if self.error.is_some() {
             return None;
         }
-        let Reverse(mut p) = self.heap.pop()?;
+        // The earliest of the two parts (ties go to the earlier row).
+        let from_heap = match (self.inorder.front(), self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) => b < a,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let mut p = if from_heap {
+            self.heap.pop()?.0
+        } else {
+            self.inorder.pop_front()?
+        };
         match self.last {
             Some(l) if p.time < l => {
                 self.report.out_of_order += 1;
@@ -282,13 +304,14 @@ impl RequestSource for Replay {
             }
             if self.end_ns.is_some_and(|e| rel >= e) {
                 // Rows come out in time order: the rest is past the window.
-                let rest = 1 + self.heap.len() as u64;
+                let rest = 1 + self.buffered() as u64;
                 *self
                     .report
                     .filtered
                     .entry("after_window".into())
                     .or_insert(0) += rest;
                 self.heap.clear();
+                self.inorder.clear();
                 self.reading = false;
                 return None;
             }
