@@ -115,6 +115,18 @@ fn stats(file: &Path, o: &TraceOpts, json: bool) -> Result<()> {
     let cfg = trace_cfg(file, o)?;
     let ctx = Context::new("<command line>", Path::new("."), 0);
     if cfg.format == TraceFormat::Servegen {
+        // The statistics describe the descriptors as published.
+        for (given, flag) in [
+            (cfg.time_scale.is_some(), "--time-scale"),
+            (cfg.rate.is_some(), "--rate"),
+            (cfg.start_s.is_some(), "--start"),
+            (cfg.end_s.is_some(), "--end"),
+            (cfg.max_requests.is_some(), "--limit"),
+        ] {
+            if given {
+                bail!("{flag}: servegen statistics describe the whole folder's descriptors; the option applies only when it is replayed");
+            }
+        }
         let s = servegen::describe(&cfg, "trace", &ctx)?;
         if json {
             println!("{}", serde_json::to_string_pretty(&s)?);

@@ -115,7 +115,9 @@ pub struct TraceReport {
     pub path: String,
     /// Rows that parsed (before the time window and filters).
     pub rows: u64,
-    /// Requests produced (replayed, or lengths taken).
+    /// Requests produced (replayed, or lengths taken). A run with a
+    /// duration horizon stops pulling once a request would arrive after it,
+    /// so that last one is counted here but not admitted.
     pub requests: u64,
     /// Lines that did not parse, skipped under `--lenient`.
     pub skipped_lines: u64,

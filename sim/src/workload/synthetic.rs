@@ -7,7 +7,7 @@ use super::{
     Context, Lengths, RequestSource, RequestSpec, TraceReport, WorkloadError, WorkloadReport,
 };
 use crate::rng::{self, StreamRng};
-use crate::scenario::WorkloadCfg;
+use crate::scenario::{ArrivalCfg, WorkloadCfg};
 use crate::time::{secs_to_nanos, SimTime};
 
 /// A generated request stream: requests in arrival order, until the arrival
@@ -26,10 +26,16 @@ impl Generator {
     /// The open-loop stream of a (validated) `[workload]` with an arrival
     /// process.
     pub fn new(cfg: &WorkloadCfg, ctx: &Context) -> Result<Generator, WorkloadError> {
-        let a = cfg
-            .arrival
-            .as_ref()
-            .ok_or_else(|| ctx.config_error("workload.arrival", "missing"))?;
+        let a = match &cfg.arrival {
+            None => return Err(ctx.config_error("workload.arrival", "missing")),
+            Some(ArrivalCfg::Closed { .. }) => {
+                return Err(ctx.config_error(
+                    "workload.arrival",
+                    "a closed loop is not an open-loop stream (see ClosedLoop)",
+                ))
+            }
+            Some(a) => a,
+        };
         let (lengths, reports) = Lengths::build(cfg, ctx)?;
         Ok(Self::with_lengths(
             arrival::build(a),
@@ -89,7 +95,7 @@ impl RequestSource for Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{ArrivalCfg, LengthDist};
+    use crate::scenario::LengthDist;
 
     fn cfg(arrival: ArrivalCfg, prompt: LengthDist) -> WorkloadCfg {
         WorkloadCfg {

@@ -833,6 +833,32 @@ mod generation_tests {
         r.max_requests = Some(500);
         let (v, rep) = all(&r, 1);
         assert_eq!((v.len(), rep.requests), (500, 500));
+        // A malformed descriptor row names its file and line, or is
+        // skipped and counted when lenient.
+        let bad = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(d.path()).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, bad.path().join(f.file_name().unwrap())).unwrap();
+        }
+        let trace = bad.path().join("chunk-5-trace.csv");
+        let text = std::fs::read_to_string(&trace).unwrap().replacen(
+            "1200,5,1.6,Weibull",
+            "1200,5,1.6,Pareto",
+            1,
+        );
+        std::fs::write(&trace, text).unwrap();
+        let mut c = cfg(bad.path());
+        let ctx = Context::new("s.toml", std::path::Path::new("."), 1);
+        let e = ServeGen::open(&c, "workload.trace", &ctx, fallback())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.ends_with("chunk-5-trace.csv: line 3: pattern: expected Gamma, Weibull or empty, got \"Pareto\""), "{e}");
+        c.lenient = true;
+        let (v, rep) = all(&c, 1);
+        assert_eq!(rep.skipped_lines, 1);
+        assert!(rep.first_skipped.unwrap().contains("line 3"));
+        assert!(!v.is_empty());
         // Without fallback lengths, a client without PMFs is an error.
         let ctx = Context::new("s.toml", std::path::Path::new("."), 1);
         let e = ServeGen::open(&base, "workload.trace", &ctx, None)
