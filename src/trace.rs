@@ -194,7 +194,8 @@ fn print_stats(s: &TraceStats) {
     if r.zero_prompt + r.zero_output > 0 {
         outln!(
             "           zero-length rows replayed with 1 token: {} prompts, {} outputs",
-            r.zero_prompt, r.zero_output
+            r.zero_prompt,
+            r.zero_output
         );
     }
     if r.time_scale != 1.0 {
@@ -203,11 +204,18 @@ fn print_stats(s: &TraceStats) {
     outln!("span       {:.3} s", s.span_s);
     outln!(
         "rate       {:.4} req/s (mean gap {:.4} s, IAT CV {:.3})",
-        s.rate_rps, s.iat_mean_s, s.iat_cv
+        s.rate_rps,
+        s.iat_mean_s,
+        s.iat_cv
     );
     outln!(
         "  {:<8} {:>10} {:>9} {:>9} {:>9} {:>9}",
-        "tokens", "mean", "p50", "p90", "p99", "max"
+        "tokens",
+        "mean",
+        "p50",
+        "p90",
+        "p99",
+        "max"
     );
     len_row("prompt", &s.prompt);
     len_row("output", &s.output);
@@ -235,12 +243,18 @@ fn print_stats(s: &TraceStats) {
 fn print_servegen(s: &ServeGenStats) {
     outln!(
         "servegen   {}: {} clients, {} windows of 600 s, span {:.0} s",
-        s.path, s.clients, s.windows, s.span_s
+        s.path,
+        s.clients,
+        s.windows,
+        s.span_s
     );
     let a = &s.aggregate_rate;
     outln!(
         "rate       aggregate mean {:.1}, p50 {:.1}, p99 {:.1}, max {:.1} req/s",
-        a.mean, a.p50, a.p99, a.max
+        a.mean,
+        a.p50,
+        a.p99,
+        a.max
     );
     outln!(
         "clients    active client-windows {:.3}; IAT CV p50 {:.2}, p90 {:.2}; top-1 {:.1} %, top-10 {:.1} % of requests",
@@ -252,12 +266,18 @@ fn print_servegen(s: &ServeGenStats) {
     );
     outln!(
         "patterns   Gamma {}, Weibull {}",
-        s.gamma_windows, s.weibull_windows
+        s.gamma_windows,
+        s.weibull_windows
     );
     if s.input_tokens.is_some() || s.output_tokens.is_some() {
         outln!(
             "  {:<8} {:>10} {:>9} {:>9} {:>9} {:>9}",
-            "tokens", "mean", "p50", "p90", "p99", "max"
+            "tokens",
+            "mean",
+            "p50",
+            "p90",
+            "p99",
+            "max"
         );
     }
     if let Some(l) = &s.input_tokens {
@@ -302,7 +322,13 @@ fn time_read(cfg: &TraceCfg, ctx: &Context) -> Result<(u64, f64)> {
 fn print_bench_header() {
     outln!(
         "{:<10} {:>10} {:>9} {:>14} {:>9} {:>14} {:>12}",
-        "format", "file MiB", "read s", "rows/s", "MiB/s", "peak RSS MiB", "RSS now MiB"
+        "format",
+        "file MiB",
+        "read s",
+        "rows/s",
+        "MiB/s",
+        "peak RSS MiB",
+        "RSS now MiB"
     );
 }
 
