@@ -33,6 +33,9 @@ pub enum Command {
         /// Also write report.html, report.md and charts/ into the output folder.
         #[arg(long)]
         report: bool,
+        /// Skip and count trace lines that do not parse instead of stopping.
+        #[arg(long)]
+        lenient: bool,
     },
     /// Validate a scenario and print the resolved configuration.
     #[command(after_help = "Example:\n  servesim check scenarios/llama70b-tp4.toml")]
@@ -61,6 +64,14 @@ pub enum Command {
         #[arg(long, default_value_t = 3)]
         repeat: u32,
     },
+    /// Inspect trace files: statistics, and the readers' speed.
+    #[command(
+        after_help = "Example:\n  servesim trace stats AzureLLMInferenceTrace_code.csv --format azure"
+    )]
+    Trace {
+        #[command(subcommand)]
+        command: Box<TraceCommand>,
+    },
     /// Run a scenario over a grid of settings in parallel; print the Pareto
     /// front (cost vs latency) and the best point under the SLOs.
     #[command(
@@ -82,6 +93,95 @@ pub enum Command {
         /// Output folder holding summary.json, sweep.json or capacity.json.
         dir: PathBuf,
     },
+}
+
+/// `servesim trace ...`
+#[derive(Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Request count, span, rate, inter-arrival CV, length percentiles and
+    /// prefix reuse of a trace file.
+    #[command(
+        after_help = "Examples:\n  servesim trace stats AzureLLMInferenceTrace_conv.csv --format azure\n  servesim trace stats conversation_trace.jsonl --format mooncake --json\n  servesim trace stats arrivals.csv --format csv --columns arrival=ts,prompt=in,output=out --time-unit ms"
+    )]
+    Stats {
+        /// Trace file (for servegen: the folder of chunk-N files).
+        file: PathBuf,
+        #[command(flatten)]
+        opts: Box<TraceOpts>,
+        /// Print the statistics as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the readers' throughput on synthetic files of each format.
+    #[command(after_help = "Example:\n  cargo run --release -- trace bench --rows 1000000")]
+    Bench {
+        /// Formats to measure [default: every per-request format].
+        #[arg(long, value_parser = trace_format)]
+        format: Vec<String>,
+        /// Rows per synthetic file.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// Read this trace file instead of synthetic ones (one --format).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
+
+/// Trace options (the keys of a scenario's `workload.trace`).
+#[derive(clap::Args, Debug)]
+pub struct TraceOpts {
+    /// Trace format.
+    #[arg(long, value_parser = trace_format)]
+    pub format: String,
+    /// Skip and count lines that do not parse instead of stopping.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Replay at k× speed (arrival times divided by k).
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// Rescale times to this mean rate, requests/s.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Start of the time window, seconds from the first row.
+    #[arg(long)]
+    pub start: Option<f64>,
+    /// End of the time window, seconds from the first row.
+    #[arg(long)]
+    pub end: Option<f64>,
+    /// Only the first N requests.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Column naming each request's tenant.
+    #[arg(long)]
+    pub tenant_column: Option<String>,
+    /// burstgpt: keep only this Model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// burstgpt: keep only this Log Type.
+    #[arg(long)]
+    pub log_type: Option<String>,
+    /// burstgpt: drop failed requests (0 response tokens).
+    #[arg(long)]
+    pub drop_failures: bool,
+    /// csv/jsonl: column mapping, e.g. arrival=ts,prompt=in,output=out[,session=s][,hashes=h].
+    #[arg(long)]
+    pub columns: Option<String>,
+    /// csv/jsonl: unit of the arrival column (s, ms, us, ns, datetime).
+    #[arg(long)]
+    pub time_unit: Option<String>,
+    /// Tokens per hash block (ragpulse; csv/jsonl with a hashes column).
+    #[arg(long)]
+    pub block_tokens: Option<u32>,
+}
+
+fn trace_format(s: &str) -> Result<String, String> {
+    match sim::scenario::TraceFormat::from_name(s) {
+        Some(_) => Ok(s.to_string()),
+        None => Err(format!(
+            "unknown format {s:?}; known: {}",
+            sim::scenario::TraceFormat::ALL.map(|f| f.name()).join(", ")
+        )),
+    }
 }
 
 /// `servesim sweep`: run a grid, or merge shard outputs.

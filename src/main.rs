@@ -18,6 +18,7 @@ mod capacity;
 mod cli;
 mod print;
 mod sweep;
+mod trace;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -44,10 +45,16 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             json,
             report,
-        } => simulate(&scenario, out, seed, json, report),
+            lenient,
+        } => simulate(&scenario, out, seed, json, report, lenient),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             print::resolved(&s);
+            // Open the workload's files and read its first request, so a
+            // bad trace shows here rather than in a run.
+            let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+            let first = sim::workload::probe(&s.file.workload, &ctx)?;
+            print::first_request(first.as_ref());
             Ok(())
         }
         Command::Catalog { what } => {
@@ -67,6 +74,7 @@ fn run(cli: Cli) -> Result<()> {
             replicas,
             repeat,
         } => bench::run(requests, replicas, repeat),
+        Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Report { dir } => write_report(&dir),
@@ -136,18 +144,33 @@ fn simulate(
     seed: Option<u64>,
     json: bool,
     report: bool,
+    lenient: bool,
 ) -> Result<()> {
     let mut scenario = Scenario::load(path)?;
     if let Some(seed) = seed {
         scenario.file.seed = seed;
     }
+    if lenient {
+        scenario.file.workload.set_lenient();
+    }
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
     let mut progress = LazyProgress::new(&format!("simulating {}", scenario.name()));
     let wall = Instant::now();
-    let result = Simulation::new(&scenario)
-        .run(|p| progress.update(p.fraction))
-        .with_context(|| format!("{}: simulation failed", path.display()))?;
+    let result = match Simulation::new(&scenario).run(|p| progress.update(p.fraction)) {
+        Ok(r) => r,
+        // A workload error names its own file and line.
+        Err(sim::RunError::Workload(e)) => return Err(e.into()),
+        Err(e) => {
+            return Err(anyhow::Error::new(e))
+                .with_context(|| format!("{}: simulation failed", path.display()))
+        }
+    };
     progress.finish();
+    for t in result.summary.workload.iter().flat_map(|w| &w.traces) {
+        if let Some(note) = t.skipped_note() {
+            eprintln!("warning: {note}");
+        }
+    }
     let wall = wall.elapsed();
     sim::output::write_all(&out_dir, &result)
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;

@@ -203,18 +203,44 @@ pub fn resolved(s: &Scenario) {
         mem.kv_tokens
     );
     let h = &f.horizon;
-    outln!(
-        "horizon    {}{}",
-        h.requests
-            .map(|n| format!("{n} requests"))
-            .unwrap_or_default(),
-        h.duration_s
-            .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
-            .unwrap_or_default()
-    );
-    outln!("workload   arrivals {:?}", f.workload.arrival);
-    outln!("           prompt   {:?}", f.workload.prompt_tokens);
-    outln!("           output   {:?}", f.workload.output_tokens);
+    if h.requests.is_none() && h.duration_s.is_none() {
+        outln!("horizon    until the workload ends (all its requests, drained)");
+    } else {
+        outln!(
+            "horizon    {}{}",
+            h.requests
+                .map(|n| format!("{n} requests"))
+                .unwrap_or_default(),
+            h.duration_s
+                .map(|d| format!("{}{d} s", if h.requests.is_some() { ", " } else { "" }))
+                .unwrap_or_default()
+        );
+    }
+    let w = &f.workload;
+    if let Some(t) = &w.trace {
+        outln!(
+            "workload   trace {} {} (relative to {})",
+            t.format.name(),
+            t.path,
+            s.base_dir.display()
+        );
+    }
+    if let Some(a) = &w.arrival {
+        outln!("workload   arrivals {a:?}");
+    }
+    if let Some(p) = &w.prompt_tokens {
+        outln!("           prompt   {p:?}");
+    }
+    if let Some(o) = &w.output_tokens {
+        outln!("           output   {o:?}");
+    }
+    if let Some(p) = &w.length_pairs {
+        outln!(
+            "           lengths  (prompt, output) pairs from {} {}",
+            p.trace.format.name(),
+            p.trace.path
+        );
+    }
     match &f.slo {
         Some(slo) => outln!(
             "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
@@ -222,6 +248,28 @@ pub fn resolved(s: &Scenario) {
             slo.tpot_ms
         ),
         None => outln!("slo        none (goodput not reported)"),
+    }
+}
+
+/// `servesim check`: the workload's first request.
+pub fn first_request(r: Option<&sim::workload::RequestSpec>) {
+    match r {
+        Some(r) => outln!(
+            "           first request at {:.3} s: {} prompt + {} output tokens{}",
+            r.arrival.as_secs_f64(),
+            r.prompt_tokens,
+            r.output_tokens,
+            if r.prefix_hashes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} prefix blocks of {} tokens",
+                    r.prefix_hashes.len(),
+                    r.hash_block_tokens
+                )
+            }
+        ),
+        None => outln!("           the workload has no requests"),
     }
 }
 

@@ -105,7 +105,9 @@ fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
     let merged = shard::merge(parts, &names)?;
     let from = dirs[0].join("sweep.json").display().to_string();
     let grid = Grid::from_toml_str(&merged.grid_toml, &format!("{from} (grid)"))?;
-    let plan = Plan::new(&merged.scenario_toml, &format!("{from} (scenario)"), grid)?;
+    // The scenario's own path, so files it names (traces) resolve as in the
+    // shards' runs; its text comes from the shards.
+    let plan = Plan::new(&merged.scenario_toml, &merged.scenario_path, grid)?;
     merged.write(out)?;
     eprintln!(
         "merged {} shards: {} points",

@@ -114,3 +114,48 @@ fn capacity_needs_an_slo_and_says_so() {
     );
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
 }
+
+#[test]
+fn a_trace_is_scaled_to_the_demand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = repo().join("scenarios/replay-azure.toml");
+    let out = tmp.path().join("cap");
+    let o = run(&[
+        "capacity",
+        s.to_str().unwrap(),
+        "--demand",
+        "30",
+        "--tolerance",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Value = serde_json::from_str(&read(&out.join("capacity.json"))).unwrap();
+    // The search starts from the trace's recorded rate × its time_scale.
+    let first = c["probes"][0]["rate_rps"].as_f64().unwrap();
+    assert!((first - 2.0 * 300.0 / 53.785).abs() < 0.2, "{first}");
+    let n = c["sizing"]["replicas_min"].as_u64().unwrap();
+    // Checked from outside: the trace replayed at 30 req/s on n replicas.
+    let trace = repo().join("scenarios/traces/azure_conv_sample.csv");
+    let at = |replicas: u64| -> f64 {
+        let text = read(&s)
+            .replace(
+                "path = \"traces/azure_conv_sample.csv\", time_scale = 2.0",
+                &format!("path = {:?}, rate = 30.0", trace.to_str().unwrap()),
+            )
+            .replace(
+                "[model]",
+                &format!("[fleet]\nreplicas = {replicas}\n\n[model]"),
+            );
+        let p = tmp.path().join(format!("r{replicas}.toml"));
+        std::fs::write(&p, text).unwrap();
+        let o = simulate(&p, &tmp.path().join(format!("r{replicas}")), &["--json"]);
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["slo"]["attainment"].as_f64().unwrap()
+    };
+    assert!(at(n) >= 0.99);
+    if n > 1 {
+        assert!(at(n - 1) < 0.99);
+    }
+}

@@ -20,4 +20,4 @@ pub mod time;
 pub mod workload;
 
 pub use scenario::{Scenario, ScenarioError};
-pub use simulation::{RunResult, Simulation};
+pub use simulation::{RunError, RunResult, Simulation};

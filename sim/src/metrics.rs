@@ -4,6 +4,7 @@
 
 use crate::request::{RejectReason, Request, Status};
 use crate::time::{nanos_to_ms, Nanos, SimTime};
+use crate::workload::WorkloadReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -196,6 +197,10 @@ pub struct Summary {
     pub slo: Option<SloReport>,
     pub engine: EngineReport,
     pub events: u64,
+    /// What the workload reports (trace lines read and skipped, closed-loop
+    /// users that left); absent for a plain synthetic stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadReport>,
 }
 
 /// One sample of the per-replica time series.

@@ -9,7 +9,10 @@ use crate::catalog::{self, Dtype, HardwareSpec, ModelArch};
 use crate::memory::MemoryPlan;
 use crate::parallel::Parallelism;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+mod workload_cfg;
+pub use workload_cfg::*;
 
 /// A scenario error: where (file and key path) and what is wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -288,19 +291,41 @@ impl Default for EngineCfg {
     }
 }
 
-/// One request stream: arrivals and token-length distributions.
+/// One request stream: an arrival process with token-length distributions
+/// (or length pairs), or a trace. Which keys go together is checked by
+/// `workload_cfg::validate_workload`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadCfg {
-    pub arrival: ArrivalCfg,
-    pub prompt_tokens: LengthDist,
-    pub output_tokens: LengthDist,
+    /// Required unless `trace` is given.
+    #[serde(default)]
+    pub arrival: Option<ArrivalCfg>,
+    /// Required (with `output_tokens`) unless `trace` or `length_pairs` is given.
+    #[serde(default)]
+    pub prompt_tokens: Option<LengthDist>,
+    #[serde(default)]
+    pub output_tokens: Option<LengthDist>,
+    /// Replay a trace (or, for ServeGen, generate from its per-client
+    /// descriptors) instead of `arrival` and length distributions.
+    #[serde(default)]
+    pub trace: Option<TraceCfg>,
+    /// Sample (prompt, output) pairs jointly from a trace, keeping their
+    /// correlation, instead of `prompt_tokens` and `output_tokens`.
+    #[serde(default)]
+    pub length_pairs: Option<LengthPairsCfg>,
     /// System prompts shared across requests (prefix structure).
     #[serde(default)]
     pub shared_prefix: Option<SharedPrefixCfg>,
     /// Multi-turn conversations (closed loop per conversation).
     #[serde(default)]
     pub conversation: Option<ConversationCfg>,
+}
+
+impl WorkloadCfg {
+    /// Long-run mean arrival rate (requests/s) when the workload defines one.
+    pub fn mean_rate(&self) -> Option<f64> {
+        self.arrival.as_ref().and_then(ArrivalCfg::mean_rate)
+    }
 }
 
 /// A set of system prompts prepended to requests: `variants` prompts of
@@ -344,14 +369,88 @@ pub enum ArrivalCfg {
     /// Gamma-distributed gaps with mean 1/`rate` and coefficient of variation
     /// `cv` (cv > 1 is burstier than Poisson, cv < 1 more regular).
     Gamma { rate: f64, cv: f64 },
+    /// Weibull-distributed gaps with mean 1/`rate` and coefficient of
+    /// variation `cv` (the shape is solved from `cv`).
+    Weibull { rate: f64, cv: f64 },
+    /// On/off bursts: a two-state Markov-modulated Poisson process. The
+    /// source stays on for exponential periods of mean `mean_on_s` (arrivals
+    /// at `on_rate`), then off for periods of mean `mean_off_s` (arrivals at
+    /// `off_rate`, default 0).
+    #[serde(rename = "on-off")]
+    OnOff {
+        on_rate: f64,
+        #[serde(default)]
+        off_rate: f64,
+        mean_on_s: f64,
+        mean_off_s: f64,
+    },
+    /// Piecewise-constant rate: each step holds `rate` from its `start_s`
+    /// until the next step; the last step lasts forever unless `period_s`
+    /// repeats the schedule. Gaps have coefficient of variation `cv`
+    /// (default 1: a non-homogeneous Poisson process).
+    Piecewise {
+        schedule: Vec<RateStep>,
+        #[serde(default)]
+        period_s: Option<f64>,
+        #[serde(default)]
+        cv: Option<f64>,
+    },
+    /// Diurnal sinusoid: rate(t) = mean_rate · (1 + amplitude · cos(2π (t −
+    /// peak_s) / period_s)), period a day by default; `cv` as for `piecewise`.
+    Diurnal {
+        mean_rate: f64,
+        amplitude: f64,
+        #[serde(default = "default_diurnal_period")]
+        period_s: f64,
+        #[serde(default)]
+        peak_s: f64,
+        #[serde(default)]
+        cv: Option<f64>,
+    },
+    /// Closed loop: `users` concurrent clients, each sending its next request
+    /// a think time after the previous one ended (a load tester's
+    /// concurrency mode). Users start spread uniformly over `ramp_up_s`.
+    Closed {
+        users: u32,
+        #[serde(default)]
+        think_time: Option<ThinkTime>,
+        #[serde(default)]
+        ramp_up_s: Option<f64>,
+    },
 }
 
 impl ArrivalCfg {
+    /// The long-run mean rate, or 0 for a closed loop (whose rate follows
+    /// the fleet's speed); kept for callers that need a number.
     pub fn rate(&self) -> f64 {
-        match *self {
-            ArrivalCfg::Poisson { rate } | ArrivalCfg::Gamma { rate, .. } => rate,
+        self.mean_rate().unwrap_or(0.0)
+    }
+
+    /// The long-run mean arrival rate, requests/s: for a piecewise schedule
+    /// the mean over a period, or the last step's rate when it does not
+    /// repeat; `None` for a closed loop.
+    pub fn mean_rate(&self) -> Option<f64> {
+        match self {
+            ArrivalCfg::Poisson { rate }
+            | ArrivalCfg::Gamma { rate, .. }
+            | ArrivalCfg::Weibull { rate, .. } => Some(*rate),
+            ArrivalCfg::OnOff {
+                on_rate,
+                off_rate,
+                mean_on_s,
+                mean_off_s,
+            } => Some((on_rate * mean_on_s + off_rate * mean_off_s) / (mean_on_s + mean_off_s)),
+            ArrivalCfg::Piecewise {
+                schedule, period_s, ..
+            } => workload_cfg::piecewise_mean_rate(schedule, *period_s),
+            ArrivalCfg::Diurnal { mean_rate, .. } => Some(*mean_rate),
+            ArrivalCfg::Closed { .. } => None,
         }
     }
+}
+
+fn default_diurnal_period() -> f64 {
+    86_400.0
 }
 
 /// A token-length distribution; samples are rounded and clamped to [min, max]
@@ -384,6 +483,33 @@ pub enum LengthDist {
         #[serde(default)]
         max: Option<u32>,
     },
+    /// Zipf on 1..=`n`: P(k) ∝ k^(−`exponent`).
+    Zipf {
+        exponent: f64,
+        n: u32,
+        #[serde(default)]
+        min: Option<u32>,
+        #[serde(default)]
+        max: Option<u32>,
+    },
+    /// An empirical distribution: a PMF or histogram `file`, inline
+    /// `values` (with optional `weights`), or the `column` of a `trace`.
+    Empirical {
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        values: Option<Vec<u32>>,
+        #[serde(default)]
+        weights: Option<Vec<f64>>,
+        #[serde(default)]
+        trace: Option<Box<TraceCfg>>,
+        #[serde(default)]
+        column: Option<LengthColumn>,
+        #[serde(default)]
+        min: Option<u32>,
+        #[serde(default)]
+        max: Option<u32>,
+    },
 }
 
 impl LengthDist {
@@ -393,6 +519,8 @@ impl LengthDist {
             LengthDist::Fixed { value } => Some(value),
             LengthDist::Uniform { max, .. } => Some(max),
             LengthDist::Normal { max, .. } | LengthDist::Lognormal { max, .. } => max,
+            LengthDist::Zipf { n, max, .. } => Some(max.map_or(n, |m| m.min(n))),
+            LengthDist::Empirical { max, .. } => max,
         }
     }
 }
@@ -443,6 +571,9 @@ pub struct Scenario {
     pub memory: MemoryPlan,
     /// How each replica lays the model out over its GPUs.
     pub parallel: Parallelism,
+    /// Folder that relative paths in the scenario (trace files) resolve
+    /// against: the scenario file's folder, or "." for in-memory text.
+    pub base_dir: PathBuf,
 }
 
 impl Scenario {
@@ -690,6 +821,7 @@ impl Scenario {
             max_model_len,
             memory,
             parallel,
+            base_dir: base_dir_of(origin),
             file,
         })
     }
@@ -705,6 +837,18 @@ impl Scenario {
     /// GPUs in the fleet.
     pub fn gpus(&self) -> u32 {
         self.file.fleet.replicas * self.parallel.gpus()
+    }
+}
+
+/// The folder of the scenario file named by `origin` ("." when the origin
+/// is not a file, e.g. "<string>").
+fn base_dir_of(origin: &str) -> PathBuf {
+    if origin.starts_with('<') {
+        return PathBuf::from(".");
+    }
+    match Path::new(origin).parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
 
@@ -744,6 +888,8 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         ));
     }
     match (f.horizon.requests, f.horizon.duration_s) {
+        // A trace ends by itself: without a horizon the run replays it all.
+        (None, None) if f.workload.trace.is_some() => {}
         (None, None) => {
             return Err((
                 "horizon".into(),
@@ -795,15 +941,7 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
             format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
         ));
     }
-    match f.workload.arrival {
-        ArrivalCfg::Poisson { rate } => positive("workload.arrival.rate", rate)?,
-        ArrivalCfg::Gamma { rate, cv } => {
-            positive("workload.arrival.rate", rate)?;
-            positive("workload.arrival.cv", cv)?;
-        }
-    }
-    validate_len("workload.prompt_tokens", &f.workload.prompt_tokens)?;
-    validate_len("workload.output_tokens", &f.workload.output_tokens)?;
+    workload_cfg::validate_workload(&f.workload)?;
     if let Some(sp) = &f.workload.shared_prefix {
         at_least("workload.shared_prefix.variants", sp.variants.into(), 1)?;
         at_least("workload.shared_prefix.tokens", sp.tokens.into(), 1)?;
@@ -826,6 +964,12 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
                 format!("must be ≥ 0 seconds, got {}", c.think_time_s),
             ));
         }
+    }
+    if f.workload.conversation.is_some() && f.workload.output_tokens.is_none() {
+        return Err((
+            "workload.conversation".into(),
+            "follow-up turns draw their answers from workload.output_tokens: give it".into(),
+        ));
     }
     if let Some(s) = &f.slo {
         positive("slo.ttft_ms", s.ttft_ms)?;
@@ -914,6 +1058,20 @@ fn validate_len(key: &str, d: &LengthDist) -> Result<(), Invalid> {
         LengthDist::Lognormal { mean, cv, min, max } => {
             positive(&format!("{key}.mean"), mean)?;
             positive(&format!("{key}.cv"), cv)?;
+            clamp(min, max)
+        }
+        LengthDist::Zipf {
+            exponent,
+            n,
+            min,
+            max,
+        } => {
+            positive(&format!("{key}.exponent"), exponent)?;
+            at_least(&format!("{key}.n"), n.into(), 1)?;
+            clamp(min, max)
+        }
+        LengthDist::Empirical { min, max, .. } => {
+            workload_cfg::validate_empirical(key, d)?;
             clamp(min, max)
         }
     }

@@ -13,7 +13,7 @@ use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
-use crate::workload::{self, RequestSource, RequestSpec};
+use crate::workload::{self, RequestSource, RequestSpec, WorkloadError};
 
 /// Wraps the target's cost model with the draft's cost when the scenario
 /// decodes speculatively.
@@ -66,6 +66,16 @@ enum Event {
 #[error("invariant violated at the end of the run: {0}")]
 pub struct InvariantViolation(pub String);
 
+/// Why a run produced no results: its workload failed (a trace line that
+/// does not parse, a file that cannot be read), or a conservation law broke.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Invariant(#[from] InvariantViolation),
+}
+
 /// Progress of a run, for progress bars.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
@@ -91,6 +101,8 @@ pub struct Simulation<'a> {
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     source: Box<dyn RequestSource>,
+    /// The workload could not be built; `run` reports it.
+    init_error: Option<WorkloadError>,
     pending: Option<RequestSpec>,
     /// Follow-up requests waiting for their arrival event, and free slots.
     deferred: Vec<Option<RequestSpec>>,
@@ -138,7 +150,14 @@ impl<'a> Simulation<'a> {
             .collect();
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
-        let mut source = workload::build(&f.workload, f.seed);
+        let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
+        let (mut source, init_error) = match workload::build(&f.workload, &ctx) {
+            Ok(s) => (s, None),
+            Err(e) => (
+                Box::new(workload::NoRequests) as Box<dyn RequestSource>,
+                Some(e),
+            ),
+        };
         let first = source.next_request();
         let mut queue = EventQueue::new();
         let mut pending = None;
@@ -149,11 +168,17 @@ impl<'a> Simulation<'a> {
             }
         }
         queue.schedule(SimTime::ZERO, Event::Sample);
+        // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
             deadline
-                .map(|d| (d.as_secs_f64() * f.workload.arrival.rate() * 1.1) as u64 + 16)
+                .and_then(|d| {
+                    f.workload
+                        .mean_rate()
+                        .map(|r| (d.as_secs_f64() * r * 1.1) as u64 + 16)
+                })
                 .unwrap_or(u64::MAX),
         );
+        let expected = if expected == u64::MAX { 4096 } else { expected };
         Simulation {
             scenario,
             cost,
@@ -162,6 +187,7 @@ impl<'a> Simulation<'a> {
             requests: Vec::with_capacity(expected.min(10_000_000) as usize),
             queue,
             source,
+            init_error,
             pending,
             deferred: Vec::new(),
             deferred_free: Vec::new(),
@@ -332,10 +358,10 @@ impl<'a> Simulation<'a> {
     }
 
     /// Runs to the horizon. `progress` is called every few thousand events.
-    pub fn run(
-        mut self,
-        mut progress: impl FnMut(Progress),
-    ) -> Result<RunResult, InvariantViolation> {
+    pub fn run(mut self, mut progress: impl FnMut(Progress)) -> Result<RunResult, RunError> {
+        if let Some(e) = self.init_error.take() {
+            return Err(e.into());
+        }
         let total_hint = self.max_requests;
         let deadline = self.deadline;
         let mut end = SimTime::ZERO;
@@ -380,8 +406,9 @@ impl<'a> Simulation<'a> {
         self.finish(end)
     }
 
-    fn finish(mut self, end: SimTime) -> Result<RunResult, InvariantViolation> {
+    fn finish(mut self, end: SimTime) -> Result<RunResult, RunError> {
         let s = self.scenario;
+        let workload = self.source.finish()?;
         for rep in &mut self.replicas {
             rep.close(end);
         }
@@ -402,6 +429,7 @@ impl<'a> Simulation<'a> {
             block_size: f.engine.block_size,
             duration_s: end.as_secs_f64(),
             events: self.queue.events_processed(),
+            workload,
             ..Summary::default()
         };
         let mut eng = EngineReport::default();

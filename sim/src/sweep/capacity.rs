@@ -14,10 +14,12 @@
 //!
 //! "Meets the SLOs" is as in a sweep (see `objective`): at least the target
 //! share of requests meet the scenario's `[slo]` TTFT and TPOT targets.
-//! Every probe is a full simulation of the scenario with only
-//! `workload.arrival.rate` and `fleet.replicas` changed, so the searches see
-//! the same arrivals, scaled in time (common random numbers), and the
-//! outcome is deterministic. Near the boundary attainment need not be
+//! Every probe is a full simulation of the scenario with only the offered
+//! load and `fleet.replicas` changed. The load is `workload.arrival.rate`
+//! for an arrival process, or `workload.trace.rate` for a trace replay (the
+//! trace scaled in time to that mean rate: "a trace scaled to a target").
+//! Either way the searches see the same arrivals, scaled in time (common
+//! random numbers), and the outcome is deterministic. Near the boundary attainment need not be
 //! perfectly monotone in the rate; the search reports the boundary it found
 //! with the probes that bound it.
 
@@ -134,15 +136,69 @@ const PROBE_MAX_SAMPLES: f64 = 10_000.0;
 struct Prober<'a> {
     base: toml::Table,
     origin: &'a str,
+    knob: Knob,
     target: f64,
     on_probe: &'a (dyn Fn(&Probe) + Sync),
+}
+
+/// Where a scenario's offered load is set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Knob {
+    /// `workload.arrival.rate` of an arrival process.
+    ArrivalRate,
+    /// `workload.trace.rate`: a trace replayed scaled to a mean rate.
+    TraceRate,
+}
+
+impl Knob {
+    fn key(self) -> &'static str {
+        match self {
+            Knob::ArrivalRate => "workload.arrival.rate",
+            Knob::TraceRate => "workload.trace.rate",
+        }
+    }
+}
+
+/// The load knob of a scenario and the rate it offers as written. A trace
+/// without a `rate` offers its replayed mean rate (the recorded one, sped up
+/// by any `time_scale`), read from the file.
+fn load_knob(base: &toml::Table, s: &Scenario) -> Result<(Knob, f64), SweepError> {
+    let num = |k: &str| match keypath::get(base, k) {
+        Some(toml::Value::Float(f)) => Some(*f),
+        Some(toml::Value::Integer(i)) => Some(*i as f64),
+        _ => None,
+    };
+    if let Some(r) = num(Knob::ArrivalRate.key()) {
+        return Ok((Knob::ArrivalRate, r));
+    }
+    if let Some(trace) = &s.file.workload.trace {
+        if let Some(r) = num(Knob::TraceRate.key()) {
+            return Ok((Knob::TraceRate, r));
+        }
+        let ctx = crate::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+        let stats = crate::workload::trace::stats::trace_stats(trace, "workload.trace", &ctx)
+            .map_err(|e| SweepError::new(e.to_string()))?;
+        // The statistics are of the replay as configured (time_scale applied).
+        let r = stats.rate_rps;
+        if r.is_finite() && r > 0.0 {
+            return Ok((Knob::TraceRate, r));
+        }
+    }
+    Err(SweepError::new(format!(
+        "{}: workload: capacity scales the offered load through `workload.arrival.rate` (an arrival process with a rate) or `workload.trace.rate` (a trace replay), and this workload has neither",
+        s.origin
+    )))
 }
 
 impl Prober<'_> {
     fn probe(&self, search: &str, replicas: u32, rate: f64) -> Result<Probe, SweepError> {
         let mut t = self.base.clone();
+        if self.knob == Knob::TraceRate {
+            // `rate` replaces any `time_scale`: both set the replay speed.
+            keypath::remove(&mut t, "workload.trace.time_scale");
+        }
         keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into())
-            .and_then(|_| keypath::set(&mut t, "workload.arrival.rate", rate.into()))
+            .and_then(|_| keypath::set(&mut t, self.knob.key(), rate.into()))
             .map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))?;
         let at = format!("{} replica(s) at {rate} req/s", replicas);
         let mut s = Scenario::from_table(t, self.origin)
@@ -202,18 +258,11 @@ pub fn plan_capacity(
     let base: toml::Table = scenario_toml
         .parse()
         .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
-    let base_rate = match keypath::get(&base, "workload.arrival.rate") {
-        Some(toml::Value::Float(f)) => *f,
-        Some(toml::Value::Integer(i)) => *i as f64,
-        _ => {
-            return Err(SweepError::new(format!(
-                "{origin}: workload.arrival.rate: missing: capacity searches over the arrival rate, and this workload has none"
-            )))
-        }
-    };
+    let (knob, base_rate) = load_knob(&base, &base_scenario)?;
     let prober = Prober {
         base,
         origin,
+        knob,
         target: q.attainment,
         on_probe,
     };
@@ -250,7 +299,8 @@ pub fn plan_capacity(
                 probes.extend(p2);
             }
             let total = n_h + q.spare;
-            let tp = base_scenario.file.fleet.tensor_parallel;
+            // Tensor × pipeline × expert parallelism.
+            let tp = base_scenario.gpus() / base_scenario.file.fleet.replicas.max(1);
             let gpus = total * tp;
             Some(Sizing {
                 demand_rps: demand,

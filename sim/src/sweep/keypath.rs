@@ -92,6 +92,24 @@ fn index<'a>(
         .ok_or_else(|| format!("`{here}`: index {i} is out of range (the array has {n} entries)"))
 }
 
+/// Removes the key at `path` (a no-op when absent).
+pub fn remove(table: &mut toml::Table, path: &str) {
+    let (parents, last) = match path.rsplit_once('.') {
+        Some((p, l)) => (Some(p), l),
+        None => (None, path),
+    };
+    let mut t = table;
+    if let Some(parents) = parents {
+        for seg in parents.split('.') {
+            match t.get_mut(seg) {
+                Some(toml::Value::Table(child)) => t = child,
+                _ => return,
+            }
+        }
+    }
+    t.remove(last);
+}
+
 /// Reads the value at `path`, if present.
 pub fn get<'a>(table: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
     let mut segs = path.split('.');
@@ -123,6 +141,10 @@ mod tests {
         assert_eq!(get(&t, "engine.block_size"), Some(&32.into()));
         assert_eq!(get(&t, "fleet.replicas"), Some(&4.into()));
         assert_eq!(get(&t, "workload.arrival.rate"), Some(&9.5.into()));
+        assert_eq!(get(&t, "workload.arrival.process"), Some(&"poisson".into()));
+        remove(&mut t, "workload.arrival.rate");
+        remove(&mut t, "no.such.key");
+        assert_eq!(get(&t, "workload.arrival.rate"), None);
         assert_eq!(get(&t, "workload.arrival.process"), Some(&"poisson".into()));
     }
 

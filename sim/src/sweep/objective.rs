@@ -372,6 +372,7 @@ mod tests {
         SweepResults {
             format: FORMAT.into(),
             scenario: "s".into(),
+            scenario_path: "s.toml".into(),
             scenario_toml: String::new(),
             grid_toml: String::new(),
             sample: SampleKind::Cartesian,

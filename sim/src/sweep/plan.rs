@@ -108,14 +108,17 @@ impl Plan {
         })
     }
 
-    /// The arrival rate point `p` offers (requests/s), if its workload has one.
+    /// The arrival rate point `p` offers (requests/s), if its workload states
+    /// one: an arrival process's `rate`, or a trace replayed at a `rate`.
     pub fn offered_rps(&self, p: &Point) -> Option<f64> {
         let t = self.table_for(p).ok()?;
-        match keypath::get(&t, "workload.arrival.rate")? {
-            toml::Value::Float(f) => Some(*f),
-            toml::Value::Integer(i) => Some(*i as f64),
-            _ => None,
-        }
+        ["workload.arrival.rate", "workload.trace.rate"]
+            .iter()
+            .find_map(|k| match keypath::get(&t, k)? {
+                toml::Value::Float(f) => Some(*f),
+                toml::Value::Integer(i) => Some(*i as f64),
+                _ => None,
+            })
     }
 }
 
@@ -136,7 +139,7 @@ pub(crate) mod tests {
         assert_eq!(p.points.len(), 4);
         let s = p.scenario_for(&p.points[3]).unwrap();
         assert_eq!(s.file.fleet.replicas, 2);
-        assert_eq!(s.file.workload.arrival.rate(), 4.0);
+        assert_eq!(s.file.workload.arrival.as_ref().unwrap().rate(), 4.0);
         assert_eq!(p.offered_rps(&p.points[3]), Some(4.0));
         assert_eq!(
             p.describe(&p.points[1]),

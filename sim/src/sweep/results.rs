@@ -27,6 +27,9 @@ pub struct SweepResults {
     pub format: String,
     /// The scenario's name.
     pub scenario: String,
+    /// The scenario file as named on the command line: files it refers to
+    /// (traces) are found relative to its folder when shards are merged.
+    pub scenario_path: String,
     /// The base scenario file's text: with `grid_toml` it reproduces any point.
     pub scenario_toml: String,
     /// The grid file's text.
@@ -178,6 +181,7 @@ mod tests {
         SweepResults {
             format: FORMAT.into(),
             scenario: "s".into(),
+            scenario_path: "s.toml".into(),
             scenario_toml: String::new(),
             grid_toml: String::new(),
             sample: SampleKind::Cartesian,

@@ -37,6 +37,7 @@ pub fn run(
     Ok(SweepResults {
         format: FORMAT.to_string(),
         scenario: plan.scenario_name.clone(),
+        scenario_path: plan.scenario_origin.clone(),
         scenario_toml: plan.scenario_toml.clone(),
         grid_toml: plan.grid.text.clone(),
         sample: plan.grid.sample,

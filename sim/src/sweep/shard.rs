@@ -168,6 +168,7 @@ mod tests {
         SweepResults {
             format: FORMAT.into(),
             scenario: "s".into(),
+            scenario_path: "s.toml".into(),
             scenario_toml: "x".into(),
             grid_toml: "g".into(),
             sample: SampleKind::Cartesian,

@@ -4,11 +4,12 @@
 //! behind chat multi-turn prefix reuse (e.g. SGLang's multi-turn benchmark,
 //! Mooncake's and Qwen-Bailian's traces).
 
-use super::prefix::{chain, unique_salt, HASH_BLOCK_TOKENS};
+use super::shared_prefix::{chain, unique_salt, HASH_BLOCK_TOKENS};
+use super::WorkloadError;
+use super::WorkloadReport;
 use super::{LengthSampler, RequestSource, RequestSpec};
 use crate::request::Request;
 use crate::rng::{self, StreamRng};
-use crate::scenario::{ConversationCfg, LengthDist};
 use crate::time::{secs_to_nanos, SimTime};
 use rand_distr::{Distribution, Exp};
 use std::collections::HashMap;
@@ -42,14 +43,24 @@ pub struct Conversations<S> {
 }
 
 impl<S: RequestSource> Conversations<S> {
-    pub fn new(inner: S, cfg: &ConversationCfg, output_tokens: &LengthDist, seed: u64) -> Self {
+    /// `turns`, `follow_up` and `output` sample the turns per conversation,
+    /// the new tokens of each follow-up, and each follow-up's answer;
+    /// `think_time_s` is the mean pause before a follow-up.
+    pub fn new(
+        inner: S,
+        turns: LengthSampler,
+        follow_up: LengthSampler,
+        output: LengthSampler,
+        think_time_s: f64,
+        seed: u64,
+    ) -> Self {
         Conversations {
             inner,
-            turns: LengthSampler::new(&cfg.turns),
-            follow_up: LengthSampler::new(&cfg.follow_up_tokens),
-            output: LengthSampler::new(output_tokens),
-            think: (cfg.think_time_s > 0.0)
-                .then(|| Exp::new(1.0 / cfg.think_time_s).expect("validated think time")),
+            turns,
+            follow_up,
+            output,
+            think: (think_time_s > 0.0)
+                .then(|| Exp::new(1.0 / think_time_s).expect("validated think time")),
             turns_rng: rng::stream(seed, "workload.conversation.turns"),
             follow_rng: rng::stream(seed, "workload.conversation.follow_up_tokens"),
             output_rng: rng::stream(seed, "workload.conversation.output_tokens"),
@@ -150,5 +161,9 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
             self.sessions.remove(&req.session);
         }
         Some(spec)
+    }
+
+    fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
+        self.inner.finish()
     }
 }

@@ -1,18 +1,33 @@
 //! Workloads: where requests come from. A [`RequestSource`] yields requests in
 //! arrival order and may answer the end of a request with a follow-up (closed-
 //! loop users, multi-turn conversations).
+//!
+//! Sources: an open-loop [`Generator`] (an arrival process from [`arrival`]
+//! and token lengths from [`length`]), [`ClosedLoop`] users, a trace replayed
+//! by [`trace::Replay`], and ServeGen's per-client descriptors
+//! ([`trace::servegen`]).
 
+pub mod arrival;
+mod closed_loop;
 mod conversation;
-mod prefix;
+pub mod length;
+pub mod prefix;
+mod shared_prefix;
 mod synthetic;
+pub mod trace;
 
+pub use closed_loop::ClosedLoop;
 pub use conversation::Conversations;
-pub use prefix::{SharedPrefix, HASH_BLOCK_TOKENS};
-pub use synthetic::{Generator, LengthSampler};
+pub use length::{LengthSampler, Lengths};
+pub use shared_prefix::{SharedPrefix, HASH_BLOCK_TOKENS};
+pub use synthetic::Generator;
 
 use crate::request::Request;
-use crate::scenario::WorkloadCfg;
+use crate::scenario::{ArrivalCfg, TraceFormat, WorkloadCfg};
 use crate::time::SimTime;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// One request as a workload produces it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,19 +66,12 @@ pub trait RequestSource: Send {
     ) -> Option<RequestSpec> {
         None
     }
-}
 
-/// The source a scenario's `[workload]` describes: the base stream, with
-/// shared system prompts and conversations layered on when configured.
-pub fn build(cfg: &WorkloadCfg, seed: u64) -> Box<dyn RequestSource> {
-    let base: Box<dyn RequestSource> = Box::new(Generator::new(cfg, seed));
-    let with_prefix: Box<dyn RequestSource> = match &cfg.shared_prefix {
-        Some(p) => Box::new(SharedPrefix::new(base, p, seed)),
-        None => base,
-    };
-    match &cfg.conversation {
-        Some(c) => Box::new(Conversations::new(with_prefix, c, &cfg.output_tokens, seed)),
-        None => with_prefix,
+    /// Called once when the run ends: an error that stopped the source early
+    /// (a trace line that does not parse), or what the source has to report
+    /// (lines read and skipped, users that left).
+    fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
+        Ok(None)
     }
 }
 
@@ -80,4 +88,223 @@ impl RequestSource for Box<dyn RequestSource> {
     ) -> Option<RequestSpec> {
         (**self).on_request_end(req, now, completed)
     }
+
+    fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
+        (**self).finish()
+    }
+}
+
+/// A source with no requests (stands in when a workload cannot be built).
+pub struct NoRequests;
+
+impl RequestSource for NoRequests {
+    fn next_request(&mut self) -> Option<RequestSpec> {
+        None
+    }
+}
+
+/// Why a workload could not be built or read. Displayed on one line.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    /// A scenario value that only fails when used (a file that cannot be
+    /// opened or read): the scenario file, the key path, what went wrong.
+    #[error("{origin}: {key}: {message}")]
+    Config {
+        origin: String,
+        key: String,
+        message: String,
+    },
+    /// Bad data in a trace or length file: the file, the line (when the
+    /// problem is on one), what is wrong.
+    #[error("{file}: {}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Data {
+        file: String,
+        line: Option<u64>,
+        message: String,
+    },
+}
+
+/// What a run's workload reports in `summary.json` (field `workload`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WorkloadReport {
+    /// Every trace file the workload read (replayed, or drawn lengths from).
+    pub traces: Vec<TraceReport>,
+    /// Closed loop: users that left after a rejection with zero think time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users_left: Option<u64>,
+}
+
+/// How the reading of one trace file went.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct TraceReport {
+    pub format: String,
+    pub path: String,
+    /// Rows that parsed (before the time window and filters).
+    pub rows: u64,
+    /// Requests produced (replayed, or lengths taken). A run with a
+    /// duration horizon stops pulling once a request would arrive after it,
+    /// so that last one is counted here but not admitted.
+    pub requests: u64,
+    /// Lines that did not parse, skipped under `--lenient`.
+    pub skipped_lines: u64,
+    /// The first skipped line's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_skipped: Option<String>,
+    /// Rows left out on purpose, by reason (outside the time window, another
+    /// model, failed requests, ...).
+    pub filtered: BTreeMap<String, u64>,
+    /// Rows earlier than one already replayed (beyond the reorder buffer),
+    /// replayed at that earlier row's time.
+    pub out_of_order: u64,
+    /// Rows with 0 prompt or 0 output tokens, replayed with 1.
+    pub zero_prompt: u64,
+    pub zero_output: u64,
+    /// Arrival times were divided by this (from `time_scale` or `rate`).
+    pub time_scale: f64,
+    /// Tenant names in index order (from `tenant_column`, or ServeGen clients).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<String>,
+}
+
+impl TraceReport {
+    /// The stderr line of a lenient run that skipped lines, if it did.
+    pub fn skipped_note(&self) -> Option<String> {
+        (self.skipped_lines > 0).then(|| {
+            format!(
+                "{}: skipped {} malformed line(s){}",
+                self.path,
+                self.skipped_lines,
+                self.first_skipped
+                    .as_ref()
+                    .map(|m| format!(" (first: {m})"))
+                    .unwrap_or_default()
+            )
+        })
+    }
+}
+
+/// Where a workload's files are: the scenario it came from (for messages)
+/// and the folder relative paths start from.
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub origin: String,
+    pub base_dir: PathBuf,
+    pub seed: u64,
+}
+
+impl Context {
+    pub fn new(origin: &str, base_dir: &Path, seed: u64) -> Context {
+        Context {
+            origin: origin.to_string(),
+            base_dir: base_dir.to_path_buf(),
+            seed,
+        }
+    }
+
+    /// A path from the scenario, resolved against its folder.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() || self.base_dir == Path::new(".") {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    pub fn config_error(&self, key: &str, message: impl Into<String>) -> WorkloadError {
+        WorkloadError::Config {
+            origin: self.origin.clone(),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The source a scenario's `[workload]` describes. Files are opened now, so
+/// a missing trace is reported before the run starts.
+pub fn build(cfg: &WorkloadCfg, ctx: &Context) -> Result<Box<dyn RequestSource>, WorkloadError> {
+    let base = build_base(cfg, ctx)?;
+    let with_prefix: Box<dyn RequestSource> = match &cfg.shared_prefix {
+        Some(p) => Box::new(SharedPrefix::new(base, p, ctx.seed)),
+        None => base,
+    };
+    Ok(match &cfg.conversation {
+        Some(c) => {
+            let sampler = |d, key: &str| LengthSampler::build(d, key, ctx).map(|(s, _)| s);
+            let output = cfg.output_tokens.as_ref().ok_or_else(|| {
+                ctx.config_error("workload.conversation", "needs workload.output_tokens")
+            })?;
+            Box::new(Conversations::new(
+                with_prefix,
+                sampler(&c.turns, "workload.conversation.turns")?,
+                sampler(
+                    &c.follow_up_tokens,
+                    "workload.conversation.follow_up_tokens",
+                )?,
+                sampler(output, "workload.output_tokens")?,
+                c.think_time_s,
+                ctx.seed,
+            ))
+        }
+        None => with_prefix,
+    })
+}
+
+/// The base stream: a trace replay, closed-loop users, or an open-loop
+/// arrival process with length models.
+fn build_base(cfg: &WorkloadCfg, ctx: &Context) -> Result<Box<dyn RequestSource>, WorkloadError> {
+    if let Some(t) = &cfg.trace {
+        if t.format == TraceFormat::Servegen {
+            let fallback = match (&cfg.prompt_tokens, &cfg.output_tokens) {
+                (Some(p), Some(o)) => Some((
+                    LengthSampler::build(p, "workload.prompt_tokens", ctx)?.0,
+                    LengthSampler::build(o, "workload.output_tokens", ctx)?.0,
+                )),
+                _ => None,
+            };
+            return Ok(Box::new(trace::servegen::ServeGen::open(
+                t,
+                "workload.trace",
+                ctx,
+                fallback,
+            )?));
+        }
+        return Ok(Box::new(trace::Replay::open(t, "workload.trace", ctx)?));
+    }
+    let arrival = cfg.arrival.as_ref().ok_or_else(|| {
+        ctx.config_error(
+            "workload.arrival",
+            "missing: give an arrival process or a trace",
+        )
+    })?;
+    let (lengths, reports) = Lengths::build(cfg, ctx)?;
+    match arrival {
+        ArrivalCfg::Closed {
+            users,
+            think_time,
+            ramp_up_s,
+        } => Ok(Box::new(ClosedLoop::new(
+            *users,
+            think_time.as_ref(),
+            ramp_up_s.unwrap_or(0.0),
+            lengths,
+            reports,
+            ctx.seed,
+        ))),
+        open => Ok(Box::new(Generator::with_lengths(
+            arrival::build(open),
+            lengths,
+            reports,
+            ctx.seed,
+        ))),
+    }
+}
+
+/// Opens a scenario's workload and reads its first request, so `check` can
+/// report a bad trace before a run.
+pub fn probe(cfg: &WorkloadCfg, ctx: &Context) -> Result<Option<RequestSpec>, WorkloadError> {
+    let mut src = build(cfg, ctx)?;
+    let first = src.next_request();
+    src.finish()?;
+    Ok(first)
 }

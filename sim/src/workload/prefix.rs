@@ -1,105 +1,144 @@
-//! Prefix structure for generated workloads: shared system prompts and the
-//! chained block hashes that let the prefix cache recognise equal prefixes.
+//! Chained prefix-block hashes. A prefix cache (vLLM's automatic prefix
+//! caching, SGLang's radix cache, Mooncake's store) reuses a KV block only
+//! when every block before it matches too, so block `i`'s hash must depend
+//! on blocks `0..=i`. Traces publish per-block ids that are not always
+//! chained (Qwen-Bailian hashes each 16-token block on its own; RAGPulse
+//! lists content segments), so every reader chains them here: equal chained
+//! hash ⇔ equal ids up to and including that block (up to 64-bit collisions).
 
-use super::{RequestSource, RequestSpec};
-use crate::kv::prefix_cache::mix;
-use crate::request::Request;
-use crate::rng::{self, StreamRng};
-use crate::scenario::SharedPrefixCfg;
-use crate::time::SimTime;
-use rand_distr::{Distribution, Zipf};
+/// Start of every chain (an arbitrary odd constant: the digits of π).
+const CHAIN_SEED: u64 = 0x3243_F6A8_885A_308D;
 
-/// Tokens per hashed block in generated workloads (vLLM's default block).
-pub const HASH_BLOCK_TOKENS: u32 = 16;
-
-/// Chained hashes of `blocks` blocks continuing from `prev` (None: the first
-/// block), each block's content identified by `salt`.
-pub fn chain(prev: Option<u64>, salt: u64, first_block: usize, blocks: usize) -> Vec<u64> {
-    let mut h = prev.unwrap_or(0x005E_ED0F_C4A1);
-    (first_block..first_block + blocks)
-        .map(|j| {
-            h = mix(h ^ salt, j as u64);
-            h
-        })
-        .collect()
+/// SplitMix64's finalizer (Steele et al., 2014): a bijection on u64 that
+/// spreads every input bit over the output.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
-/// Gives every request a unique identity for its own blocks: a request's
-/// prompt (and output) hash chain, salted by a per-run random id.
-pub fn unique_salt(rng: &mut StreamRng) -> u64 {
-    use rand::Rng;
-    rng.random()
+/// The hash of a block with id `id` following a prefix hashed `prev`: one
+/// multiply on the serial path, since a long prompt chains hundreds of
+/// blocks. Every step (multiplying by an odd constant, xor, rotation) is a
+/// bijection, so for a fixed `prev` it is injective in `id`, and for a
+/// fixed `id` injective in `prev`: the same block after different prefixes
+/// never shares a hash, and different blocks collide only by chance.
+#[inline]
+pub fn chain(prev: u64, id: u64) -> u64 {
+    (prev ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .rotate_left(27)
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
-/// Prepends one of several system prompts, with Zipf popularity, to every
-/// request of an inner source, and hashes the result so requests sharing a
-/// system prompt share their first blocks.
-pub struct SharedPrefix<S> {
-    inner: S,
-    cfg: SharedPrefixCfg,
-    zipf: Zipf<f64>,
-    pick_rng: StreamRng,
-    salt_rng: StreamRng,
-    variant_salt: u64,
+/// Replaces per-block ids with chained hashes, in place.
+pub fn chain_in_place(ids: &mut [u64]) {
+    let mut h = CHAIN_SEED;
+    for x in ids.iter_mut() {
+        h = chain(h, *x);
+        *x = h;
+    }
 }
 
-impl<S: RequestSource> SharedPrefix<S> {
-    pub fn new(inner: S, cfg: &SharedPrefixCfg, seed: u64) -> Self {
-        SharedPrefix {
-            inner,
-            cfg: cfg.clone(),
-            // Validated: variants ≥ 1, exponent ≥ 0.
-            zipf: Zipf::new(cfg.variants as f64, cfg.zipf_exponent).expect("validated zipf"),
-            pick_rng: rng::stream(seed, "workload.shared_prefix.variant"),
-            salt_rng: rng::stream(seed, "workload.shared_prefix.salt"),
-            variant_salt: unique_salt(&mut rng::stream(seed, "workload.shared_prefix.variants")),
+/// Builds chained block hashes from variable-length content segments
+/// (RAGPulse): the prompt is the concatenation of segments, cut into blocks
+/// of `block_tokens`; a block's content is the list of segment ids it
+/// overlaps (a segment's tokens are fixed by its id, so given the same
+/// preceding blocks, the same ids mean the same tokens). Only full blocks
+/// get a hash, as only full blocks are cached.
+pub struct SegmentBlocks {
+    block_tokens: u64,
+    prev: u64,
+    acc: u64,
+    filled: u64,
+    blocks: u64,
+    max_blocks: u64,
+}
+
+impl SegmentBlocks {
+    /// At most `max_blocks` blocks are produced (the prompt's full blocks).
+    pub fn new(block_tokens: u32, max_blocks: u64) -> SegmentBlocks {
+        SegmentBlocks {
+            block_tokens: block_tokens.max(1) as u64,
+            prev: CHAIN_SEED,
+            acc: CHAIN_SEED,
+            filled: 0,
+            blocks: 0,
+            max_blocks,
+        }
+    }
+
+    /// Appends a segment of `tokens` tokens with (globally unique) key `id`,
+    /// pushing the hash of every block it completes onto `out`.
+    pub fn push(&mut self, id: u64, mut tokens: u64, out: &mut Vec<u64>) {
+        // Blocks lying wholly inside the segment all have the same content
+        // key, computed once.
+        let whole = chain(CHAIN_SEED, id);
+        while tokens > 0 && self.blocks < self.max_blocks {
+            if self.filled == 0 && tokens >= self.block_tokens {
+                self.prev = chain(self.prev, whole);
+                out.push(self.prev);
+                self.blocks += 1;
+                tokens -= self.block_tokens;
+                continue;
+            }
+            // The segment overlaps the current block.
+            self.acc = chain(self.acc, id);
+            let room = self.block_tokens - self.filled;
+            let take = room.min(tokens);
+            self.filled += take;
+            tokens -= take;
+            if self.filled == self.block_tokens {
+                self.prev = chain(self.prev, self.acc);
+                out.push(self.prev);
+                self.blocks += 1;
+                self.acc = CHAIN_SEED;
+                self.filled = 0;
+            }
         }
     }
 }
 
-impl<S: RequestSource> RequestSource for SharedPrefix<S> {
-    fn next_request(&mut self) -> Option<RequestSpec> {
-        let mut spec = self.inner.next_request()?;
-        // Zipf samples 1..=variants; variant 1 is the most popular.
-        let variant = self.zipf.sample(&mut self.pick_rng) as u64;
-        let sys_blocks = (self.cfg.tokens / HASH_BLOCK_TOKENS) as usize;
-        let mut hashes = chain(
-            None,
-            self.variant_salt ^ mix(variant, 0xA11CE),
-            0,
-            sys_blocks,
-        );
-        spec.prompt_tokens += self.cfg.tokens;
-        let last = hashes.last().copied();
-        if spec.prefix_hashes.is_empty() {
-            // The rest of the request (prompt and output) is its own.
-            let total = (spec.prompt_tokens + spec.output_tokens) / HASH_BLOCK_TOKENS;
-            let salt = unique_salt(&mut self.salt_rng);
-            hashes.extend(chain(last, salt, sys_blocks, total as usize - sys_blocks));
-        } else if spec.hash_block_tokens == HASH_BLOCK_TOKENS
-            && self.cfg.tokens % HASH_BLOCK_TOKENS == 0
-        {
-            // Re-chain the inner hashes onto the system prompt: equal inner
-            // prefixes still hash equal. (Inner hashes of another block size
-            // cannot be re-aligned and are dropped: only the system prompt
-            // is then shareable.)
-            let anchor = last.unwrap_or(0);
-            hashes.extend(spec.prefix_hashes.iter().map(|&h| mix(h, anchor)));
-        }
-        spec.prefix_hashes = hashes;
-        spec.hash_block_tokens = HASH_BLOCK_TOKENS;
-        if self.cfg.pin {
-            spec.pinnable_tokens = self.cfg.tokens;
-        }
-        Some(spec)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chained_hashes_are_equal_exactly_for_equal_prefixes() {
+        let mut a = vec![0, 1, 2, 3];
+        let mut b = vec![0, 1, 9, 3];
+        let mut c = vec![5, 1, 2, 3];
+        chain_in_place(&mut a);
+        chain_in_place(&mut b);
+        chain_in_place(&mut c);
+        assert_eq!(a[..2], b[..2]);
+        // Same id 3 at position 3, different prefix: different hash.
+        assert_ne!(a[2], b[2]);
+        assert_ne!(a[3], b[3]);
+        assert!(a.iter().zip(&c).all(|(x, y)| x != y));
     }
 
-    fn on_request_end(
-        &mut self,
-        req: &Request,
-        now: SimTime,
-        completed: bool,
-    ) -> Option<RequestSpec> {
-        self.inner.on_request_end(req, now, completed)
+    #[test]
+    fn segments_are_cut_into_full_blocks() {
+        // 10 + 10 + 5 tokens in blocks of 8: blocks [s1 s1..][s1 s2][s2]
+        let mut out = Vec::new();
+        let mut s = SegmentBlocks::new(8, 100);
+        for (id, n) in [(1, 10), (2, 10), (3, 5)] {
+            s.push(id, n, &mut out);
+        }
+        assert_eq!(out.len(), 3, "25 tokens = 3 full blocks of 8");
+        // Another prompt sharing the first segment only shares block 0.
+        let mut other = Vec::new();
+        let mut s = SegmentBlocks::new(8, 100);
+        for (id, n) in [(1, 10), (7, 10)] {
+            s.push(id, n, &mut other);
+        }
+        assert_eq!(other[0], out[0]);
+        assert_ne!(other[1], out[1]);
+        // The block limit caps the output.
+        let mut capped = Vec::new();
+        let mut s = SegmentBlocks::new(8, 2);
+        s.push(1, 100, &mut capped);
+        assert_eq!(capped.len(), 2);
     }
 }
