@@ -512,7 +512,13 @@ where
     if n <= 24 {
         let style = TextStyle::from((FONT, 14)).pos(Pos::new(HPos::Center, VPos::Bottom));
         chart.draw_series(b.bars.iter().enumerate().map(|(i, (_, v))| {
-            Text::new(tick(*v), (SegmentValue::CenterOf(i), *v), style.clone())
+            // Exact counts over bars (axis ticks may abbreviate).
+            let label = if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                tick(*v)
+            };
+            Text::new(label, (SegmentValue::CenterOf(i), *v), style.clone())
         }))?;
     }
     Ok(())
