@@ -231,3 +231,33 @@ fn report_of_an_empty_folder_is_a_clear_error() {
     assert!(e.contains("nothing to report"), "{e}");
     assert_eq!(e.trim_end().lines().count(), 1);
 }
+
+#[test]
+fn multi_tenant_runs_get_per_tenant_slo_bars() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    simulate(
+        &repo().join("scenarios/servegen-tenants.toml"),
+        &out,
+        &["--report"],
+    );
+    let header = read(&out.join("requests.csv"))
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(header.ends_with(",tenant,session"), "{header}");
+    for ext in ["png", "svg"] {
+        assert!(out.join(format!("charts/tenants.{ext}")).exists());
+    }
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("SLO attainment per tenant"));
+    // A single-tenant run draws no tenant chart.
+    let single = tmp.path().join("single");
+    simulate(
+        &repo().join("scenarios/quickstart.toml"),
+        &single,
+        &["--report"],
+    );
+    assert!(!single.join("charts/tenants.png").exists());
+}

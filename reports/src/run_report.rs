@@ -14,6 +14,7 @@ use crate::chart::{
 use crate::data::{self, num, text, Table as Csv, Tick};
 use crate::document::Section;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Up to this many replicas get a line each; beyond, mean and max.
@@ -90,6 +91,9 @@ pub fn section(dir: &Path, heading: &str, prefix: &str, charts: &Path) -> Result
                 charts,
             )?);
         }
+    }
+    if let Some(chart) = per_tenant_bars(prefix, &dir.join("requests.csv"), &s)? {
+        sec.figure(render(&chart, charts)?);
     }
     if num(&s, "counts.rejected").unwrap_or(0.0) + num(&s, "counts.in_flight").unwrap_or(0.0) > 0.0
     {
@@ -321,6 +325,69 @@ fn per_replica_bars(prefix: &str, reqs: &Csv, done: &[bool], replicas: usize, s:
             .collect(),
         colors: vec![PALETTE[0]],
     })
+}
+
+/// Per-tenant bars when the run has more than one tenant: the share of each
+/// tenant's ended requests (completed + rejected) that met both SLOs, or,
+/// without SLOs, its completed requests — the fairness view.
+fn per_tenant_bars(prefix: &str, path: &Path, s: &Value) -> Result<Option<Chart>, String> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let reqs = Csv::read(path)?;
+    let (Some(t), Some(st)) = (reqs.col("tenant"), reqs.col("status")) else {
+        return Ok(None);
+    };
+    let (ttft, tpot) = (reqs.col("ttft_ms"), reqs.col("tpot_ms"));
+    let slo = num(s, "slo.ttft_ms").zip(num(s, "slo.tpot_ms"));
+    // tenant → (ended, met, completed)
+    let mut per: BTreeMap<u64, (f64, f64, f64)> = BTreeMap::new();
+    for r in &reqs.rows {
+        let Some(tenant) = r.get(t).and_then(|c| c.parse::<u64>().ok()) else {
+            continue;
+        };
+        let e = per.entry(tenant).or_default();
+        let status = r.get(st).unwrap_or("");
+        if status == "in_flight" {
+            continue;
+        }
+        e.0 += 1.0;
+        if status != "completed" {
+            continue;
+        }
+        e.2 += 1.0;
+        let val = |c: Option<usize>| c.and_then(|i| r.get(i)).and_then(|x| x.parse::<f64>().ok());
+        if let Some((a, b)) = slo {
+            let ok_ttft = val(ttft).is_some_and(|x| x <= a);
+            let ok_tpot = val(tpot).is_none_or(|x| x <= b);
+            e.1 += (ok_ttft && ok_tpot) as u8 as f64;
+        }
+    }
+    if per.len() < 2 {
+        return Ok(None);
+    }
+    let (title, y_label, bars): (String, &str, Vec<(String, f64)>) = match slo {
+        Some((a, b)) => (
+            format!("SLO attainment per tenant (TTFT ≤ {a} ms and TPOT ≤ {b} ms)"),
+            "requests meeting the SLOs (%)",
+            per.iter()
+                .map(|(k, v)| (k.to_string(), 100.0 * v.1 / v.0.max(1.0)))
+                .collect(),
+        ),
+        None => (
+            "Completed requests per tenant".into(),
+            "completed requests",
+            per.iter().map(|(k, v)| (k.to_string(), v.2)).collect(),
+        ),
+    };
+    Ok(Some(Chart::Bars(BarPlot {
+        name: format!("{prefix}tenants"),
+        title,
+        x_label: "tenant".into(),
+        y_label: y_label.into(),
+        bars,
+        colors: vec![PALETTE[0]],
+    })))
 }
 
 fn outcome_bars(prefix: &str, s: &Value) -> Chart {

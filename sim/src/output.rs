@@ -11,7 +11,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Header of `requests.csv`.
-pub const REQUEST_COLUMNS: [&str; 13] = [
+pub const REQUEST_COLUMNS: [&str; 15] = [
     "id",
     "arrival_s",
     "replica",
@@ -25,6 +25,8 @@ pub const REQUEST_COLUMNS: [&str; 13] = [
     "tpot_ms",
     "e2e_ms",
     "preemptions",
+    "tenant",
+    "session",
 ];
 
 /// Header of `timeseries.csv`.
@@ -82,6 +84,8 @@ fn write_requests(path: &Path, reqs: &[Request]) -> std::io::Result<()> {
                 .unwrap_or_default(),
             ms(r.e2e().filter(|_| r.status == Status::Completed)),
             r.preemptions.to_string(),
+            r.tenant.to_string(),
+            r.session.to_string(),
         ])?;
     }
     w.flush()?;
