@@ -61,6 +61,29 @@ pub struct TraceCfg {
     pub block_tokens: Option<u32>,
 }
 
+impl TraceCfg {
+    /// A trace of `format` at `path` with every option at its default.
+    pub fn new(format: TraceFormat, path: impl Into<String>) -> TraceCfg {
+        TraceCfg {
+            format,
+            path: path.into(),
+            time_scale: None,
+            rate: None,
+            start_s: None,
+            end_s: None,
+            max_requests: None,
+            tenant_column: None,
+            lenient: false,
+            model: None,
+            log_type: None,
+            drop_failures: false,
+            columns: None,
+            time_unit: None,
+            block_tokens: None,
+        }
+    }
+}
+
 /// The trace formats servesim reads (see docs/workloads.md for each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

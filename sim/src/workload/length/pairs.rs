@@ -91,23 +91,7 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../scenarios/traces/azure_conv_sample.csv");
         LengthPairsCfg {
-            trace: TraceCfg {
-                format: TraceFormat::Azure,
-                path: path.display().to_string(),
-                time_scale: None,
-                rate: None,
-                start_s: None,
-                end_s: None,
-                max_requests: None,
-                tenant_column: None,
-                lenient: false,
-                model: None,
-                log_type: None,
-                drop_failures: false,
-                columns: None,
-                time_unit: None,
-                block_tokens: None,
-            },
+            trace: TraceCfg::new(TraceFormat::Azure, path.display().to_string()),
             max_pairs,
             prompt_min: None,
             prompt_max: Some(4000),

@@ -740,23 +740,7 @@ mod generation_tests {
     }
 
     fn cfg(d: &std::path::Path) -> TraceCfg {
-        TraceCfg {
-            format: TraceFormat::Servegen,
-            path: d.display().to_string(),
-            time_scale: None,
-            rate: None,
-            start_s: None,
-            end_s: None,
-            max_requests: None,
-            tenant_column: None,
-            lenient: false,
-            model: None,
-            log_type: None,
-            drop_failures: false,
-            columns: None,
-            time_unit: None,
-            block_tokens: None,
-        }
+        TraceCfg::new(TraceFormat::Servegen, d.display().to_string())
     }
 
     fn fallback() -> Option<(LengthSampler, LengthSampler)> {

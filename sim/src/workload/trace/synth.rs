@@ -31,23 +31,7 @@ pub fn write(format: TraceFormat, rows: u64, dir: &Path, seed: u64) -> std::io::
     };
     let path = dir.join(name);
     let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
-    let mut cfg = TraceCfg {
-        format,
-        path: path.display().to_string(),
-        time_scale: None,
-        rate: None,
-        start_s: None,
-        end_s: None,
-        max_requests: None,
-        tenant_column: None,
-        lenient: false,
-        model: None,
-        log_type: None,
-        drop_failures: false,
-        columns: None,
-        time_unit: None,
-        block_tokens: None,
-    };
+    let mut cfg = TraceCfg::new(format, path.display().to_string());
     match format {
         TraceFormat::Azure => write!(w, "TIMESTAMP,ContextTokens,GeneratedTokens")?,
         TraceFormat::Burstgpt => write!(
