@@ -598,6 +598,20 @@ impl TokenGaps {
     }
 }
 
+/// One sequence of the iteration the last [`Replica::form_batch`] decided:
+/// what a live engine reads to run the same batch for real (DESIGN.md, "One
+/// scheduler, two clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchEntry {
+    pub id: RequestId,
+    /// Prompt (or recompute) tokens prefilled this iteration; 0 when decoding.
+    pub chunk: u32,
+    /// Tokens already in the sequence's KV cache before this iteration.
+    pub kv_tokens: u32,
+    /// Decodes one token this iteration.
+    pub decode: bool,
+}
+
 /// Aggregates a replica keeps for the summary.
 #[derive(Clone, Debug, Default)]
 pub struct ReplicaStats {
@@ -896,6 +910,22 @@ impl Replica {
         out
     }
 
+    /// The sequences of the iteration in progress (between `form_batch` and
+    /// `finish_iteration`), in running order. Static batching's padding
+    /// members are not listed: they compute nothing a live engine needs.
+    pub fn batch(&self) -> impl Iterator<Item = BatchEntry> + '_ {
+        self.st
+            .running
+            .iter()
+            .filter(|s| s.chunk > 0 || s.decode)
+            .map(|s| BatchEntry {
+                id: s.id,
+                chunk: s.chunk,
+                kv_tokens: s.kv_tokens,
+                decode: s.decode,
+            })
+    }
+
     /// Brings the KV-use integral up to `now` (at the end of a run).
     pub fn close(&mut self, now: SimTime) {
         self.account_kv(now);
@@ -1029,6 +1059,50 @@ pub(crate) mod tests {
         assert!(rep.preemptions() >= 1);
         assert_eq!(rep.swap_outs(), 0);
         assert_all_completed(&rep, &reqs);
+    }
+
+    #[test]
+    fn batch_lists_what_the_iteration_runs() {
+        let mut reqs = requests(2, 10, 3);
+        let mut rep = replica(&engine(8, 100, 4), 100);
+        rep.enqueue(0);
+        rep.form_batch(SimTime(0), &mut reqs).unwrap();
+        let b: Vec<BatchEntry> = rep.batch().collect();
+        assert_eq!(
+            b,
+            vec![BatchEntry {
+                id: 0,
+                chunk: 10,
+                kv_tokens: 0,
+                decode: false
+            }]
+        );
+        rep.finish_iteration(
+            SimTime(5),
+            &mut reqs,
+            &mut vec![],
+            &mut TokenGaps::default(),
+        );
+        rep.enqueue(1);
+        rep.form_batch(SimTime(5), &mut reqs).unwrap();
+        let b: Vec<BatchEntry> = rep.batch().collect();
+        assert_eq!(
+            b,
+            vec![
+                BatchEntry {
+                    id: 0,
+                    chunk: 0,
+                    kv_tokens: 10,
+                    decode: true
+                },
+                BatchEntry {
+                    id: 1,
+                    chunk: 10,
+                    kv_tokens: 0,
+                    decode: false
+                },
+            ]
+        );
     }
 
     #[test]
