@@ -161,12 +161,23 @@ mod with_calibrate {
         let json = serde_json::to_string_pretty(&v)?;
         std::fs::write(out.join("validation.json"), &json)
             .with_context(|| format!("cannot write {}", out.join("validation.json").display()))?;
+        let mut csv = String::from(calibrate::validate::ITERATION_COLUMNS);
+        csv.push('\n');
+        for r in &v.iteration_records {
+            csv.push_str(&r.csv_row());
+            csv.push('\n');
+        }
+        std::fs::write(out.join("iterations.csv"), csv)
+            .with_context(|| format!("cannot write {}", out.join("iterations.csv").display()))?;
         if a.json {
             outln!("{json}");
         } else {
             print_validation(&v);
             outln!();
-            outln!("results: {}/validation.json", out.display());
+            outln!(
+                "results: {}/{{validation.json,iterations.csv}}",
+                out.display()
+            );
         }
         let c = &v.correctness;
         if c.identical != c.checked {

@@ -67,25 +67,22 @@ pub fn calibrate(
         device_bytes * 0.25,
         args.seed,
     );
-    let total = grid.shapes.len() + 1;
+    let runs = grid.shapes.len() * (grid.warmup + grid.repetitions) as usize;
+    let total = runs + 1;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
 
     // Memory: the largest prefill, measured on its own before the grid.
     progress(0, total, "memory");
     let activation_bytes = peak_activation(dev, &model, &grid.shapes)?;
-    let mut samples = Vec::with_capacity(grid.shapes.len());
-    for (i, shape) in grid.shapes.iter().enumerate() {
-        let label = describe(shape);
-        progress(i + 1, total, &label);
-        samples.push(measure::time_shape(
-            dev,
-            &model,
-            shape,
-            grid.warmup,
-            grid.repetitions,
-            &mut rng,
-        )?);
-    }
+    let samples = measure::time_shapes(
+        dev,
+        &model,
+        &grid.shapes,
+        grid.warmup,
+        grid.repetitions,
+        &mut rng,
+        &mut |done, shape| progress(done, total, &describe(shape)),
+    )?;
     progress(total, total, "fitting");
     let host = measure::host_copy_bandwidth(dev)?;
     let basis = Basis {

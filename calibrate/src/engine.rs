@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 /// One iteration as it ran: the scheduler's shape and the wall time it took.
 #[derive(Clone, Copy, Debug)]
 pub struct Iteration {
+    /// When it started on the run's clock.
+    pub start: SimTime,
     pub shape: BatchShape,
     /// From batch formation to the sampled tokens on the host, ns.
     pub wall_ns: Nanos,
@@ -67,6 +69,17 @@ pub fn serve(
     let mut completed: Vec<RequestId> = Vec::new();
     let mut done = 0usize;
     let mut next = 0usize;
+    // KV caches for every sequence slot, allocated and touched before the
+    // clock starts (as serving engines preallocate their KV pool) and reused.
+    let longest = specs
+        .iter()
+        .map(|r| (r.prompt_tokens + r.output_tokens) as usize)
+        .max()
+        .unwrap_or(1);
+    let slots = (f.engine.max_num_seqs as usize).min(specs.len());
+    let mut pool: Vec<SeqCache> = (0..slots)
+        .map(|_| SeqCache::new(model, longest))
+        .collect::<Result<_>>()?;
     let start = Instant::now();
     let clock = || SimTime(start.elapsed().as_nanos() as u64);
     loop {
@@ -102,13 +115,17 @@ pub fn serve(
         let mut inputs: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
         for e in &batch {
             let id = e.id as usize;
-            let r = &reqs[id];
             let cache = match &mut caches[id] {
                 Some(c) => c,
-                slot => slot.insert(SeqCache::new(
-                    model,
-                    (r.prompt_tokens + r.output_tokens) as usize,
-                )?),
+                slot => {
+                    // Recompute-preempted sequences keep their slot, so the
+                    // pool can run dry under memory pressure: allocate then.
+                    let c = match pool.pop() {
+                        Some(c) => c,
+                        None => SeqCache::new(model, longest)?,
+                    };
+                    slot.insert(c)
+                }
             };
             // A recompute preemption dropped the sequence's blocks: its
             // cache restarts from what the scheduler says is cached.
@@ -160,6 +177,7 @@ pub fn serve(
         }
         let end = clock();
         iterations.push(Iteration {
+            start: now,
             shape,
             wall_ns: end.since(now),
         });
@@ -168,7 +186,10 @@ pub fn serve(
         rep.finish_iteration(end, &mut reqs, &mut completed, &mut gaps);
         itl.extend_from_slice(&gaps.gaps);
         for &id in &completed {
-            caches[id as usize] = None;
+            if let Some(mut c) = caches[id as usize].take() {
+                c.truncate(0);
+                pool.push(c);
+            }
             done += 1;
         }
         if !completed.is_empty() {

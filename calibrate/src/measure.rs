@@ -41,9 +41,9 @@ impl Shape {
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct Grid {
-    /// Token knots of the dense-layer table: 1, 2, 4, …, `max_tokens`.
+    /// Token knots of the dense-layer table: 1, 2, 3, 4, 6, …, `max_tokens`.
     pub token_knots: Vec<u32>,
-    /// Row knots (sequences per batch): 1, 2, 4, …, `max_seqs`.
+    /// Row knots (sequences per batch): 1, 2, 3, 4, 6, …, `max_seqs`.
     pub row_knots: Vec<u32>,
     pub shapes: Vec<Shape>,
     pub warmup: u32,
@@ -51,11 +51,18 @@ pub struct Grid {
     pub max_context: usize,
 }
 
-fn powers_of_two(max: usize) -> Vec<u32> {
+/// Knots 1, 2, 3, 4, 6, 8, 12, 16, … (powers of two and the midpoints
+/// between them) up to `max`: CPU GEMM kernels change strategy with the row
+/// count (a one-row product is a GEMV, a two-row one packs the whole weight
+/// matrix), so small batches need dense knots.
+fn knots(max: usize) -> Vec<u32> {
     let mut v = vec![];
     let mut k = 1usize;
     while k < max {
         v.push(k as u32);
+        if k >= 2 && k + k / 2 < max {
+            v.push((k + k / 2) as u32);
+        }
         k *= 2;
     }
     v.push(max as u32);
@@ -74,8 +81,8 @@ pub fn plan(
 ) -> Grid {
     let max_tokens = max_context.min(if quick { 512 } else { 1024 });
     let max_seqs = if quick { 32 } else { 64 };
-    let token_knots = powers_of_two(max_tokens);
-    let row_knots = powers_of_two(max_seqs);
+    let token_knots = knots(max_tokens);
+    let row_knots = knots(max_seqs);
     let fits = |s: &Shape| (s.kv_tokens() * kv_bytes_per_token) as f64 <= kv_budget_bytes;
     let mut shapes = vec![];
     let cached: Vec<usize> = if quick {
@@ -154,7 +161,7 @@ pub fn plan(
         token_knots,
         row_knots,
         shapes,
-        warmup: if quick { 1 } else { 2 },
+        warmup: 1,
         repetitions: if quick { 5 } else { 9 },
         max_context,
     }
@@ -167,6 +174,63 @@ pub fn run_step(dev: &OpenDevice, model: &Model, steps: &mut [Step<'_>]) -> Resu
     let tokens = dev.device.with_context(|| model.greedy(steps))?;
     dev.synchronize()?;
     Ok(tokens)
+}
+
+/// Times every shape `repetitions` times, in rounds: each round runs every
+/// shape once, in a fresh random order, so that a slow spell of the machine
+/// (another process, frequency scaling) spreads over all shapes instead of
+/// biasing the few measured during it, and so that each step follows
+/// different shapes, as in serving. The first `warmup` rounds are not kept.
+pub fn time_shapes(
+    dev: &OpenDevice,
+    model: &Model,
+    shapes: &[Shape],
+    warmup: u32,
+    repetitions: u32,
+    rng: &mut impl Rng,
+    progress: &mut dyn FnMut(usize, &Shape),
+) -> Result<Vec<Sample>> {
+    let mut times: Vec<Vec<u64>> = vec![Vec::with_capacity(repetitions as usize); shapes.len()];
+    let mut order: Vec<usize> = (0..shapes.len()).collect();
+    let mut done = 0;
+    for round in 0..warmup + repetitions {
+        // Fisher–Yates with the seeded generator.
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        for &i in &order {
+            let t = time_shape(dev, model, &shapes[i], 0, 1, rng)?;
+            if round >= warmup {
+                times[i].push(t.median_ns);
+            }
+            done += 1;
+            progress(done, &shapes[i]);
+        }
+    }
+    Ok(shapes
+        .iter()
+        .zip(times)
+        .map(|(shape, times)| sample(shape, times))
+        .collect())
+}
+
+fn sample(shape: &Shape, times: Vec<u64>) -> Sample {
+    let mut sorted = times.clone();
+    sorted.sort_unstable();
+    Sample {
+        kind: shape.kind.to_string(),
+        fitted: shape.fitted,
+        prefill: shape
+            .prefill
+            .iter()
+            .map(|&(n, c)| [n as u32, c as u32])
+            .collect(),
+        decode: shape.decode.iter().map(|&l| l as u32).collect(),
+        median_ns: median(&sorted),
+        min_ns: sorted[0],
+        max_ns: sorted[sorted.len() - 1],
+        times_ns: times,
+    }
 }
 
 /// Times `shape`: `warmup` untimed runs, then `repetitions` timed ones, each
@@ -215,22 +279,7 @@ pub fn time_shape(
             times.push(ns);
         }
     }
-    let mut sorted = times.clone();
-    sorted.sort_unstable();
-    Ok(Sample {
-        kind: shape.kind.to_string(),
-        fitted: shape.fitted,
-        prefill: shape
-            .prefill
-            .iter()
-            .map(|&(n, c)| [n as u32, c as u32])
-            .collect(),
-        decode: shape.decode.iter().map(|&l| l as u32).collect(),
-        median_ns: median(&sorted),
-        min_ns: sorted[0],
-        max_ns: sorted[sorted.len() - 1],
-        times_ns: times,
-    })
+    Ok(sample(shape, times))
 }
 
 fn median(sorted: &[u64]) -> u64 {
@@ -271,8 +320,11 @@ mod tests {
     #[test]
     fn grid_covers_the_knots_and_holds_out_random_shapes() {
         let g = plan(512, true, 1000, 1e12, 1);
-        assert_eq!(g.token_knots, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
-        assert_eq!(g.row_knots, vec![1, 2, 4, 8, 16, 32]);
+        assert_eq!(
+            g.token_knots,
+            vec![1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+        );
+        assert_eq!(g.row_knots, vec![1, 2, 3, 4, 6, 8, 12, 16, 24, 32]);
         let held: Vec<&Shape> = g.shapes.iter().filter(|s| !s.fitted).collect();
         assert_eq!(held.len(), 12);
         assert!(held.iter().any(|s| s.kind == "mixed"));
@@ -317,5 +369,19 @@ mod tests {
             (12, 2, 45)
         );
         assert!(host_copy_bandwidth(&dev).unwrap() > 1e8);
+        let shapes = vec![
+            shape.clone(),
+            Shape {
+                kind: "decode",
+                fitted: false,
+                prefill: vec![],
+                decode: vec![9],
+            },
+        ];
+        let mut seen = 0;
+        let all = time_shapes(&dev, &m, &shapes, 1, 3, &mut rng, &mut |_, _| seen += 1).unwrap();
+        assert_eq!(seen, 8);
+        assert!(all.iter().all(|s| s.times_ns.len() == 3));
+        assert_eq!(all[1].decode, vec![9]);
     }
 }

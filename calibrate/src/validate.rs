@@ -77,6 +77,23 @@ pub struct Validation {
     pub live_wall_s: f64,
     pub measured: Summary,
     pub simulated: Summary,
+    /// Every live iteration, measured and predicted (`iterations.csv`).
+    #[serde(skip)]
+    pub iteration_records: Vec<IterationRecord>,
+}
+
+/// One live iteration: its shape, the wall time it took and what the
+/// profile predicts for it.
+#[derive(Clone, Debug, Serialize)]
+pub struct IterationRecord {
+    pub start_ms: f64,
+    pub prefill_seqs: u32,
+    pub prefill_tokens: u64,
+    pub prefill_attn_pairs: f64,
+    pub decode_seqs: u32,
+    pub decode_context_tokens: u64,
+    pub measured_ms: f64,
+    pub predicted_ms: f64,
 }
 
 /// Loads the scenario with the profile as its hardware and model, and
@@ -146,6 +163,26 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario
         );
     }
     Ok(s)
+}
+
+/// The header of `iterations.csv`.
+pub const ITERATION_COLUMNS: &str = "start_ms,prefill_seqs,prefill_tokens,prefill_attn_pairs,decode_seqs,decode_context_tokens,measured_ms,predicted_ms";
+
+impl IterationRecord {
+    /// One `iterations.csv` row.
+    pub fn csv_row(&self) -> String {
+        format!(
+            "{:.3},{},{},{},{},{},{:.4},{:.4}",
+            self.start_ms,
+            self.prefill_seqs,
+            self.prefill_tokens,
+            self.prefill_attn_pairs,
+            self.decode_seqs,
+            self.decode_context_tokens,
+            self.measured_ms,
+            self.predicted_ms
+        )
+    }
 }
 
 /// Runs the validation. `progress(phase, done, total)` reports the live run.
@@ -281,6 +318,20 @@ pub fn validate(
         live_wall_s,
         measured,
         simulated,
+        iteration_records: live
+            .iterations
+            .iter()
+            .map(|it| IterationRecord {
+                start_ms: it.start.as_millis_f64(),
+                prefill_seqs: it.shape.prefill_seqs,
+                prefill_tokens: it.shape.prefill_tokens,
+                prefill_attn_pairs: it.shape.prefill_attn_pairs,
+                decode_seqs: it.shape.decode_seqs,
+                decode_context_tokens: it.shape.decode_context_tokens,
+                measured_ms: it.wall_ns as f64 / 1e6,
+                predicted_ms: cost.predict_ns(&it.shape) / 1e6,
+            })
+            .collect(),
     })
 }
 
