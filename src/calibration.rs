@@ -41,24 +41,31 @@ mod with_calibrate {
     }
 
     pub fn calibrate(a: CalibrateCmd) -> Result<()> {
-        let spec = DeviceSpec::parse(&a.device)?;
-        let dev = OpenDevice::open(spec, a.threads)?;
-        let args = CalibrateArgs {
-            model: a.model.clone(),
-            weights: a.weights.clone(),
-            dtype: a.dtype.clone(),
-            max_context: a.max_context,
-            quick: a.quick,
-            seed: a.seed,
+        let profile = match &a.refit {
+            Some(path) => calibrate::calibrate::refit(sim::profile::Profile::load(path)?),
+            None => {
+                let spec = DeviceSpec::parse(&a.device)?;
+                let dev = OpenDevice::open(spec, a.threads)?;
+                let args = CalibrateArgs {
+                    model: a.model.clone(),
+                    weights: a.weights.clone(),
+                    dtype: a.dtype.clone(),
+                    max_context: a.max_context,
+                    quick: a.quick,
+                    seed: a.seed,
+                };
+                let pb = bar(1);
+                pb.set_prefix(format!("calibrating on {}", dev.spec.label()));
+                let profile =
+                    calibrate::calibrate::calibrate(&dev, &args, &mut |done, total, what| {
+                        pb.set_length(total as u64);
+                        pb.set_position(done as u64);
+                        pb.set_message(what.to_string());
+                    })?;
+                pb.finish_and_clear();
+                profile
+            }
         };
-        let pb = bar(1);
-        pb.set_prefix(format!("calibrating on {}", dev.spec.label()));
-        let profile = calibrate::calibrate::calibrate(&dev, &args, &mut |done, total, what| {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-            pb.set_message(what.to_string());
-        })?;
-        pb.finish_and_clear();
         if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;

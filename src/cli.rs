@@ -97,6 +97,9 @@ pub struct CalibrateCmd {
     /// Seed of random weights and token ids.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Re-fit the samples of an existing profile instead of measuring (no device needed).
+    #[arg(long, conflicts_with_all = ["model", "weights"])]
+    pub refit: Option<PathBuf>,
     /// Where to write the profile TOML.
     #[arg(long)]
     pub out: PathBuf,

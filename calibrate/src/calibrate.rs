@@ -68,13 +68,14 @@ pub fn calibrate(
         args.seed,
     );
     let runs = grid.shapes.len() * (grid.warmup + grid.repetitions) as usize;
-    let total = runs + 1;
+    let wake_runs = measure::IDLE_KNOTS_MS.len() * grid.repetitions.min(3) as usize;
+    let total = runs + wake_runs + 1;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
 
     // Memory: the largest prefill, measured on its own before the grid.
     progress(0, total, "memory");
     let activation_bytes = peak_activation(dev, &model, &grid.shapes)?;
-    let samples = measure::time_shapes(
+    let mut samples = measure::time_shapes(
         dev,
         &model,
         &grid.shapes,
@@ -83,6 +84,15 @@ pub fn calibrate(
         &mut rng,
         &mut |done, shape| progress(done, total, &describe(shape)),
     )?;
+    let max_tokens = *grid.token_knots.last().expect("knots") as usize;
+    samples.extend(measure::time_wake(
+        dev,
+        &model,
+        max_tokens,
+        grid.repetitions.min(3),
+        &mut rng,
+        &mut |done| progress(runs + done, total, "a step after idling"),
+    )?);
     progress(total, total, "fitting");
     let host = measure::host_copy_bandwidth(dev)?;
     let basis = Basis {
@@ -126,6 +136,19 @@ pub fn calibrate(
     profile.held_out = crate::fit::errors(&profile);
     profile.measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(profile)
+}
+
+/// Re-fits a profile's samples with this build's fitter (same knots), and
+/// recomputes its held-out error: a profile keeps every raw sample so that
+/// improving the cost model does not need the device again.
+pub fn refit(mut p: Profile) -> Profile {
+    let basis = Basis {
+        token_knots: p.fit.token_knots.clone(),
+        row_knots: p.fit.row_knots.clone(),
+    };
+    p.fit = crate::fit::fit(&p.samples, &basis);
+    p.held_out = crate::fit::errors(&p);
+    p
 }
 
 fn describe(s: &Shape) -> String {
@@ -221,6 +244,8 @@ pub(crate) mod tests {
                 token_ns: vec![0.0, 0.0],
                 row_knots: vec![1, 2],
                 row_ns: vec![0.0, 0.0],
+                idle_knots_ms: vec![],
+                wake_ns: vec![],
             },
             held_out: FitError::default(),
             samples: vec![],
@@ -264,7 +289,11 @@ pub(crate) mod tests {
         let again = crate::fit::errors(&back);
         assert!((again.mape_pct - p.held_out.mape_pct).abs() < 1e-9);
         assert!(p.memory.weight_bytes > 100_000.0 && p.memory.kv_bytes_per_token == 512.0);
-        assert!(p.samples.iter().all(|s| s.times_ns.len() == 5));
+        assert!(p
+            .samples
+            .iter()
+            .all(|s| s.times_ns.len() == if s.kind == "wake" { 3 } else { 5 }));
+        assert_eq!(p.fit.idle_knots_ms, measure::IDLE_KNOTS_MS.to_vec());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -140,18 +140,54 @@ fn cholesky_solve(mut g: Vec<Vec<f64>>, mut r: Vec<f64>) -> Vec<f64> {
 
 /// Fits the cost terms to the samples marked `fitted`, minimizing the
 /// squared *relative* error (every shape counts alike, short steps as much
-/// as long prefills).
+/// as long prefills). The fixed and per-sequence terms and the attention
+/// slopes are kept non-negative; the table segments may fall as well as
+/// rise, because CPU GEMM kernels really are slower for some row counts
+/// than for larger ones (two rows pack the weights, three do not).
 pub fn fit(samples: &[Sample], basis: &Basis) -> CostTerms {
+    let scalars = sim::profiled::SCALAR_COLUMNS;
     let (a, b): (Vec<Vec<f64>>, Vec<f64>) = samples
         .iter()
-        .filter(|s| s.fitted)
+        .filter(|s| s.fitted && s.kind != "wake")
         .map(|s| {
             let y = s.median_ns.max(1) as f64;
-            let row: Vec<f64> = basis.row(&s.shape()).iter().map(|v| v / y).collect();
+            let mut row: Vec<f64> = basis.row(&s.shape()).iter().map(|v| v / y).collect();
+            // A free coefficient is the difference of two non-negative ones.
+            let negated: Vec<f64> = row[scalars..].iter().map(|v| -v).collect();
+            row.extend(negated);
             (row, 1.0)
         })
         .unzip();
-    basis.terms(&nnls(&a, &b))
+    let x = nnls(&a, &b);
+    let n = basis.columns();
+    let coef: Vec<f64> = (0..n)
+        .map(|j| {
+            if j < scalars {
+                x[j]
+            } else {
+                x[j] - x[j + n - scalars]
+            }
+        })
+        .collect();
+    let mut terms = basis.terms(&coef);
+    (terms.idle_knots_ms, terms.wake_ns) = wake_table(samples);
+    terms
+}
+
+/// The wake-up penalty by idle time: how much longer the same step ran
+/// after each idle spell than right after another step (never negative).
+pub fn wake_table(samples: &[Sample]) -> (Vec<f64>, Vec<f64>) {
+    let mut wake: Vec<&Sample> = samples.iter().filter(|s| s.kind == "wake").collect();
+    wake.sort_by(|a, b| a.idle_ms.total_cmp(&b.idle_ms));
+    match wake.first() {
+        Some(base) if base.idle_ms == 0.0 && wake.len() >= 2 => {
+            let b = base.median_ns as f64;
+            wake.iter()
+                .map(|s| (s.idle_ms, (s.median_ns as f64 - b).max(0.0)))
+                .unzip()
+        }
+        _ => (vec![], vec![]),
+    }
 }
 
 /// Percent errors of the profile's cost model on its own samples: held-out
@@ -223,6 +259,7 @@ mod tests {
                 fitted,
                 prefill,
                 decode,
+                idle_ms: 0.0,
                 median_ns: 0,
                 min_ns: 0,
                 max_ns: 0,

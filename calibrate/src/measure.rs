@@ -226,6 +226,7 @@ fn sample(shape: &Shape, times: Vec<u64>) -> Sample {
             .map(|&(n, c)| [n as u32, c as u32])
             .collect(),
         decode: shape.decode.iter().map(|&l| l as u32).collect(),
+        idle_ms: 0.0,
         median_ns: median(&sorted),
         min_ns: sorted[0],
         max_ns: sorted[sorted.len() - 1],
@@ -289,6 +290,49 @@ fn median(sorted: &[u64]) -> u64 {
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2
     }
+}
+
+/// Idle spells after which the wake-up penalty is measured, ms.
+pub const IDLE_KNOTS_MS: [f64; 7] = [0.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0];
+
+/// Times a serving-sized prefill (64 tokens, fewer on tiny grids) run after
+/// each idle spell of [`IDLE_KNOTS_MS`] — the device sits idle, then the
+/// step runs, as when a request reaches an idle server — `repetitions`
+/// times per spell, each right after a warm step of the same shape. A
+/// device that drops into idle states runs that first step slower.
+pub fn time_wake(
+    dev: &OpenDevice,
+    model: &Model,
+    max_tokens: usize,
+    repetitions: u32,
+    rng: &mut impl Rng,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<Sample>> {
+    let shape = Shape {
+        kind: "wake",
+        fitted: true,
+        prefill: vec![(max_tokens.min(64), 0)],
+        decode: vec![],
+    };
+    let mut times: Vec<Vec<u64>> = vec![vec![]; IDLE_KNOTS_MS.len()];
+    let mut done = 0;
+    for _ in 0..repetitions {
+        for (k, &idle) in IDLE_KNOTS_MS.iter().enumerate() {
+            time_shape(dev, model, &shape, 0, 1, rng)?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(idle / 1e3));
+            times[k].push(time_shape(dev, model, &shape, 0, 1, rng)?.median_ns);
+            done += 1;
+            progress(done);
+        }
+    }
+    Ok(IDLE_KNOTS_MS
+        .iter()
+        .zip(times)
+        .map(|(&idle, t)| Sample {
+            idle_ms: idle,
+            ..sample(&shape, t)
+        })
+        .collect())
 }
 
 /// Device-to-host copy bandwidth (what swapping KV moves over), bytes/s:

@@ -211,7 +211,7 @@ pub struct MeasurementInfo {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sample {
-    /// `prefill`, `decode` or `mixed`.
+    /// `prefill`, `decode`, `mixed`, or `wake` (a step after an idle spell).
     pub kind: String,
     /// Used to fit (`true`) or held out to check the fit (`false`).
     pub fitted: bool,
@@ -219,6 +219,9 @@ pub struct Sample {
     pub prefill: Vec<[u32; 2]>,
     #[serde(default)]
     pub decode: Vec<u32>,
+    /// Idle time before each timed run, ms (wake samples).
+    #[serde(default)]
+    pub idle_ms: f64,
     pub median_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
@@ -235,6 +238,7 @@ impl Sample {
         for &l in &self.decode {
             b.add_decode(l as u64);
         }
+        b.idle_ns = (self.idle_ms * 1e6).round() as u64;
         b
     }
 }
@@ -247,10 +251,12 @@ impl Sample {
 /// ```
 ///
 /// with P prefilling sequences, Σl decode context, N tokens through the dense
-/// layers and R logit rows. `tokens` and `rows` are monotone piecewise-linear
-/// tables over measured knots (the dense GEMMs and the LM head are memory-
-/// bound for small batches and compute-bound for large ones, so no single
-/// line fits both); the last segment's slope extends past the last knot.
+/// layers and R logit rows. `tokens` and `rows` are piecewise-linear tables
+/// over measured knots (the dense GEMMs and the LM head are memory-bound for
+/// small batches and compute-bound for large ones, and CPU GEMM kernels
+/// switch strategy with the row count, so no single line fits); they are
+/// not forced monotone, because a two-row product can cost more than a
+/// three-row one. The last segment's slope extends past the last knot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostTerms {
@@ -274,6 +280,14 @@ pub struct CostTerms {
     pub row_knots: Vec<u32>,
     /// LM head and per-sequence cost at each row knot, relative to the first, ns.
     pub row_ns: Vec<f64>,
+    /// Idle spells before an iteration, ms (from 0), at which the wake-up
+    /// penalty was measured; empty when none was.
+    #[serde(default)]
+    pub idle_knots_ms: Vec<f64>,
+    /// Extra time of the first iteration after each idle spell, ns:
+    /// interpolated between knots, constant past the last.
+    #[serde(default)]
+    pub wake_ns: Vec<f64>,
 }
 
 /// Fit error over a set of shapes, in percent of the measured median.
@@ -397,6 +411,18 @@ impl Profile {
         }
         check_table("fit.token", &f.token_knots, &f.token_ns)?;
         check_table("fit.row", &f.row_knots, &f.row_ns)?;
+        if !f.idle_knots_ms.is_empty() || !f.wake_ns.is_empty() {
+            let k = &f.idle_knots_ms;
+            if k.len() != f.wake_ns.len() || k[0] != 0.0 || k.windows(2).any(|w| w[0] >= w[1]) {
+                return bad(
+                    "fit.idle_knots_ms",
+                    "must start at 0, increase strictly and have one wake_ns value per knot".into(),
+                );
+            }
+            if f.wake_ns.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return bad("fit.wake_ns", "must be finite numbers ≥ 0".into());
+            }
+        }
         let host = self.measurement.host_copy_bytes_per_s;
         if !(host.is_finite() && host > 0.0) {
             return bad(
@@ -524,10 +550,10 @@ fn check_table(key: &str, knots: &[u32], ns: &[f64]) -> Result<(), (String, Stri
             "must start at 1 or more and increase strictly".into(),
         ));
     }
-    if ns[0] != 0.0 || ns.iter().any(|v| !v.is_finite()) || ns.windows(2).any(|w| w[1] < w[0]) {
+    if ns[0] != 0.0 || ns.iter().any(|v| !v.is_finite()) {
         return Err((
             format!("{key}_ns"),
-            "must start at 0 and never decrease (a larger batch never costs less)".into(),
+            "must start at 0 and hold finite numbers".into(),
         ));
     }
     Ok(())
@@ -593,6 +619,8 @@ pub(crate) mod tests {
                 token_ns: vec![0.0, 1e7],
                 row_knots: vec![1, 2],
                 row_ns: vec![0.0, 0.0],
+                idle_knots_ms: vec![],
+                wake_ns: vec![],
             },
             held_out: FitError::default(),
             samples: vec![Sample {
@@ -600,6 +628,7 @@ pub(crate) mod tests {
                 fitted: true,
                 prefill: vec![],
                 decode: vec![17],
+                idle_ms: 0.0,
                 median_ns: 2_000_000,
                 min_ns: 1_900_000,
                 max_ns: 2_100_000,
@@ -630,7 +659,7 @@ pub(crate) mod tests {
         );
         let text = example()
             .to_toml_string()
-            .replace("token_ns = [0.0, 10000000.0]", "token_ns = [0.0, -1.0]");
+            .replace("token_ns = [0.0, 10000000.0]", "token_ns = [1.0, 2.0]");
         let e = Profile::from_toml_str(&text, "p.toml").unwrap_err();
         assert_eq!(e.key, "fit.token_ns", "{e}");
         let text = example()

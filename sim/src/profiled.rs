@@ -1,7 +1,7 @@
 //! The `Profiled` cost model: iteration times from a calibration profile's
 //! fitted terms ([`CostTerms`]) instead of datasheet figures.
 //!
-//! The terms are linear in a handful of batch features plus two monotone
+//! The terms are linear in a handful of batch features plus two
 //! piecewise-linear tables (DESIGN.md, "Cost model": fixed per-iteration and
 //! per-sequence overheads plus interpolation over measured grids). The same
 //! feature basis ([`Basis`]) is what `calibrate` fits against, so the fit and
@@ -105,6 +105,8 @@ impl Basis {
             token_ns: cumulative(&coef[SCALAR_COLUMNS..SCALAR_COLUMNS + nt]),
             row_knots: self.row_knots.clone(),
             row_ns: cumulative(&coef[SCALAR_COLUMNS + nt..]),
+            idle_knots_ms: vec![],
+            wake_ns: vec![],
         }
     }
 }
@@ -118,7 +120,7 @@ fn ramps(knots: &[u32], x: f64, out: &mut Vec<f64>) {
     }
 }
 
-/// A monotone piecewise-linear table, extrapolated with its last slope.
+/// A piecewise-linear table, extrapolated with its last slope.
 #[derive(Clone, Debug)]
 struct Table {
     knots: Vec<f64>,
@@ -128,7 +130,10 @@ struct Table {
 
 impl Table {
     fn new(knots: &[u32], values: &[f64]) -> Table {
-        let k: Vec<f64> = knots.iter().map(|&x| x as f64).collect();
+        Table::from_f64(knots.iter().map(|&x| x as f64).collect(), values)
+    }
+
+    fn from_f64(k: Vec<f64>, values: &[f64]) -> Table {
         let n = k.len();
         let last_slope = (values[n - 1] - values[n - 2]) / (k[n - 1] - k[n - 2]);
         Table {
@@ -165,6 +170,8 @@ pub struct Profiled {
     prefill_square_ns: f64,
     tokens: Table,
     rows: Table,
+    /// Wake-up penalty by idle time (ns → ns), constant past its last knot.
+    wake: Option<(Table, f64)>,
     /// Seconds per byte of KV swapped (measured host copy bandwidth).
     swap_secs_per_byte: f64,
     label: String,
@@ -182,6 +189,11 @@ impl Profiled {
             prefill_square_ns: f.prefill_square_ns,
             tokens: Table::new(&f.token_knots, &f.token_ns),
             rows: Table::new(&f.row_knots, &f.row_ns),
+            wake: (f.idle_knots_ms.len() >= 2).then(|| {
+                let knots: Vec<f64> = f.idle_knots_ms.iter().map(|ms| ms * 1e6).collect();
+                let last = knots[knots.len() - 1];
+                (Table::from_f64(knots, &f.wake_ns), last)
+            }),
             swap_secs_per_byte: 1.0 / p.measurement.host_copy_bytes_per_s,
             label: format!(
                 "calibration profile {origin}: {} {} on {} ({}), {}; held-out fit error {:.1} % mean, {:.1} % max over {} shapes",
@@ -209,6 +221,10 @@ impl Profiled {
             + self.tokens.at(f.tokens)
             + self.rows.at(f.rows)
             + b.swap_bytes * self.swap_secs_per_byte * 1e9
+            + match &self.wake {
+                Some((t, last)) if b.idle_ns > 0 => t.at((b.idle_ns as f64).min(*last)),
+                _ => 0.0,
+            }
     }
 }
 
@@ -277,6 +293,26 @@ mod tests {
                 "{b:?}: {linear} vs {priced}"
             );
         }
+    }
+
+    #[test]
+    fn the_first_step_after_idling_pays_the_measured_wake_up() {
+        let mut p = example();
+        p.fit.idle_knots_ms = vec![0.0, 100.0, 400.0];
+        p.fit.wake_ns = vec![0.0, 4e6, 8e6];
+        let m = Profiled::new(&p, "p.toml");
+        let mut b = decode(1, 100);
+        assert_eq!(m.iteration_time(&b), 2_000_000);
+        b.idle_ns = 50_000_000;
+        assert_eq!(m.iteration_time(&b), 4_000_000);
+        b.idle_ns = 250_000_000;
+        assert_eq!(m.iteration_time(&b), 8_000_000);
+        b.idle_ns = 5_000_000_000;
+        assert_eq!(
+            m.iteration_time(&b),
+            10_000_000,
+            "constant past the last knot"
+        );
     }
 
     #[test]

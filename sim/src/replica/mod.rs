@@ -638,6 +638,8 @@ pub struct Replica {
     speculation: Option<Speculation>,
     /// Start of the iteration in progress, if any.
     iteration_start: Option<SimTime>,
+    /// End of the last iteration (the run's start before the first).
+    last_finish: SimTime,
     last_kv_change: SimTime,
     pub stats: ReplicaStats,
 }
@@ -683,6 +685,7 @@ impl Replica {
             policy: policy::build(engine.policy),
             speculation,
             iteration_start: None,
+            last_finish: SimTime::ZERO,
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
         }
@@ -784,10 +787,11 @@ impl Replica {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
         self.st.begin_iteration();
-        let shape = self.policy.schedule(&mut self.st, now, reqs);
+        let mut shape = self.policy.schedule(&mut self.st, now, reqs);
         if shape.is_empty() {
             return None;
         }
+        shape.idle_ns = now.since(self.last_finish);
         self.iteration_start = Some(now);
         self.stats.iterations += 1;
         self.stats.batch_seqs += shape.seqs() as u64;
@@ -813,6 +817,7 @@ impl Replica {
             .iteration_start
             .take()
             .expect("no iteration in progress");
+        self.last_finish = now;
         self.stats.busy_ns += now.since(start);
         self.account_kv(now);
         let mut out = IterationOutcome {
