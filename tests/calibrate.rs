@@ -56,7 +56,12 @@ fn tiny_calibration_writes_a_profile_that_predicts_its_held_out_shapes() {
     assert!(p
         .samples
         .iter()
+        .filter(|s| s.kind != "wake")
         .all(|s| s.times_ns.len() as u32 == p.measurement.repetitions));
+    assert!(p
+        .samples
+        .iter()
+        .any(|s| s.kind == "wake" && s.idle_ms > 0.0));
     // The simulator's cost model, read back from the file, reproduces the
     // reported held-out error.
     let m = Profiled::new(&p, "tiny.toml");

@@ -137,7 +137,7 @@ fn open_cuda(spec: DeviceSpec, n: usize) -> Result<OpenDevice> {
                 "--device cuda:{n}: the CUDA driver library (libcuda) could not be loaded on this machine"
             ))
         })?
-        .map_err(|e| input(format!("--device cuda:{n}: cannot open the GPU: {e}")))?;
+        .map_err(|e| input(format!("--device cuda:{n}: cannot open the GPU: {}", crate::error::first_line(&e))))?;
     let (name, driver) = cuda_names(&device, n);
     Ok(OpenDevice {
         spec,
@@ -188,8 +188,12 @@ fn cuda_memory(_: &Device) -> Result<(f64, f64)> {
 
 #[cfg(feature = "metal")]
 fn open_metal(spec: DeviceSpec, n: usize) -> Result<OpenDevice> {
-    let device =
-        Device::new_metal(n).map_err(|e| input(format!("--device metal:{n}: cannot open: {e}")))?;
+    let device = Device::new_metal(n).map_err(|e| {
+        input(format!(
+            "--device metal:{n}: cannot open: {}",
+            crate::error::first_line(&e)
+        ))
+    })?;
     Ok(OpenDevice {
         spec,
         device,

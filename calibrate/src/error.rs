@@ -7,9 +7,10 @@ pub enum Error {
     /// Bad input: names the flag, file or key and what is allowed.
     #[error("{0}")]
     Input(String),
-    /// The device or the tensor library failed.
+    /// The device or the tensor library failed (first line of its message:
+    /// candle appends a backtrace when RUST_BACKTRACE is set).
     #[error("device error: {0}")]
-    Candle(#[from] candle_core::Error),
+    Candle(String),
     #[error("{0}")]
     Io(String),
 }
@@ -24,4 +25,20 @@ pub fn input(msg: impl Into<String>) -> Error {
 /// An I/O error with the path it concerns.
 pub fn io(path: &std::path::Path, e: std::io::Error) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
+}
+
+impl From<candle_core::Error> for Error {
+    fn from(e: candle_core::Error) -> Error {
+        Error::Candle(first_line(&e))
+    }
+}
+
+/// The first line of an error's message.
+pub fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }

@@ -72,6 +72,8 @@ pub fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
 
 /// Unconstrained least squares on the passive columns (normal equations,
 /// Cholesky with a whisker of ridge), zero elsewhere.
+// Index loops read as the textbook algorithm; iterators would hide it.
+#[allow(clippy::needless_range_loop)]
 fn solve_on(
     col: &dyn Fn(usize, usize) -> f64,
     m: usize,
@@ -106,6 +108,7 @@ fn solve_on(
     z
 }
 
+#[allow(clippy::needless_range_loop)]
 fn cholesky_solve(mut g: Vec<Vec<f64>>, mut r: Vec<f64>) -> Vec<f64> {
     let k = r.len();
     for j in 0..k {

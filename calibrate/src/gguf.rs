@@ -4,7 +4,7 @@
 //! tokenizer the file carries.
 
 use crate::config::{ModelConfig, RopeLayout};
-use crate::error::{input, io, Result};
+use crate::error::{first_line, input, io, Result};
 use crate::model::NamedTensors;
 use crate::tokenizer::Tokenizer;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -51,8 +51,12 @@ fn hf_name(name: &str) -> Option<String> {
 pub fn read(path: &Path) -> Result<GgufModel> {
     let origin = path.display().to_string();
     let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
-    let ct = Content::read(&mut f)
-        .map_err(|e| input(format!("{origin}: not a readable GGUF file: {e}")))?;
+    let ct = Content::read(&mut f).map_err(|e| {
+        input(format!(
+            "{origin}: not a readable GGUF file: {}",
+            first_line(&e)
+        ))
+    })?;
     let md = &ct.metadata;
     let arch = md
         .get("general.architecture")
@@ -117,9 +121,12 @@ pub fn read(path: &Path) -> Result<GgufModel> {
     names.sort();
     for name in names {
         let Some(hf) = hf_name(name) else { continue };
-        let q = ct
-            .tensor(&mut f, name, &Device::Cpu)
-            .map_err(|e| input(format!("{origin}: cannot read tensor {name}: {e}")))?;
+        let q = ct.tensor(&mut f, name, &Device::Cpu).map_err(|e| {
+            input(format!(
+                "{origin}: cannot read tensor {name}: {}",
+                first_line(&e)
+            ))
+        })?;
         tensors.insert(hf, q.dequantize(&Device::Cpu)?);
     }
     let tokenizer = read_tokenizer(&ct, &origin)?;

@@ -4,7 +4,7 @@
 
 use crate::config::ModelConfig;
 use crate::device::OpenDevice;
-use crate::error::{input, Result};
+use crate::error::{first_line, input, Result};
 use crate::model::{random_weights, Model};
 use crate::tokenizer::Tokenizer;
 use candle_core::{DType, Device};
@@ -103,8 +103,12 @@ pub fn load(
                 ))
             })?;
             let cfg = ModelConfig::resolve(m)?;
-            let tensors = candle_core::safetensors::load(path, &Device::Cpu)
-                .map_err(|e| input(format!("{origin}: not a readable safetensors file: {e}")))?;
+            let tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| {
+                input(format!(
+                    "{origin}: not a readable safetensors file: {}",
+                    first_line(&e)
+                ))
+            })?;
             Ok(Loaded {
                 model: Model::from_tensors(&cfg, tensors, dtype, &dev.device, &origin)?,
                 weights: WeightsInfo::Safetensors { path: origin },
@@ -135,8 +139,12 @@ pub fn from_profile(p: &ProfileModel, dev: &OpenDevice) -> Result<Loaded> {
         WeightsInfo::Gguf { path } => load(None, Some(Path::new(path)), dtype, dev, 0),
         WeightsInfo::Safetensors { path } => {
             dev.check_dtype(dtype)?;
-            let tensors = candle_core::safetensors::load(path, &Device::Cpu)
-                .map_err(|e| input(format!("{path}: not a readable safetensors file: {e}")))?;
+            let tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| {
+                input(format!(
+                    "{path}: not a readable safetensors file: {}",
+                    first_line(&e)
+                ))
+            })?;
             Ok(Loaded {
                 model: Model::from_tensors(&cfg, tensors, dtype, &dev.device, path)?,
                 weights: p.weights.clone(),

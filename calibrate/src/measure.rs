@@ -128,7 +128,7 @@ pub fn plan(
         }
     }
     // Held out: random shapes like a serving run's, with uneven contexts.
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0F_F17);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0005_EED0_FF17);
     let held = if quick { 12 } else { 24 };
     let mut made = 0;
     while made < held {

@@ -383,7 +383,8 @@ pub fn compare(m: &Summary, s: &Summary) -> Vec<Row> {
 
 /// The profile's error on each executed iteration, by kind of batch.
 pub fn iteration_errors(cost: &Profiled, its: &[Iteration]) -> Vec<IterationError> {
-    let kinds: [(&str, fn(&sim::cost::BatchShape) -> bool); 4] = [
+    type Keep = fn(&sim::cost::BatchShape) -> bool;
+    let kinds: [(&str, Keep); 4] = [
         ("all", |_| true),
         ("decode only", |b| b.prefill_seqs == 0),
         ("prefill only", |b| b.decode_seqs == 0),
