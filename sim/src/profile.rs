@@ -462,16 +462,21 @@ impl Profile {
             }
         }
         let host = self.measurement.host_copy_bytes_per_s;
+        // Measured figures carry about three significant digits.
+        let sig = |x: f64| {
+            let scale = 10f64.powi(3 - x.abs().log10().ceil() as i32);
+            (x * scale).round() / scale
+        };
         HardwareSpec {
             name: self.device.name.clone(),
-            bf16_tflops: (flops / 1e12).max(1e-6),
+            bf16_tflops: sig((flops / 1e12).max(1e-6)),
             fp8_tflops: None,
             int8_tops: None,
-            memory_gib: self.memory.device_bytes / GIB,
-            memory_bw_tbps: (if bw > 0.0 { bw } else { host } / 1e12).max(1e-9),
-            interconnect_gbps: host / 1e9,
+            memory_gib: sig(self.memory.device_bytes / GIB),
+            memory_bw_tbps: sig((if bw > 0.0 { bw } else { host } / 1e12).max(1e-9)),
+            interconnect_gbps: sig(host / 1e9),
             interconnect_latency_us: 0.0,
-            pcie_gbps: host / 1e9,
+            pcie_gbps: sig(host / 1e9),
             gpus_per_node: 1,
             network_gbps: None,
             network_latency_us: None,
