@@ -93,6 +93,16 @@ pub enum Command {
         /// Output folder holding summary.json, sweep.json or capacity.json.
         dir: PathBuf,
     },
+    /// Measure a model on a device (candle) and write a calibration profile.
+    #[command(
+        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml"
+    )]
+    Calibrate(CalibrateCmd),
+    /// Serve a scenario's workload for real and compare with the simulation of the profile.
+    #[command(
+        after_help = "Example:\n  servesim validate --profile cpu-profile.toml --scenario scenarios/validate/cpu.toml"
+    )]
+    Validate(ValidateCmd),
 }
 
 /// `servesim trace ...`
@@ -258,6 +268,65 @@ pub enum SweepAction {
         #[arg(long)]
         report: bool,
     },
+}
+
+/// `servesim calibrate` flags.
+#[derive(Args, Debug)]
+pub struct CalibrateCmd {
+    /// Device to measure: cpu, cuda, cuda:N, metal.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// A Llama-style catalog preset (e.g. smollm2-135m) or a Hugging Face config.json;
+    /// optional when --weights is a GGUF file.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Real weights (.safetensors with --model, or .gguf); random weights without it.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// Dtype the model runs in: f32, f16 or bf16 (no bf16 on cpu).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Longest context to measure [default: 1024 with --quick, else 2048; at most the model's].
+    #[arg(long)]
+    pub max_context: Option<usize>,
+    /// The smaller grid (fewer shapes and repetitions).
+    #[arg(long)]
+    pub quick: bool,
+    /// CPU worker threads [default: RAYON_NUM_THREADS, else the physical cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seed of random weights and token ids.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Re-fit the samples of an existing profile instead of measuring (no device needed).
+    #[arg(long, conflicts_with_all = ["model", "weights"])]
+    pub refit: Option<PathBuf>,
+    /// Where to write the profile TOML.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `servesim validate` flags.
+#[derive(Args, Debug)]
+pub struct ValidateCmd {
+    /// Profile written by `servesim calibrate` (gives the model and the device).
+    #[arg(long)]
+    pub profile: PathBuf,
+    /// Scenario whose [engine] and [workload] are served (its model and hardware are ignored).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Run on another device than the profile's (e.g. cuda:1).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Output folder for validation.json [default: out/<scenario name>-validate/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Requests re-run alone to check batching leaves their greedy tokens unchanged.
+    #[arg(long, default_value_t = 4)]
+    pub alone_checks: usize,
+    /// Print the result as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

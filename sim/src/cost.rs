@@ -44,6 +44,10 @@ pub struct BatchShape {
     pub swap_bytes: f64,
     /// Σ context of speculatively verifying sequences (what their drafts read).
     pub verify_context_tokens: u64,
+    /// How long the replica sat idle before this iteration, ns (0 when it
+    /// follows another back to back). Measured devices run the first step
+    /// after an idle spell slower; the roofline ignores it.
+    pub idle_ns: u64,
 }
 
 impl BatchShape {

@@ -10,6 +10,8 @@ pub mod memory;
 pub mod metrics;
 pub mod output;
 pub mod parallel;
+pub mod profile;
+pub mod profiled;
 pub mod replica;
 pub mod request;
 pub mod rng;

@@ -8,6 +8,7 @@
 use crate::catalog::{self, Dtype, HardwareSpec, ModelArch};
 use crate::memory::MemoryPlan;
 use crate::parallel::Parallelism;
+use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -48,6 +49,8 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub seed: u64,
     pub horizon: HorizonCfg,
+    /// Optional with `[hardware] profile`: the profile names the model.
+    #[serde(default)]
     pub model: ModelCfg,
     pub hardware: HardwareCfg,
     #[serde(default)]
@@ -92,7 +95,20 @@ fn default_weight_dtype() -> Dtype {
     Dtype::Bf16
 }
 
-/// The accelerator: a catalog preset or an inline datasheet (`[hardware.spec]`).
+impl Default for ModelCfg {
+    fn default() -> Self {
+        ModelCfg {
+            preset: None,
+            architecture: None,
+            weight_dtype: default_weight_dtype(),
+            kv_dtype: None,
+        }
+    }
+}
+
+/// The accelerator: a catalog preset, an inline datasheet (`[hardware.spec]`),
+/// or a calibration profile (`profile`, a path relative to the scenario file)
+/// that prices iterations with what `servesim calibrate` measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HardwareCfg {
@@ -100,6 +116,8 @@ pub struct HardwareCfg {
     pub preset: Option<String>,
     #[serde(default)]
     pub spec: Option<HardwareSpec>,
+    #[serde(default)]
+    pub profile: Option<String>,
 }
 
 /// Router policy names (see `cluster::router`).
@@ -574,6 +592,9 @@ pub struct Scenario {
     /// Folder that relative paths in the scenario (trace files) resolve
     /// against: the scenario file's folder, or "." for in-memory text.
     pub base_dir: PathBuf,
+    /// The calibration profile `[hardware] profile` names, with its resolved
+    /// path: the run is priced by it (`profiled::Profiled`).
+    pub profile: Option<(String, std::sync::Arc<Profile>)>,
 }
 
 impl Scenario {
@@ -621,7 +642,15 @@ impl Scenario {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
 
+        let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
+            (None, None) if profile.is_some() => {
+                let (path, p) = profile.as_ref().expect("checked");
+                (
+                    p.model.arch(),
+                    format!("calibration profile {path} ({})", p.model.source),
+                )
+            }
             (Some(_), Some(_)) => {
                 return Err(err(
                     "model",
@@ -659,7 +688,14 @@ impl Scenario {
             }
         };
 
+        if let Some((path, p)) = &profile {
+            check_profile_model(&model, p, path).map_err(|(k, m)| err(&k, m))?;
+        }
         let hardware = match (&file.hardware.preset, &file.hardware.spec) {
+            (None, None) if profile.is_some() => {
+                let (path, p) = profile.as_ref().expect("checked");
+                p.hardware(path)
+            }
             (Some(_), Some(_)) => {
                 return Err(err(
                     "hardware",
@@ -670,7 +706,7 @@ impl Scenario {
                 return Err(err(
                     "hardware",
                     format!(
-                        "missing `preset` (one of: {}) or an inline `[hardware.spec]`",
+                        "missing `preset` (one of: {}), an inline `[hardware.spec]` or a calibration `profile`",
                         catalog::hardware_keys().join(", ")
                     ),
                 ))
@@ -697,11 +733,11 @@ impl Scenario {
             }
         };
 
-        let weight_dtype = file.model.weight_dtype;
+        let mut weight_dtype = file.model.weight_dtype;
         if weight_dtype == Dtype::Fp32 {
             // Allowed for completeness (e.g. CPU calibration); nothing to check.
         }
-        let kv_dtype = match file.model.kv_dtype {
+        let mut kv_dtype = match file.model.kv_dtype {
             Some(d @ (Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8 | Dtype::Fp32)) => d,
             Some(d) => {
                 return Err(err(
@@ -714,6 +750,21 @@ impl Scenario {
             None => Dtype::Bf16,
         };
 
+        if let Some((_, p)) = &profile {
+            // The profile measured one dtype for weights and cache alike.
+            let d = p.model.dtype().expect("validated profile dtype");
+            weight_dtype = d;
+            kv_dtype = d;
+            let f = &file.fleet;
+            if f.tensor_parallel != 1 || f.pipeline_parallel != 1 || f.expert_parallel != 1 {
+                return Err(err(
+                    "fleet",
+                    "a calibration profile measures one device: tensor_parallel, \
+                     pipeline_parallel and expert_parallel must be 1"
+                        .into(),
+                ));
+            }
+        }
         let tp = file.fleet.tensor_parallel;
         if model.num_heads % tp != 0 {
             return Err(err(
@@ -757,14 +808,17 @@ impl Scenario {
             .validate(&model, &hardware)
             .map_err(|(k, m)| err(&k, m))?;
 
-        let mut memory = MemoryPlan::new(
-            &model,
-            &hardware,
-            weight_dtype,
-            kv_dtype,
-            &parallel,
-            &file.engine,
-        );
+        let mut memory = match &profile {
+            Some((_, p)) => p.memory_plan(&file.engine),
+            None => MemoryPlan::new(
+                &model,
+                &hardware,
+                weight_dtype,
+                kv_dtype,
+                &parallel,
+                &file.engine,
+            ),
+        };
         if let Some(sp) = &file.engine.speculative {
             if parallel.pipeline > 1 || parallel.expert > 1 {
                 return Err(err(
@@ -822,6 +876,7 @@ impl Scenario {
             memory,
             parallel,
             base_dir: base_dir_of(origin),
+            profile,
             file,
         })
     }
@@ -850,6 +905,55 @@ fn base_dir_of(origin: &str) -> PathBuf {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     }
+}
+
+/// Loads the profile `[hardware] profile` names, relative to the scenario's
+/// folder, and checks it is the only hardware source given.
+fn load_profile(
+    hw: &HardwareCfg,
+    origin: &str,
+) -> Result<Option<(String, std::sync::Arc<Profile>)>, Invalid> {
+    let Some(rel) = &hw.profile else {
+        return Ok(None);
+    };
+    if hw.preset.is_some() || hw.spec.is_some() {
+        return Err((
+            "hardware".into(),
+            "give one of `preset`, `[hardware.spec]` or `profile`, not several".into(),
+        ));
+    }
+    let dir = Path::new(origin).parent().unwrap_or(Path::new(""));
+    let path = dir.join(rel);
+    let p = Profile::load(&path).map_err(|e| ("hardware.profile".to_string(), e.to_string()))?;
+    Ok(Some((path.display().to_string(), std::sync::Arc::new(p))))
+}
+
+/// A scenario that names a model besides its profile must name the one the
+/// profile measured.
+fn check_profile_model(model: &ModelArch, p: &Profile, path: &str) -> Result<(), Invalid> {
+    let want = p.model.arch();
+    let dims = |m: &ModelArch| {
+        (
+            m.layers,
+            m.hidden_size,
+            m.num_heads,
+            m.num_kv_heads,
+            m.head_dim,
+            m.intermediate_size,
+            m.vocab_size,
+        )
+    };
+    if dims(model) != dims(&want) || model.is_moe() || model.mla().is_some() {
+        return Err((
+            "model".into(),
+            format!(
+                "the profile {path} measured {} ({} layers, hidden {}), not {}; drop the model \
+                 preset/architecture to use the profile's model",
+                want.name, want.layers, want.hidden_size, model.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
@@ -1453,5 +1557,54 @@ gpus_per_node = 4
         )
         .unwrap();
         assert_eq!(s.gpus(), 8);
+    }
+
+    #[test]
+    fn a_profile_supplies_model_hardware_memory_and_cost() {
+        let dir = std::env::temp_dir().join(format!("servesim-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = crate::profile::tests::example();
+        std::fs::write(dir.join("p.toml"), p.to_toml_string()).unwrap();
+        let text = MINIMAL
+            .replace("[model]\npreset = \"llama-3.1-8b\"\n", "")
+            .replace("preset = \"h100-sxm\"", "profile = \"p.toml\"")
+            .replace("max_model_len = 8192", "max_model_len = 512");
+        let origin = dir.join("s.toml").display().to_string();
+        let s = Scenario::from_toml_str(&text, &origin).unwrap();
+        assert_eq!(s.model.name, "tiny");
+        assert_eq!(s.weight_dtype, Dtype::Fp32);
+        assert_eq!(s.hardware.name, "Test CPU");
+        assert_eq!(s.memory.kv_bytes_per_token, 512.0);
+        let cost = crate::simulation::Simulation::new(&s)
+            .run(|_| {})
+            .unwrap()
+            .summary
+            .cost_source;
+        assert!(cost.starts_with("calibration profile"), "{cost}");
+        // A model besides the profile must be the profile's.
+        let e = err_of_at(
+            &MINIMAL.replace("preset = \"h100-sxm\"", "profile = \"p.toml\""),
+            &origin,
+        );
+        assert_eq!(e.key, "model", "{e}");
+        assert!(e.message.contains("measured tiny"), "{e}");
+        let e = err_of_at(
+            &text.replace(
+                "profile = \"p.toml\"",
+                "profile = \"p.toml\"\npreset = \"h100\"",
+            ),
+            &origin,
+        );
+        assert_eq!(e.key, "hardware", "{e}");
+        let e = err_of_at(&text.replace("p.toml", "missing.toml"), &origin);
+        assert_eq!(e.key, "hardware.profile", "{e}");
+        assert!(e.message.contains("cannot read profile"), "{e}");
+        let e = err_of_at(&format!("{text}\n[fleet]\ntensor_parallel = 2\n"), &origin);
+        assert_eq!(e.key, "fleet", "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn err_of_at(text: &str, origin: &str) -> ScenarioError {
+        Scenario::from_toml_str(text, origin).unwrap_err()
     }
 }

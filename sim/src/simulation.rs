@@ -133,7 +133,10 @@ impl<'a> Simulation<'a> {
                 tp,
             )
         };
-        let cost: Box<dyn CostModel> = Box::new(Roofline::for_scenario(scenario));
+        let cost: Box<dyn CostModel> = match &scenario.profile {
+            Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
+            None => Box::new(Roofline::for_scenario(scenario)),
+        };
         Self::with_cost_model(scenario, speculative_cost(scenario, cost, draft_roofline))
     }
 

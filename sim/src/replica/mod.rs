@@ -600,6 +600,20 @@ impl TokenGaps {
     }
 }
 
+/// One sequence of the iteration the last [`Replica::form_batch`] decided:
+/// what a live engine reads to run the same batch for real (DESIGN.md, "One
+/// scheduler, two clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchEntry {
+    pub id: RequestId,
+    /// Prompt (or recompute) tokens prefilled this iteration; 0 when decoding.
+    pub chunk: u32,
+    /// Tokens already in the sequence's KV cache before this iteration.
+    pub kv_tokens: u32,
+    /// Decodes one token this iteration.
+    pub decode: bool,
+}
+
 /// Aggregates a replica keeps for the summary.
 #[derive(Clone, Debug, Default)]
 pub struct ReplicaStats {
@@ -626,6 +640,8 @@ pub struct Replica {
     speculation: Option<Speculation>,
     /// Start of the iteration in progress, if any.
     iteration_start: Option<SimTime>,
+    /// End of the last iteration (the run's start before the first).
+    last_finish: SimTime,
     last_kv_change: SimTime,
     pub stats: ReplicaStats,
 }
@@ -671,6 +687,7 @@ impl Replica {
             policy: policy::build(engine.policy),
             speculation,
             iteration_start: None,
+            last_finish: SimTime::ZERO,
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
         }
@@ -772,10 +789,11 @@ impl Replica {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
         self.st.begin_iteration();
-        let shape = self.policy.schedule(&mut self.st, now, reqs);
+        let mut shape = self.policy.schedule(&mut self.st, now, reqs);
         if shape.is_empty() {
             return None;
         }
+        shape.idle_ns = now.since(self.last_finish);
         self.iteration_start = Some(now);
         self.stats.iterations += 1;
         self.stats.batch_seqs += shape.seqs() as u64;
@@ -801,6 +819,7 @@ impl Replica {
             .iteration_start
             .take()
             .expect("no iteration in progress");
+        self.last_finish = now;
         self.stats.busy_ns += now.since(start);
         self.account_kv(now);
         let mut out = IterationOutcome {
@@ -896,6 +915,22 @@ impl Replica {
             st.running = batch;
         }
         out
+    }
+
+    /// The sequences of the iteration in progress (between `form_batch` and
+    /// `finish_iteration`), in running order. Static batching's padding
+    /// members are not listed: they compute nothing a live engine needs.
+    pub fn batch(&self) -> impl Iterator<Item = BatchEntry> + '_ {
+        self.st
+            .running
+            .iter()
+            .filter(|s| s.chunk > 0 || s.decode)
+            .map(|s| BatchEntry {
+                id: s.id,
+                chunk: s.chunk,
+                kv_tokens: s.kv_tokens,
+                decode: s.decode,
+            })
     }
 
     /// Brings the KV-use integral up to `now` (at the end of a run).
@@ -1031,6 +1066,50 @@ pub(crate) mod tests {
         assert!(rep.preemptions() >= 1);
         assert_eq!(rep.swap_outs(), 0);
         assert_all_completed(&rep, &reqs);
+    }
+
+    #[test]
+    fn batch_lists_what_the_iteration_runs() {
+        let mut reqs = requests(2, 10, 3);
+        let mut rep = replica(&engine(8, 100, 4), 100);
+        rep.enqueue(0);
+        rep.form_batch(SimTime(0), &mut reqs).unwrap();
+        let b: Vec<BatchEntry> = rep.batch().collect();
+        assert_eq!(
+            b,
+            vec![BatchEntry {
+                id: 0,
+                chunk: 10,
+                kv_tokens: 0,
+                decode: false
+            }]
+        );
+        rep.finish_iteration(
+            SimTime(5),
+            &mut reqs,
+            &mut vec![],
+            &mut TokenGaps::default(),
+        );
+        rep.enqueue(1);
+        rep.form_batch(SimTime(5), &mut reqs).unwrap();
+        let b: Vec<BatchEntry> = rep.batch().collect();
+        assert_eq!(
+            b,
+            vec![
+                BatchEntry {
+                    id: 0,
+                    chunk: 0,
+                    kv_tokens: 10,
+                    decode: true
+                },
+                BatchEntry {
+                    id: 1,
+                    chunk: 10,
+                    kv_tokens: 0,
+                    decode: false
+                },
+            ]
+        );
     }
 
     #[test]

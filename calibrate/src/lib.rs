@@ -1,0 +1,33 @@
+//! servesim's calibration library (DESIGN.md, "Calibration and validation"):
+//! builds a Llama-style model with candle, measures what its iterations cost
+//! on a device, fits the profile the simulator's `Profiled` cost model reads,
+//! and runs the live engine behind `servesim validate` — the replica
+//! scheduler of `sim` driving real forward passes on the wall clock.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `device` | `--device` parsing, opening, naming, synchronizing, memory |
+//! | `config` | the decoder's architecture from a preset, config.json or GGUF |
+//! | `model` | the packed-batch Llama decoder with per-sequence KV caches |
+//! | `gguf`, `tokenizer` | GGUF weights and their byte-level BPE tokenizer |
+//! | `loader` | random / safetensors / GGUF weights onto the device |
+//! | `measure` | the grid of shapes and the timing of one shape |
+//! | `fit` | non-negative least squares and held-out error |
+//! | `calibrate` | one calibration, start to profile |
+//! | `engine` | the live engine: `sim`'s scheduler on the wall clock |
+//! | `validate` | live vs simulated, side by side |
+
+pub mod calibrate;
+pub mod config;
+pub mod device;
+pub mod engine;
+pub mod error;
+pub mod fit;
+pub mod gguf;
+pub mod loader;
+pub mod measure;
+pub mod model;
+pub mod tokenizer;
+pub mod validate;
+
+pub use error::{Error, Result};

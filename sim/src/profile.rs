@@ -1,0 +1,705 @@
+//! Calibration profiles: what `servesim calibrate` measured of one model on
+//! one device, as a versioned TOML file the simulator reads through
+//! `[hardware] profile = "path"` (DESIGN.md, "Calibration and validation").
+//!
+//! A profile carries the device and model it was measured on, the memory the
+//! real runtime took, every raw timing sample, the fitted cost terms
+//! ([`CostTerms`], priced by [`crate::profiled::Profiled`]) and the fit error
+//! on shapes held out of the fit. The simulator needs only the memory and the
+//! fitted terms; the samples are kept so that a profile can be re-fitted and
+//! audited.
+//!
+//! This module owns the file format and its validation; it knows nothing of
+//! candle (the `calibrate` crate writes profiles, `sim` reads them).
+
+use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::cost::BatchShape;
+use crate::memory::{MemoryPlan, StageMemory};
+use crate::scenario::EngineCfg;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The profile format this build writes and reads.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// A profile error: the file, the key path and what is wrong, on one line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{origin}: {key}{sep}{message}", sep = if key.is_empty() { "" } else { ": " })]
+pub struct ProfileError {
+    pub origin: String,
+    pub key: String,
+    pub message: String,
+}
+
+impl ProfileError {
+    fn new(origin: &str, key: impl Into<String>, message: impl Into<String>) -> Self {
+        ProfileError {
+            origin: origin.to_string(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A calibration profile as written by `servesim calibrate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Format version ([`PROFILE_VERSION`]).
+    pub version: u32,
+    /// The tool and version that wrote it.
+    pub created_by: String,
+    pub device: DeviceInfo,
+    pub model: ProfileModel,
+    pub memory: ProfileMemory,
+    pub measurement: MeasurementInfo,
+    pub fit: CostTerms,
+    pub held_out: FitError,
+    /// Every measured shape with all its repetitions, fitted and held out.
+    #[serde(default)]
+    pub samples: Vec<Sample>,
+}
+
+/// The device a profile was measured on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceInfo {
+    /// How it was asked for: `cpu`, `cuda:0`, `metal`.
+    pub spec: String,
+    /// The CPU model (from /proc/cpuinfo) or the GPU's name.
+    pub name: String,
+    /// CUDA driver version, or the operating system for CPUs.
+    pub driver: String,
+    /// Worker threads the CPU backend used (RAYON_NUM_THREADS); 0 on GPUs.
+    pub threads: u32,
+}
+
+/// The model a profile measured: a Llama-style decoder's architecture, the
+/// dtype it ran in, and where its weights came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileModel {
+    pub name: String,
+    /// Where the architecture came from (catalog preset, config.json, GGUF).
+    pub source: String,
+    pub layers: u32,
+    pub hidden_size: u32,
+    pub num_heads: u32,
+    pub num_kv_heads: u32,
+    pub head_dim: u32,
+    pub intermediate_size: u32,
+    pub vocab_size: u32,
+    pub tied_embeddings: bool,
+    pub max_context: u32,
+    pub rope_theta: f64,
+    pub rms_norm_eps: f64,
+    /// Biases on the Q/K/V projections (Qwen2).
+    #[serde(default)]
+    pub attention_bias: bool,
+    /// Rotary embedding layout: `half` (Hugging Face) or `interleaved` (GGUF).
+    pub rope_layout: String,
+    /// `f32`, `f16` or `bf16`.
+    pub dtype: String,
+    pub weights: WeightsInfo,
+}
+
+/// Where the weights came from. Timing does not depend on the values, so a
+/// profile of random weights prices the real model as well.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WeightsInfo {
+    /// Random weights drawn from a seeded generator.
+    Random { seed: u64 },
+    /// A safetensors file (Hugging Face tensor names).
+    Safetensors { path: String },
+    /// A GGUF file, dequantized to the profile's dtype.
+    Gguf { path: String },
+}
+
+impl WeightsInfo {
+    pub fn describe(&self) -> String {
+        match self {
+            WeightsInfo::Random { seed } => {
+                format!("random weights (seed {seed}; timing does not depend on the values)")
+            }
+            WeightsInfo::Safetensors { path } => format!("real weights from {path}"),
+            WeightsInfo::Gguf { path } => format!("real weights from {path} (dequantized)"),
+        }
+    }
+}
+
+impl ProfileModel {
+    /// The architecture as the simulator's catalog describes models.
+    pub fn arch(&self) -> ModelArch {
+        ModelArch {
+            name: self.name.clone(),
+            layers: self.layers,
+            hidden_size: self.hidden_size,
+            num_heads: self.num_heads,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            intermediate_size: self.intermediate_size,
+            vocab_size: self.vocab_size,
+            gated_mlp: true,
+            tied_embeddings: self.tied_embeddings,
+            max_context: self.max_context,
+            num_experts: 0,
+            experts_per_token: 0,
+            num_shared_experts: 0,
+            moe_intermediate_size: None,
+            first_dense_layers: 0,
+            kv_lora_rank: None,
+            q_lora_rank: None,
+            qk_nope_head_dim: None,
+            qk_rope_head_dim: None,
+            v_head_dim: None,
+        }
+    }
+
+    /// The profile's dtype as the catalog's.
+    pub fn dtype(&self) -> Option<Dtype> {
+        match self.dtype.as_str() {
+            "f32" => Some(Dtype::Fp32),
+            "f16" => Some(Dtype::Fp16),
+            "bf16" => Some(Dtype::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// Memory the real runtime took, measured during calibration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileMemory {
+    /// Device memory in all (CUDA: the driver's total; CPU: MemTotal).
+    pub device_bytes: f64,
+    /// Bytes of the weight tensors as loaded.
+    pub weight_bytes: f64,
+    /// KV-cache bytes one token takes over all layers (from the cache tensors).
+    pub kv_bytes_per_token: f64,
+    /// Peak memory of the largest measured forward pass beyond weights and
+    /// its KV cache (activations, workspaces).
+    pub activation_bytes: f64,
+    /// Memory the runtime held before the model was loaded (CUDA context, or
+    /// the process's resident set on CPU).
+    pub runtime_bytes: f64,
+    /// How the figures were read.
+    pub method: String,
+}
+
+/// How the samples were taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementInfo {
+    /// Untimed runs of each shape before its timed repetitions.
+    pub warmup: u32,
+    /// Timed repetitions of each shape.
+    pub repetitions: u32,
+    /// `--quick`: the smaller grid.
+    pub quick: bool,
+    /// Longest context measured.
+    pub max_context: u32,
+    /// Wall time the calibration took, seconds.
+    pub wall_s: f64,
+    /// Device-to-host copy bandwidth (what swapping KV moves over), bytes/s.
+    pub host_copy_bytes_per_s: f64,
+}
+
+/// One measured batch: prefill chunks `[new tokens, cached tokens]` and
+/// decoding sequences by context (their new token included, as
+/// [`BatchShape::add_decode`] counts it), timed `times_ns.len()` times.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    /// `prefill`, `decode`, `mixed`, or `wake` (a step after an idle spell).
+    pub kind: String,
+    /// Used to fit (`true`) or held out to check the fit (`false`).
+    pub fitted: bool,
+    #[serde(default)]
+    pub prefill: Vec<[u32; 2]>,
+    #[serde(default)]
+    pub decode: Vec<u32>,
+    /// Idle time before each timed run, ms (wake samples).
+    #[serde(default)]
+    pub idle_ms: f64,
+    pub median_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub times_ns: Vec<u64>,
+}
+
+impl Sample {
+    /// The batch's shape as the scheduler would build it.
+    pub fn shape(&self) -> BatchShape {
+        let mut b = BatchShape::default();
+        for &[n, c] in &self.prefill {
+            b.add_prefill(n as u64, c as u64);
+        }
+        for &l in &self.decode {
+            b.add_decode(l as u64);
+        }
+        b.idle_ns = (self.idle_ms * 1e6).round() as u64;
+        b
+    }
+}
+
+/// The fitted iteration cost (DESIGN.md, "Cost model"), for the whole model:
+///
+/// ```text
+/// T = step + prefill_seq·P + decode_token·Σl + prefill_pair·Σn(c+n/2)
+///       + prefill_square·Σn² + tokens(N) + rows(R)
+/// ```
+///
+/// with P prefilling sequences, Σl decode context, N tokens through the dense
+/// layers and R logit rows. `tokens` and `rows` are piecewise-linear tables
+/// over measured knots (the dense GEMMs and the LM head are memory-bound for
+/// small batches and compute-bound for large ones, and CPU GEMM kernels
+/// switch strategy with the row count, so no single line fits); they are
+/// not forced monotone, because a two-row product can cost more than a
+/// three-row one. The last segment's slope extends past the last knot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostTerms {
+    /// Fixed cost of an iteration with one token and one row, ns.
+    pub step_ns: f64,
+    /// Extra cost of each prefilling sequence (its own attention call and
+    /// causal mask), ns.
+    pub prefill_seq_ns: f64,
+    /// Decode attention per context token, ns.
+    pub decode_token_ns: f64,
+    /// Prefill attention per query–key pair Σ n(c + n/2), ns.
+    pub prefill_pair_ns: f64,
+    /// Prefill attention per Σ n² (the masked upper triangle a dense score
+    /// matrix still computes), ns.
+    pub prefill_square_ns: f64,
+    /// Knots of the token table (tokens through the dense layers).
+    pub token_knots: Vec<u32>,
+    /// Dense-layer cost at each token knot, relative to the first, ns.
+    pub token_ns: Vec<f64>,
+    /// Knots of the row table (logit rows: sequences in the batch).
+    pub row_knots: Vec<u32>,
+    /// LM head and per-sequence cost at each row knot, relative to the first, ns.
+    pub row_ns: Vec<f64>,
+    /// Idle spells before an iteration, ms (from 0), at which the wake-up
+    /// penalty was measured; empty when none was.
+    #[serde(default)]
+    pub idle_knots_ms: Vec<f64>,
+    /// Extra time of the first iteration after each idle spell, ns:
+    /// interpolated between knots, constant past the last.
+    #[serde(default)]
+    pub wake_ns: Vec<f64>,
+}
+
+/// Fit error over a set of shapes, in percent of the measured median.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitError {
+    /// Shapes in the set.
+    pub shapes: u32,
+    /// Mean absolute percentage error.
+    pub mape_pct: f64,
+    /// Largest absolute percentage error.
+    pub max_error_pct: f64,
+    /// The same over the fitted shapes (how well the model shape fits at all).
+    pub fitted_mape_pct: f64,
+}
+
+impl Profile {
+    /// Reads and validates a profile file.
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError::new(&origin, "", format!("cannot read profile: {e}")))?;
+        Self::from_toml_str(&text, &origin)
+    }
+
+    /// Parses and validates profile text; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let de = toml::Deserializer::new(text);
+        let p: Profile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let key = if path == "." { String::new() } else { path };
+            let msg = e.into_inner().message().trim().replace('\n', "; ");
+            ProfileError::new(origin, key, msg)
+        })?;
+        p.validate()
+            .map_err(|(k, m)| ProfileError::new(origin, k, m))?;
+        Ok(p)
+    }
+
+    /// The profile as TOML text.
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string(self).expect("profiles serialize")
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |k: &str, m: String| Err((k.to_string(), m));
+        if self.version != PROFILE_VERSION {
+            return bad(
+                "version",
+                format!(
+                    "profile format {} is not supported by this build (reads version {PROFILE_VERSION}); re-run `servesim calibrate`",
+                    self.version
+                ),
+            );
+        }
+        let m = &self.model;
+        for (k, v) in [
+            ("model.layers", m.layers),
+            ("model.hidden_size", m.hidden_size),
+            ("model.num_heads", m.num_heads),
+            ("model.num_kv_heads", m.num_kv_heads),
+            ("model.head_dim", m.head_dim),
+            ("model.intermediate_size", m.intermediate_size),
+            ("model.vocab_size", m.vocab_size),
+            ("model.max_context", m.max_context),
+        ] {
+            if v == 0 {
+                return bad(k, "must be at least 1".into());
+            }
+        }
+        if m.num_heads % m.num_kv_heads != 0 {
+            return bad(
+                "model.num_kv_heads",
+                format!("must divide num_heads ({})", m.num_heads),
+            );
+        }
+        if m.dtype().is_none() {
+            return bad(
+                "model.dtype",
+                format!("unknown dtype {:?}; allowed: f32, f16, bf16", m.dtype),
+            );
+        }
+        if !matches!(m.rope_layout.as_str(), "half" | "interleaved") {
+            return bad(
+                "model.rope_layout",
+                format!(
+                    "unknown layout {:?}; allowed: half, interleaved",
+                    m.rope_layout
+                ),
+            );
+        }
+        let mem = &self.memory;
+        for (k, v) in [
+            ("memory.device_bytes", mem.device_bytes),
+            ("memory.weight_bytes", mem.weight_bytes),
+            ("memory.kv_bytes_per_token", mem.kv_bytes_per_token),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(k, format!("must be a positive number, got {v}"));
+            }
+        }
+        for (k, v) in [
+            ("memory.activation_bytes", mem.activation_bytes),
+            ("memory.runtime_bytes", mem.runtime_bytes),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(k, format!("must be ≥ 0, got {v}"));
+            }
+        }
+        let f = &self.fit;
+        for (k, v) in [
+            ("fit.step_ns", f.step_ns),
+            ("fit.prefill_seq_ns", f.prefill_seq_ns),
+            ("fit.decode_token_ns", f.decode_token_ns),
+            ("fit.prefill_pair_ns", f.prefill_pair_ns),
+            ("fit.prefill_square_ns", f.prefill_square_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(k, format!("must be a finite number ≥ 0, got {v}"));
+            }
+        }
+        check_table("fit.token", &f.token_knots, &f.token_ns)?;
+        check_table("fit.row", &f.row_knots, &f.row_ns)?;
+        if !f.idle_knots_ms.is_empty() || !f.wake_ns.is_empty() {
+            let k = &f.idle_knots_ms;
+            if k.len() != f.wake_ns.len() || k[0] != 0.0 || k.windows(2).any(|w| w[0] >= w[1]) {
+                return bad(
+                    "fit.idle_knots_ms",
+                    "must start at 0, increase strictly and have one wake_ns value per knot".into(),
+                );
+            }
+            if f.wake_ns.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return bad("fit.wake_ns", "must be finite numbers ≥ 0".into());
+            }
+        }
+        let host = self.measurement.host_copy_bytes_per_s;
+        if !(host.is_finite() && host > 0.0) {
+            return bad(
+                "measurement.host_copy_bytes_per_s",
+                format!("must be a positive number, got {host}"),
+            );
+        }
+        for (i, s) in self.samples.iter().enumerate() {
+            if s.times_ns.is_empty() || (s.prefill.is_empty() && s.decode.is_empty()) {
+                return bad(
+                    &format!("samples[{i}]"),
+                    "needs a batch (prefill and/or decode) and at least one time".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A datasheet-shaped description of the device built only from measured
+    /// figures, so scenario checks and memory plans work on a profile: the
+    /// effective throughput of the largest measured prefill, the effective
+    /// weight-streaming bandwidth of a one-sequence decode and the measured
+    /// host copy bandwidth (for links and swapping alike).
+    pub fn hardware(&self, origin: &str) -> HardwareSpec {
+        let params = self.dense_params();
+        let weight_bytes = self.memory.weight_bytes;
+        let mut flops: f64 = 0.0;
+        let mut bw: f64 = 0.0;
+        for s in self.samples.iter().filter(|s| s.fitted) {
+            let b = s.shape();
+            let secs = s.median_ns.max(1) as f64 * 1e-9;
+            if b.decode_seqs == 0 {
+                flops = flops.max(2.0 * params * b.tokens() as f64 / secs);
+            }
+            if b.prefill_seqs == 0 && b.decode_seqs == 1 {
+                bw = bw.max(weight_bytes / secs);
+            }
+        }
+        let host = self.measurement.host_copy_bytes_per_s;
+        // Measured figures carry about three significant digits.
+        let sig = |x: f64| {
+            let scale = 10f64.powi(3 - x.abs().log10().ceil() as i32);
+            (x * scale).round() / scale
+        };
+        HardwareSpec {
+            name: self.device.name.clone(),
+            bf16_tflops: sig((flops / 1e12).max(1e-6)),
+            fp8_tflops: None,
+            int8_tops: None,
+            memory_gib: sig(self.memory.device_bytes / GIB),
+            memory_bw_tbps: sig((if bw > 0.0 { bw } else { host } / 1e12).max(1e-9)),
+            interconnect_gbps: sig(host / 1e9),
+            interconnect_latency_us: 0.0,
+            pcie_gbps: sig(host / 1e9),
+            gpus_per_node: 1,
+            network_gbps: None,
+            network_latency_us: None,
+            source: format!(
+                "calibration profile {origin}: effective figures measured by `servesim calibrate` on {} ({}), not a datasheet",
+                self.device.spec, self.device.driver
+            ),
+        }
+    }
+
+    /// Parameters of the matrices every token passes (layers + LM head).
+    fn dense_params(&self) -> f64 {
+        let m = &self.model;
+        let (h, d) = (m.hidden_size as f64, m.head_dim as f64);
+        let attn = h * d * (2.0 * m.num_heads as f64 + 2.0 * m.num_kv_heads as f64);
+        let mlp = 3.0 * h * m.intermediate_size as f64;
+        m.layers as f64 * (attn + mlp) + h * m.vocab_size as f64
+    }
+
+    /// The replica's memory as the real runtime measured it: usable memory
+    /// (× `gpu_memory_utilization`) less the measured weights, activations
+    /// and runtime, divided into KV blocks of the measured bytes per token.
+    pub fn memory_plan(&self, engine: &EngineCfg) -> MemoryPlan {
+        let m = &self.memory;
+        let usable = m.device_bytes * engine.gpu_memory_utilization;
+        let kv_cache_bytes = usable - m.weight_bytes - m.activation_bytes - m.runtime_bytes;
+        let block_bytes = m.kv_bytes_per_token * engine.block_size as f64;
+        let kv_blocks = if kv_cache_bytes > 0.0 {
+            (kv_cache_bytes / block_bytes).floor() as u64
+        } else {
+            0
+        };
+        let stage = StageMemory {
+            layers: self.model.layers,
+            weight_bytes: m.weight_bytes,
+            activation_bytes: m.activation_bytes,
+            kv_cache_bytes,
+            kv_bytes_per_token: m.kv_bytes_per_token,
+            kv_blocks,
+        };
+        MemoryPlan {
+            tensor_parallel: 1,
+            pipeline_parallel: 1,
+            expert_parallel: 1,
+            device_bytes: m.device_bytes,
+            usable_bytes: usable,
+            stage: 0,
+            stages: vec![stage],
+            weight_bytes: m.weight_bytes,
+            activation_bytes: m.activation_bytes,
+            overhead_bytes: m.runtime_bytes,
+            kv_cache_bytes,
+            kv_bytes_per_token: m.kv_bytes_per_token,
+            block_size: engine.block_size,
+            kv_blocks_per_group: kv_blocks,
+            kv_blocks,
+            kv_tokens: kv_blocks * engine.block_size as u64,
+        }
+    }
+}
+
+fn check_table(key: &str, knots: &[u32], ns: &[f64]) -> Result<(), (String, String)> {
+    if knots.len() < 2 || knots.len() != ns.len() {
+        return Err((
+            format!("{key}_knots"),
+            format!(
+                "needs at least 2 knots and one value per knot, got {} knots and {} values",
+                knots.len(),
+                ns.len()
+            ),
+        ));
+    }
+    if knots[0] < 1 || knots.windows(2).any(|w| w[0] >= w[1]) {
+        return Err((
+            format!("{key}_knots"),
+            "must start at 1 or more and increase strictly".into(),
+        ));
+    }
+    if ns[0] != 0.0 || ns.iter().any(|v| !v.is_finite()) {
+        return Err((
+            format!("{key}_ns"),
+            "must start at 0 and hold finite numbers".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A small, hand-made profile: 2 ms per step plus 10 µs per token.
+    pub fn example() -> Profile {
+        Profile {
+            version: PROFILE_VERSION,
+            created_by: "test".into(),
+            device: DeviceInfo {
+                spec: "cpu".into(),
+                name: "Test CPU".into(),
+                driver: "linux".into(),
+                threads: 2,
+            },
+            model: ProfileModel {
+                name: "tiny".into(),
+                source: "test".into(),
+                layers: 2,
+                hidden_size: 64,
+                num_heads: 4,
+                num_kv_heads: 2,
+                head_dim: 16,
+                intermediate_size: 128,
+                vocab_size: 256,
+                tied_embeddings: false,
+                max_context: 1024,
+                rope_theta: 10000.0,
+                rms_norm_eps: 1e-5,
+                attention_bias: false,
+                rope_layout: "half".into(),
+                dtype: "f32".into(),
+                weights: WeightsInfo::Random { seed: 1 },
+            },
+            memory: ProfileMemory {
+                device_bytes: 8.0 * GIB,
+                weight_bytes: 1e6,
+                kv_bytes_per_token: 512.0,
+                activation_bytes: 1e6,
+                runtime_bytes: 1e8,
+                method: "test".into(),
+            },
+            measurement: MeasurementInfo {
+                warmup: 1,
+                repetitions: 3,
+                quick: true,
+                max_context: 1024,
+                wall_s: 1.0,
+                host_copy_bytes_per_s: 1e10,
+            },
+            fit: CostTerms {
+                step_ns: 2e6,
+                prefill_seq_ns: 0.0,
+                decode_token_ns: 0.0,
+                prefill_pair_ns: 0.0,
+                prefill_square_ns: 0.0,
+                token_knots: vec![1, 1001],
+                token_ns: vec![0.0, 1e7],
+                row_knots: vec![1, 2],
+                row_ns: vec![0.0, 0.0],
+                idle_knots_ms: vec![],
+                wake_ns: vec![],
+            },
+            held_out: FitError::default(),
+            samples: vec![Sample {
+                kind: "decode".into(),
+                fitted: true,
+                prefill: vec![],
+                decode: vec![17],
+                idle_ms: 0.0,
+                median_ns: 2_000_000,
+                min_ns: 1_900_000,
+                max_ns: 2_100_000,
+                times_ns: vec![1_900_000, 2_000_000, 2_100_000],
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let p = example();
+        let text = p.to_toml_string();
+        let back = Profile::from_toml_str(&text, "p.toml").unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let text = example()
+            .to_toml_string()
+            .replace("version = 1", "version = 9");
+        let e = Profile::from_toml_str(&text, "p.toml").unwrap_err();
+        assert_eq!(e.key, "version");
+        assert!(
+            e.to_string()
+                .starts_with("p.toml: version: profile format 9"),
+            "{e}"
+        );
+        let text = example()
+            .to_toml_string()
+            .replace("token_ns = [0.0, 10000000.0]", "token_ns = [1.0, 2.0]");
+        let e = Profile::from_toml_str(&text, "p.toml").unwrap_err();
+        assert_eq!(e.key, "fit.token_ns", "{e}");
+        let text = example()
+            .to_toml_string()
+            .replace("[fit]", "[fit]\nsurprise = 1");
+        let e = Profile::from_toml_str(&text, "p.toml").unwrap_err();
+        assert!(e.to_string().contains("unknown field `surprise`"), "{e}");
+        assert_eq!(e.key, "fit.surprise");
+    }
+
+    #[test]
+    fn memory_plan_divides_what_the_runtime_left_into_blocks() {
+        let p = example();
+        let e = EngineCfg {
+            gpu_memory_utilization: 0.5,
+            block_size: 16,
+            ..EngineCfg::default()
+        };
+        let plan = p.memory_plan(&e);
+        let left = 4.0 * GIB - 1e6 - 1e6 - 1e8;
+        assert_eq!(plan.kv_blocks, (left / (512.0 * 16.0)).floor() as u64);
+        assert_eq!(plan.kv_tokens, plan.kv_blocks * 16);
+    }
+
+    #[test]
+    fn hardware_figures_come_from_the_samples() {
+        let p = example();
+        let h = p.hardware("p.toml");
+        // One decode of 1 MB of weights in 2 ms: 0.5 GB/s.
+        assert!(
+            (h.memory_bw_tbps - 0.5e-3).abs() < 1e-12,
+            "{}",
+            h.memory_bw_tbps
+        );
+        assert_eq!(h.pcie_gbps, 10.0);
+        assert!(h.source.contains("not a datasheet"));
+    }
+}

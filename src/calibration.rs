@@ -1,0 +1,261 @@
+//! `servesim calibrate` and `servesim validate`: progress bars and printing
+//! around the `calibrate` crate. Without the `calibrate` feature both say how
+//! to get a build that has them.
+
+use crate::cli::{CalibrateCmd, ValidateCmd};
+use anyhow::Result;
+
+#[cfg(not(feature = "calibrate"))]
+pub fn calibrate(_: CalibrateCmd) -> Result<()> {
+    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+}
+
+#[cfg(not(feature = "calibrate"))]
+pub fn validate(_: ValidateCmd) -> Result<()> {
+    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+}
+
+#[cfg(feature = "calibrate")]
+pub use with_calibrate::{calibrate, validate};
+
+#[cfg(feature = "calibrate")]
+mod with_calibrate {
+    use super::*;
+    use anyhow::Context;
+    use calibrate::calibrate::CalibrateArgs;
+    use calibrate::device::{DeviceSpec, OpenDevice};
+    use calibrate::validate::{ValidateArgs, Validation};
+    use indicatif::{ProgressBar, ProgressStyle};
+    use sim::catalog::GIB;
+    use std::path::Path;
+
+    fn bar(len: u64) -> ProgressBar {
+        let b = ProgressBar::new(len);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}",
+            )
+            .expect("valid template"),
+        );
+        b
+    }
+
+    pub fn calibrate(a: CalibrateCmd) -> Result<()> {
+        let profile = match &a.refit {
+            Some(path) => calibrate::calibrate::refit(sim::profile::Profile::load(path)?),
+            None => {
+                let spec = DeviceSpec::parse(&a.device)?;
+                let dev = OpenDevice::open(spec, a.threads)?;
+                let args = CalibrateArgs {
+                    model: a.model.clone(),
+                    weights: a.weights.clone(),
+                    dtype: a.dtype.clone(),
+                    max_context: a.max_context,
+                    quick: a.quick,
+                    seed: a.seed,
+                };
+                let pb = bar(1);
+                pb.set_prefix(format!("calibrating on {}", dev.spec.label()));
+                let profile =
+                    calibrate::calibrate::calibrate(&dev, &args, &mut |done, total, what| {
+                        pb.set_length(total as u64);
+                        pb.set_position(done as u64);
+                        pb.set_message(what.to_string());
+                    })?;
+                pb.finish_and_clear();
+                profile
+            }
+        };
+        if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&a.out, profile.to_toml_string())
+            .with_context(|| format!("cannot write {}", a.out.display()))?;
+        let m = &profile.model;
+        let mem = &profile.memory;
+        let f = &profile.fit;
+        outln!(
+            "device     {} ({}; {}; {} threads)",
+            profile.device.name,
+            profile.device.spec,
+            profile.device.driver,
+            profile.device.threads
+        );
+        outln!(
+            "model      {} ({}): {} layers, hidden {}, {}/{} heads × {}, MLP {}, vocab {}, {}",
+            m.name,
+            m.source,
+            m.layers,
+            m.hidden_size,
+            m.num_heads,
+            m.num_kv_heads,
+            m.head_dim,
+            m.intermediate_size,
+            m.vocab_size,
+            m.dtype
+        );
+        outln!("           {}", m.weights.describe());
+        outln!(
+            "memory     weights {:.1} MiB, KV {:.1} KiB/token, activations {:.1} MiB, runtime {:.1} MiB of {:.1} GiB",
+            mem.weight_bytes / 1048576.0,
+            mem.kv_bytes_per_token / 1024.0,
+            mem.activation_bytes / 1048576.0,
+            mem.runtime_bytes / 1048576.0,
+            mem.device_bytes / GIB
+        );
+        let fitted = profile.samples.iter().filter(|s| s.fitted).count();
+        outln!(
+            "measured   {} shapes ({} fitted, {} held out) × {} repetitions in {:.1} s",
+            profile.samples.len(),
+            fitted,
+            profile.held_out.shapes,
+            profile.measurement.repetitions,
+            profile.measurement.wall_s
+        );
+        outln!(
+            "fit        step {:.3} ms + {:.3} ms per prefill + {:.2} µs per decode context token + {:.4} µs per prefill pair + {:.4} µs per n²",
+            f.step_ns / 1e6,
+            f.prefill_seq_ns / 1e6,
+            f.decode_token_ns / 1e3,
+            f.prefill_pair_ns / 1e3,
+            f.prefill_square_ns / 1e3
+        );
+        let table = |knots: &[u32], ns: &[f64]| {
+            knots
+                .iter()
+                .zip(ns)
+                .map(|(k, v)| format!("{k}:{:.2}", v / 1e6))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        outln!(
+            "           tokens→ms {}",
+            table(&f.token_knots, &f.token_ns)
+        );
+        outln!("           rows→ms   {}", table(&f.row_knots, &f.row_ns));
+        outln!(
+            "error      held out: {:.2} % mean, {:.2} % max over {} shapes (fitted shapes: {:.2} % mean)",
+            profile.held_out.mape_pct,
+            profile.held_out.max_error_pct,
+            profile.held_out.shapes,
+            profile.held_out.fitted_mape_pct
+        );
+        outln!("profile    {}", a.out.display());
+        Ok(())
+    }
+
+    pub fn validate(a: ValidateCmd) -> Result<()> {
+        let args = ValidateArgs {
+            profile: a.profile.clone(),
+            scenario: a.scenario.clone(),
+            device: a.device.clone(),
+            alone_checks: a.alone_checks,
+        };
+        let pb = bar(1);
+        let v = calibrate::validate::validate(&args, &mut |phase, done, total| {
+            pb.set_prefix(phase.to_string());
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        })?;
+        pb.finish_and_clear();
+        let out = a
+            .out
+            .clone()
+            .unwrap_or_else(|| Path::new("out").join(format!("{}-validate", v.measured.scenario)));
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+        let json = serde_json::to_string_pretty(&v)?;
+        std::fs::write(out.join("validation.json"), &json)
+            .with_context(|| format!("cannot write {}", out.join("validation.json").display()))?;
+        let mut csv = String::from(calibrate::validate::ITERATION_COLUMNS);
+        csv.push('\n');
+        for r in &v.iteration_records {
+            csv.push_str(&r.csv_row());
+            csv.push('\n');
+        }
+        std::fs::write(out.join("iterations.csv"), csv)
+            .with_context(|| format!("cannot write {}", out.join("iterations.csv").display()))?;
+        if a.json {
+            outln!("{json}");
+        } else {
+            print_validation(&v);
+            outln!();
+            outln!(
+                "results: {}/{{validation.json,iterations.csv}}",
+                out.display()
+            );
+        }
+        let c = &v.correctness;
+        if c.identical != c.checked {
+            anyhow::bail!(
+                "batched vs alone: {} of {} sequences produced different greedy tokens (request, first differing position): {:?}",
+                c.checked - c.identical,
+                c.checked,
+                c.mismatches
+            );
+        }
+        Ok(())
+    }
+
+    fn print_validation(v: &Validation) {
+        outln!("scenario   {}", v.scenario);
+        outln!("profile    {}", v.profile);
+        outln!("device     {}   model {}", v.device, v.model);
+        outln!(
+            "live run   {} requests in {:.1} s wall, {} iterations, {} preemptions",
+            v.requests,
+            v.live_wall_s,
+            v.measured.engine.iterations,
+            v.measured.engine.preemptions
+        );
+        outln!();
+        outln!(
+            "{:<28} {:>12} {:>12} {:>9}",
+            "metric",
+            "measured",
+            "simulated",
+            "error"
+        );
+        for r in &v.rows {
+            outln!(
+                "{:<28} {:>12.3} {:>12.3} {:>+8.2}%",
+                r.metric,
+                r.measured,
+                r.simulated,
+                r.error_pct
+            );
+        }
+        outln!();
+        outln!(
+            "{:<14} {:>10} {:>14} {:>14} {:>9} {:>9}",
+            "iterations",
+            "count",
+            "measured ms",
+            "predicted ms",
+            "MAPE",
+            "bias"
+        );
+        for it in &v.iterations {
+            outln!(
+                "{:<14} {:>10} {:>14.3} {:>14.3} {:>8.2}% {:>+8.2}%",
+                it.kind,
+                it.iterations,
+                it.mean_measured_ms,
+                it.mean_predicted_ms,
+                it.mape_pct,
+                it.bias_pct
+            );
+        }
+        outln!();
+        let c = &v.correctness;
+        outln!(
+            "batched vs alone: {} of {} sequences produced identical greedy tokens",
+            c.identical,
+            c.checked
+        );
+        if let Some(t) = &c.sample_text {
+            outln!("sample output: {t:?}");
+        }
+    }
+}
