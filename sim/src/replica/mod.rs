@@ -1258,7 +1258,7 @@ mod ledger_props {
                             continue;
                         }
                         let id = reqs.len() as u64;
-                        let mut r = Request::new(*&t, p, o);
+                        let mut r = Request::new(t, p, o);
                         let n = ((p + o) / 4) as u64;
                         let mut h = family as u64 + 1;
                         r.prefix_hashes = (0..n)
