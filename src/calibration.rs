@@ -114,10 +114,11 @@ mod with_calibrate {
             profile.measurement.wall_s
         );
         outln!(
-            "fit        step {:.3} ms + {:.3} ms per prefill + {:.2} µs per decode context token + {:.4} µs per prefill pair + {:.4} µs per n²",
+            "fit        step {:.3} ms + {:.3} ms per prefill + {:.2} µs per decode context token + {:.2} µs per prefill KV token + {:.4} µs per prefill pair + {:.4} µs per n²",
             f.step_ns / 1e6,
             f.prefill_seq_ns / 1e6,
             f.decode_token_ns / 1e3,
+            f.prefill_kv_token_ns / 1e3,
             f.prefill_pair_ns / 1e3,
             f.prefill_square_ns / 1e3
         );

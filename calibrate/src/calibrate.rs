@@ -240,6 +240,7 @@ pub(crate) mod tests {
                 decode_token_ns: 0.0,
                 prefill_pair_ns: 0.0,
                 prefill_square_ns: 0.0,
+                prefill_kv_token_ns: 0.0,
                 token_knots: vec![1, 2],
                 token_ns: vec![0.0, 0.0],
                 row_knots: vec![1, 2],
@@ -292,7 +293,7 @@ pub(crate) mod tests {
         assert!(p
             .samples
             .iter()
-            .all(|s| s.times_ns.len() == if s.kind == "wake" { 3 } else { 5 }));
+            .all(|s| s.times_ns.len() == if s.kind == "wake" { 3 } else { 7 }));
         assert_eq!(p.fit.idle_knots_ms, measure::IDLE_KNOTS_MS.to_vec());
         std::fs::remove_dir_all(&dir).unwrap();
     }

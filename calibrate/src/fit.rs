@@ -143,12 +143,16 @@ fn cholesky_solve(mut g: Vec<Vec<f64>>, mut r: Vec<f64>) -> Vec<f64> {
 
 /// Fits the cost terms to the samples marked `fitted`, minimizing the
 /// squared *relative* error (every shape counts alike, short steps as much
-/// as long prefills). The fixed and per-sequence terms and the attention
-/// slopes are kept non-negative; the table segments may fall as well as
-/// rise, because CPU GEMM kernels really are slower for some row counts
-/// than for larger ones (two rows pack the weights, three do not).
+/// as long prefills). The fixed and per-sequence terms, the attention
+/// slopes and the row table's segments are kept non-negative; the token
+/// table's segments may fall as well as rise, because CPU GEMM kernels
+/// really are slower for some row counts than for larger ones (two rows
+/// pack the weights, three do not). Freeing the row table too would let
+/// the two tables trade noise against each other where only their sum is
+/// measured (pure decodes have as many rows as tokens).
 pub fn fit(samples: &[Sample], basis: &Basis) -> CostTerms {
-    let scalars = sim::profiled::SCALAR_COLUMNS;
+    let first = sim::profiled::SCALAR_COLUMNS;
+    let free = first..first + basis.token_knots.len() - 1;
     let (a, b): (Vec<Vec<f64>>, Vec<f64>) = samples
         .iter()
         .filter(|s| s.fitted && s.kind != "wake")
@@ -156,7 +160,7 @@ pub fn fit(samples: &[Sample], basis: &Basis) -> CostTerms {
             let y = s.median_ns.max(1) as f64;
             let mut row: Vec<f64> = basis.row(&s.shape()).iter().map(|v| v / y).collect();
             // A free coefficient is the difference of two non-negative ones.
-            let negated: Vec<f64> = row[scalars..].iter().map(|v| -v).collect();
+            let negated: Vec<f64> = row[free.clone()].iter().map(|v| -v).collect();
             row.extend(negated);
             (row, 1.0)
         })
@@ -165,10 +169,10 @@ pub fn fit(samples: &[Sample], basis: &Basis) -> CostTerms {
     let n = basis.columns();
     let coef: Vec<f64> = (0..n)
         .map(|j| {
-            if j < scalars {
-                x[j]
+            if free.contains(&j) {
+                x[j] - x[n + j - free.start]
             } else {
-                x[j] - x[j + n - scalars]
+                x[j]
             }
         })
         .collect();
@@ -251,7 +255,9 @@ mod tests {
             token_knots: vec![1, 4, 16, 64, 256],
             row_knots: vec![1, 4, 16],
         };
-        let coef = [3e5, 4e4, 20.0, 1.5, 0.5, 2e4, 5e4, 3e5, 1.2e6, 1e4, 3e4];
+        let coef = [
+            3e5, 4e4, 20.0, 1.5, 0.5, 60.0, 2e4, 5e4, 3e5, 1.2e6, 1e4, 3e4,
+        ];
         let truth = basis.terms(&coef);
         let price =
             |b: &BatchShape| -> f64 { basis.row(b).iter().zip(&coef).map(|(x, c)| x * c).sum() };

@@ -117,15 +117,34 @@ pub fn plan(
             });
         }
     }
-    for n in [max_tokens / 8, max_tokens / 2] {
-        for b in [4, 16] {
+    // Mixed batches (a chunk plus decodes) separate the token table from
+    // the row table, which pure prefills (one row) and pure decodes (as
+    // many rows as tokens) cannot; several chunks at once check the
+    // per-prefill terms.
+    for n in [max_tokens / 32, max_tokens / 8, max_tokens * 3 / 8] {
+        for b in [1, 3, 6, 12] {
             shapes.push(Shape {
                 kind: "mixed",
                 fitted: true,
-                prefill: vec![(n.max(1), 0)],
+                prefill: vec![(n.max(1), max_context / 8)],
                 decode: vec![(max_context / 4).max(2); b],
             });
         }
+    }
+    for chunks in [2, 3] {
+        let n = (max_tokens / 4 / chunks).max(1);
+        shapes.push(Shape {
+            kind: "prefill",
+            fitted: true,
+            prefill: (0..chunks).map(|i| (n, i * max_context / 8)).collect(),
+            decode: vec![],
+        });
+        shapes.push(Shape {
+            kind: "mixed",
+            fitted: true,
+            prefill: (0..chunks).map(|i| (n, i * max_context / 8)).collect(),
+            decode: vec![(max_context / 2).max(2); 4],
+        });
     }
     // Held out: random shapes like a serving run's, with uneven contexts.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0005_EED0_FF17);
@@ -162,7 +181,7 @@ pub fn plan(
         row_knots,
         shapes,
         warmup: 1,
-        repetitions: if quick { 5 } else { 9 },
+        repetitions: if quick { 7 } else { 11 },
         max_context,
     }
 }
@@ -384,6 +403,14 @@ mod tests {
                 .iter()
                 .any(|s| s.kind == "prefill" && s.prefill[0].0 == k as usize));
         }
+        assert!(
+            g.shapes
+                .iter()
+                .filter(|s| s.fitted && s.kind == "mixed")
+                .count()
+                >= 12
+        );
+        assert!(g.shapes.iter().any(|s| s.fitted && s.prefill.len() == 3));
         // A KV budget drops the largest batches.
         let small = plan(512, true, 1000, 1e6, 1);
         assert!(small

@@ -247,7 +247,8 @@ impl Sample {
 ///
 /// ```text
 /// T = step + prefill_seq·P + decode_token·Σl + prefill_pair·Σn(c+n/2)
-///       + prefill_square·Σn² + tokens(N) + rows(R)
+///       + prefill_square·Σn² + prefill_kv_token·Σ(c+n) + tokens(N) + rows(R)
+///       + wake(idle)
 /// ```
 ///
 /// with P prefilling sequences, Σl decode context, N tokens through the dense
@@ -272,6 +273,10 @@ pub struct CostTerms {
     /// Prefill attention per Σ n² (the masked upper triangle a dense score
     /// matrix still computes), ns.
     pub prefill_square_ns: f64,
+    /// Prefill attention per cached-or-new token it reads, Σ (c + n), ns:
+    /// a short chunk on a long cache is bound by reading the cache.
+    #[serde(default)]
+    pub prefill_kv_token_ns: f64,
     /// Knots of the token table (tokens through the dense layers).
     pub token_knots: Vec<u32>,
     /// Dense-layer cost at each token knot, relative to the first, ns.
@@ -404,6 +409,7 @@ impl Profile {
             ("fit.decode_token_ns", f.decode_token_ns),
             ("fit.prefill_pair_ns", f.prefill_pair_ns),
             ("fit.prefill_square_ns", f.prefill_square_ns),
+            ("fit.prefill_kv_token_ns", f.prefill_kv_token_ns),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(k, format!("must be a finite number ≥ 0, got {v}"));
@@ -620,6 +626,7 @@ pub(crate) mod tests {
                 decode_token_ns: 0.0,
                 prefill_pair_ns: 0.0,
                 prefill_square_ns: 0.0,
+                prefill_kv_token_ns: 0.0,
                 token_knots: vec![1, 1001],
                 token_ns: vec![0.0, 1e7],
                 row_knots: vec![1, 2],

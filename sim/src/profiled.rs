@@ -23,6 +23,8 @@ pub struct Features {
     pub prefill_pairs: f64,
     /// Σ n², estimated as (Σ n)² / P: exact for one prefill or equal chunks.
     pub prefill_square: f64,
+    /// Σ (c + n): cached and new tokens prefill attention reads.
+    pub prefill_kv: f64,
     /// Tokens through the dense layers.
     pub tokens: f64,
     /// Logit rows (sequences, plus speculative drafts).
@@ -42,14 +44,16 @@ impl Features {
             } else {
                 0.0
             },
+            prefill_kv: b.prefill_kv_tokens as f64,
             tokens: b.tokens() as f64,
             rows: b.logit_rows() as f64,
         }
     }
 }
 
-/// The linear basis a profile is fitted in: five scalar columns (step,
-/// prefill sequences, decode context, prefill pairs, prefill squares), then
+/// The linear basis a profile is fitted in: six scalar columns (step,
+/// prefill sequences, decode context, prefill pairs, prefill squares,
+/// prefill KV tokens), then
 /// one ramp per segment of the token table and one per segment of the row
 /// table. A ramp rises from 0 to 1 across its segment, so its coefficient is
 /// the table's increase over that segment; the last ramp keeps rising past
@@ -61,7 +65,7 @@ pub struct Basis {
 }
 
 /// Scalar columns before the ramps.
-pub const SCALAR_COLUMNS: usize = 5;
+pub const SCALAR_COLUMNS: usize = 6;
 
 impl Basis {
     pub fn columns(&self) -> usize {
@@ -78,6 +82,7 @@ impl Basis {
             f.decode_context,
             f.prefill_pairs,
             f.prefill_square,
+            f.prefill_kv,
         ]);
         ramps(&self.token_knots, f.tokens, &mut r);
         ramps(&self.row_knots, f.rows, &mut r);
@@ -101,6 +106,7 @@ impl Basis {
             decode_token_ns: coef[2],
             prefill_pair_ns: coef[3],
             prefill_square_ns: coef[4],
+            prefill_kv_token_ns: coef[5],
             token_knots: self.token_knots.clone(),
             token_ns: cumulative(&coef[SCALAR_COLUMNS..SCALAR_COLUMNS + nt]),
             row_knots: self.row_knots.clone(),
@@ -168,6 +174,7 @@ pub struct Profiled {
     decode_token_ns: f64,
     prefill_pair_ns: f64,
     prefill_square_ns: f64,
+    prefill_kv_token_ns: f64,
     tokens: Table,
     rows: Table,
     /// Wake-up penalty by idle time (ns → ns), constant past its last knot.
@@ -187,6 +194,7 @@ impl Profiled {
             decode_token_ns: f.decode_token_ns,
             prefill_pair_ns: f.prefill_pair_ns,
             prefill_square_ns: f.prefill_square_ns,
+            prefill_kv_token_ns: f.prefill_kv_token_ns,
             tokens: Table::new(&f.token_knots, &f.token_ns),
             rows: Table::new(&f.row_knots, &f.row_ns),
             wake: (f.idle_knots_ms.len() >= 2).then(|| {
@@ -218,6 +226,7 @@ impl Profiled {
             + self.decode_token_ns * f.decode_context
             + self.prefill_pair_ns * f.prefill_pairs
             + self.prefill_square_ns * f.prefill_square
+            + self.prefill_kv_token_ns * f.prefill_kv
             + self.tokens.at(f.tokens)
             + self.rows.at(f.rows)
             + b.swap_bytes * self.swap_secs_per_byte * 1e9
@@ -273,7 +282,7 @@ mod tests {
             token_knots: vec![1, 4, 16, 64],
             row_knots: vec![1, 2, 8],
         };
-        let coef = [1.5e5, 2e4, 30.0, 0.7, 0.2, 1e4, 3e4, 9e4, 5e3, 2e4];
+        let coef = [1.5e5, 2e4, 30.0, 0.7, 0.2, 40.0, 1e4, 3e4, 9e4, 5e3, 2e4];
         let mut p = example();
         p.fit = basis.terms(&coef);
         let model = Profiled::new(&p, "p.toml");
