@@ -7,12 +7,10 @@
 //! newline after the last row.
 
 use super::csv_rows::{CsvNames, CsvTrace};
-use super::{Row, RowError, RowOutcome, RowReader};
+use super::RowReader;
 use crate::scenario::{TimeUnit, TraceCfg};
 use crate::workload::{Context, WorkloadError};
 use std::path::Path;
-
-struct Azure(CsvTrace);
 
 pub fn open(
     cfg: &TraceCfg,
@@ -29,19 +27,5 @@ pub fn open(
         hashes: None,
         tenant: cfg.tenant_column.as_deref(),
     };
-    Ok(Box::new(Azure(CsvTrace::open(path, key, ctx, &names)?)))
-}
-
-impl RowReader for Azure {
-    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
-        Ok(if self.0.read(row)? {
-            RowOutcome::Row
-        } else {
-            RowOutcome::End
-        })
-    }
-
-    fn file(&self) -> &str {
-        self.0.csv.file()
-    }
+    Ok(Box::new(CsvTrace::open(path, key, ctx, &names)?))
 }

@@ -3,7 +3,7 @@
 //! columns by header name, and parses the standard fields of a [`Row`].
 
 use super::timefmt::{self, time_expected};
-use super::{text_id, Row, RowError};
+use super::{text_id, Row, RowError, RowOutcome, RowReader};
 use crate::scenario::TimeUnit;
 use crate::workload::{prefix, Context, WorkloadError};
 use std::fs::File;
@@ -258,4 +258,20 @@ fn parse_hash_list(f: &[u8], out: &mut Vec<u64>) -> Option<()> {
         out.push(timefmt::count(part)?);
     }
     Some(())
+}
+
+/// Formats whose rows are exactly the standard columns read straight
+/// through this reader: no per-format wrapper needed.
+impl RowReader for CsvTrace {
+    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
+        Ok(if self.read(row)? {
+            RowOutcome::Row
+        } else {
+            RowOutcome::End
+        })
+    }
+
+    fn file(&self) -> &str {
+        self.csv.file()
+    }
 }

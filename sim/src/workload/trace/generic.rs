@@ -5,15 +5,10 @@
 
 use super::csv_rows::{CsvNames, CsvTrace};
 use super::json_row::{JsonNames, JsonTrace};
-use super::{Row, RowError, RowOutcome, RowReader};
+use super::RowReader;
 use crate::scenario::{TimeUnit, TraceCfg, TraceFormat};
 use crate::workload::{Context, WorkloadError};
 use std::path::Path;
-
-enum Generic {
-    Csv(CsvTrace),
-    Json(JsonTrace),
-}
 
 pub fn open(
     cfg: &TraceCfg,
@@ -30,8 +25,8 @@ pub fn open(
         .hashes
         .as_deref()
         .map(|h| (h, cfg.block_tokens.unwrap_or(1)));
-    Ok(Box::new(if cfg.format == TraceFormat::Csv {
-        Generic::Csv(CsvTrace::open(
+    Ok(if cfg.format == TraceFormat::Csv {
+        Box::new(CsvTrace::open(
             path,
             key,
             ctx,
@@ -55,27 +50,6 @@ pub fn open(
             hashes,
             tenant: cfg.tenant_column.as_deref(),
         };
-        Generic::Json(JsonTrace::open(path, key, ctx, &names, &[])?.0)
-    }))
-}
-
-impl RowReader for Generic {
-    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
-        let more = match self {
-            Generic::Csv(t) => t.read(row)?,
-            Generic::Json(t) => t.read(row)?,
-        };
-        Ok(if more {
-            RowOutcome::Row
-        } else {
-            RowOutcome::End
-        })
-    }
-
-    fn file(&self) -> &str {
-        match self {
-            Generic::Csv(t) => t.csv.file(),
-            Generic::Json(t) => t.lines.file(),
-        }
-    }
+        Box::new(JsonTrace::open(path, key, ctx, &names, &[])?.0)
+    })
 }

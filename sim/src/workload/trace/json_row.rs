@@ -5,7 +5,7 @@
 
 use super::lines::Lines;
 use super::timefmt::{self, time_expected, unit_ns};
-use super::{text_id, Row, RowError};
+use super::{text_id, Row, RowError, RowOutcome, RowReader};
 use crate::scenario::TimeUnit;
 use crate::workload::{prefix, Context, WorkloadError};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -494,5 +494,21 @@ mod tests {
             e.contains("expected a time in milliseconds") && e.contains("(column "),
             "{e}"
         );
+    }
+}
+
+/// Formats whose rows are exactly the standard columns read straight
+/// through this reader: no per-format wrapper needed.
+impl RowReader for JsonTrace {
+    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
+        Ok(if self.read(row)? {
+            RowOutcome::Row
+        } else {
+            RowOutcome::End
+        })
+    }
+
+    fn file(&self) -> &str {
+        self.lines.file()
     }
 }

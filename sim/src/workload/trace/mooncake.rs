@@ -6,15 +6,13 @@
 //! tokens (`len == ceil(input_length / 512)`), fed to the prefix cache.
 
 use super::json_row::{JsonNames, JsonTrace};
-use super::{Row, RowError, RowOutcome, RowReader};
+use super::RowReader;
 use crate::scenario::{TimeUnit, TraceCfg};
 use crate::workload::{Context, WorkloadError};
 use std::path::Path;
 
 /// Tokens per Mooncake hash block.
 pub const BLOCK_TOKENS: u32 = 512;
-
-struct Mooncake(JsonTrace);
 
 pub fn open(
     cfg: &TraceCfg,
@@ -31,21 +29,5 @@ pub fn open(
         hashes: Some(("hash_ids", BLOCK_TOKENS)),
         tenant: cfg.tenant_column.as_deref(),
     };
-    Ok(Box::new(Mooncake(
-        JsonTrace::open(path, key, ctx, &names, &[])?.0,
-    )))
-}
-
-impl RowReader for Mooncake {
-    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
-        Ok(if self.0.read(row)? {
-            RowOutcome::Row
-        } else {
-            RowOutcome::End
-        })
-    }
-
-    fn file(&self) -> &str {
-        self.0.lines.file()
-    }
+    Ok(Box::new(JsonTrace::open(path, key, ctx, &names, &[])?.0))
 }
