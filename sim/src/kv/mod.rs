@@ -18,7 +18,6 @@ pub struct BlockAllocator {
     free: u64,
     granted: u64,
     freed: u64,
-    peak_used: u64,
 }
 
 impl BlockAllocator {
@@ -28,7 +27,6 @@ impl BlockAllocator {
             free: total_blocks,
             granted: 0,
             freed: 0,
-            peak_used: 0,
         }
     }
 
@@ -40,10 +38,6 @@ impl BlockAllocator {
         }
         self.free -= n;
         self.granted += n;
-        let used = self.total - self.free;
-        if used > self.peak_used {
-            self.peak_used = used;
-        }
         true
     }
 
@@ -73,9 +67,6 @@ impl BlockAllocator {
     pub fn freed(&self) -> u64 {
         self.freed
     }
-    pub fn peak_used(&self) -> u64 {
-        self.peak_used
-    }
 
     /// Blocks needed to hold `tokens` tokens.
     #[inline]
@@ -99,7 +90,6 @@ mod tests {
         assert_eq!(a.granted(), 15);
         assert_eq!(a.freed(), 5);
         assert_eq!(a.granted(), a.freed() + a.used());
-        assert_eq!(a.peak_used(), 10);
         assert_eq!(BlockAllocator::blocks_for(33, 16), 3);
         assert_eq!(BlockAllocator::blocks_for(32, 16), 2);
     }

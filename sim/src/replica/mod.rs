@@ -573,7 +573,6 @@ pub struct IterationOutcome {
     pub duration: Nanos,
     /// Sequences that received tokens from a decode step.
     pub decode_seqs: u32,
-    pub completed: u32,
 }
 
 /// Inter-token gaps of one iteration, grouped: decoding sequences that got
@@ -691,11 +690,6 @@ impl Replica {
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
         }
-    }
-
-    /// Blocks admission must leave free (exposed so arrival checks agree).
-    pub fn watermark_blocks(&self) -> u64 {
-        self.st.cfg.watermark_blocks
     }
 
     pub fn enqueue(&mut self, id: RequestId) {
@@ -884,7 +878,6 @@ impl Replica {
                 r.finished = Some(now);
                 r.last_token = now;
                 r.status = Status::Completed;
-                out.completed += 1;
                 completed.push(s.id);
                 if keep_done {
                     s.done = true;
