@@ -567,7 +567,7 @@ mod tests {
     use super::*;
     use crate::cost::BatchShape;
 
-    fn scenario(extra: &str) -> Scenario {
+    pub(super) fn scenario(extra: &str) -> Scenario {
         let text = format!(
             r#"
 name = "t"
@@ -770,22 +770,11 @@ output_tokens = { dist = "fixed", value = 3 }
 
 #[cfg(test)]
 mod prefix_tests {
+    use super::tests::scenario;
     use super::*;
 
     fn run(extra: &str) -> RunResult {
-        let text = format!(
-            r#"
-name = "p"
-seed = 3
-[model]
-preset = "llama-3.1-8b"
-[hardware]
-preset = "h100-sxm"
-{extra}
-"#
-        );
-        let s = Scenario::from_toml_str(&text, "p.toml").unwrap();
-        Simulation::new(&s).run(|_| {}).unwrap()
+        Simulation::new(&scenario(extra)).run(|_| {}).unwrap()
     }
 
     fn one_prefix(caching: bool) -> RunResult {
