@@ -18,6 +18,7 @@ pub mod rng;
 pub mod scenario;
 pub mod simulation;
 pub mod sweep;
+pub mod tenancy;
 pub mod time;
 pub mod workload;
 

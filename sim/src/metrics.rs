@@ -201,6 +201,9 @@ pub struct Summary {
     /// users that left); absent for a plain synthetic stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadReport>,
+    /// Per-tenant results and fairness (only with `[[tenants]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenancy: Option<crate::tenancy::TenancyReport>,
 }
 
 /// One sample of the per-replica time series.

@@ -19,6 +19,15 @@ pub enum RejectReason {
     PromptExceedsTokenBudget,
     /// prompt + output can never fit in one replica's KV cache.
     ExceedsKvCapacity,
+    /// The tenant's token bucket (requests/s or tokens/min) is empty
+    /// (HTTP 429).
+    RateLimited,
+    /// The tenant's or the fleet's queue cap is reached (HTTP 503).
+    QueueFull,
+    /// The tenant has its maximum of requests in flight (HTTP 429).
+    ConcurrencyLimit,
+    /// The predicted TTFT already exceeds the tenant's target: shed.
+    Deadline,
 }
 
 impl RejectReason {
@@ -27,6 +36,10 @@ impl RejectReason {
             RejectReason::ExceedsMaxModelLen => "exceeds_max_model_len",
             RejectReason::PromptExceedsTokenBudget => "prompt_exceeds_token_budget",
             RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+            RejectReason::RateLimited => "rate_limited",
+            RejectReason::QueueFull => "queue_full",
+            RejectReason::ConcurrencyLimit => "concurrency_limit",
+            RejectReason::Deadline => "deadline",
         }
     }
 }

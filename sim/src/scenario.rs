@@ -12,7 +12,9 @@ use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+mod tenants_cfg;
 mod workload_cfg;
+pub use tenants_cfg::*;
 pub use workload_cfg::*;
 
 /// A scenario error: where (file and key path) and what is wrong.
@@ -57,11 +59,22 @@ pub struct ScenarioFile {
     pub fleet: FleetCfg,
     #[serde(default)]
     pub engine: EngineCfg,
+    /// May be left out when every `[[tenants]]` entry has its own workload.
+    #[serde(default)]
     pub workload: WorkloadCfg,
     #[serde(default)]
     pub slo: Option<SloCfg>,
     #[serde(default)]
     pub metrics: MetricsCfg,
+    /// Tenants sharing the fleet (empty: one anonymous tenant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantCfg>,
+    /// How replicas order their waiting queues among tenants.
+    #[serde(default, skip_serializing_if = "FairnessCfg::is_default")]
+    pub fairness: FairnessCfg,
+    /// Fleet-wide admission limits.
+    #[serde(default, skip_serializing_if = "AdmissionCfg::is_default")]
+    pub admission: AdmissionCfg,
 }
 
 /// When the run stops: after `requests` arrivals and/or at `duration_s`.
@@ -312,7 +325,7 @@ impl Default for EngineCfg {
 /// One request stream: an arrival process with token-length distributions
 /// (or length pairs), or a trace. Which keys go together is checked by
 /// `workload_cfg::validate_workload`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadCfg {
     /// Required unless `trace` is given.
@@ -1045,7 +1058,9 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
             format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
         ));
     }
-    workload_cfg::validate_workload(&f.workload)?;
+    if !tenants_cfg::per_tenant_workloads(f) {
+        workload_cfg::validate_workload(&f.workload)?;
+    }
     if let Some(sp) = &f.workload.shared_prefix {
         at_least("workload.shared_prefix.variants", sp.variants.into(), 1)?;
         at_least("workload.shared_prefix.tokens", sp.tokens.into(), 1)?;
@@ -1089,7 +1104,7 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
             "must be at least 0.001 s".into(),
         ));
     }
-    Ok(())
+    tenants_cfg::validate_tenants(f)
 }
 
 fn validate_speculative(sp: &SpeculativeCfg) -> Result<(), Invalid> {

@@ -12,6 +12,7 @@ use crate::replica::speculative::{DraftCost, SpeculativeCost};
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
+use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use crate::workload::{self, RequestSource, RequestSpec, WorkloadError};
 
@@ -57,6 +58,8 @@ enum Event {
     FollowUp(u32),
     /// Replica `r` finishes its iteration in progress.
     IterationEnd(u32),
+    /// A rejected request retries after its back-off (slot in the tenancy).
+    Retry(u32),
     /// Time-series sampling tick.
     Sample,
 }
@@ -118,6 +121,8 @@ pub struct Simulation<'a> {
     timeseries: Vec<TimeseriesRow>,
     /// Largest KV request one replica can ever hold / admit, in blocks.
     kv_total_blocks: u64,
+    /// Tenants: admission control, retries, fairness, per-tenant report.
+    tenancy: Tenancy,
 }
 
 impl<'a> Simulation<'a> {
@@ -148,13 +153,19 @@ impl<'a> Simulation<'a> {
         let f = &scenario.file;
         let blocks = scenario.memory.kv_blocks;
         let block_bytes = scenario.memory.block_bytes();
-        let replicas: Vec<Replica> = (0..f.fleet.replicas)
+        let mut replicas: Vec<Replica> = (0..f.fleet.replicas)
             .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
             .collect();
+        let mut tenancy = Tenancy::new(scenario);
+        tenancy.install(&mut replicas);
+        tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
+            scenario,
+            cost.as_ref(),
+        ));
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-        let (mut source, init_error) = match workload::build(&f.workload, &ctx) {
+        let (mut source, init_error) = match crate::tenancy::build_source(scenario, &ctx) {
             Ok(s) => (s, None),
             Err(e) => (
                 Box::new(workload::NoRequests) as Box<dyn RequestSource>,
@@ -203,6 +214,7 @@ impl<'a> Simulation<'a> {
             timeseries: Vec::new(),
             // Pinned prefixes can hold their budget for good.
             kv_total_blocks: blocks.saturating_sub(f.engine.pinned_prefix_blocks),
+            tenancy,
         }
     }
 
@@ -269,7 +281,10 @@ impl<'a> Simulation<'a> {
     /// served, otherwise routed and queued.
     fn admit(&mut self, spec: RequestSpec, now: SimTime) {
         let id = self.requests.len() as RequestId;
-        let reason = self.rejection(&spec);
+        let reason = self
+            .rejection(&spec)
+            .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
+        let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
         let mut req = Request::from_spec(spec);
         if self.scenario.file.engine.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
@@ -285,13 +300,17 @@ impl<'a> Simulation<'a> {
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.requests.push(req);
-                self.request_ended(id, now, false);
+                match retry {
+                    Some((at, slot)) => self.queue.schedule(at, Event::Retry(slot)),
+                    None => self.request_ended(id, now, false),
+                }
             }
             None => {
                 let r = self.router.route(&self.replicas);
                 req.replica = r as u32;
+                let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
-                self.replicas[r].enqueue(id);
+                self.replicas[r].enqueue_waiting(waiting);
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
                 }
@@ -301,6 +320,7 @@ impl<'a> Simulation<'a> {
 
     /// Tells the source a request ended; schedules its follow-up, if any.
     fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
+        self.tenancy.on_end(&self.requests[id as usize], now);
         let Some(mut next) =
             self.source
                 .on_request_end(&self.requests[id as usize], now, completed)
@@ -382,6 +402,10 @@ impl<'a> Simulation<'a> {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => self.on_iteration_end(r as usize, now),
+                Event::Retry(slot) => {
+                    let spec = self.tenancy.take_retry(slot);
+                    self.admit(spec, now);
+                }
                 Event::Sample => self.on_sample(now),
             }
             let events = self.queue.events_processed();
@@ -482,6 +506,7 @@ impl<'a> Simulation<'a> {
         let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
         let itl = std::mem::take(&mut self.itl_samples);
         metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
+        summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
         Ok(RunResult {
             summary,
             requests: self.requests,
@@ -541,6 +566,9 @@ impl<'a> Simulation<'a> {
                 ));
             }
         }
+        self.tenancy
+            .check(&self.requests)
+            .map_err(InvariantViolation)?;
         for (i, r) in self.requests.iter().enumerate() {
             match r.status {
                 Status::InFlight if !held[i] => {
@@ -751,6 +779,7 @@ output_tokens = { dist = "fixed", value = 3 }
                 Event::Arrival => sim.on_arrival(now),
                 Event::FollowUp(slot) => sim.on_follow_up(slot, now),
                 Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
+                Event::Retry(_) => unreachable!("no tenants"),
                 Event::Sample => sim.on_sample(now),
             }
         }

@@ -18,44 +18,84 @@ use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::{EngineCfg, PreemptionMode};
+use crate::tenancy;
 use crate::time::{Nanos, SimTime};
 use policy::BatchPolicy;
 use speculative::Speculation;
 use std::collections::VecDeque;
+use tenancy::fairness::{FairnessPolicy, Fcfs, Waiting};
 
 /// vLLM's block-manager watermark: admission leaves 1 % of KV blocks free so
 /// that newly admitted sequences do not force immediate preemptions.
 pub const WATERMARK_FRACTION: f64 = 0.01;
 
-/// The waiting queue of a replica: FCFS, with preempted sequences returning
-/// to the front. Fairness policies replace the ordering here.
-#[derive(Debug, Default)]
+/// The waiting queue of a replica. Its order is a fairness policy's
+/// (`tenancy::fairness`; FCFS, with preempted sequences returning to the
+/// front, unless the scenario names another), and it keeps per-tenant counts
+/// and the prefill tokens waiting for admission control.
 pub struct WaitingQueue {
-    queue: VecDeque<RequestId>,
+    order: Box<dyn FairnessPolicy>,
+    per_tenant: Vec<u32>,
+    tokens: u64,
+}
+
+impl Default for WaitingQueue {
+    fn default() -> Self {
+        WaitingQueue {
+            order: Box::new(Fcfs::default()),
+            per_tenant: Vec::new(),
+            tokens: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for WaitingQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingQueue")
+            .field("len", &self.order.len())
+            .finish()
+    }
 }
 
 impl WaitingQueue {
-    pub fn push_back(&mut self, id: RequestId) {
-        self.queue.push_back(id);
+    fn count(&mut self, w: &Waiting) {
+        *tenancy::fairness::queue_of(&mut self.per_tenant, w.tenant) += 1;
+        self.tokens += w.tokens as u64;
+    }
+    pub fn push_back(&mut self, w: Waiting) {
+        self.count(&w);
+        self.order.push_back(w);
     }
     /// A preempted sequence goes back ahead of everything that arrived later.
-    pub fn push_front(&mut self, id: RequestId) {
-        self.queue.push_front(id);
+    pub fn push_front(&mut self, w: Waiting) {
+        self.count(&w);
+        self.order.push_front(w);
     }
     pub fn front(&self) -> Option<RequestId> {
-        self.queue.front().copied()
+        self.order.front().map(|w| w.id)
     }
     pub fn pop_front(&mut self) -> Option<RequestId> {
-        self.queue.pop_front()
+        let w = self.order.pop_front()?;
+        self.per_tenant[w.tenant as usize] -= 1;
+        self.tokens -= w.tokens as u64;
+        Some(w.id)
     }
     pub fn len(&self) -> usize {
-        self.queue.len()
+        self.order.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.order.len() == 0
     }
     pub fn iter(&self) -> impl Iterator<Item = RequestId> + '_ {
-        self.queue.iter().copied()
+        self.order.ids().into_iter()
+    }
+    /// Requests of `tenant` waiting.
+    pub fn tenant_len(&self, tenant: u32) -> u32 {
+        self.per_tenant.get(tenant as usize).copied().unwrap_or(0)
+    }
+    /// Prefill tokens of every waiting request.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
     }
 }
 
@@ -338,6 +378,13 @@ impl SchedState {
     /// reservation. Returns its former index.
     fn preempt_last_unreserved(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<usize> {
         let idx = self.running.iter().rposition(|s| !s.reserved && !s.done)?;
+        self.preempt_at(idx, now, reqs);
+        Some(idx)
+    }
+
+    /// Preempts running sequence `idx` (recompute, or swap when configured
+    /// and host memory allows).
+    fn preempt_at(&mut self, idx: usize, now: SimTime, reqs: &mut [Request]) {
         let mut s = self.running.remove(idx);
         if s.decode || s.chunk > 0 {
             self.acc_valid = false;
@@ -382,9 +429,45 @@ impl SchedState {
         } else {
             // Recompute (vLLM's default): blocks are dropped and the sequence
             // re-prefills prompt + generated tokens when readmitted.
-            self.waiting.push_front(s.id);
+            let r = &reqs[s.id as usize];
+            self.waiting.push_front(Waiting {
+                id: s.id,
+                tenant: r.tenant,
+                tokens: r.prompt_tokens + r.generated,
+                output: r.output_tokens,
+            });
         }
-        Some(idx)
+    }
+
+    /// Under a fairness policy that lets urgent requests preempt (strict
+    /// priority with `preempt`), preempts the least urgent, most recently
+    /// admitted running sequence of a class less urgent than the head's.
+    /// Returns whether it preempted one.
+    fn preempt_for_head(&mut self, now: SimTime, reqs: &mut [Request]) -> bool {
+        let Some(head) = self.waiting.front() else {
+            return false;
+        };
+        let order = &self.waiting.order;
+        let Some(level) = order.preemption_level(reqs[head as usize].tenant) else {
+            return false;
+        };
+        let victim = self
+            .running
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.reserved && !s.done)
+            .filter_map(|(i, s)| {
+                let l = order.preemption_level(reqs[s.id as usize].tenant)?;
+                (l > level).then_some((l, i))
+            })
+            .max();
+        match victim {
+            Some((_, i)) => {
+                self.preempt_at(i, now, reqs);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Brings swapped-out sequences back while memory and sequence slots
@@ -449,7 +532,26 @@ impl SchedState {
     /// static batching); otherwise just those the chunk fills. Fails,
     /// changing nothing, when sequence slots or blocks (beyond the
     /// watermark) are short.
+    /// Under strict priority with preemption, a head that does not fit
+    /// preempts less urgent running sequences until it does (or none is left).
     pub fn admit_head(
+        &mut self,
+        chunk: u32,
+        reserve_whole: bool,
+        now: SimTime,
+        reqs: &mut [Request],
+    ) -> bool {
+        loop {
+            if self.try_admit_head(chunk, reserve_whole, now, reqs) {
+                return true;
+            }
+            if !self.preempt_for_head(now, reqs) {
+                return false;
+            }
+        }
+    }
+
+    fn try_admit_head(
         &mut self,
         chunk: u32,
         reserve_whole: bool,
@@ -693,7 +795,26 @@ impl Replica {
     }
 
     pub fn enqueue(&mut self, id: RequestId) {
-        self.st.waiting.push_back(id);
+        self.enqueue_waiting(Waiting {
+            id,
+            ..Waiting::default()
+        });
+    }
+
+    /// Queues a request with what its tenant's fairness policy needs.
+    pub fn enqueue_waiting(&mut self, w: Waiting) {
+        self.st.waiting.push_back(w);
+    }
+
+    /// Replaces the waiting queue's order (before any request is queued).
+    pub fn set_fairness(&mut self, order: Box<dyn FairnessPolicy>) {
+        debug_assert!(self.st.waiting.is_empty());
+        self.st.waiting.order = order;
+    }
+
+    /// The waiting queue (per-tenant counts, tokens) for admission control.
+    pub fn waiting(&self) -> &WaitingQueue {
+        &self.st.waiting
     }
 
     pub fn is_busy(&self) -> bool {
@@ -822,6 +943,7 @@ impl Replica {
         };
         let keep_done = self.policy.keeps_finished_until_batch_ends();
         let st = &mut self.st;
+        let charge_decode = st.waiting.order.charges_decode();
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
         let mut back_to_back = 0u32;
@@ -871,6 +993,10 @@ impl Replica {
                 0
             };
             s.generated += emitted;
+            if charge_decode && emitted > 0 {
+                let tenant = reqs[s.id as usize].tenant;
+                st.waiting.order.on_decode(tenant, emitted);
+            }
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {
                 let r = &mut reqs[s.id as usize];

@@ -166,4 +166,8 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
     fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
         self.inner.finish()
     }
+
+    fn tenant_name(&self, index: u32) -> Option<String> {
+        self.inner.tenant_name(index)
+    }
 }

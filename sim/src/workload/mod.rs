@@ -73,6 +73,12 @@ pub trait RequestSource: Send {
     fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
         Ok(None)
     }
+
+    /// The name behind tenant index `index` of the requests produced so far
+    /// (a trace's `tenant_column` value), when the source names tenants.
+    fn tenant_name(&self, _index: u32) -> Option<String> {
+        None
+    }
 }
 
 impl RequestSource for Box<dyn RequestSource> {
@@ -91,6 +97,10 @@ impl RequestSource for Box<dyn RequestSource> {
 
     fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
         (**self).finish()
+    }
+
+    fn tenant_name(&self, index: u32) -> Option<String> {
+        (**self).tenant_name(index)
     }
 }
 

@@ -102,4 +102,8 @@ impl<S: RequestSource> RequestSource for SharedPrefix<S> {
     ) -> Option<RequestSpec> {
         self.inner.on_request_end(req, now, completed)
     }
+
+    fn tenant_name(&self, index: u32) -> Option<String> {
+        self.inner.tenant_name(index)
+    }
 }

@@ -342,6 +342,10 @@ impl RequestSource for Replay {
         }
     }
 
+    fn tenant_name(&self, index: u32) -> Option<String> {
+        self.tenant_names.get(index as usize).cloned()
+    }
+
     fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
         if let Some(e) = self.error.take() {
             return Err(e);
