@@ -59,7 +59,7 @@ fn run(cli: Cli) -> Result<()> {
             // Open the workload's files and read its first request, so a
             // bad trace shows here rather than in a run.
             let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
-            let first = sim::workload::probe(&s.file.workload, &ctx)?;
+            let first = sim::tenancy::probe(&s, &ctx)?;
             print::first_request(first.as_ref());
             Ok(())
         }

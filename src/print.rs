@@ -241,6 +241,26 @@ pub fn resolved(s: &Scenario) {
             p.trace.path
         );
     }
+    for (i, t) in f.tenants.iter().enumerate() {
+        outln!(
+            "{}tenant {} (class {}, weight {}){}",
+            if i == 0 { "tenants    " } else { "           " },
+            t.name,
+            t.priority.level(),
+            t.weight,
+            match &t.workload {
+                Some(w) => match (&w.trace, &w.arrival) {
+                    (Some(tr), _) => format!(": trace {} {}", tr.format.name(), tr.path),
+                    (None, Some(a)) => format!(": arrivals {a:?}"),
+                    _ => String::new(),
+                },
+                None => String::new(),
+            }
+        );
+    }
+    if !f.tenants.is_empty() {
+        outln!("fairness   {}", f.fairness.policy.name());
+    }
     match &f.slo {
         Some(slo) => outln!(
             "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
@@ -479,4 +499,64 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         e.swap_outs,
         e.preempted_requests
     );
+    if let Some(t) = &sum.tenancy {
+        tenants(t);
+    }
+}
+
+/// The per-tenant table of a run with `[[tenants]]`.
+fn tenants(t: &sim::tenancy::TenancyReport) {
+    outln!();
+    outln!(
+        "tenants      fairness {}; Jain's index over weight-normalised service {:.3}",
+        t.fairness,
+        t.jain_index
+    );
+    outln!(
+        "  {:<14} {:>5} {:>6} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9} {:>9} {:>9} {:>8}",
+        "tenant",
+        "class",
+        "weight",
+        "completed",
+        "rejected",
+        "retries",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p99",
+        "SLO met"
+    );
+    for x in &t.tenants {
+        outln!(
+            "  {:<14} {:>5} {:>6} {:>9} {:>9} {:>7} {:>8.2} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>8}",
+            x.name,
+            x.priority,
+            x.weight,
+            x.counts.completed,
+            x.counts.rejected,
+            x.retries,
+            x.requests_per_s,
+            x.output_tokens_per_s,
+            x.latency.ttft_ms.p50,
+            x.latency.ttft_ms.p99,
+            x.latency.tpot_ms.p99,
+            x.slo
+                .as_ref()
+                .map(|s| format!("{:.1} %", s.attainment * 100.0))
+                .unwrap_or_else(|| "-".into())
+        );
+        if !x.counts.rejected_by_reason.is_empty() {
+            outln!(
+                "  {:<14} rejected: {}",
+                "",
+                x.counts
+                    .rejected_by_reason
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
 }

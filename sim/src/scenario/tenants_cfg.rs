@@ -47,7 +47,7 @@ fn one_f64() -> f64 {
 }
 
 /// A priority class: a name or a number (lower = more urgent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum PriorityClass {
     Named(NamedClass),
@@ -60,6 +60,29 @@ pub enum PriorityClass {
 pub enum NamedClass {
     Interactive,
     Batch,
+}
+
+impl<'de> Deserialize<'de> for PriorityClass {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PriorityClass;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"interactive\", \"batch\" or an integer level (lower is more urgent)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PriorityClass, E> {
+                Ok(PriorityClass::Level(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PriorityClass, E> {
+                match v {
+                    "interactive" => Ok(PriorityClass::Named(NamedClass::Interactive)),
+                    "batch" => Ok(PriorityClass::Named(NamedClass::Batch)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Default for PriorityClass {

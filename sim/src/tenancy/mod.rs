@@ -247,3 +247,6 @@ pub fn prefill_ns_per_token(s: &Scenario, cost: &dyn CostModel) -> f64 {
     shape.add_prefill(tokens, 0);
     cost.iteration_time(&shape) as f64 / tokens as f64
 }
+
+#[cfg(test)]
+mod tests;
