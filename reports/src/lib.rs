@@ -18,6 +18,7 @@ pub mod document;
 mod font;
 mod run_report;
 mod sweep_report;
+mod tenant_report;
 
 use document::{Doc, Section};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //! outcome tables, TTFT / TPOT / E2E CDFs, time series of queue depth,
 //! running batch and KV use, and bars of outcomes and per-replica load.
 //!
-//! Per-tenant bars are not drawn: runs have no tenant column yet. A
+//! Per-tenant bars come from a trace's tenant column, or, with configured
+//! `[[tenants]]`, from the summary (`tenant_report`). A
 //! "replicas requested vs ready" chart is drawn as soon as `timeseries.csv`
 //! carries `replicas_requested` and `replicas_ready` columns (an autoscaler's);
 //! without them there is nothing true to draw.
@@ -92,7 +93,13 @@ pub fn section(dir: &Path, heading: &str, prefix: &str, charts: &Path) -> Result
             )?);
         }
     }
-    if let Some(chart) = per_tenant_bars(prefix, &dir.join("requests.csv"), &s)? {
+    let tenant_charts = crate::tenant_report::charts(prefix, &s);
+    if !tenant_charts.is_empty() {
+        // Configured tenants: their own names and SLOs, from the summary.
+        for c in &tenant_charts {
+            sec.figure(render(c, charts)?);
+        }
+    } else if let Some(chart) = per_tenant_bars(prefix, &dir.join("requests.csv"), &s)? {
         sec.figure(render(&chart, charts)?);
     }
     if num(&s, "counts.rejected").unwrap_or(0.0) + num(&s, "counts.in_flight").unwrap_or(0.0) > 0.0

@@ -378,19 +378,20 @@ impl SchedState {
     /// reservation. Returns its former index.
     fn preempt_last_unreserved(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<usize> {
         let idx = self.running.iter().rposition(|s| !s.reserved && !s.done)?;
-        self.preempt_at(idx, now, reqs);
+        self.preempt_at(idx, true, now, reqs);
         Some(idx)
     }
 
-    /// Preempts running sequence `idx` (recompute, or swap when configured
-    /// and host memory allows).
-    fn preempt_at(&mut self, idx: usize, now: SimTime, reqs: &mut [Request]) {
+    /// Preempts running sequence `idx` (recompute, or swap when configured,
+    /// allowed and host memory allows).
+    fn preempt_at(&mut self, idx: usize, allow_swap: bool, now: SimTime, reqs: &mut [Request]) {
         let mut s = self.running.remove(idx);
         if s.decode || s.chunk > 0 {
             self.acc_valid = false;
         }
         let whole = (s.blocks + s.shared) as u64;
-        let swap = self.cfg.preemption == PreemptionMode::Swap
+        let swap = allow_swap
+            && self.cfg.preemption == PreemptionMode::Swap
             && self.host_blocks_used + whole <= self.cfg.swap_capacity_blocks
             && !s.prefilling();
         if swap {
@@ -463,7 +464,10 @@ impl SchedState {
             .max();
         match victim {
             Some((_, i)) => {
-                self.preempt_at(i, now, reqs);
+                // Recompute, never swap: swapped sequences resume before any
+                // admission, so a swapped victim would block the very head
+                // it made room for.
+                self.preempt_at(i, false, now, reqs);
                 true
             }
             None => false,

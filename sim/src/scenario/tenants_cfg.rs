@@ -354,8 +354,7 @@ pub(super) fn validate_tenants(f: &ScenarioFile) -> Result<(), Invalid> {
             validate_tenant_workload(f, w, &key("workload"))?;
         }
         match &t.trace_tenants {
-            Some(names) if !shared_tenant_col => {
-                let _ = names;
+            Some(_) if !shared_tenant_col => {
                 return Err((
                     key("trace_tenants"),
                     "maps values of a trace's tenant column: needs a shared [workload] trace with `tenant_column`".into(),
