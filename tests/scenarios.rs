@@ -145,7 +145,11 @@ fn pipeline_and_expert_parallel_examples_show_their_layout() {
 #[test]
 fn noisy_neighbor_reports_each_tenant_and_protects_the_interactive_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = simulate(&repo().join("scenarios/noisy-neighbor.toml"), tmp.path(), &[]);
+    let o = simulate(
+        &repo().join("scenarios/noisy-neighbor.toml"),
+        tmp.path(),
+        &[],
+    );
     let table = stdout(&o);
     assert!(table.contains("tenants      fairness vtc"), "{table}");
     assert!(table.contains("rate_limited"), "{table}");
@@ -156,14 +160,26 @@ fn noisy_neighbor_reports_each_tenant_and_protects_the_interactive_one() {
     assert_eq!(t[1]["name"], "batch");
     // The flood is rate-limited and retried; the interactive tenant keeps
     // its targets.
-    assert!(t[1]["counts"]["rejected_by_reason"]["rate_limited"].as_u64().unwrap() > 0);
+    assert!(
+        t[1]["counts"]["rejected_by_reason"]["rate_limited"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     assert!(t[1]["retries"].as_u64().unwrap() > 0);
-    assert!(t[0]["slo"]["attainment"].as_f64().unwrap() > 0.9, "{}", t[0]);
+    assert!(
+        t[0]["slo"]["attainment"].as_f64().unwrap() > 0.9,
+        "{}",
+        t[0]
+    );
     // Per tenant, every request is accounted for.
     for x in t.as_array().unwrap() {
         let c = &x["counts"];
         let n = |k: &str| c[k].as_u64().unwrap();
-        assert_eq!(n("arrived"), n("completed") + n("rejected") + n("in_flight"));
+        assert_eq!(
+            n("arrived"),
+            n("completed") + n("rejected") + n("in_flight")
+        );
     }
     let csv = read(&tmp.path().join("requests.csv"));
     assert!(csv.contains(",rejected,rate_limited,"));

@@ -72,7 +72,12 @@ fn main() -> Result<(), String> {
     c.y_log = true;
     c.legend = Legend::UpperLeft;
     for (i, (label, pts)) in series.into_iter().enumerate() {
-        c.series.push(Series::new(label, pts, Mark::LinePoints, PALETTE[i % PALETTE.len()]));
+        c.series.push(Series::new(
+            label,
+            pts,
+            Mark::LinePoints,
+            PALETTE[i % PALETTE.len()],
+        ));
     }
     std::fs::create_dir_all(charts).map_err(|e| e.to_string())?;
     chart::render(&Chart::Xy(c), Path::new(charts))?;

@@ -21,7 +21,12 @@ pub fn charts(prefix: &str, s: &Value) -> Vec<Chart> {
         .and_then(Value::as_str)
         .unwrap_or("");
     let jain = num(s, "tenancy.jain_index").unwrap_or(0.0);
-    let name = |t: &Value| t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let name = |t: &Value| {
+        t.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let bars = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<(String, f64)> {
         tenants
             .iter()

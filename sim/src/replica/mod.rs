@@ -84,7 +84,7 @@ impl WaitingQueue {
         self.order.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.order.len() == 0
+        self.order.is_empty()
     }
     pub fn iter(&self) -> impl Iterator<Item = RequestId> + '_ {
         self.order.ids().into_iter()

@@ -67,6 +67,9 @@ pub trait FairnessPolicy: Send {
     /// Removes the head: it was admitted, and its prefill is charged.
     fn pop_front(&mut self) -> Option<Waiting>;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Every waiting request (any order).
     fn ids(&self) -> Vec<RequestId>;
     /// Tenant `tenant`'s running sequences decoded `tokens` tokens.
