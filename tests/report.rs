@@ -261,3 +261,28 @@ fn multi_tenant_runs_get_per_tenant_slo_bars() {
     );
     assert!(!single.join("charts/tenants.png").exists());
 }
+
+#[test]
+fn a_run_with_tenants_gets_per_tenant_charts_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("nn");
+    simulate(
+        &repo().join("scenarios/noisy-neighbor.toml"),
+        &out,
+        &["--report"],
+    );
+    let names = check_report(&out);
+    has_all(
+        &names,
+        &[
+            "tenants-slo",
+            "tenants-ttft-p99",
+            "tenants-throughput",
+            "tenants-rejected",
+        ],
+    );
+    // Configured tenants replace the trace-column bars.
+    assert!(!names.iter().any(|n| n == "tenants"), "{names:?}");
+    let svg = read(&out.join("charts/tenants-ttft-p99.svg"));
+    assert!(svg.contains("interactive") && svg.contains("batch"));
+}
