@@ -479,10 +479,15 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         ld.verdict,
         if ld.is_stable() {
             String::new()
-        } else {
+        } else if ld.is_overloaded() {
             format!(
                 " (requests in the system grew from {:.1} to {:.1} over the run, {} in flight at the end: latencies depend on the horizon)",
                 ld.in_system_early, ld.in_system_late, ld.in_flight_at_end
+            )
+        } else {
+            format!(
+                " (the warm-up, {:.1} s, takes over half the arrival window: lengthen the horizon for steady-state figures)",
+                ld.warmup_s
             )
         }
     );

@@ -5,21 +5,24 @@
 //! such a figure is not a property of the fleet. The test here compares
 //! halves of the arrival window (the "batch means" idea of steady-state
 //! simulation output analysis; Law, *Simulation Modeling and Analysis*,
-//! 5th ed., §9.5): the time-average number of requests in the system over
-//! the second quarter of the window (after a quarter of warm-up is dropped)
-//! against the last quarter. In a stable system the two agree up to noise;
-//! in an overloaded one the backlog grows linearly, so the last quarter
-//! holds about 2.3× the second (the ratio of the quarters' midpoints,
-//! 3.5 / 1.5). A growth beyond [`GROWTH_FACTOR`] (plus one request per
-//! replica, so that a nearly empty fleet's noise is not mistaken for a
-//! trend) is reported as overloaded.
+//! 5th ed., §9.5). The warm-up is dropped first: a quarter of the window,
+//! or the mean time in system of the requests that arrived in that quarter
+//! if longer (the fleet fills over about one time in system). The rest is
+//! split in halves, and the time-average number of requests in the system
+//! over each is compared. In a stable system the two agree up to noise; in
+//! an overloaded one the backlog grows linearly, so the later half holds
+//! 1.4× to 1.9× the earlier (for a warm-up of a half to a quarter of the
+//! window). A growth beyond [`GROWTH_FACTOR`] (plus one request per replica,
+//! so that a nearly empty fleet's noise is not mistaken for a trend) is
+//! reported as `overloaded`. When the warm-up takes more than half the
+//! window the halves cannot be compared: the verdict is `too-short`.
 
 use crate::request::{Request, Status};
 use crate::time::SimTime;
 use serde::Serialize;
 
 /// Late/early backlog ratio above which the queue counts as growing.
-pub const GROWTH_FACTOR: f64 = 1.5;
+pub const GROWTH_FACTOR: f64 = 1.3;
 
 /// Offered vs achieved load of a run and its verdict (`summary.json`'s `load`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -32,20 +35,27 @@ pub struct LoadReport {
     /// arrival window, so a drain after the last arrival does not dilute it;
     /// over the whole run when everything arrived at once).
     pub achieved_rps: f64,
-    /// Time-average requests in the system over the second quarter of the
-    /// arrival window.
+    /// Time-average requests in the system over the first half of the
+    /// arrival window after the warm-up.
     pub in_system_early: f64,
-    /// The same over the last quarter.
+    /// The same over the second half.
     pub in_system_late: f64,
+    /// Warm-up dropped from the start of the window, seconds.
+    pub warmup_s: f64,
     /// Requests still in flight when the run ended.
     pub in_flight_at_end: u64,
-    /// `stable` or `overloaded` (the backlog grew over the window).
+    /// `stable`, `overloaded` (the backlog grew over the window) or
+    /// `too-short` (the warm-up took more than half the window).
     pub verdict: String,
 }
 
 impl LoadReport {
     pub fn is_stable(&self) -> bool {
         self.verdict == "stable"
+    }
+
+    pub fn is_overloaded(&self) -> bool {
+        self.verdict == "overloaded"
     }
 }
 
@@ -70,8 +80,29 @@ pub fn load_report(
     let offered = configured_rate.or_else(|| {
         (window > 0.0 && reqs.len() > 1).then(|| (reqs.len() - 1) as f64 / window)
     });
-    let (early, late) = backlog_quarters(reqs, last_arrival, end);
+    // Warm-up: a quarter of the window, or the mean time in system of the
+    // requests that arrived in it when longer.
+    let quarter = last_arrival / 4;
+    let (n, sum) = reqs
+        .iter()
+        .filter(|r| r.arrival.0 <= quarter && r.status == Status::Completed)
+        .filter_map(|r| r.finished.map(|f| f.0.saturating_sub(r.arrival.0)))
+        .fold((0u64, 0u128), |(n, s), w| (n + 1, s + w as u128));
+    let sojourn = if n > 0 { (sum / n as u128) as u64 } else { 0 };
+    let warm = quarter.max(sojourn);
+    let too_short = warm >= last_arrival / 2 || last_arrival == 0;
+    let mid = warm + (last_arrival.saturating_sub(warm)) / 2;
+    let (early, late) = if too_short {
+        (0.0, 0.0)
+    } else {
+        backlog_halves(reqs, warm, mid, last_arrival, end)
+    };
     let growing = late > GROWTH_FACTOR * early + replicas.max(1) as f64;
+    let verdict = match (too_short, growing) {
+        (true, _) => "too-short",
+        (false, true) => "overloaded",
+        (false, false) => "stable",
+    };
     LoadReport {
         offered_rps: offered,
         achieved_rps: if last_arrival > 0 {
@@ -81,17 +112,15 @@ pub fn load_report(
         },
         in_system_early: early,
         in_system_late: late,
+        warmup_s: warm as f64 / 1e9,
         in_flight_at_end: in_flight,
-        verdict: if growing { "overloaded" } else { "stable" }.to_string(),
+        verdict: verdict.to_string(),
     }
 }
 
-/// Time-average number in the system over [T/4, T/2] and [3T/4, T] of the
-/// arrival window [0, T]. Rejected requests never enter the system.
-fn backlog_quarters(reqs: &[Request], t_end: u64, run_end: SimTime) -> (f64, f64) {
-    if t_end == 0 {
-        return (0.0, 0.0);
-    }
+/// Time-average number in the system over [a, m) and [m, b). Rejected
+/// requests never enter the system.
+fn backlog_halves(reqs: &[Request], a: u64, m: u64, b: u64, run_end: SimTime) -> (f64, f64) {
     // (time, +1 arrival / −1 departure); departures sort first at a tie.
     let mut ev: Vec<(u64, i64)> = Vec::with_capacity(reqs.len() * 2);
     for r in reqs {
@@ -126,7 +155,7 @@ fn backlog_quarters(reqs: &[Request], t_end: u64, run_end: SimTime) -> (f64, f64
         }
         area / (b - a).max(1) as f64
     };
-    (avg(t_end / 4, t_end / 2), avg(t_end * 3 / 4, t_end))
+    (avg(a, m), avg(m, b))
 }
 
 #[cfg(test)]
@@ -171,10 +200,20 @@ mod tests {
             .map(|i| req(i as f64, Some(2.0 * i as f64 + 2.0)))
             .collect();
         let l = load_report(&reqs, SimTime::from_secs_f64(200.0), 1, None);
-        assert!(l.in_system_late > 2.0 * l.in_system_early, "{l:?}");
+        assert!(l.in_system_late > GROWTH_FACTOR * l.in_system_early, "{l:?}");
         assert_eq!(l.verdict, "overloaded");
         assert!((l.offered_rps.unwrap() - 1.0).abs() < 1e-9);
         // 49 of 100 done by the last arrival at 99 s.
         assert!((l.achieved_rps - 49.0 / 99.0).abs() < 1e-9, "{l:?}");
+    }
+
+    #[test]
+    fn a_run_shorter_than_its_warm_up_is_too_short() {
+        // Ten arrivals a second apart, each in the system for 30 s.
+        let reqs: Vec<_> = (0..10)
+            .map(|i| req(i as f64, Some(i as f64 + 30.0)))
+            .collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(39.0), 1, Some(1.0));
+        assert_eq!(l.verdict, "too-short", "{l:?}");
     }
 }

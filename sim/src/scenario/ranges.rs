@@ -95,19 +95,6 @@ pub(super) fn check(f: &ScenarioFile) -> Result<(), Invalid> {
     if let Some(d) = f.horizon.duration_s {
         within("horizon.duration_s", d, 1e-6, MAX_SECONDS, "s")?;
     }
-    if let (Some(n), Some(r)) = (f.horizon.requests, f.workload.mean_rate()) {
-        // Without a duration the run lasts about requests / rate.
-        if f.horizon.duration_s.is_none() && n as f64 / r > MAX_SECONDS {
-            return Err((
-                "horizon.requests".into(),
-                format!(
-                    "{n} requests at {r} requests/s span {:.3e} s, beyond the {MAX_SECONDS:e} s \
-                     the clock allows; lower it or add horizon.duration_s",
-                    n as f64 / r
-                ),
-            ));
-        }
-    }
     let e = &f.engine;
     within(
         "engine.swap_space_gib",
@@ -158,6 +145,19 @@ pub(super) fn check(f: &ScenarioFile) -> Result<(), Invalid> {
             &c.follow_up_tokens,
         )?;
         seconds("workload.conversation.think_time_s", c.think_time_s)?;
+    }
+    if let (Some(n), Some(r)) = (f.horizon.requests, f.workload.mean_rate()) {
+        // Without a duration the run lasts about requests / rate.
+        if f.horizon.duration_s.is_none() && n as f64 / r > MAX_SECONDS {
+            return Err((
+                "horizon.requests".into(),
+                format!(
+                    "{n} requests at {r} requests/s span {:.3e} s, beyond the {MAX_SECONDS:e} s \
+                     the clock allows; lower it or add horizon.duration_s",
+                    n as f64 / r
+                ),
+            ));
+        }
     }
     if let Some(s) = &f.slo {
         within("slo.ttft_ms", s.ttft_ms, 0.0, MAX_SLO_MS, "ms")?;

@@ -302,10 +302,10 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
                 attainment,
                 goodput_rps_per_gpu: number_at(s, "slo.goodput_rps_per_gpu"),
                 // A run whose backlog kept growing has no steady-state figure
-                // (see `load`); summaries from before the verdict count as stable.
+                // (see `load`); summaries from before the verdict pass.
                 meets_slo: completed > 0.0
                     && attainment.is_some_and(|a| a >= objective.attainment)
-                    && s.pointer("/load/verdict").is_none_or(|v| v == "stable"),
+                    && s.pointer("/load/verdict").is_none_or(|v| v != "overloaded"),
             }
         })
         .collect();
