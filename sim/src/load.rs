@@ -14,8 +14,14 @@
 //! 1.4× to 1.9× the earlier (for a warm-up of a half to a quarter of the
 //! window). A growth beyond [`GROWTH_FACTOR`] (plus one request per replica,
 //! so that a nearly empty fleet's noise is not mistaken for a trend) is
-//! reported as `overloaded`. When the warm-up takes more than half the
-//! window the halves cannot be compared: the verdict is `too-short`.
+//! reported as `overloaded`. The queue waits (arrival to first scheduled;
+//! a request never scheduled waits until the end) of the same halves are
+//! compared as well: a stable fleet's waits do not trend, an overloaded
+//! one's grow with every arrival, so a growth beyond [`GROWTH_FACTOR`] plus
+//! [`WAIT_SLACK_MS`] is also `overloaded` — this catches overload even when
+//! requests stay so long that the backlog test has no room after warm-up.
+//! Otherwise, when the warm-up takes more than half the window, the halves
+//! cannot be compared: the verdict is `too-short`.
 
 use crate::request::{Request, Status};
 use crate::time::SimTime;
@@ -23,6 +29,9 @@ use serde::Serialize;
 
 /// Late/early backlog ratio above which the queue counts as growing.
 pub const GROWTH_FACTOR: f64 = 1.3;
+
+/// Queue-wait growth below this many ms is noise (a few iterations).
+pub const WAIT_SLACK_MS: f64 = 50.0;
 
 /// Offered vs achieved load of a run and its verdict (`summary.json`'s `load`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -97,11 +106,35 @@ pub fn load_report(
     } else {
         backlog_halves(reqs, warm, mid, last_arrival, end)
     };
-    let growing = late > GROWTH_FACTOR * early + replicas.max(1) as f64;
-    let verdict = match (too_short, growing) {
-        (true, _) => "too-short",
-        (false, true) => "overloaded",
-        (false, false) => "stable",
+    let growing = !too_short && late > GROWTH_FACTOR * early + replicas.max(1) as f64;
+    // Queue waits of arrivals in the halves after a quarter of warm-up.
+    let wmid = quarter + (last_arrival - quarter) / 2;
+    let mean_wait = |a: u64, b: u64| -> f64 {
+        let (mut n, mut sum) = (0u64, 0f64);
+        for r in reqs.iter().filter(|r| (a..b).contains(&r.arrival.0)) {
+            let w = match (r.status, r.queue_wait()) {
+                (Status::Rejected(_), _) => continue,
+                (_, Some(w)) => w,
+                (_, None) => end.0.saturating_sub(r.arrival.0),
+            };
+            n += 1;
+            sum += w as f64 / 1e6;
+        }
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    };
+    let waits_grow = last_arrival > 0
+        && mean_wait(wmid, last_arrival + 1)
+            > GROWTH_FACTOR * mean_wait(quarter, wmid) + WAIT_SLACK_MS;
+    let verdict = if growing || waits_grow {
+        "overloaded"
+    } else if too_short {
+        "too-short"
+    } else {
+        "stable"
     };
     LoadReport {
         offered_rps: offered,

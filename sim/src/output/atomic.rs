@@ -56,6 +56,8 @@ fn temp_name(path: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct OutputLock {
     path: PathBuf,
+    /// The folder did not exist before: a run that wrote nothing leaves none.
+    created: Option<PathBuf>,
 }
 
 impl OutputLock {
@@ -64,6 +66,7 @@ impl OutputLock {
     /// lock left by a process that no longer exists (a killed run) is taken
     /// over.
     pub fn acquire(dir: &Path) -> io::Result<OutputLock> {
+        let created = (!dir.exists()).then(|| dir.to_path_buf());
         fs::create_dir_all(dir)?;
         let path = dir.join(LOCK_FILE);
         for _ in 0..2 {
@@ -74,7 +77,7 @@ impl OutputLock {
             {
                 Ok(mut f) => {
                     writeln!(f, "{}", std::process::id())?;
-                    return Ok(OutputLock { path });
+                    return Ok(OutputLock { path, created });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let holder = fs::read_to_string(&path).unwrap_or_default();
@@ -103,6 +106,10 @@ impl OutputLock {
 impl Drop for OutputLock {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
+        if let Some(d) = &self.created {
+            // Removes the folder only when empty (a failed run's).
+            let _ = fs::remove_dir(d);
+        }
     }
 }
 
