@@ -193,7 +193,13 @@ impl<'a> Simulation<'a> {
             cost,
             replicas,
             router: router::build(f.fleet.router),
-            requests: Vec::with_capacity(expected.min(10_000_000) as usize),
+            // Within the memory budget: the guard refuses runs beyond it.
+            requests: Vec::with_capacity(
+                expected
+                    .min(10_000_000)
+                    .min(crate::guard::memory_budget() / crate::guard::bytes_per_request())
+                    as usize,
+            ),
             queue,
             source,
             init_error,
