@@ -75,7 +75,8 @@ fn sweep(
     let lock = sim::output::OutputLock::acquire(&out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     // Finished points are saved as they finish; a rerun resumes from them.
-    let checkpoint = sim::sweep::checkpoint::Checkpoint::open(&out, &plan.scenario_toml, &plan.grid.text)?;
+    let checkpoint =
+        sim::sweep::checkpoint::Checkpoint::open(&out, &plan.scenario_toml, &plan.grid.text)?;
     if !checkpoint.done.is_empty() {
         eprintln!(
             "sweep: resuming: {} finished point(s) read from {}",

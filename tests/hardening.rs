@@ -30,11 +30,18 @@ fn refused(dir: &Path, text: &str, key: &str) -> String {
     let p = write(dir, "s.toml", text);
     let t = Instant::now();
     let o = run(&["check", p.to_str().unwrap()]);
-    assert!(t.elapsed() < Duration::from_secs(20), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
     assert!(!o.status.success(), "accepted:\n{}", stdout(&o));
     let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.starts_with("error: ") && e.contains(key), "want {key}: {e}");
+    assert!(
+        e.starts_with("error: ") && e.contains(key),
+        "want {key}: {e}"
+    );
     e
 }
 
@@ -45,7 +52,10 @@ fn extreme_distribution_parameters_and_hangs_are_refused_by_key() {
     // Panicked in samplers before.
     refused(
         d,
-        &quick(PROMPT, r#"prompt_tokens = { dist = "lognormal", mean = 800, cv = 1e200 }"#),
+        &quick(
+            PROMPT,
+            r#"prompt_tokens = { dist = "lognormal", mean = 800, cv = 1e200 }"#,
+        ),
         "workload.prompt_tokens.cv",
     );
     for cv in ["1e-200", "1e308"] {
@@ -66,7 +76,8 @@ fn extreme_distribution_parameters_and_hangs_are_refused_by_key() {
         "horizon.duration_s",
     );
     // Printed "inf GiB" and a wrapped block count before.
-    let spec = "[hardware.spec]\nbf16_tflops = 989.0\nmemory_gib = 1e308\nmemory_bw_tbyte_s = 3.35\n\
+    let spec =
+        "[hardware.spec]\nbf16_tflops = 989.0\nmemory_gib = 1e308\nmemory_bw_tbyte_s = 3.35\n\
                 interconnect_gbyte_s = 450.0\ninterconnect_latency_us = 3.0\npcie_gbyte_s = 64.0";
     refused(
         d,
@@ -116,8 +127,10 @@ fn runs_that_would_exhaust_memory_are_refused_before_they_start() {
     let p = write(
         d,
         "slow.toml",
-        &(quick(POISSON, r#"arrival = { process = "poisson", rate = 0.001 }"#)
-            + "\n[metrics]\ntimeseries = \"fleet\"\ntimeseries_interval_s = 60.0\n"),
+        &(quick(
+            POISSON,
+            r#"arrival = { process = "poisson", rate = 0.001 }"#,
+        ) + "\n[metrics]\ntimeseries = \"fleet\"\ntimeseries_interval_s = 60.0\n"),
     );
     let out = d.join("slow");
     simulate(&p, &out, &[]);
@@ -141,7 +154,10 @@ fn a_run_without_completions_reports_no_latency_rather_than_zero() {
     let out = tmp.path().join("o");
     let o = simulate(&p, &out, &[]);
     let table = stdout(&o);
-    let ttft = table.lines().find(|l| l.trim_start().starts_with("TTFT")).unwrap();
+    let ttft = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("TTFT"))
+        .unwrap();
     assert!(ttft.contains('—') && !ttft.contains("0.00"), "{ttft}");
     let s: Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
     assert_eq!(s["latency"]["ttft_ms"]["count"], 0);
@@ -169,7 +185,10 @@ fn summaries_state_offered_and_achieved_load_and_a_verdict() {
         .find(|l| l.starts_with("load"))
         .unwrap()
         .to_string();
-    assert!(line.contains("overloaded") && line.contains("grew from"), "{line}");
+    assert!(
+        line.contains("overloaded") && line.contains("grew from"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -186,10 +205,18 @@ fn trace_integers_are_checked_and_disorder_is_reported() {
     // Clamped to 2^32 − 1 silently before.
     write(d, "big.csv", "t,p,o\n0,100,10\n1,5000000000,10\n");
     let p = write(d, "big.toml", &scenario("big.csv"));
-    let o = run(&["simulate", p.to_str().unwrap(), "--out", d.join("b").to_str().unwrap()]);
+    let o = run(&[
+        "simulate",
+        p.to_str().unwrap(),
+        "--out",
+        d.join("b").to_str().unwrap(),
+    ]);
     let e = stderr(&o);
     assert!(!o.status.success());
-    assert!(e.contains("big.csv") && e.contains("line 3") && e.contains("5000000000"), "{e}");
+    assert!(
+        e.contains("big.csv") && e.contains("line 3") && e.contains("5000000000"),
+        "{e}"
+    );
     // 5,000 rows in order, then 100 from the start: beyond the reorder buffer.
     let mut rows = String::from("t,p,o\n");
     for i in 0..5000 {
@@ -202,7 +229,10 @@ fn trace_integers_are_checked_and_disorder_is_reported() {
     let p = write(d, "late.toml", &scenario("late.csv"));
     let o = simulate(&p, &d.join("l"), &[]);
     let e = stderr(&o);
-    assert!(e.contains("warning: ") && e.contains("100 of 5100 rows"), "{e}");
+    assert!(
+        e.contains("warning: ") && e.contains("100 of 5100 rows"),
+        "{e}"
+    );
     // A byte-order mark broke JSONL traces (not CSV) before.
     let mut jsonl = b"\xEF\xBB\xBF".to_vec();
     jsonl.extend_from_slice(b"{\"t\": 0, \"p\": 10, \"o\": 2}\n{\"t\": 1, \"p\": 10, \"o\": 2}\n");
@@ -222,7 +252,12 @@ fn output_folders_are_checked_and_locked_before_running() {
     let p = write(d, "q.toml", &small_quickstart(100));
     // A file where the folder should be: refused before the run.
     let blocked = write(d, "blocked", "");
-    let o = run(&["simulate", p.to_str().unwrap(), "--out", blocked.to_str().unwrap()]);
+    let o = run(&[
+        "simulate",
+        p.to_str().unwrap(),
+        "--out",
+        blocked.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(e.starts_with("error: cannot write results to"), "{e}");
@@ -230,10 +265,23 @@ fn output_folders_are_checked_and_locked_before_running() {
     // A folder another live run holds (this test process) is refused.
     let out = d.join("o");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join(".servesim.lock"), format!("{}\n", std::process::id())).unwrap();
-    let o = run(&["simulate", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    std::fs::write(
+        out.join(".servesim.lock"),
+        format!("{}\n", std::process::id()),
+    )
+    .unwrap();
+    let o = run(&[
+        "simulate",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("another servesim run"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("another servesim run"),
+        "{}",
+        stderr(&o)
+    );
     // Once released, the run writes complete files and no temporaries.
     std::fs::remove_file(out.join(".servesim.lock")).unwrap();
     simulate(&p, &out, &[]);
@@ -261,10 +309,14 @@ fn bit_looking_bandwidth_keys_still_work_with_a_deprecation_note() {
     let o = run(&["check", p.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("memory_bw_tbps is deprecated") && stdout(&o).contains("memory_bw_tbyte_s"),
+        stdout(&o).contains("memory_bw_tbps is deprecated")
+            && stdout(&o).contains("memory_bw_tbyte_s"),
         "{}",
         stdout(&o)
     );
-    let both = quick("[hardware]\npreset = \"h100-sxm\"", &(spec.to_string() + "\nmemory_bw_tbyte_s = 3.35"));
+    let both = quick(
+        "[hardware]\npreset = \"h100-sxm\"",
+        &(spec.to_string() + "\nmemory_bw_tbyte_s = 3.35"),
+    );
     refused(tmp.path(), &both, "hardware.spec.memory_bw_tbps");
 }

@@ -77,7 +77,8 @@ pub fn estimate(s: &Scenario) -> MemoryEstimate {
         .duration_s
         .or_else(|| Some(requests? / rate?))
         .filter(|x| x.is_finite());
-    let rows = span.map(|d| (d / s.file.metrics.timeseries_interval_s + 1.0) * rows_per_tick(s) as f64);
+    let rows =
+        span.map(|d| (d / s.file.metrics.timeseries_interval_s + 1.0) * rows_per_tick(s) as f64);
     let clamp = |x: f64| x.min(u64::MAX as f64 / 2.0) as u64;
     let requests = requests.map(clamp);
     let rows = rows.map(clamp);
@@ -105,7 +106,10 @@ pub fn check_estimate(s: &Scenario) -> Result<MemoryEstimate, String> {
         return Ok(e);
     }
     let req_bytes = e.requests.unwrap_or(0).saturating_mul(bytes_per_request());
-    let row_bytes = e.timeseries_rows.unwrap_or(0).saturating_mul(bytes_per_row());
+    let row_bytes = e
+        .timeseries_rows
+        .unwrap_or(0)
+        .saturating_mul(bytes_per_row());
     Err(if req_bytes >= row_bytes {
         format!(
             "{}: horizon: about {} requests would hold {:.1} GiB of records in memory, over \

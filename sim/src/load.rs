@@ -81,14 +81,10 @@ pub fn load_report(
             .filter(|r| r.status == Status::Completed && r.finished.is_some_and(|f| f.0 <= t))
             .count()
     };
-    let in_flight = reqs
-        .iter()
-        .filter(|r| r.status == Status::InFlight)
-        .count() as u64;
+    let in_flight = reqs.iter().filter(|r| r.status == Status::InFlight).count() as u64;
     let window = last_arrival as f64 / 1e9;
-    let offered = configured_rate.or_else(|| {
-        (window > 0.0 && reqs.len() > 1).then(|| (reqs.len() - 1) as f64 / window)
-    });
+    let offered = configured_rate
+        .or_else(|| (window > 0.0 && reqs.len() > 1).then(|| (reqs.len() - 1) as f64 / window));
     // Warm-up: a quarter of the window, or the mean time in system of the
     // requests that arrived in it when longer.
     let quarter = last_arrival / 4;
@@ -233,7 +229,10 @@ mod tests {
             .map(|i| req(i as f64, Some(2.0 * i as f64 + 2.0)))
             .collect();
         let l = load_report(&reqs, SimTime::from_secs_f64(200.0), 1, None);
-        assert!(l.in_system_late > GROWTH_FACTOR * l.in_system_early, "{l:?}");
+        assert!(
+            l.in_system_late > GROWTH_FACTOR * l.in_system_early,
+            "{l:?}"
+        );
         assert_eq!(l.verdict, "overloaded");
         assert!((l.offered_rps.unwrap() - 1.0).abs() < 1e-9);
         // 49 of 100 done by the last arrival at 99 s.

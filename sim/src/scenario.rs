@@ -653,16 +653,14 @@ impl Scenario {
     pub fn from_table(mut table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
         let notes =
             units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
-        let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(
-            table.clone(),
-        ))
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let key = if path == "." { String::new() } else { path };
-            let msg = e.into_inner().message().trim().replace('\n', "; ");
-            let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
-            ScenarioError::new(origin, key, msg)
-        })?;
+        let file: ScenarioFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                let path = e.path().to_string();
+                let key = if path == "." { String::new() } else { path };
+                let msg = e.into_inner().message().trim().replace('\n', "; ");
+                let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
+                ScenarioError::new(origin, key, msg)
+            })?;
         let mut s = Self::from_file(file, origin)?;
         s.notes = notes;
         Ok(s)

@@ -354,7 +354,8 @@ impl<'a> Simulation<'a> {
 
     fn on_sample(&mut self, now: SimTime) {
         if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
-            self.timeseries.push(crate::guard::fleet_row(now, &self.replicas));
+            self.timeseries
+                .push(crate::guard::fleet_row(now, &self.replicas));
         }
         let per_replica =
             self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::PerReplica;
@@ -511,8 +512,12 @@ impl<'a> Simulation<'a> {
         let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
         let itl = std::mem::take(&mut self.itl_samples);
         metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
-        summary.load =
-            crate::load::load_report(&self.requests, end, f.fleet.replicas, f.workload.mean_rate());
+        summary.load = crate::load::load_report(
+            &self.requests,
+            end,
+            f.fleet.replicas,
+            f.workload.mean_rate(),
+        );
         Ok(RunResult {
             summary,
             requests: self.requests,

@@ -345,7 +345,10 @@ fn mutate_bytes(mut b: Vec<u8>, ops: &[(u8, u32, u8)]) -> Vec<u8> {
             _ => {
                 // Duplicate a line somewhere else: out-of-order rows.
                 if let Some(nl) = b[at..].iter().position(|&c| c == b'\n') {
-                    let line_start = b[..at].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+                    let line_start = b[..at]
+                        .iter()
+                        .rposition(|&c| c == b'\n')
+                        .map_or(0, |i| i + 1);
                     let line: Vec<u8> = b[line_start..at + nl + 1].to_vec();
                     b.extend_from_slice(&line);
                 }

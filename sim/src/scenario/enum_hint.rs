@@ -19,8 +19,8 @@ pub(super) fn hint(table: &toml::Table, path: &str, msg: &str) -> Option<String>
         cur = cur.get_mut(p)?.as_table_mut()?;
     }
     cur.insert(last.to_string(), toml::Value::String("\u{1}".into()));
-    let e = serde_path_to_error::deserialize::<_, super::ScenarioFile>(toml::Value::Table(t))
-        .err()?;
+    let e =
+        serde_path_to_error::deserialize::<_, super::ScenarioFile>(toml::Value::Table(t)).err()?;
     let again = e.inner().message().to_string();
     let (_, allowed) = again.split_once(", expected ")?;
     let got = msg

@@ -226,7 +226,13 @@ fn arrival(key: &str, a: &ArrivalCfg) -> Result<(), Invalid> {
             rate(&k("on_rate"), *on_rate)?;
             within(&k("off_rate"), *off_rate, 0.0, RATE_RPS.1, "requests/s")?;
             within(&k("mean_on_s"), *mean_on_s, MIN_PERIOD_S, MAX_SECONDS, "s")?;
-            within(&k("mean_off_s"), *mean_off_s, MIN_PERIOD_S, MAX_SECONDS, "s")?;
+            within(
+                &k("mean_off_s"),
+                *mean_off_s,
+                MIN_PERIOD_S,
+                MAX_SECONDS,
+                "s",
+            )?;
             let per_cycle = on_rate * mean_on_s + off_rate * mean_off_s;
             if per_cycle < MIN_ARRIVALS_PER_CYCLE {
                 return Err((
@@ -375,7 +381,8 @@ mod tests {
             ));
             assert_eq!(key_of(&g), "workload.arrival.cv");
         }
-        let d = arrival(r#"{ process = "diurnal", mean_rate = 5.0, amplitude = 0.5, cv = 1e-200 }"#);
+        let d =
+            arrival(r#"{ process = "diurnal", mean_rate = 5.0, amplitude = 0.5, cv = 1e-200 }"#);
         assert_eq!(key_of(&d), "workload.arrival.cv");
         let c = arrival(
             r#"{ process = "closed", users = 2, think_time = { dist = "lognormal", mean_s = 1.0, cv = 1e200 } }"#,
@@ -389,9 +396,8 @@ mod tests {
 
     #[test]
     fn an_on_off_source_must_expect_arrivals_per_cycle() {
-        let o = arrival(
-            r#"{ process = "on-off", on_rate = 1.0, mean_on_s = 1e-6, mean_off_s = 1.0 }"#,
-        );
+        let o =
+            arrival(r#"{ process = "on-off", on_rate = 1.0, mean_on_s = 1e-6, mean_off_s = 1.0 }"#);
         let e = Scenario::from_toml_str(&o, "s.toml").unwrap_err();
         assert_eq!(e.key, "workload.arrival.mean_on_s");
         assert!(e.message.contains("arrivals"), "{e}");

@@ -346,7 +346,7 @@ pub fn plan_capacity(
         None => None,
         Some(demand) => {
             let need = demand * (1.0 + q.headroom) / max_load.per_replica_rps;
-            if !(need <= MAX_REPLICAS as f64) {
+            if need.is_nan() || need > MAX_REPLICAS as f64 {
                 return Err(SweepError::new(format!(
                     "{origin}: --demand {demand} req/s needs about {need:.3e} replicas at the \
                      {:.3} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
@@ -373,8 +373,13 @@ pub fn plan_capacity(
             };
             let (n_min, at_min, below_min, p1) = at_demand?;
             probes.extend(p1);
-            let (n_min, at_min, below_min) =
-                verify(&prober, "demand", demand, (n_min, at_min, below_min), &mut probes)?;
+            let (n_min, at_min, below_min) = verify(
+                &prober,
+                "demand",
+                demand,
+                (n_min, at_min, below_min),
+                &mut probes,
+            )?;
             let (n_h, at_h, below_h, p2) = at_headroom?;
             let (n_h, at_h, below_h) = if q.headroom > 0.0 {
                 probes.extend(p2);

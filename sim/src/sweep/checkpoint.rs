@@ -36,7 +36,11 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Opens `out/points/`: keeps its points when they belong to this
     /// sweep, clears them otherwise.
-    pub fn open(out: &Path, scenario_toml: &str, grid_toml: &str) -> Result<Checkpoint, SweepError> {
+    pub fn open(
+        out: &Path,
+        scenario_toml: &str,
+        grid_toml: &str,
+    ) -> Result<Checkpoint, SweepError> {
         let dir = out.join(POINTS_DIR);
         let io = |e: std::io::Error| SweepError::new(format!("{}: {e}", dir.display()));
         let id = PlanId {
@@ -88,5 +92,46 @@ impl Checkpoint {
     /// Removes the folder once the sweep's results are written.
     pub fn finish(self) {
         let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::plan::tests::plan;
+    use crate::sweep::run::{run, run_resumable};
+    use crate::sweep::Shard;
+
+    #[test]
+    fn an_interrupted_sweep_resumes_from_its_finished_points() {
+        let grid = "[axes]\n\"fleet.replicas\" = [1, 2, 3]\n";
+        let p = plan(grid).unwrap();
+        let whole = run(&p, Shard::ALL, &|| {}).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        // An interrupted run: only points 0 and 2 were saved.
+        let c = Checkpoint::open(out.path(), &p.scenario_toml, &p.grid.text).unwrap();
+        assert!(c.done.is_empty());
+        c.save(&whole.points[0]).unwrap();
+        c.save(&whole.points[2]).unwrap();
+        // Rerun: two points are read back, one is run; the result is the same.
+        let c = Checkpoint::open(out.path(), &p.scenario_toml, &p.grid.text).unwrap();
+        assert_eq!(c.done.keys().copied().collect::<Vec<_>>(), [0, 2]);
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        let resumed = run_resumable(
+            &p,
+            Shard::ALL,
+            &|| {
+                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+            Some(&c),
+        )
+        .unwrap();
+        assert_eq!(resumed, whole);
+        assert_eq!(ran.into_inner(), 3);
+        // Another sweep in the same folder does not reuse them.
+        let other = Checkpoint::open(out.path(), &p.scenario_toml, "[axes]\n").unwrap();
+        assert!(other.done.is_empty());
+        other.finish();
+        assert!(!out.path().join(POINTS_DIR).exists());
     }
 }
