@@ -294,6 +294,8 @@ impl<'a> Simulation<'a> {
         }
         match reason {
             Some(reason) => {
+                // A rejected request's block hashes are never looked up.
+                req.prefix_hashes = Vec::new();
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.requests.push(req);

@@ -27,8 +27,13 @@ pub const MIN_PERIOD_S: f64 = 1e-6;
 /// An on/off source must expect at least this many arrivals per on/off
 /// cycle, or finding the next arrival takes unboundedly many cycles.
 pub const MIN_ARRIVALS_PER_CYCLE: f64 = 1e-3;
-/// Token-length means and deviations (the largest context window is ~10⁷).
-pub const MAX_TOKENS_F: f64 = 1e8;
+/// Token counts: lengths, their means and deviations, bounds and prefix
+/// sizes (the largest context windows are ~10⁷ tokens; a longer prompt would
+/// also carry millions of block hashes).
+pub const MAX_TOKENS: u32 = 10_000_000;
+const MAX_TOKENS_F: f64 = MAX_TOKENS as f64;
+/// Distinct shared system prompts.
+pub const MAX_PREFIX_VARIANTS: u32 = 1_000_000;
 /// Zipf exponents.
 pub const MAX_ZIPF_EXPONENT: f64 = 100.0;
 /// Trace replay speed-ups.
@@ -130,6 +135,13 @@ pub(super) fn check(f: &ScenarioFile) -> Result<(), Invalid> {
         }
     }
     if let Some(p) = &w.shared_prefix {
+        tokens("workload.shared_prefix.tokens", p.tokens)?;
+        if p.variants > MAX_PREFIX_VARIANTS {
+            return Err((
+                "workload.shared_prefix.variants".into(),
+                format!("must be at most {MAX_PREFIX_VARIANTS}, got {}", p.variants),
+            ));
+        }
         within(
             "workload.shared_prefix.zipf_exponent",
             p.zipf_exponent,
@@ -314,8 +326,47 @@ fn arrival(key: &str, a: &ArrivalCfg) -> Result<(), Invalid> {
     }
 }
 
+fn tokens(key: &str, v: u32) -> Result<(), Invalid> {
+    if v <= MAX_TOKENS {
+        Ok(())
+    } else {
+        Err((
+            key.into(),
+            format!("must be in [1, {MAX_TOKENS}] tokens, got {v}"),
+        ))
+    }
+}
+
 fn length(key: &str, d: &LengthDist) -> Result<(), Invalid> {
     let k = |f: &str| format!("{key}.{f}");
+    let bounds = |min: Option<u32>, max: Option<u32>| -> Result<(), Invalid> {
+        if let Some(v) = min {
+            tokens(&k("min"), v)?;
+        }
+        if let Some(v) = max {
+            tokens(&k("max"), v)?;
+        }
+        Ok(())
+    };
+    match d {
+        LengthDist::Fixed { value } => tokens(&k("value"), *value)?,
+        LengthDist::Uniform { min, max } => bounds(Some(*min), Some(*max))?,
+        LengthDist::Normal { min, max, .. }
+        | LengthDist::Lognormal { min, max, .. }
+        | LengthDist::Empirical { min, max, .. } => bounds(*min, *max)?,
+        LengthDist::Zipf { n, min, max, .. } => {
+            tokens(&k("n"), *n)?;
+            bounds(*min, *max)?
+        }
+    }
+    if let LengthDist::Empirical {
+        values: Some(v), ..
+    } = d
+    {
+        if let Some(i) = v.iter().position(|&x| x > MAX_TOKENS) {
+            tokens(&format!("{key}.values[{i}]"), v[i])?;
+        }
+    }
     match *d {
         LengthDist::Normal { mean, sd, .. } => {
             within(&k("mean"), mean, 0.0, MAX_TOKENS_F, "tokens")?;
