@@ -32,18 +32,25 @@ pub fn run(args: CapacityArgs) -> Result<()> {
             p.attainment * 100.0,
             p.ttft_p99_ms,
             p.tpot_p99_ms,
-            if p.meets_slo { "meets" } else { "misses" }
+            match (p.meets_slo, p.stable) {
+                (true, _) => "meets",
+                (false, true) => "misses",
+                (false, false) => "misses (backlog growing: not a steady state)",
+            }
         )
     };
-    let report = plan_capacity(&text, &origin, &query, &log)?;
     let out = args
         .out
         .unwrap_or_else(|| Path::new("out").join(format!("{name}-capacity")));
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    // Refuse an unwritable folder, or one another run is writing, up front.
+    let lock = sim::output::OutputLock::acquire(&out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    let report = plan_capacity(&text, &origin, &query, &log)?;
     let mut json = serde_json::to_string_pretty(&report)?;
     json.push('\n');
-    std::fs::write(out.join("capacity.json"), json)
+    sim::output::write_bytes_atomic(&out.join("capacity.json"), json.as_bytes())
         .with_context(|| format!("cannot write {}", out.display()))?;
+    drop(lock);
     print(&report);
     outln!("results: {}/capacity.json", out.display());
     if args.report {

@@ -56,6 +56,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             print::resolved(&s);
+            for n in &s.notes {
+                outln!("note       {n}");
+            }
+            let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
+            print::memory_estimate(&est);
             // Open the workload's files and read its first request, so a
             // bad trace shows here rather than in a run.
             let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
@@ -161,13 +166,21 @@ fn simulate(
     if lenient {
         scenario.file.workload.set_lenient();
     }
+    for n in &scenario.notes {
+        eprintln!("warning: {n}");
+    }
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
+    // Refuse an unwritable folder, or one another run is writing, before
+    // spending the run's time.
+    let lock = sim::output::OutputLock::acquire(&out_dir)
+        .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     let mut progress = LazyProgress::new(&format!("simulating {}", scenario.name()));
     let wall = Instant::now();
     let result = match Simulation::new(&scenario).run(|p| progress.update(p.fraction)) {
         Ok(r) => r,
         // A workload error names its own file and line.
         Err(sim::RunError::Workload(e)) => return Err(e.into()),
+        Err(e @ sim::RunError::Guard(_)) => return Err(e.into()),
         Err(e) => {
             return Err(anyhow::Error::new(e))
                 .with_context(|| format!("{}: simulation failed", path.display()))
@@ -178,10 +191,14 @@ fn simulate(
         if let Some(note) = t.skipped_note() {
             eprintln!("warning: {note}");
         }
+        if let Some(note) = t.out_of_order_note() {
+            eprintln!("warning: {note}");
+        }
     }
     let wall = wall.elapsed();
     sim::output::write_all(&out_dir, &result)
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
+    drop(lock);
     if json {
         outln!("{}", serde_json::to_string_pretty(&result.summary)?);
     } else {

@@ -380,6 +380,20 @@ pub fn model_catalog() {
 }
 
 fn dist_row(name: &str, d: &Dist) {
+    if d.count == 0 {
+        // Nothing was measured: say so rather than print zeros.
+        outln!(
+            "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            name,
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+            "—"
+        );
+        return;
+    }
     outln!(
         "  {:<12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
         name,
@@ -389,6 +403,18 @@ fn dist_row(name: &str, d: &Dist) {
         d.p95,
         d.p99,
         d.max
+    );
+}
+
+/// What a run will hold in memory (`check`).
+pub fn memory_estimate(e: &sim::guard::MemoryEstimate) {
+    let n = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
+    outln!(
+        "memory     about {} requests and {} time-series rows: {:.2} GiB of {:.1} GiB allowed",
+        n(e.requests),
+        n(e.timeseries_rows),
+        e.bytes as f64 / (1u64 << 30) as f64,
+        sim::guard::memory_budget() as f64 / (1u64 << 30) as f64
     );
 }
 
@@ -463,6 +489,27 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         t.input_tokens_per_s,
         t.output_tokens_per_s,
         t.output_tokens_per_s_per_gpu
+    );
+    let ld = &sum.load;
+    outln!(
+        "load         offered {}, achieved {:.2} req/s: {}{}",
+        ld.offered_rps
+            .map_or("(no rate)".to_string(), |r| format!("{r:.2} req/s")),
+        ld.achieved_rps,
+        ld.verdict,
+        if ld.is_stable() {
+            String::new()
+        } else if ld.is_overloaded() {
+            format!(
+                " (requests in the system grew from {:.1} to {:.1} over the run, {} in flight at the end: latencies depend on the horizon)",
+                ld.in_system_early, ld.in_system_late, ld.in_flight_at_end
+            )
+        } else {
+            format!(
+                " (the warm-up, {:.1} s, takes over half the arrival window: lengthen the horizon for steady-state figures)",
+                ld.warmup_s
+            )
+        }
     );
     if let Some(slo) = &sum.slo {
         outln!(

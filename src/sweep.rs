@@ -71,9 +71,22 @@ fn sweep(
         plan.scenario_name,
         plan.grid.sample.name()
     );
+    // Refuse an unwritable folder, or one another run is writing, up front.
+    let lock = sim::output::OutputLock::acquire(&out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    // Finished points are saved as they finish; a rerun resumes from them.
+    let checkpoint =
+        sim::sweep::checkpoint::Checkpoint::open(&out, &plan.scenario_toml, &plan.grid.text)?;
+    if !checkpoint.done.is_empty() {
+        eprintln!(
+            "sweep: resuming: {} finished point(s) read from {}",
+            checkpoint.done.len(),
+            out.join(sim::sweep::checkpoint::POINTS_DIR).display()
+        );
+    }
     let bar = progress_bar(mine);
     let started = Instant::now();
-    let results = runner::run(&plan, shard, &|| bar.inc(1))?;
+    let results = runner::run_resumable(&plan, shard, &|| bar.inc(1), Some(&checkpoint))?;
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
@@ -81,6 +94,8 @@ fn sweep(
         mine as f64 / wall.max(1e-9) * 60.0
     );
     results.write(&out)?;
+    checkpoint.finish();
+    let _lock = lock;
     if results.shard.is_some() {
         outln!(
             "shard {shard}: {mine} of {} points → {}/{{sweep.json,sweep.csv}}",

@@ -1,6 +1,8 @@
 //! `servesim capacity`: the fleet it sizes is the minimum — checked from
-//! outside with `simulate`: that many replicas meet the SLOs, one fewer do
-//! not — and headroom, spares and cost follow from the stated inputs.
+//! outside with `simulate` over the horizon each probe ran (probes extend
+//! the scenario's horizon to the fleet): that many replicas meet the SLOs in
+//! a steady state, one fewer do not — and headroom, spares and cost follow
+//! from the stated inputs.
 
 mod common;
 use common::*;
@@ -14,21 +16,27 @@ fn scenario(dir: &Path) -> std::path::PathBuf {
     p
 }
 
-/// The SLO report of `simulate` with `replicas` at `rate`.
-fn slo(dir: &Path, replicas: u64, rate: f64) -> Value {
-    let text = small_quickstart(400)
+/// The summary of `simulate` with `replicas` at `rate` over `requests`.
+fn summary(dir: &Path, replicas: u64, rate: f64, requests: u64) -> Value {
+    let text = small_quickstart(requests)
         .replace("replicas = 4", &format!("replicas = {replicas}"))
         .replace("rate = 70.0", &format!("rate = {rate:?}"));
     let p = dir.join(format!("check-{replicas}.toml"));
     std::fs::write(&p, text).unwrap();
     let out = dir.join(format!("check-{replicas}"));
     let o = simulate(&p, &out, &["--json"]);
-    let s: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    s["slo"].clone()
+    serde_json::from_str(&stdout(&o)).unwrap()
 }
 
-fn attainment(dir: &Path, replicas: u64, rate: f64) -> f64 {
-    slo(dir, replicas, rate)["attainment"].as_f64().unwrap()
+/// Whether `simulate` says a probe's fleet meets 99 % in a steady state.
+fn meets(dir: &Path, probe: &Value) -> bool {
+    let s = summary(
+        dir,
+        probe["replicas"].as_u64().unwrap(),
+        probe["rate_rps"].as_f64().unwrap(),
+        probe["requests"].as_u64().unwrap(),
+    );
+    s["slo"]["attainment"].as_f64().unwrap() >= 0.99 && s["load"]["verdict"] == "stable"
 }
 
 #[test]
@@ -68,19 +76,20 @@ fn sizing_is_the_minimum_and_one_fewer_replica_fails() {
     let n = sz["replicas_min"].as_u64().unwrap();
     assert!(n >= 2, "90 req/s needs several replicas, got {n}");
     // Checked from outside: n replicas meet the SLOs at the demand, n − 1 do not.
-    assert!(attainment(tmp.path(), n, 90.0) >= 0.99);
-    assert!(attainment(tmp.path(), n - 1, 90.0) < 0.99);
+    assert!(meets(tmp.path(), &sz["at_min"]));
+    assert!(!meets(tmp.path(), &sz["below_min"]));
     assert_eq!(sz["below_min"]["replicas"].as_u64(), Some(n - 1));
     // A probe is exactly the run `simulate` makes with the same settings.
+    let at = &sz["at_min"];
     assert_eq!(
-        sz["at_min"]["goodput_rps"],
-        slo(tmp.path(), n, 90.0)["goodput_rps"]
+        at["goodput_rps"],
+        summary(tmp.path(), n, 90.0, at["requests"].as_u64().unwrap())["slo"]["goodput_rps"]
     );
     // Headroom sizes for 112.5 req/s; spares and cost follow.
     assert_eq!(sz["sized_for_rps"].as_f64(), Some(112.5));
     let nh = sz["replicas_with_headroom"].as_u64().unwrap();
     assert!(nh >= n);
-    assert!(attainment(tmp.path(), nh, 112.5) >= 0.99);
+    assert!(meets(tmp.path(), &sz["at_headroom"]));
     assert_eq!(sz["replicas_total"].as_u64(), Some(nh + 1));
     let gpus = sz["gpus_total"].as_f64().unwrap();
     assert_eq!(sz["usd_per_month"].as_f64(), Some(gpus * 2.5 * 730.0));

@@ -44,6 +44,12 @@ pub const OPERATING_POINT_DIR: &str = "operating-point";
 /// result files found there.
 pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
     let err = |m: String| ReportError(m);
+    if !dir.is_dir() {
+        return Err(err(format!(
+            "{}: no such folder (give the --out folder of a simulate, sweep or capacity run)",
+            dir.display()
+        )));
+    }
     let found = ["sweep.json", "capacity.json", "summary.json"]
         .iter()
         .any(|f| dir.join(f).exists());

@@ -8,8 +8,10 @@ use crate::workload::WorkloadReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Percentile summary of one latency, in milliseconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+/// Percentile summary of one latency, in milliseconds. With no samples
+/// (`count == 0`, e.g. a run where nothing completed) every statistic is
+/// serialized as `null`: a latency that was never measured is not 0 ms.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dist {
     pub count: u64,
     pub mean: f64,
@@ -18,6 +20,23 @@ pub struct Dist {
     pub p95: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+impl Serialize for Dist {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let some = self.count > 0;
+        let v = |x: f64| some.then_some(x);
+        let mut st = ser.serialize_struct("Dist", 7)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("mean", &v(self.mean))?;
+        st.serialize_field("p50", &v(self.p50))?;
+        st.serialize_field("p90", &v(self.p90))?;
+        st.serialize_field("p95", &v(self.p95))?;
+        st.serialize_field("p99", &v(self.p99))?;
+        st.serialize_field("max", &v(self.max))?;
+        st.end()
+    }
 }
 
 /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
@@ -196,6 +215,8 @@ pub struct Summary {
     pub throughput: Throughput,
     pub slo: Option<SloReport>,
     pub engine: EngineReport,
+    /// Offered vs achieved load and whether the run reached a steady state.
+    pub load: crate::load::LoadReport,
     pub events: u64,
     /// What the workload reports (trace lines read and skipped, closed-loop
     /// users that left); absent for a plain synthetic stream.

@@ -12,7 +12,10 @@ use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+mod enum_hint;
+pub mod ranges;
 mod tenants_cfg;
+pub mod units;
 mod workload_cfg;
 pub use tenants_cfg::*;
 pub use workload_cfg::*;
@@ -352,6 +355,23 @@ pub struct WorkloadCfg {
     pub conversation: Option<ConversationCfg>,
 }
 
+impl ScenarioFile {
+    /// The long-run offered arrival rate (requests/s): the workload's, or
+    /// the sum over tenants that bring their own workloads; `None` when any
+    /// part has no rate (traces, closed loops).
+    pub fn offered_rate(&self) -> Option<f64> {
+        let own: Vec<&WorkloadCfg> = self
+            .tenants
+            .iter()
+            .filter_map(|t| t.workload.as_ref())
+            .collect();
+        if own.is_empty() {
+            return self.workload.mean_rate();
+        }
+        own.iter().map(|w| w.mean_rate()).sum()
+    }
+}
+
 impl WorkloadCfg {
     /// Long-run mean arrival rate (requests/s) when the workload defines one.
     pub fn mean_rate(&self) -> Option<f64> {
@@ -572,6 +592,24 @@ pub struct MetricsCfg {
     /// Sampling interval of `timeseries.csv`, seconds.
     #[serde(default = "default_ts_interval")]
     pub timeseries_interval_s: f64,
+    /// What `timeseries.csv` holds: a row per replica per tick (default),
+    /// one row per tick summed over the fleet, or nothing.
+    #[serde(default)]
+    pub timeseries: TimeseriesMode,
+}
+
+/// `[metrics] timeseries`: how the time series is kept (see `guard` for why
+/// a long run may need it coarser).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeseriesMode {
+    /// One row per replica per tick.
+    #[default]
+    PerReplica,
+    /// One row per tick, summed over replicas (`replica` = "all").
+    Fleet,
+    /// No time series (`timeseries.csv` has its header only).
+    Off,
 }
 
 fn default_ts_interval() -> f64 {
@@ -582,6 +620,7 @@ impl Default for MetricsCfg {
     fn default() -> Self {
         MetricsCfg {
             timeseries_interval_s: default_ts_interval(),
+            timeseries: TimeseriesMode::default(),
         }
     }
 }
@@ -608,6 +647,8 @@ pub struct Scenario {
     /// The calibration profile `[hardware] profile` names, with its resolved
     /// path: the run is priced by it (`profiled::Profiled`).
     pub profile: Option<(String, std::sync::Arc<Profile>)>,
+    /// Deprecation notes (old key names still read), for `check` and stderr.
+    pub notes: Vec<String>,
 }
 
 impl Scenario {
@@ -639,15 +680,20 @@ impl Scenario {
     }
 
     /// Validates an already-parsed table (sweeps edit the table, then call this).
-    pub fn from_table(table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table))
-            .map_err(|e| {
+    pub fn from_table(mut table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
+        let notes =
+            units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
+        let file: ScenarioFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
                 let path = e.path().to_string();
                 let key = if path == "." { String::new() } else { path };
                 let msg = e.into_inner().message().trim().replace('\n', "; ");
+                let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
                 ScenarioError::new(origin, key, msg)
             })?;
-        Self::from_file(file, origin)
+        let mut s = Self::from_file(file, origin)?;
+        s.notes = notes;
+        Ok(s)
     }
 
     /// Validates the values and resolves presets.
@@ -891,6 +937,7 @@ impl Scenario {
             base_dir: base_dir_of(origin),
             profile,
             file,
+            notes: Vec::new(),
         })
     }
 
@@ -1104,6 +1151,7 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
             "must be at least 0.001 s".into(),
         ));
     }
+    ranges::check(f)?;
     tenants_cfg::validate_tenants(f)
 }
 
@@ -1231,19 +1279,19 @@ fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
         positive("int8_tops", v)?;
     }
     positive("memory_gib", s.memory_gib)?;
-    positive("memory_bw_tbps", s.memory_bw_tbps)?;
-    positive("interconnect_gbps", s.interconnect_gbps)?;
+    positive("memory_bw_tbyte_s", s.memory_bw_tbps)?;
+    positive("interconnect_gbyte_s", s.interconnect_gbps)?;
     if !(s.interconnect_latency_us.is_finite() && s.interconnect_latency_us >= 0.0) {
         return Err((
             "interconnect_latency_us".into(),
             format!("must be ≥ 0, got {}", s.interconnect_latency_us),
         ));
     }
-    positive("pcie_gbps", s.pcie_gbps)?;
+    positive("pcie_gbyte_s", s.pcie_gbps)?;
     at_least("gpus_per_node", s.gpus_per_node.into(), 1)?;
     match (s.network_gbps, s.network_latency_us) {
         (Some(bw), Some(lat)) => {
-            positive("network_gbps", bw)?;
+            positive("network_gbyte_s", bw)?;
             if !(lat.is_finite() && lat >= 0.0) {
                 return Err((
                     "network_latency_us".into(),
@@ -1255,12 +1303,12 @@ fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
         (Some(_), None) => {
             return Err((
                 "network_latency_us".into(),
-                "give it together with network_gbps (the scale-out network needs both)".into(),
+                "give it together with network_gbyte_s (the scale-out network needs both)".into(),
             ))
         }
         (None, Some(_)) => {
             return Err((
-                "network_gbps".into(),
+                "network_gbyte_s".into(),
                 "give it together with network_latency_us (the scale-out network needs both)"
                     .into(),
             ))

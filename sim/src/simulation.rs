@@ -77,6 +77,10 @@ pub enum RunError {
     Workload(#[from] WorkloadError),
     #[error(transparent)]
     Invariant(#[from] InvariantViolation),
+    /// A guard stopped the run (see `guard`): it would exhaust memory or
+    /// cannot progress. The message names the file and the key to change.
+    #[error("{0}")]
+    Guard(String),
 }
 
 /// Progress of a run, for progress bars.
@@ -181,13 +185,14 @@ impl<'a> Simulation<'a> {
                 pending = Some(spec);
             }
         }
-        queue.schedule(SimTime::ZERO, Event::Sample);
+        if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
+            queue.schedule(SimTime::ZERO, Event::Sample);
+        }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
             deadline
                 .and_then(|d| {
-                    f.workload
-                        .mean_rate()
+                    f.offered_rate()
                         .map(|r| (d.as_secs_f64() * r * 1.1) as u64 + 16)
                 })
                 .unwrap_or(u64::MAX),
@@ -198,7 +203,13 @@ impl<'a> Simulation<'a> {
             cost,
             replicas,
             router: router::build(f.fleet.router),
-            requests: Vec::with_capacity(expected.min(10_000_000) as usize),
+            // Within the memory budget: the guard refuses runs beyond it.
+            requests: Vec::with_capacity(
+                expected
+                    .min(10_000_000)
+                    .min(crate::guard::memory_budget() / crate::guard::bytes_per_request())
+                    as usize,
+            ),
             queue,
             source,
             init_error,
@@ -297,6 +308,8 @@ impl<'a> Simulation<'a> {
         }
         match reason {
             Some(reason) => {
+                // A rejected request's block hashes are never looked up.
+                req.prefix_hashes = Vec::new();
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.requests.push(req);
@@ -361,7 +374,13 @@ impl<'a> Simulation<'a> {
     }
 
     fn on_sample(&mut self, now: SimTime) {
-        for rep in &self.replicas {
+        if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
+            self.timeseries
+                .push(crate::guard::fleet_row(now, &self.replicas));
+        }
+        let per_replica =
+            self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::PerReplica;
+        for rep in self.replicas.iter().filter(|_| per_replica) {
             self.timeseries.push(TimeseriesRow {
                 time: now,
                 replica: rep.id,
@@ -385,6 +404,8 @@ impl<'a> Simulation<'a> {
         if let Some(e) = self.init_error.take() {
             return Err(e.into());
         }
+        crate::guard::check_estimate(self.scenario).map_err(RunError::Guard)?;
+        let mut guard = crate::guard::RunGuard::new();
         let total_hint = self.max_requests;
         let deadline = self.deadline;
         let mut end = SimTime::ZERO;
@@ -393,6 +414,9 @@ impl<'a> Simulation<'a> {
                 break;
             }
             let (now, ev) = self.queue.pop().expect("peeked");
+            guard.on_event(now.0).map_err(|m| {
+                RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
+            })?;
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
             if !matches!(ev, Event::Sample) {
@@ -410,6 +434,13 @@ impl<'a> Simulation<'a> {
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
+                guard
+                    .check_memory(
+                        &self.scenario.origin,
+                        self.requests.len(),
+                        self.timeseries.len(),
+                    )
+                    .map_err(RunError::Guard)?;
                 let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
                 let by_reqs = (total_hint != u64::MAX)
                     .then(|| self.requests.len() as f64 / total_hint as f64);
@@ -507,6 +538,8 @@ impl<'a> Simulation<'a> {
         let itl = std::mem::take(&mut self.itl_samples);
         metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
+        summary.load =
+            crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
         Ok(RunResult {
             summary,
             requests: self.requests,

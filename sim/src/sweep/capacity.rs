@@ -12,6 +12,18 @@
 //!    added on top for failures (N+k), and the monthly cost follows from a
 //!    stated price per GPU-hour (730 hours a month, 8760 / 12).
 //!
+//! **Steady state.** A probe's figure is only a property of the fleet when
+//! the run reached a steady state, so every probe (a) runs long enough for
+//! its fleet: at least [`MIN_REQUESTS_PER_REPLICA`] requests, and twice
+//! `engine.max_num_seqs`, per replica, so that batches fill and the warm-up
+//! is a small part of the run (the horizon is extended, never shortened);
+//! (b) meets the SLOs only when its load verdict (`load::load_report`,
+//! comparing the backlog over halves of the arrival window) is stable; and
+//! (c) each recommended fleet is re-simulated with a
+//! [`VERIFY_HORIZON_FACTOR`]× longer horizon and grown until that run meets
+//! the SLOs too (`verify` probes), so a short probe cannot pass a fleet that
+//! a long run would fail.
+//!
 //! "Meets the SLOs" is as in a sweep (see `objective`): at least the target
 //! share of requests meet the scenario's `[slo]` TTFT and TPOT targets.
 //! Every probe is a full simulation of the scenario with only the offered
@@ -68,6 +80,12 @@ pub struct Probe {
     pub tpot_p99_ms: f64,
     pub goodput_rps: f64,
     pub completed: u64,
+    /// The run's load verdict was `stable` (its backlog did not grow).
+    #[serde(default)]
+    pub stable: bool,
+    /// Requests the probe simulated (its horizon, extended to the fleet).
+    #[serde(default)]
+    pub requests: u64,
     pub meets_slo: bool,
 }
 
@@ -132,6 +150,12 @@ pub struct CapacityReport {
 /// Most time-series samples a probe takes (its series is not kept).
 const PROBE_MAX_SAMPLES: f64 = 10_000.0;
 
+/// Requests per replica a probe simulates at least.
+pub const MIN_REQUESTS_PER_REPLICA: u64 = 200;
+
+/// The recommended fleet is checked with a horizon this many times longer.
+pub const VERIFY_HORIZON_FACTOR: f64 = 4.0;
+
 /// Runs probes of one scenario with the rate and replica count replaced.
 struct Prober<'a> {
     base: toml::Table,
@@ -191,8 +215,53 @@ fn load_knob(base: &toml::Table, s: &Scenario) -> Result<(Knob, f64), SweepError
 }
 
 impl Prober<'_> {
+    /// Extends the horizon to the fleet: enough requests per replica to
+    /// reach a steady state (see the module's doc), times `factor`.
+    fn size_horizon(
+        &self,
+        t: &mut toml::Table,
+        replicas: u32,
+        rate: f64,
+        factor: f64,
+    ) -> Result<(), SweepError> {
+        let num = |t: &toml::Table, k: &str| match keypath::get(t, k) {
+            Some(toml::Value::Float(f)) => Some(*f),
+            Some(toml::Value::Integer(i)) => Some(*i as f64),
+            _ => None,
+        };
+        let seqs = num(t, "engine.max_num_seqs").unwrap_or(256.0);
+        let per_replica = (MIN_REQUESTS_PER_REPLICA as f64).max(2.0 * seqs);
+        let need = per_replica * replicas as f64;
+        let set = |t: &mut toml::Table, k: &str, v: toml::Value| {
+            keypath::set(t, k, v).map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))
+        };
+        if let Some(n) = num(t, "horizon.requests") {
+            let n = (n * factor).max(need * factor).min(i64::MAX as f64 / 2.0);
+            set(t, "horizon.requests", (n.ceil() as i64).into())?;
+        }
+        if let Some(d) = num(t, "horizon.duration_s") {
+            let d = (d * factor).max(need * factor / rate);
+            set(t, "horizon.duration_s", d.into())?;
+        }
+        Ok(())
+    }
+
     fn probe(&self, search: &str, replicas: u32, rate: f64) -> Result<Probe, SweepError> {
+        self.probe_with(search, replicas, rate, 1.0)
+    }
+
+    /// A probe whose horizon is `factor` × the one sized for its fleet.
+    fn probe_with(
+        &self,
+        search: &str,
+        replicas: u32,
+        rate: f64,
+        factor: f64,
+    ) -> Result<Probe, SweepError> {
         let mut t = self.base.clone();
+        if self.knob == Knob::ArrivalRate {
+            self.size_horizon(&mut t, replicas, rate, factor)?;
+        }
         if self.knob == Knob::TraceRate {
             // `rate` replaces any `time_scale`: both set the replay speed.
             keypath::remove(&mut t, "workload.trace.time_scale");
@@ -236,7 +305,9 @@ fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) ->
         tpot_p99_ms: s.latency.tpot_ms.p99,
         goodput_rps: slo.goodput_rps,
         completed: s.counts.completed,
-        meets_slo: s.counts.completed > 0 && slo.attainment >= target,
+        stable: s.load.is_stable(),
+        requests: s.counts.arrived,
+        meets_slo: s.counts.completed > 0 && s.load.is_stable() && slo.attainment >= target,
     }
 }
 
@@ -274,6 +345,14 @@ pub fn plan_capacity(
     let sizing = match q.demand_rps {
         None => None,
         Some(demand) => {
+            let need = demand * (1.0 + q.headroom) / max_load.per_replica_rps;
+            if need.is_nan() || need > MAX_REPLICAS as f64 {
+                return Err(SweepError::new(format!(
+                    "{origin}: --demand {demand} req/s needs about {need:.3e} replicas at the \
+                     {:.3} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
+                    max_load.per_replica_rps
+                )));
+            }
             let guess = (demand / max_load.per_replica_rps).ceil();
             let guess = if guess.is_finite() {
                 guess.clamp(1.0, MAX_REPLICAS as f64) as u32
@@ -294,10 +373,26 @@ pub fn plan_capacity(
             };
             let (n_min, at_min, below_min, p1) = at_demand?;
             probes.extend(p1);
+            let (n_min, at_min, below_min) = verify(
+                &prober,
+                "demand",
+                demand,
+                (n_min, at_min, below_min),
+                &mut probes,
+            )?;
             let (n_h, at_h, below_h, p2) = at_headroom?;
-            if q.headroom > 0.0 {
+            let (n_h, at_h, below_h) = if q.headroom > 0.0 {
                 probes.extend(p2);
-            }
+                verify(
+                    &prober,
+                    "demand+headroom",
+                    sized_for,
+                    (n_h, at_h, below_h),
+                    &mut probes,
+                )?
+            } else {
+                (n_min, at_min.clone(), below_min.clone())
+            };
             let total = n_h + q.spare;
             // Tensor × pipeline × expert parallelism.
             let tp = base_scenario.gpus() / base_scenario.file.fleet.replicas.max(1);
@@ -443,6 +538,58 @@ fn max_rate(
         fails_at_rps: hi.rate_rps,
         at: lo,
     })
+}
+
+/// Re-simulates the fleet a search found with a [`VERIFY_HORIZON_FACTOR`]×
+/// longer horizon, adding replicas (1, 2, 4, … then bisecting back) until
+/// that long run meets the SLOs. Returns the verified size, its probe, and
+/// the probe below it.
+fn verify(
+    p: &Prober,
+    search: &str,
+    rate: f64,
+    found: (u32, Probe, Option<Probe>),
+    probes: &mut Vec<Probe>,
+) -> Result<(u32, Probe, Option<Probe>), SweepError> {
+    let label = format!("verify {search}");
+    let mut run = |n: u32| -> Result<Probe, SweepError> {
+        let r = p.probe_with(&label, n, rate, VERIFY_HORIZON_FACTOR)?;
+        probes.push(r.clone());
+        Ok(r)
+    };
+    let (n, _, below) = found;
+    let first = run(n)?;
+    if first.meets_slo {
+        return Ok((n, first, below));
+    }
+    // The short probes passed a fleet that a long run fails: gallop up.
+    let (mut lo, mut lo_probe) = (n, first);
+    let mut step = 1;
+    let (mut hi, mut hi_probe) = loop {
+        let cand = lo.saturating_add(step);
+        if cand > MAX_REPLICAS {
+            return Err(SweepError::new(format!(
+                "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s over a long horizon",
+                p.origin
+            )));
+        }
+        let r = run(cand)?;
+        if r.meets_slo {
+            break (cand, r);
+        }
+        (lo, lo_probe) = (cand, r);
+        step *= 2;
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let r = run(mid)?;
+        if r.meets_slo {
+            (hi, hi_probe) = (mid, r);
+        } else {
+            (lo, lo_probe) = (mid, r);
+        }
+    }
+    Ok((hi, hi_probe, Some(lo_probe)))
 }
 
 type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), SweepError>;

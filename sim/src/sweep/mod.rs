@@ -17,6 +17,7 @@
 //!   searches the arrival rate and the replica count.
 
 pub mod capacity;
+pub mod checkpoint;
 pub mod grid;
 pub mod keypath;
 pub mod objective;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// Format tag of `sweep.json`; bumped when its shape changes.
@@ -69,8 +69,8 @@ impl SweepResults {
         let mut json = serde_json::to_string_pretty(self)
             .map_err(|e| SweepError::new(format!("cannot encode sweep.json: {e}")))?;
         json.push('\n');
-        fs::write(dir.join("sweep.json"), json).map_err(io)?;
-        self.write_csv(&dir.join("sweep.csv")).map_err(io)
+        crate::output::write_atomic(&dir.join("sweep.csv"), |w| self.write_csv(w)).map_err(io)?;
+        crate::output::write_bytes_atomic(&dir.join("sweep.json"), json.as_bytes()).map_err(io)
     }
 
     /// Reads a `sweep.json`.
@@ -103,8 +103,8 @@ impl SweepResults {
         cols.into_iter().map(|k| k.join(".")).collect()
     }
 
-    fn write_csv(&self, path: &Path) -> std::io::Result<()> {
-        let mut w = csv::Writer::from_writer(BufWriter::new(fs::File::create(path)?));
+    fn write_csv(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let mut w = csv::Writer::from_writer(out);
         // A summary leaf named like an axis (`engine.policy`, `seed`) holds the
         // same setting: the axis column already shows it, so it is not repeated.
         let mut cols = self.summary_columns();

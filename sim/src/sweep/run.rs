@@ -3,6 +3,7 @@
 //! rayon pool one simulation per thread. Results are collected in point
 //! order, so they are identical at any thread count and on any shard.
 
+use super::checkpoint::Checkpoint;
 use super::plan::Plan;
 use super::results::{PointResult, SweepResults, FORMAT};
 use super::sample::Point;
@@ -19,6 +20,17 @@ pub fn run(
     shard: Shard,
     on_point_done: &(dyn Fn() + Sync),
 ) -> Result<SweepResults, SweepError> {
+    run_resumable(plan, shard, on_point_done, None)
+}
+
+/// As [`run`], taking finished points from `checkpoint` and saving each new
+/// one there as soon as it finishes (see `checkpoint`).
+pub fn run_resumable(
+    plan: &Plan,
+    shard: Shard,
+    on_point_done: &(dyn Fn() + Sync),
+    checkpoint: Option<&Checkpoint>,
+) -> Result<SweepResults, SweepError> {
     let mine: Vec<&Point> = plan
         .points
         .iter()
@@ -27,7 +39,14 @@ pub fn run(
     let outcomes: Vec<Result<PointResult, SweepError>> = mine
         .par_iter()
         .map(|p| {
+            if let Some(done) = checkpoint.and_then(|c| c.done.get(&p.index)) {
+                on_point_done();
+                return Ok(done.clone());
+            }
             let r = run_point(plan, p);
+            if let (Ok(r), Some(c)) = (&r, checkpoint) {
+                c.save(r)?;
+            }
             on_point_done();
             r
         })

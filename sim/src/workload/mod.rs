@@ -177,6 +177,21 @@ pub struct TraceReport {
 }
 
 impl TraceReport {
+    /// The stderr line of a trace with rows out of time order beyond what
+    /// the reorder buffer fixes, if it has any.
+    pub fn out_of_order_note(&self) -> Option<String> {
+        (self.out_of_order > 0).then(|| {
+            format!(
+                "{}: {} of {} rows ({:.1} %) came later than the reorder buffer of {} rows                  can fix and were replayed at the previous row's time; sort the trace by                  arrival to replay it as recorded",
+                self.path,
+                self.out_of_order,
+                self.rows,
+                100.0 * self.out_of_order as f64 / self.rows.max(1) as f64,
+                crate::workload::trace::REORDER_ROWS
+            )
+        })
+    }
+
     /// The stderr line of a lenient run that skipped lines, if it did.
     pub fn skipped_note(&self) -> Option<String> {
         (self.skipped_lines > 0).then(|| {

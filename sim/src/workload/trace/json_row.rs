@@ -421,6 +421,13 @@ impl JsonTrace {
         self.row.nums[slot].ok_or_else(|| self.missing(line, slot))
     }
 
+    /// A token count: checked to be ≥ 0, not wrapped.
+    fn tokens(&self, line: u64, slot: usize) -> Result<u64, RowError> {
+        let v = self.num(line, slot)?;
+        u64::try_from(v)
+            .map_err(|_| RowError::new(line, format!("token count must be ≥ 0, got {v}")))
+    }
+
     /// Reads the next line into `row`; `false` at the end.
     pub fn read(&mut self, row: &mut Row) -> Result<bool, RowError> {
         let Some((line, text)) = self.lines.next()? else {
@@ -431,8 +438,8 @@ impl JsonTrace {
             .parse(text, &mut self.row)
             .map_err(|m| RowError::new(line, m))?;
         row.time_ns = self.num(line, self.time)?;
-        row.prompt = self.num(line, self.prompt)? as u64;
-        row.output = self.num(line, self.output)? as u64;
+        row.prompt = self.tokens(line, self.prompt)?;
+        row.output = self.tokens(line, self.output)?;
         if let Some(&s) = self.required.iter().find(|&&s| !self.row.has(s)) {
             return Err(self.missing(line, s));
         }

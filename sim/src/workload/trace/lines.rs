@@ -1,5 +1,6 @@
 //! The line reader under the JSON-lines formats: one reused buffer, line
-//! numbers for errors, LF or CRLF, blank lines skipped.
+//! numbers for errors, LF or CRLF, a leading byte-order mark and blank lines
+//! skipped.
 
 use super::csv_rows::open_file;
 use super::RowError;
@@ -45,6 +46,11 @@ impl Lines {
                 return Ok(None);
             }
             self.line += 1;
+            // A UTF-8 byte-order mark (editors on Windows write one) is not
+            // part of the first record, as the CSV reader also ignores it.
+            if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+                self.buf.drain(..3);
+            }
             if !self.buf.trim_ascii().is_empty() {
                 break;
             }

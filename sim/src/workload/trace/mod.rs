@@ -22,7 +22,7 @@ pub mod stats;
 pub mod synth;
 mod timefmt;
 
-pub use replay::Replay;
+pub use replay::{Replay, REORDER_ROWS};
 
 use super::{prefix, Context, WorkloadError};
 use crate::scenario::{TraceCfg, TraceFormat};

@@ -187,30 +187,46 @@ impl Replay {
                 self.report.rows += 1;
                 self.filtered(why);
             }
+            Ok(RowOutcome::Row) if self.row.prompt.max(self.row.output) > u32::MAX as u64 => {
+                // Checked, not clamped: no request has 2^32 tokens, so the
+                // column is wrong (or the number garbled).
+                let message = format!(
+                    "token count {} is above the largest allowed, {} (2^32 − 1)",
+                    self.row.prompt.max(self.row.output),
+                    u32::MAX
+                );
+                let line = self.row.line;
+                self.bad_line(line, message, false);
+            }
             Ok(RowOutcome::Row) => {
                 self.report.rows += 1;
                 self.keep_row();
             }
-            Err(e) if self.lenient && !e.fatal => {
-                self.report.skipped_lines += 1;
-                if self.report.first_skipped.is_none() {
-                    self.report.first_skipped = Some(format!("line {}: {}", e.line, e.message));
-                }
-            }
-            Err(e) => {
-                let hint = if e.fatal {
-                    ""
-                } else {
-                    " (--lenient skips and counts such lines)"
-                };
-                self.error = Some(WorkloadError::Data {
-                    file: self.reader.file().to_string(),
-                    line: Some(e.line),
-                    message: format!("{}{hint}", e.message),
-                });
-                self.reading = false;
-            }
+            Err(e) => self.bad_line(e.line, e.message, e.fatal),
         }
+    }
+
+    /// A line that does not parse: skipped and counted under `lenient`
+    /// (unless fatal), otherwise the replay's error.
+    fn bad_line(&mut self, line: u64, message: String, fatal: bool) {
+        if self.lenient && !fatal {
+            self.report.skipped_lines += 1;
+            if self.report.first_skipped.is_none() {
+                self.report.first_skipped = Some(format!("line {line}: {message}"));
+            }
+            return;
+        }
+        let hint = if fatal {
+            ""
+        } else {
+            " (--lenient skips and counts such lines)"
+        };
+        self.error = Some(WorkloadError::Data {
+            file: self.reader.file().to_string(),
+            line: Some(line),
+            message: format!("{message}{hint}"),
+        });
+        self.reading = false;
     }
 
     fn keep_row(&mut self) {

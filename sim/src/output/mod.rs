@@ -3,11 +3,14 @@
 //! Columns are documented in the README; formats are fixed so that the same
 //! run gives byte-identical files.
 
+mod atomic;
+pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
+
 use crate::request::{Request, Status};
 use crate::simulation::RunResult;
 use crate::time::nanos_to_ms;
 use std::fs;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// Header of `requests.csv`.
@@ -44,19 +47,29 @@ fn ms(v: Option<u64>) -> String {
         .unwrap_or_default()
 }
 
-/// Writes the three result files into `dir` (created if missing).
+/// Writes the three result files into `dir` (created if missing), each
+/// through a temporary file renamed into place; `summary.json` goes last, so
+/// a summary is only ever beside the records it summarizes.
 pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
+    // A folder whose summary.json is missing holds no complete run: remove
+    // the old one first, write it back last.
+    match fs::remove_file(dir.join("summary.json")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
-    fs::write(dir.join("summary.json"), json)?;
-    write_requests(&dir.join("requests.csv"), &result.requests)?;
-    write_timeseries(&dir.join("timeseries.csv"), result)?;
+    write_atomic(&dir.join("requests.csv"), |w| {
+        write_requests(w, &result.requests)
+    })?;
+    write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
+    write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }
 
-fn write_requests(path: &Path, reqs: &[Request]) -> std::io::Result<()> {
-    let mut w = csv::Writer::from_writer(BufWriter::new(fs::File::create(path)?));
+fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record(REQUEST_COLUMNS)?;
     for (i, r) in reqs.iter().enumerate() {
         let reason = match r.status {
@@ -92,16 +105,21 @@ fn write_requests(path: &Path, reqs: &[Request]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn write_timeseries(path: &Path, result: &RunResult) -> std::io::Result<()> {
-    let mut w = BufWriter::new(fs::File::create(path)?);
+fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<()> {
     writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
     for row in &result.timeseries {
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
+        // A fleet-wide row (`[metrics] timeseries = "fleet"`) says "all".
+        let replica = if row.replica == u32::MAX {
+            "all".to_string()
+        } else {
+            row.replica.to_string()
+        };
         writeln!(
             w,
             "{:.3},{},{},{},{},{:.4}",
             row.time.as_secs_f64(),
-            row.replica,
+            replica,
             row.waiting,
             row.running,
             row.kv_blocks_used,

@@ -1,0 +1,251 @@
+//! Offered vs achieved load and whether a run reached a steady state.
+//!
+//! A queue that is fed faster than it is served grows without bound, and
+//! every latency measured in such a run depends on how long the run lasted:
+//! such a figure is not a property of the fleet. The test here compares
+//! halves of the arrival window (the "batch means" idea of steady-state
+//! simulation output analysis; Law, *Simulation Modeling and Analysis*,
+//! 5th ed., §9.5). The warm-up is dropped first: a quarter of the window,
+//! or the mean time in system of the requests that arrived in that quarter
+//! if longer (the fleet fills over about one time in system). The rest is
+//! split in halves, and the time-average number of requests in the system
+//! over each is compared. In a stable system the two agree up to noise; in
+//! an overloaded one the backlog grows linearly, so the later half holds
+//! 1.4× to 1.9× the earlier (for a warm-up of a half to a quarter of the
+//! window). A growth beyond [`GROWTH_FACTOR`] (plus one request per replica,
+//! so that a nearly empty fleet's noise is not mistaken for a trend) is
+//! reported as `overloaded`. The queue waits (arrival to first scheduled;
+//! a request never scheduled waits until the end) of the same halves are
+//! compared as well: a stable fleet's waits do not trend, an overloaded
+//! one's grow with every arrival, so a growth beyond [`GROWTH_FACTOR`] plus
+//! [`WAIT_SLACK_MS`] is also `overloaded` — this catches overload even when
+//! requests stay so long that the backlog test has no room after warm-up.
+//! Otherwise, when the warm-up takes more than half the window, the halves
+//! cannot be compared: the verdict is `too-short`.
+
+use crate::request::{Request, Status};
+use crate::time::SimTime;
+use serde::Serialize;
+
+/// Late/early backlog ratio above which the queue counts as growing.
+pub const GROWTH_FACTOR: f64 = 1.3;
+
+/// Queue-wait growth below this many ms is noise (a few iterations).
+pub const WAIT_SLACK_MS: f64 = 50.0;
+
+/// Offered vs achieved load of a run and its verdict (`summary.json`'s `load`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct LoadReport {
+    /// The workload's long-run arrival rate (requests/s) when it defines
+    /// one, otherwise arrivals over the arrival window; `None` when nothing
+    /// arrived or the window has no length.
+    pub offered_rps: Option<f64>,
+    /// Requests completed per second while requests were arriving (over the
+    /// arrival window, so a drain after the last arrival does not dilute it;
+    /// over the whole run when everything arrived at once).
+    pub achieved_rps: f64,
+    /// Time-average requests in the system over the first half of the
+    /// arrival window after the warm-up.
+    pub in_system_early: f64,
+    /// The same over the second half.
+    pub in_system_late: f64,
+    /// Warm-up dropped from the start of the window, seconds.
+    pub warmup_s: f64,
+    /// Requests still in flight when the run ended.
+    pub in_flight_at_end: u64,
+    /// `stable`, `overloaded` (the backlog grew over the window) or
+    /// `too-short` (the warm-up took more than half the window).
+    pub verdict: String,
+}
+
+impl LoadReport {
+    pub fn is_stable(&self) -> bool {
+        self.verdict == "stable"
+    }
+
+    pub fn is_overloaded(&self) -> bool {
+        self.verdict == "overloaded"
+    }
+}
+
+/// Builds the load report of a run of `replicas` replicas that ended at `end`.
+pub fn load_report(
+    reqs: &[Request],
+    end: SimTime,
+    replicas: u32,
+    configured_rate: Option<f64>,
+) -> LoadReport {
+    let last_arrival = reqs.iter().map(|r| r.arrival.0).max().unwrap_or(0);
+    let done_by = |t: u64| {
+        reqs.iter()
+            .filter(|r| r.status == Status::Completed && r.finished.is_some_and(|f| f.0 <= t))
+            .count()
+    };
+    let in_flight = reqs.iter().filter(|r| r.status == Status::InFlight).count() as u64;
+    let window = last_arrival as f64 / 1e9;
+    let offered = configured_rate
+        .or_else(|| (window > 0.0 && reqs.len() > 1).then(|| (reqs.len() - 1) as f64 / window));
+    // Warm-up: a quarter of the window, or the mean time in system of the
+    // requests that arrived in it when longer.
+    let quarter = last_arrival / 4;
+    let (n, sum) = reqs
+        .iter()
+        .filter(|r| r.arrival.0 <= quarter && r.status == Status::Completed)
+        .filter_map(|r| r.finished.map(|f| f.0.saturating_sub(r.arrival.0)))
+        .fold((0u64, 0u128), |(n, s), w| (n + 1, s + w as u128));
+    let sojourn = if n > 0 { (sum / n as u128) as u64 } else { 0 };
+    let warm = quarter.max(sojourn);
+    let too_short = warm >= last_arrival / 2 || last_arrival == 0;
+    let mid = warm + (last_arrival.saturating_sub(warm)) / 2;
+    let (early, late) = if too_short {
+        (0.0, 0.0)
+    } else {
+        backlog_halves(reqs, warm, mid, last_arrival, end)
+    };
+    let growing = !too_short && late > GROWTH_FACTOR * early + replicas.max(1) as f64;
+    // Queue waits of arrivals in the halves after a quarter of warm-up.
+    let wmid = quarter + (last_arrival - quarter) / 2;
+    let mean_wait = |a: u64, b: u64| -> f64 {
+        let (mut n, mut sum) = (0u64, 0f64);
+        for r in reqs.iter().filter(|r| (a..b).contains(&r.arrival.0)) {
+            let w = match (r.status, r.queue_wait()) {
+                (Status::Rejected(_), _) => continue,
+                (_, Some(w)) => w,
+                (_, None) => end.0.saturating_sub(r.arrival.0),
+            };
+            n += 1;
+            sum += w as f64 / 1e6;
+        }
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    };
+    let waits_grow = last_arrival > 0
+        && mean_wait(wmid, last_arrival + 1)
+            > GROWTH_FACTOR * mean_wait(quarter, wmid) + WAIT_SLACK_MS;
+    let verdict = if growing || waits_grow {
+        "overloaded"
+    } else if too_short {
+        "too-short"
+    } else {
+        "stable"
+    };
+    LoadReport {
+        offered_rps: offered,
+        achieved_rps: if last_arrival > 0 {
+            done_by(last_arrival) as f64 / window
+        } else {
+            done_by(u64::MAX) as f64 / end.as_secs_f64().max(1e-9)
+        },
+        in_system_early: early,
+        in_system_late: late,
+        warmup_s: warm as f64 / 1e9,
+        in_flight_at_end: in_flight,
+        verdict: verdict.to_string(),
+    }
+}
+
+/// Time-average number in the system over [a, m) and [m, b). Rejected
+/// requests never enter the system.
+fn backlog_halves(reqs: &[Request], a: u64, m: u64, b: u64, run_end: SimTime) -> (f64, f64) {
+    // (time, +1 arrival / −1 departure); departures sort first at a tie.
+    let mut ev: Vec<(u64, i64)> = Vec::with_capacity(reqs.len() * 2);
+    for r in reqs {
+        if matches!(r.status, Status::Rejected(_)) {
+            continue;
+        }
+        ev.push((r.arrival.0, 1));
+        let gone = match r.status {
+            Status::Completed => r.finished.map_or(run_end.0, |f| f.0),
+            _ => u64::MAX,
+        };
+        ev.push((gone, -1));
+    }
+    ev.sort_unstable();
+    let avg = |a: u64, b: u64| -> f64 {
+        // Integrate N(t) over [a, b).
+        let (mut n, mut area, mut prev) = (0i64, 0f64, 0u64);
+        for &(at, d) in &ev {
+            let (lo, hi) = (prev.max(a), at.min(b));
+            if hi > lo {
+                area += n as f64 * (hi - lo) as f64;
+            }
+            if at >= b {
+                return area / (b - a).max(1) as f64;
+            }
+            prev = at;
+            n += d;
+        }
+        let lo = prev.max(a);
+        if b > lo {
+            area += n as f64 * (b - lo) as f64;
+        }
+        area / (b - a).max(1) as f64
+    };
+    (avg(a, m), avg(m, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::RequestSpec;
+
+    fn req(arrival_s: f64, done_s: Option<f64>) -> Request {
+        let mut r = Request::from_spec(RequestSpec {
+            arrival: SimTime::from_secs_f64(arrival_s),
+            prompt_tokens: 1,
+            output_tokens: 1,
+            tenant: 0,
+            session: 0,
+            prefix_hashes: vec![],
+            hash_block_tokens: 16,
+            pinnable_tokens: 0,
+        });
+        if let Some(d) = done_s {
+            r.status = Status::Completed;
+            r.finished = Some(SimTime::from_secs_f64(d));
+        }
+        r
+    }
+
+    #[test]
+    fn a_queue_that_keeps_up_is_stable() {
+        // One arrival a second, each served in half a second.
+        let reqs: Vec<_> = (0..100)
+            .map(|i| req(i as f64, Some(i as f64 + 0.5)))
+            .collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(99.5), 1, Some(1.0));
+        assert!((l.in_system_early - 0.5).abs() < 0.05, "{l:?}");
+        assert_eq!(l.verdict, "stable");
+        assert_eq!(l.offered_rps, Some(1.0));
+    }
+
+    #[test]
+    fn a_growing_backlog_is_overloaded() {
+        // One arrival a second, served one every two seconds, in order.
+        let reqs: Vec<_> = (0..100)
+            .map(|i| req(i as f64, Some(2.0 * i as f64 + 2.0)))
+            .collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(200.0), 1, None);
+        assert!(
+            l.in_system_late > GROWTH_FACTOR * l.in_system_early,
+            "{l:?}"
+        );
+        assert_eq!(l.verdict, "overloaded");
+        assert!((l.offered_rps.unwrap() - 1.0).abs() < 1e-9);
+        // 49 of 100 done by the last arrival at 99 s.
+        assert!((l.achieved_rps - 49.0 / 99.0).abs() < 1e-9, "{l:?}");
+    }
+
+    #[test]
+    fn a_run_shorter_than_its_warm_up_is_too_short() {
+        // Ten arrivals a second apart, each in the system for 30 s.
+        let reqs: Vec<_> = (0..10)
+            .map(|i| req(i as f64, Some(i as f64 + 30.0)))
+            .collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(39.0), 1, Some(1.0));
+        assert_eq!(l.verdict, "too-short", "{l:?}");
+    }
+}
