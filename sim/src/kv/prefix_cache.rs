@@ -176,46 +176,71 @@ impl PrefixCache {
     /// budget lasts. Returns false (nothing changes) if the hash is already
     /// cached or its parent is not.
     pub fn insert(&mut self, hash: u64, parent_hash: Option<u64>, pinnable: bool) -> bool {
-        if self.by_hash.contains_key(&hash) {
-            return false;
-        }
-        let parent = match parent_hash {
+        self.insert_run(&[hash], parent_hash, pinnable as usize) == 1
+    }
+
+    /// Inserts the chain `hashes` (block i's parent is block i − 1, the
+    /// first one's is `parent_hash`) as [`Self::insert`] would one by one,
+    /// stopping at the first block that is already cached or whose parent is
+    /// not; the first `pinnable` blocks may be pinned. Returns how many were
+    /// inserted. One index probe per block: each parent is the node just
+    /// made, not looked up again by hash.
+    pub fn insert_run(
+        &mut self,
+        hashes: &[u64],
+        parent_hash: Option<u64>,
+        pinnable: usize,
+    ) -> usize {
+        let mut parent = match parent_hash {
             Some(p) => match self.by_hash.get(&p) {
                 Some(&n) => n,
-                None => return false,
+                None => return 0,
             },
             None => NONE,
         };
-        self.tick += 1;
-        let pinned = pinnable && self.pinned < self.pin_budget;
-        self.pinned += pinned as u64;
-        let node = Node {
-            hash,
-            parent,
-            children: 0,
-            refs: 1,
-            last_use: self.tick,
-            pinned,
-        };
-        let n = match self.free_slots.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
+        for (i, &hash) in hashes.iter().enumerate() {
+            let slot = match self.by_hash.entry(hash) {
+                std::collections::hash_map::Entry::Occupied(_) => return i,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let slot = match self.free_slots.pop() {
+                        Some(slot) => slot,
+                        None => {
+                            self.nodes.push(Node {
+                                hash,
+                                parent: NONE,
+                                children: 0,
+                                refs: 0,
+                                last_use: 0,
+                                pinned: false,
+                            });
+                            (self.nodes.len() - 1) as u32
+                        }
+                    };
+                    v.insert(slot);
+                    slot
+                }
+            };
+            self.tick += 1;
+            let pinned = i < pinnable && self.pinned < self.pin_budget;
+            self.pinned += pinned as u64;
+            self.nodes[slot as usize] = Node {
+                hash,
+                parent,
+                children: 0,
+                refs: 1,
+                last_use: self.tick,
+                pinned,
+            };
+            if parent != NONE {
+                if self.is_evictable(parent) {
+                    self.set_evictable(parent, false);
+                }
+                self.nodes[parent as usize].children += 1;
             }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.by_hash.insert(hash, n);
-        if parent != NONE {
-            if self.is_evictable(parent) {
-                self.set_evictable(parent, false);
-            }
-            self.nodes[parent as usize].children += 1;
+            self.stats.inserted_blocks += 1;
+            parent = slot;
         }
-        self.stats.inserted_blocks += 1;
-        true
+        hashes.len()
     }
 
     /// Evicts up to `want` unreferenced blocks, least recently used leaves
