@@ -660,16 +660,15 @@ impl SchedState {
 fn adopt_full_blocks(cache: &mut PrefixCache, s: &mut RunningSeq, r: &Request, block_size: u32) {
     let full = ((s.kv_tokens / block_size) as usize).min(r.prefix_hashes.len());
     let pinnable = (r.pinnable_tokens / block_size) as usize;
-    let mut j = s.shared as usize;
-    while j < full && s.blocks > 0 {
-        let parent = (j > 0).then(|| r.prefix_hashes[j - 1]);
-        if !cache.insert(r.prefix_hashes[j], parent, j < pinnable) {
-            break;
-        }
-        s.shared += 1;
-        s.blocks -= 1;
-        j += 1;
+    let j = s.shared as usize;
+    if j >= full {
+        return;
     }
+    let end = full.min(j + s.blocks as usize);
+    let parent = (j > 0).then(|| r.prefix_hashes[j - 1]);
+    let n = cache.insert_run(&r.prefix_hashes[j..end], parent, pinnable.saturating_sub(j));
+    s.shared += n as u32;
+    s.blocks -= n as u32;
 }
 
 /// What one finished iteration produced, for the metrics collector.
