@@ -192,6 +192,44 @@ impl Roofline {
     }
 }
 
+/// A request alone on a replica: what `simulate` reports for it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct LoneRequest {
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// One prefill iteration of the whole prompt (the continuous policy runs
+    /// it in one step), ms.
+    pub ttft_ms: f64,
+    /// Mean of its output − 1 decode steps at contexts prompt + 1 … prompt +
+    /// output − 1 (the replica's `kv_tokens + 1`), ms; 0 with one output token.
+    pub tpot_ms: f64,
+}
+
+/// Prices a lone request of `prompt` + `output` tokens step by step with
+/// the same shapes the replica builds, in integer nanoseconds as the clock
+/// advances, so the figures equal a one-request `simulate` run's.
+pub fn lone_request(cost: &dyn CostModel, prompt: u64, output: u64) -> LoneRequest {
+    let mut p = BatchShape::default();
+    p.add_prefill(prompt, 0);
+    let ttft = cost.iteration_time(&p);
+    let mut decode_ns: u64 = 0;
+    for j in 1..output {
+        let mut d = BatchShape::default();
+        d.add_decode(prompt + j);
+        decode_ns += cost.iteration_time(&d);
+    }
+    LoneRequest {
+        prompt_tokens: prompt,
+        output_tokens: output,
+        ttft_ms: ttft as f64 / 1e6,
+        tpot_ms: if output > 1 {
+            decode_ns as f64 / (output - 1) as f64 / 1e6
+        } else {
+            0.0
+        },
+    }
+}
+
 /// One batch size of a decode sweep.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepRow {

@@ -29,7 +29,7 @@ pub mod gemm;
 mod roofline;
 pub mod runtime;
 
-pub use breakdown::{Breakdown, Term};
+pub use breakdown::{decode_sweep, knee, lone_request, Breakdown, LoneRequest, SweepRow, Term};
 pub use comm::ALLREDUCE_BW_EFFICIENCY;
 pub use gemm::{GEMM_EFFICIENCY, MEMORY_EFFICIENCY};
 pub use roofline::Roofline;

@@ -445,6 +445,10 @@ impl CostModel for Roofline {
         crate::time::secs_to_nanos(self.iteration_secs(b)).max(1)
     }
 
+    fn explain(&self, b: &BatchShape) -> Option<super::Breakdown> {
+        Some(self.breakdown(b))
+    }
+
     fn source(&self) -> String {
         format!(
             "roofline over the {} spec ({} runtime): {}",
