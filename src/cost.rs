@@ -298,7 +298,10 @@ fn parse_lone(spec: &str) -> Result<(u64, u64)> {
     let Some((p, o)) = spec.split_once(',') else {
         bail!("--lone-request: expected PROMPT,OUTPUT (e.g. 1024,256), got '{spec}'");
     };
-    let (p, o) = (number("--lone-request", spec, p)?, number("--lone-request", spec, o)?);
+    let (p, o) = (
+        number("--lone-request", spec, p)?,
+        number("--lone-request", spec, o)?,
+    );
     if p == 0 || o == 0 || o > 1 << 20 {
         bail!("--lone-request: PROMPT ≥ 1 and OUTPUT in 1..=1048576, got '{spec}'");
     }
@@ -368,7 +371,11 @@ fn print(s: &Scenario, r: &Report) {
             row.step_ms,
             row.tokens_per_s_per_gpu,
             row.tokens_per_s_per_user,
-            if Some(row.batch) == r.knee { "  ← knee" } else { "" }
+            if Some(row.batch) == r.knee {
+                "  ← knee"
+            } else {
+                ""
+            }
         );
     }
     match r.knee {
@@ -393,15 +400,21 @@ fn print(s: &Scenario, r: &Report) {
 fn fidelity(args: &CostArgs) -> Result<()> {
     let dir = match &args.data {
         Some(d) => d.clone(),
-        None => sim::cost::fidelity::data_dir(Path::new("."))
-            .ok_or_else(|| anyhow!("--fidelity: no shared data folder (give --data DIR or set SERVESIM_SHARED_DATA)"))?,
+        None => sim::cost::fidelity::data_dir(Path::new(".")).ok_or_else(|| {
+            anyhow!(
+                "--fidelity: no shared data folder (give --data DIR or set SERVESIM_SHARED_DATA)"
+            )
+        })?,
     };
     let fits = sim::cost::fidelity::check(&dir).map_err(|e| anyhow!("--fidelity: {e}"))?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&fits)?);
         return Ok(());
     }
-    outln!("default cost model vs public measurements in {}", dir.display());
+    outln!(
+        "default cost model vs public measurements in {}",
+        dir.display()
+    );
     outln!(
         "  {:<17} {:<66} {:>5} {:>8} {:>8}  worst at",
         "what",

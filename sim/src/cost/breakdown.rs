@@ -66,12 +66,20 @@ impl Roofline {
         let layers = self.dense_layers + self.moe_layers;
         let mut gemm = self.dense_gemm(n).scale(self.dense_layers);
         if self.moe_layers > 0.0 {
-            let routed = if self.single_group { n } else { n * self.dp.min(seqs) };
+            let routed = if self.single_group {
+                n
+            } else {
+                n * self.dp.min(seqs)
+            };
             gemm = gemm.add(self.moe_gemm(n, routed).scale(self.moe_layers));
         }
         let gemm_s = self.dense_layers * self.dense_gemm(n).secs()
             + if self.moe_layers > 0.0 {
-                let routed = if self.single_group { n } else { n * self.dp.min(seqs) };
+                let routed = if self.single_group {
+                    n
+                } else {
+                    n * self.dp.min(seqs)
+                };
                 self.moe_layers * self.moe_gemm(n, routed).secs()
             } else {
                 0.0
@@ -88,7 +96,11 @@ impl Roofline {
                 0.0
             };
         let rows = b.logit_rows() as f64;
-        let lm_rows = if self.single_group { rows } else { rows.max(1.0) / share };
+        let lm_rows = if self.single_group {
+            rows
+        } else {
+            rows.max(1.0) / share
+        };
         let lm = self.lm_head_gemm(lm_rows);
         let swap = b.swap_bytes / self.pcie_bw;
         let gpu = self.forward_secs(b);
@@ -243,7 +255,12 @@ pub struct SweepRow {
 
 /// Decode steps of `batches` sequences at `context` tokens each on a replica
 /// of `gpus` GPUs.
-pub fn decode_sweep(cost: &dyn CostModel, context: u64, gpus: u32, batches: &[u32]) -> Vec<SweepRow> {
+pub fn decode_sweep(
+    cost: &dyn CostModel,
+    context: u64,
+    gpus: u32,
+    batches: &[u32],
+) -> Vec<SweepRow> {
     batches
         .iter()
         .map(|&batch| {
@@ -317,8 +334,12 @@ mod tests {
         let batches: Vec<u32> = (0..10).map(|i| 1 << i).collect();
         let rows = decode_sweep(&r, 1024, 1, &batches);
         // Tokens per GPU grow with the batch, tokens per user fall.
-        assert!(rows.windows(2).all(|w| w[1].tokens_per_s_per_gpu > w[0].tokens_per_s_per_gpu));
-        assert!(rows.windows(2).all(|w| w[1].tokens_per_s_per_user <= w[0].tokens_per_s_per_user));
+        assert!(rows
+            .windows(2)
+            .all(|w| w[1].tokens_per_s_per_gpu > w[0].tokens_per_s_per_gpu));
+        assert!(rows
+            .windows(2)
+            .all(|w| w[1].tokens_per_s_per_user <= w[0].tokens_per_s_per_user));
         let k = knee(&rows).expect("a knee below 512");
         assert!((16..=256).contains(&k), "{k}");
     }

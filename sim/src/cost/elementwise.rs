@@ -34,7 +34,9 @@ pub fn bytes_per_token_layer(model: &ModelArch, tp: u32) -> f64 {
     let rope = 2.0 * (model.num_heads + model.num_kv_heads) as f64 * model.head_dim as f64 * a / tp;
     let inter = if model.num_experts > 0 {
         // Each token's routed and shared experts each run their activation.
-        model.moe_intermediate_size.unwrap_or(model.intermediate_size) as f64
+        model
+            .moe_intermediate_size
+            .unwrap_or(model.intermediate_size) as f64
             * (model.experts_per_token + model.num_shared_experts) as f64
     } else {
         model.intermediate_size as f64

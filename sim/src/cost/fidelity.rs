@@ -55,7 +55,10 @@ type Rows = Vec<BTreeMap<String, String>>;
 
 fn read(path: &Path) -> Result<Rows, String> {
     let mut r = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let headers = r.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
+    let headers = r
+        .headers()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .clone();
     let mut rows = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let rec = rec.map_err(|e| format!("{}: line {}: {e}", path.display(), i + 2))?;
@@ -130,7 +133,12 @@ fn arch(row: &BTreeMap<String, String>, path: &Path) -> Result<ModelArch, String
     })
 }
 
-const GEMM_OPS: [&str; 4] = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"];
+const GEMM_OPS: [&str; 4] = [
+    "attn_pre_proj",
+    "attn_post_proj",
+    "mlp_up_proj",
+    "mlp_down_proj",
+];
 const ELEMENTWISE_OPS: [&str; 5] = [
     "input_layernorm",
     "attn_rope",
@@ -154,7 +162,8 @@ fn dense_layers(data: &Path, rel: &str) -> Result<TableFit, String> {
         let m = arch(&row, &path)?;
         let tp = num(&row, "num_tensor_parallel_workers", &path)? as u32;
         let n = num(&row, "num_tokens", &path)?;
-        let r = Roofline::with_parallelism(&m, &hw, Dtype::Bf16, Dtype::Bf16, &Parallelism::tensor(tp));
+        let r =
+            Roofline::with_parallelism(&m, &hw, Dtype::Bf16, Dtype::Bf16, &Parallelism::tensor(tp));
         let model = r.dense_gemm(n).secs() + r.elementwise(n);
         let measured = (GEMM_OPS.iter().chain(&ELEMENTWISE_OPS))
             .map(|op| median_ms(&row, op))
@@ -167,7 +176,12 @@ fn dense_layers(data: &Path, rel: &str) -> Result<TableFit, String> {
     Ok(fit("A100 dense layer", rel.to_string(), errors))
 }
 
-fn all_reduce(data: &Path, cluster: &str, hw_key: &str, pairwise: bool) -> Result<TableFit, String> {
+fn all_reduce(
+    data: &Path,
+    cluster: &str,
+    hw_key: &str,
+    pairwise: bool,
+) -> Result<TableFit, String> {
     let rel = format!("vidur/data/profiling/network/{cluster}/all_reduce.csv");
     let path = data.join(&rel);
     let hw = catalog::hardware(hw_key).expect("preset");
@@ -179,10 +193,11 @@ fn all_reduce(data: &Path, cluster: &str, hw_key: &str, pairwise: bool) -> Resul
             continue;
         }
         let size = num(&row, "size", &path)? as u64;
-        by_shape
-            .entry((g, size))
-            .or_default()
-            .push(num(&row, "time_stats.all_reduce.median", &path)?);
+        by_shape.entry((g, size)).or_default().push(num(
+            &row,
+            "time_stats.all_reduce.median",
+            &path,
+        )?);
     }
     let errors = by_shape
         .into_iter()
@@ -217,7 +232,10 @@ fn host_time(data: &Path) -> Result<TableFit, String> {
         }
         let model = EngineRuntime::Eager2023.host(batch, tp).total() * 1e3;
         let name = row.get("model_name").cloned().unwrap_or_default();
-        errors.push((model / measured - 1.0, format!("{name} TP {tp} batch {batch}")));
+        errors.push((
+            model / measured - 1.0,
+            format!("{name} TP {tp} batch {batch}"),
+        ));
     }
     Ok(fit("eager host time", rel.to_string(), errors))
 }
@@ -275,7 +293,10 @@ mod tests {
                 f.kind, f.table, f.rows, f.median_pct, f.worst_pct, f.worst_at
             );
         }
-        assert_eq!(fits.iter().filter(|f| f.kind == "A100 dense layer").count(), 8);
+        assert_eq!(
+            fits.iter().filter(|f| f.kind == "A100 dense layer").count(),
+            8
+        );
         for f in &fits {
             assert!(f.rows > 0, "{f:?}");
             let (median, worst) = match f.kind {

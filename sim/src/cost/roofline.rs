@@ -2,7 +2,9 @@
 
 use super::comm::AllReduce;
 use super::elementwise;
-use super::gemm::{GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY};
+use super::gemm::{
+    GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+};
 use super::runtime::{EngineRuntime, HostTime};
 use super::{
     BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY,
@@ -459,7 +461,6 @@ impl CostModel for Roofline {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,7 +610,10 @@ mod tests {
             // int4 is weight-only: fastest at batch 1, BF16 compute at batch
             // 256, where its smaller weight reads still count near the ridge.
             assert!(int4.2 < fp8w.2 && int4.1 < 0.3 * bf16.1);
-            assert!(int4.4 < bf16.4 && int4.4 > 0.8 * bf16.4, "{int4:?} {bf16:?}");
+            assert!(
+                int4.4 < bf16.4 && int4.4 > 0.8 * bf16.4,
+                "{int4:?} {bf16:?}"
+            );
         }
     }
 
@@ -633,7 +637,10 @@ mod tests {
             at("h100", Dtype::Int4),
         );
         assert!(h_fp8 < 0.65 * h_bf16, "{h_fp8} {h_bf16}");
-        assert!(h_int4 < h_bf16 && h_int4 > 0.98 * h_bf16, "int4 dequantizes to bf16 GEMMs");
+        assert!(
+            h_int4 < h_bf16 && h_int4 > 0.98 * h_bf16,
+            "int4 dequantizes to bf16 GEMMs"
+        );
         // A100 has no FP8 units: fp8 weights dequantize (Marlin) at bf16 rate.
         let (a_fp8, a_bf16) = (at("a100-80gb", Dtype::Fp8), at("a100-80gb", Dtype::Bf16));
         assert!(a_fp8 < a_bf16 && a_fp8 > 0.98 * a_bf16, "{a_fp8} {a_bf16}");

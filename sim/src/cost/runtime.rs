@@ -23,6 +23,7 @@ pub enum EngineRuntime {
     /// `data/profiling/a100/cpu_overheads.csv`: schedule, sampler, prepare
     /// inputs, process outputs and the Ray round trip by model, batch 8–64
     /// and TP 1–4). The host runs between GPU steps, so its time adds.
+    #[serde(rename = "eager-2023")]
     Eager2023,
 }
 
