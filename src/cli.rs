@@ -86,6 +86,14 @@ pub enum Command {
         after_help = "Example:\n  servesim capacity scenarios/quickstart.toml --demand 280 --headroom 20 --spare 1 --gpu-hour-usd 2.50"
     )]
     Capacity(CapacityArgs),
+    /// Price one iteration term by term (prefill, decode or mixed batch), sweep
+    /// decode batch sizes to find the knee, and price a lone request as
+    /// `simulate` would; `--fidelity` compares the default model with public
+    /// GPU measurements.
+    #[command(
+        after_help = "Examples:\n  servesim cost --model llama-3.1-8b --hardware h100-sxm --prefill 2048\n  servesim cost scenarios/llama70b-tp4.toml --decode 64@1024 --lone-request 1024,256\n  servesim cost --model llama-2-7b --hardware a100-80gb --runtime eager-2023 --json\n  servesim cost --fidelity"
+    )]
+    Cost(crate::cost::CostArgs),
     /// Write report.html (self-contained), report.md and charts/ from the
     /// results in an output folder (of simulate, sweep or capacity).
     #[command(after_help = "Example:\n  servesim report out/quickstart")]

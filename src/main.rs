@@ -17,6 +17,7 @@ mod bench;
 mod calibration;
 mod capacity;
 mod cli;
+mod cost;
 mod print;
 mod sweep;
 mod trace;
@@ -88,6 +89,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
+        Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),

@@ -116,8 +116,18 @@ pub struct HardwareSpec {
     /// GPU-to-GPU bandwidth per direction, GB/s (NVLink / Infinity Fabric, or PCIe
     /// when the card has no such link).
     pub interconnect_gbps: f64,
-    /// Latency of one small collective over that link, microseconds.
+    /// Latency of one small collective over that link, microseconds (the
+    /// all-reduce of two GPUs, and send/recv).
     pub interconnect_latency_us: f64,
+    /// Measured start-up latency of an all-reduce over more than two GPUs of
+    /// one node, microseconds (absent: a multiple of the link latency; see
+    /// `cost::comm`).
+    #[serde(default)]
+    pub allreduce_latency_us: Option<f64>,
+    /// Measured all-reduce bus bandwidth inside one node, GB/s (nccl-tests
+    /// "busbw"; absent: a fraction of `interconnect_gbps`).
+    #[serde(default)]
+    pub allreduce_busbw_gbps: Option<f64>,
     /// Host link (PCIe) bandwidth per direction, GB/s.
     pub pcie_gbps: f64,
     /// GPUs one node joins with the `interconnect` link (the NVLink / Infinity
@@ -199,6 +209,15 @@ const PCIE_P2P_LATENCY_US: f64 = 25.0;
 // NCCL send/recv across nodes is some tens of µs against ~8 within NVLink: as
 // with the figures above, an order of magnitude a calibration replaces.
 const GPUS_PER_NODE: u32 = 8;
+// Measured all-reduce inside one 8-GPU node: NCCL through PyTorch, Vidur's
+// profiles (microsoft/vidur `data/profiling/network/{a100,h100}_dgx/
+// all_reduce.csv`, 4–8 GPUs, 4 KB–128 MB), least-error fit of
+// latency + 2(g−1)/g · bytes / busbw. H200 shares H100's NVLink 4 and
+// NVSwitch, and A100-40GB the DGX-A100's NVLink 3, so they take the same.
+const DGX_A100_ALLREDUCE_LATENCY_US: f64 = 54.0;
+const DGX_A100_ALLREDUCE_BUSBW_GBPS: f64 = 340.0;
+const DGX_H100_ALLREDUCE_LATENCY_US: f64 = 28.0;
+const DGX_H100_ALLREDUCE_BUSBW_GBPS: f64 = 700.0;
 const NETWORK_LATENCY_US: f64 = 20.0;
 
 fn h100_sxm() -> HardwareSpec {
@@ -211,6 +230,8 @@ fn h100_sxm() -> HardwareSpec {
         memory_bw_tbps: 3.35,
         interconnect_gbps: 450.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_H100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_H100_ALLREDUCE_BUSBW_GBPS),
         pcie_gbps: 64.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
@@ -229,6 +250,8 @@ fn h200() -> HardwareSpec {
         memory_bw_tbps: 4.8,
         interconnect_gbps: 450.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_H100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_H100_ALLREDUCE_BUSBW_GBPS),
         pcie_gbps: 64.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
@@ -248,6 +271,8 @@ fn a100_80gb() -> HardwareSpec {
         memory_bw_tbps: 2.039,
         interconnect_gbps: 300.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_A100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_A100_ALLREDUCE_BUSBW_GBPS),
         pcie_gbps: 32.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(25.0),
@@ -267,6 +292,8 @@ fn a100_40gb() -> HardwareSpec {
         memory_bw_tbps: 1.555,
         interconnect_gbps: 300.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_A100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_A100_ALLREDUCE_BUSBW_GBPS),
         pcie_gbps: 32.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(25.0),
@@ -286,6 +313,8 @@ fn l40s() -> HardwareSpec {
         memory_bw_tbps: 0.864,
         interconnect_gbps: 32.0,
         interconnect_latency_us: PCIE_P2P_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
         pcie_gbps: 32.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: None,
@@ -304,6 +333,8 @@ fn l4() -> HardwareSpec {
         memory_bw_tbps: 0.300,
         interconnect_gbps: 32.0,
         interconnect_latency_us: PCIE_P2P_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
         pcie_gbps: 32.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: None,
@@ -322,6 +353,8 @@ fn b200() -> HardwareSpec {
         memory_bw_tbps: 8.0,
         interconnect_gbps: 900.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
         pcie_gbps: 64.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
@@ -342,6 +375,8 @@ fn mi300x() -> HardwareSpec {
         memory_bw_tbps: 5.3,
         interconnect_gbps: 448.0,
         interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
         pcie_gbps: 64.0,
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),

@@ -482,6 +482,8 @@ impl Profile {
             memory_bw_tbps: sig((if bw > 0.0 { bw } else { host } / 1e12).max(1e-9)),
             interconnect_gbps: sig(host / 1e9),
             interconnect_latency_us: 0.0,
+            allreduce_latency_us: None,
+            allreduce_busbw_gbps: None,
             pcie_gbps: sig(host / 1e9),
             gpus_per_node: 1,
             network_gbps: None,

@@ -245,6 +245,68 @@ impl CostModel for Profiled {
         secs_to_nanos(self.predict_ns(b) * 1e-9).max(1)
     }
 
+    /// The profile's fitted terms, as `predict_ns` adds them.
+    fn explain(&self, b: &BatchShape) -> Option<crate::cost::Breakdown> {
+        use crate::cost::Term;
+        let f = Features::of(b);
+        let t = |name: &'static str, ns: f64, detail: String| Term {
+            name,
+            ms: ns / 1e6,
+            detail,
+        };
+        let wake = match &self.wake {
+            Some((w, last)) if b.idle_ns > 0 => w.at((b.idle_ns as f64).min(*last)),
+            _ => 0.0,
+        };
+        let terms = vec![
+            t("fixed per step", self.step_ns, "fitted".into()),
+            t(
+                "per prefill sequence",
+                self.prefill_seq_ns * f.prefill_seqs,
+                format!("{} sequences", f.prefill_seqs),
+            ),
+            t(
+                "token table",
+                self.tokens.at(f.tokens),
+                format!("{} tokens, measured piecewise-linear", f.tokens),
+            ),
+            t(
+                "row table",
+                self.rows.at(f.rows),
+                format!("{} sequences, measured piecewise-linear", f.rows),
+            ),
+            t(
+                "attention decode",
+                self.decode_token_ns * f.decode_context,
+                format!("{} context tokens", f.decode_context),
+            ),
+            t(
+                "attention prefill",
+                self.prefill_pair_ns * f.prefill_pairs
+                    + self.prefill_square_ns * f.prefill_square
+                    + self.prefill_kv_token_ns * f.prefill_kv,
+                format!("{:.0} query-key pairs", f.prefill_pairs),
+            ),
+            t(
+                "swap",
+                b.swap_bytes * self.swap_secs_per_byte * 1e9,
+                "measured host copy".into(),
+            ),
+            t("idle wake-up", wake, format!("after {} ns idle", b.idle_ns)),
+        ];
+        let total_ns = self.iteration_time(b);
+        Some(crate::cost::Breakdown {
+            source: self.label.clone(),
+            tokens: b.tokens(),
+            seqs: b.seqs(),
+            gpu_ms: total_ns as f64 / 1e6,
+            host_ms: 0.0,
+            host_overlaps: false,
+            terms,
+            total_ns,
+        })
+    }
+
     fn source(&self) -> String {
         self.label.clone()
     }

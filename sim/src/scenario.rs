@@ -229,6 +229,9 @@ pub struct EngineCfg {
     /// resident against eviction.
     #[serde(default)]
     pub pinned_prefix_blocks: u64,
+    /// Whose host overhead the roofline adds per step (`cost::runtime`).
+    #[serde(default)]
+    pub runtime: crate::cost::EngineRuntime,
 }
 
 fn default_swap_space_gib() -> f64 {
@@ -321,6 +324,7 @@ impl Default for EngineCfg {
             speculative: None,
             prefix_caching: false,
             pinned_prefix_blocks: 0,
+            runtime: Default::default(),
         }
     }
 }

@@ -699,7 +699,7 @@ output_tokens = {{ dist = "lognormal", mean = 250, cv = 0.8, max = 2000 }}
 
     #[test]
     fn throughput_rises_with_load_until_saturation_then_latency_climbs() {
-        let rates = [5.0, 15.0, 30.0, 45.0, 120.0, 240.0];
+        let rates = [5.0, 10.0, 20.0, 30.0, 120.0, 240.0];
         let runs: Vec<Summary> = rates.iter().map(|&r| at_rate(r)).collect();
         let tput: Vec<f64> = runs.iter().map(|s| s.throughput.requests_per_s).collect();
         let ttft: Vec<f64> = runs.iter().map(|s| s.latency.ttft_ms.p99).collect();

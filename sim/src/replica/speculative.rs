@@ -174,9 +174,9 @@ mod cost_tests {
     fn speculation_pays_when_memory_bound_and_stops_paying_when_compute_bound() {
         let (plain, spec) = per_token(1);
         assert!(spec < 0.6 * plain, "batch 1: {spec} vs {plain} ns/token");
-        let (plain, spec) = per_token(512);
-        assert!(spec > plain, "batch 512: {spec} vs {plain} ns/token");
-        for b in [1, 8, 32, 64, 128, 256, 512] {
+        let (plain, spec) = per_token(1024);
+        assert!(spec > plain, "batch 1024: {spec} vs {plain} ns/token");
+        for b in [1, 8, 32, 64, 128, 256, 512, 1024] {
             let (p, s) = per_token(b);
             eprintln!(
                 "batch {b:>3}: {:.3} ms/token plain, {:.3} speculative",
@@ -185,15 +185,17 @@ mod cost_tests {
             );
         }
         // Somewhere in between the advantage crosses over.
-        let crossover = (0..10)
+        let crossover = (0..11)
             .map(|p| 1u32 << p)
             .find(|&b| {
                 let (p, s) = per_token(b);
                 s >= p
             })
-            .expect("speculation stops paying below batch 512");
+            .expect("speculation stops paying by batch 1024");
+        // The rounded roofline corner keeps large batches partly
+        // memory-bound, so the crossover sits at 512–1024 rather than below.
         assert!(
-            (16..=512).contains(&crossover),
+            (16..=1024).contains(&crossover),
             "crossover at batch {crossover}"
         );
     }

@@ -1,142 +1,20 @@
-//! Iteration cost models: how long one replica iteration takes for a batch.
-//!
-//! The iteration formula (DESIGN.md, "Cost model"), for one pipeline stage
-//! holding every layer:
-//!
-//! ```text
-//! T = t_step + t_seq·seqs + Σ_layers ( t_mlp(N) + t_attn_prefill(Σ n_i(c_i + n_i/2))
-//!                                      + t_attn_decode(Σ l_j) + t_comm(N) ) + t_lm_head(seqs)
-//! ```
-//!
-//! [`Roofline`] prices each term from the catalog as the larger of compute time
-//! (FLOPs over peak × efficiency) and memory time (bytes over bandwidth ×
-//! efficiency), the roofline model of Williams et al. (CACM 2009) as applied to
-//! LLM inference by LLM-Viewer (Yuan et al. 2024) and Vidur's analytical mode.
-//! Mixture-of-experts layers, latent attention, expert parallelism and
-//! pipeline stages extend the terms as documented on [`Roofline`].
+//! The analytical roofline cost model over catalog figures.
 
+use super::comm::AllReduce;
+use super::elementwise;
+use super::gemm::{
+    GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+};
+use super::runtime::{EngineRuntime, HostTime};
+use super::{
+    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY,
+    DECODE_ATTENTION_BW_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
+};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
 use crate::scenario::Scenario;
 use crate::time::Nanos;
-
-/// The shape of one iteration's batch, aggregated: what every cost term needs
-/// and nothing per sequence, so building it allocates nothing.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BatchShape {
-    /// Sequences with a prefill (or prefill chunk) this iteration.
-    pub prefill_seqs: u32,
-    /// Σ n_i: new prompt tokens processed.
-    pub prefill_tokens: u64,
-    /// Σ n_i (c_i + n_i / 2): query–key pairs of causal prefill attention.
-    pub prefill_attn_pairs: f64,
-    /// Σ (c_i + n_i): KV tokens prefill attention reads.
-    pub prefill_kv_tokens: u64,
-    /// Sequences decoding one token.
-    pub decode_seqs: u32,
-    /// Σ l_j: context tokens decode attention reads.
-    pub decode_context_tokens: u64,
-    /// Speculative verification: tokens beyond one per decoding sequence that
-    /// pass through the dense layers and the LM head (the k drafts each).
-    pub verify_extra_tokens: u64,
-    /// KV bytes per GPU copied over PCIe this iteration (swap out + swap in).
-    pub swap_bytes: f64,
-    /// Σ context of speculatively verifying sequences (what their drafts read).
-    pub verify_context_tokens: u64,
-    /// How long the replica sat idle before this iteration, ns (0 when it
-    /// follows another back to back). Measured devices run the first step
-    /// after an idle spell slower; the roofline ignores it.
-    pub idle_ns: u64,
-}
-
-impl BatchShape {
-    /// Adds a prefill of `new_tokens` on top of `cached` tokens.
-    #[inline]
-    pub fn add_prefill(&mut self, new_tokens: u64, cached: u64) {
-        self.prefill_seqs += 1;
-        self.prefill_tokens += new_tokens;
-        let n = new_tokens as f64;
-        self.prefill_attn_pairs += n * (cached as f64 + n / 2.0);
-        self.prefill_kv_tokens += cached + new_tokens;
-    }
-
-    /// Adds one decoding sequence whose context (including the new token) is `context`.
-    #[inline]
-    pub fn add_decode(&mut self, context: u64) {
-        self.decode_seqs += 1;
-        self.decode_context_tokens += context;
-    }
-
-    /// Adds one decoding sequence verifying `drafts` speculative tokens on a
-    /// context of `context` tokens: 1 + drafts queries attend causally to the
-    /// cache, like a short prefill chunk (Leviathan et al. 2023).
-    #[inline]
-    pub fn add_verify(&mut self, drafts: u64, context: u64) {
-        let q = (1 + drafts) as f64;
-        self.decode_seqs += 1;
-        self.verify_extra_tokens += drafts;
-        self.prefill_attn_pairs += q * (context as f64 + q / 2.0);
-        self.prefill_kv_tokens += context + 1 + drafts;
-        self.verify_context_tokens += context;
-    }
-
-    /// Tokens through the dense layers.
-    pub fn tokens(&self) -> u64 {
-        self.prefill_tokens + self.decode_seqs as u64 + self.verify_extra_tokens
-    }
-
-    /// Rows of logits computed (one per sampled position).
-    pub fn logit_rows(&self) -> u64 {
-        self.seqs() as u64 + self.verify_extra_tokens
-    }
-
-    pub fn seqs(&self) -> u32 {
-        self.prefill_seqs + self.decode_seqs
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.seqs() == 0
-    }
-}
-
-/// Prices one iteration. Implementations must be pure: the same shape gives
-/// the same duration, so runs are deterministic.
-pub trait CostModel: Send + Sync {
-    /// Wall time of one iteration running `batch`, in nanoseconds.
-    fn iteration_time(&self, batch: &BatchShape) -> Nanos;
-    /// Where the numbers come from, for summaries and reports.
-    fn source(&self) -> String;
-}
-
-/// Fraction of peak tensor throughput large GEMMs reach: cuBLAS BF16 GEMMs of
-/// LLM shapes run at 600–750 TFLOP/s on H100-SXM (989 peak), i.e. 0.6–0.75.
-pub const GEMM_EFFICIENCY: f64 = 0.65;
-/// Fraction of peak HBM bandwidth that weight-streaming GEMV/GEMM kernels
-/// achieve in decode: 80–90 % in memory-bandwidth microbenchmarks.
-pub const MEMORY_EFFICIENCY: f64 = 0.85;
-/// FlashAttention-2 forward reaches 50–73 % of peak on A100 (Dao 2023) but
-/// ~35–45 % on H100; FlashAttention-3 ~ 75 %. We take a middle value.
-pub const ATTENTION_EFFICIENCY: f64 = 0.45;
-/// Paged decode attention streams the KV cache at a lower fraction of peak
-/// bandwidth than dense weight reads (block-table indirection, short rows):
-/// vLLM's paged-attention kernel benchmarks show roughly 60–75 %.
-pub const DECODE_ATTENTION_BW_EFFICIENCY: f64 = 0.7;
-/// Ring all-reduce reaches ~80 % of link bandwidth in nccl-tests "busbw" for
-/// the 1–64 MB messages of tensor-parallel activations.
-pub const ALLREDUCE_BW_EFFICIENCY: f64 = 0.8;
-/// Point-to-point send/recv of pipeline activations: taken equal to the
-/// all-reduce figure (a single large message over one link).
-pub const SEND_RECV_BW_EFFICIENCY: f64 = ALLREDUCE_BW_EFFICIENCY;
-/// MoE dispatch/combine all-to-all: DeepEP (deepseek-ai/DeepEP README) moves
-/// 153 GB/s (dispatch) and 158 GB/s (combine) per GPU between 8 H800s, whose
-/// NVLink carries 200 GB/s per direction: ~0.77.
-pub const ALL_TO_ALL_BW_EFFICIENCY: f64 = 0.75;
-/// CPU-side cost of one engine step (scheduling, input preparation, sampling,
-/// CUDA-graph launch) in an optimized engine: ~0.5 ms in vLLM v1 profiles.
-pub const STEP_OVERHEAD_NS: Nanos = 500_000;
-/// Per-sequence bookkeeping (block tables, detokenization, output processing).
-pub const SEQ_OVERHEAD_NS: Nanos = 5_000;
 
 /// The analytical roofline cost model over catalog figures. Everything that
 /// depends only on the model, the hardware and the layout is computed once in
@@ -172,53 +50,58 @@ pub const SEQ_OVERHEAD_NS: Nanos = 5_000;
 /// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
-    hw_name: String,
-    hw_source: String,
-    hidden: f64,
+    pub(super) hw_name: String,
+    pub(super) hw_source: String,
+    pub(super) hidden: f64,
     /// Pipeline stages S.
-    stages: f64,
+    pub(super) stages: f64,
     /// One stage and one expert-parallel group: no micro-batching to price.
-    single_group: bool,
+    pub(super) single_group: bool,
     /// Expert-parallel (attention data-parallel) groups, and GPUs per group.
-    dp: f64,
-    tp: f64,
+    pub(super) dp: f64,
+    pub(super) tp: f64,
     /// Dense-MLP and MoE layers over all stages.
-    dense_layers: f64,
-    moe_layers: f64,
+    pub(super) dense_layers: f64,
+    pub(super) moe_layers: f64,
     /// Distinct stage shapes: (dense layers, MoE layers, holds the LM head).
-    stage_shapes: Vec<(f64, f64, bool)>,
+    pub(super) stage_shapes: Vec<(f64, f64, bool)>,
     /// Matrix parameters of one dense layer on one GPU.
-    layer_params: f64,
+    pub(super) layer_params: f64,
     /// Per GPU, one MoE layer: attention + shared experts; the router; one
     /// routed expert's share.
-    moe_fixed_params: f64,
-    router_params: f64,
-    expert_params: f64,
-    experts: f64,
-    experts_per_token: f64,
+    pub(super) moe_fixed_params: f64,
+    pub(super) router_params: f64,
+    pub(super) expert_params: f64,
+    pub(super) experts: f64,
+    pub(super) experts_per_token: f64,
     /// ln(1 − k/E): an expert is missed by B tokens with probability exp(B·this).
-    ln_expert_miss: f64,
-    weight_bytes_per_param: f64,
-    unquantized_bytes_per_param: f64,
+    pub(super) ln_expert_miss: f64,
+    pub(super) weight_bytes_per_param: f64,
+    pub(super) unquantized_bytes_per_param: f64,
     /// LM head parameters on one GPU.
-    lm_head_params: f64,
+    pub(super) lm_head_params: f64,
     /// Attention FLOPs per query–key pair per layer per GPU, by phase.
-    attn_prefill_flops_per_pair: f64,
-    attn_decode_flops_per_pair: f64,
+    pub(super) attn_prefill_flops_per_pair: f64,
+    pub(super) attn_decode_flops_per_pair: f64,
     /// KV bytes per token per layer per GPU.
-    kv_bytes_per_token_layer: f64,
-    gemm_flops: f64,
-    lm_head_flops: f64,
-    attn_flops: f64,
-    mem_bw: f64,
-    link_bw: f64,
-    link_latency_s: f64,
+    pub(super) kv_bytes_per_token_layer: f64,
+    /// Element-wise bytes per token per layer on one GPU.
+    pub(super) ew_bytes_per_token: f64,
+    pub(super) allreduce: AllReduce,
+    pub(super) runtime: EngineRuntime,
+    /// GPUs of one tensor-parallel group (the host's Ray fan-out).
+    pub(super) tp_gpus: u32,
+    pub(super) gemm_flops: f64,
+    pub(super) lm_head_flops: f64,
+    pub(super) attn_flops: f64,
+    pub(super) mem_bw: f64,
+    pub(super) link_latency_s: f64,
     /// Host link bandwidth (KV swapping), bytes/s.
-    pcie_bw: f64,
-    all_to_all_bw: f64,
+    pub(super) pcie_bw: f64,
+    pub(super) all_to_all_bw: f64,
     /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
-    hop_secs_per_byte: f64,
-    hop_latency_s: f64,
+    pub(super) hop_secs_per_byte: f64,
+    pub(super) hop_latency_s: f64,
 }
 
 impl Roofline {
@@ -239,7 +122,7 @@ impl Roofline {
         )
     }
 
-    /// The roofline of a validated scenario's replicas.
+    /// The roofline of a validated scenario's replicas, with its engine runtime.
     pub fn for_scenario(s: &Scenario) -> Roofline {
         Self::with_parallelism(
             &s.model,
@@ -248,6 +131,17 @@ impl Roofline {
             s.kv_dtype,
             &s.parallel,
         )
+        .with_runtime(s.file.engine.runtime)
+    }
+
+    /// The same replica under another engine runtime's host overhead.
+    pub fn with_runtime(mut self, runtime: EngineRuntime) -> Roofline {
+        self.runtime = runtime;
+        self
+    }
+
+    pub fn runtime(&self) -> EngineRuntime {
+        self.runtime
     }
 
     /// A replica laid out as `par` (validated by [`Parallelism::validate`]).
@@ -310,11 +204,14 @@ impl Roofline {
             attn_prefill_flops_per_pair: model.attention_flops_per_pair(false) / tp,
             attn_decode_flops_per_pair: model.attention_flops_per_pair(true) / tp,
             kv_bytes_per_token_layer: model.kv_elems_per_token_layer(atp) * kv_dtype.bytes(),
+            ew_bytes_per_token: elementwise::bytes_per_token_layer(model, atp),
+            allreduce: AllReduce::new(hw, atp),
+            runtime: EngineRuntime::default(),
+            tp_gpus: par.tensor.max(1),
             gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
-            link_bw: hw.interconnect_bytes_per_s() * ALLREDUCE_BW_EFFICIENCY,
             link_latency_s: hw.interconnect_latency_us * 1e-6,
             pcie_bw: hw.pcie_gbps * 1e9,
             all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
@@ -324,12 +221,27 @@ impl Roofline {
     }
 
     /// Dense-layer matrices (attention projections + MLP) for `tokens`
-    /// tokens on one GPU, seconds.
+    /// tokens on one GPU: compute, memory and kernel-floor parts.
+    #[inline]
+    pub(super) fn dense_gemm(&self, tokens: f64) -> GemmTime {
+        GemmTime {
+            compute: 2.0 * tokens * self.layer_params / self.gemm_flops,
+            memory: (self.layer_params * self.weight_bytes_per_param
+                + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
+                / (self.mem_bw * MEMORY_EFFICIENCY),
+            floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S,
+        }
+    }
+
+    #[inline]
     fn dense(&self, tokens: f64) -> f64 {
-        let flops = 2.0 * tokens * self.layer_params;
-        let bytes = self.layer_params * self.weight_bytes_per_param
-            + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
-        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+        self.dense_gemm(tokens).secs()
+    }
+
+    /// One layer's element-wise kernels for `tokens` tokens, seconds.
+    #[inline]
+    pub(super) fn elementwise(&self, tokens: f64) -> f64 {
+        elementwise::layer_secs(self.ew_bytes_per_token, self.mem_bw, tokens)
     }
 
     /// Expected distinct experts `tokens` top-k-routed tokens touch.
@@ -341,7 +253,7 @@ impl Roofline {
     /// MoE-layer matrices on one GPU: attention, shared experts and router for
     /// the group's `tokens`; routed experts for `routed` tokens (every group's),
     /// reading only the experts they touch. Seconds.
-    fn moe(&self, tokens: f64, routed: f64) -> f64 {
+    pub(super) fn moe_gemm(&self, tokens: f64, routed: f64) -> GemmTime {
         let expert_copies = routed * self.experts_per_token;
         let flops = 2.0 * tokens * (self.moe_fixed_params + self.router_params)
             + 2.0 * expert_copies * self.expert_params;
@@ -349,10 +261,20 @@ impl Roofline {
             * self.weight_bytes_per_param
             + self.router_params * self.unquantized_bytes_per_param
             + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
-        (flops / self.gemm_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+        GemmTime {
+            compute: flops / self.gemm_flops,
+            memory: bytes / (self.mem_bw * MEMORY_EFFICIENCY),
+            // Router, attention and expert grouped GEMMs: the dense layer's count.
+            floor: (GEMMS_PER_LAYER + 1.0) * GEMM_KERNEL_FLOOR_S,
+        }
     }
 
-    fn attn_prefill(&self, b: &BatchShape) -> f64 {
+    #[inline]
+    fn moe(&self, tokens: f64, routed: f64) -> f64 {
+        self.moe_gemm(tokens, routed).secs()
+    }
+
+    pub(super) fn attn_prefill(&self, b: &BatchShape) -> f64 {
         if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
@@ -361,7 +283,7 @@ impl Roofline {
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
     }
 
-    fn attn_decode(&self, b: &BatchShape) -> f64 {
+    pub(super) fn attn_decode(&self, b: &BatchShape) -> f64 {
         if b.decode_seqs == 0 {
             return 0.0;
         }
@@ -371,21 +293,15 @@ impl Roofline {
         (flops / self.attn_flops).max(bytes / (self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY))
     }
 
-    /// One ring all-reduce of `tokens` hidden states over the group
-    /// (Megatron-style tensor parallelism, Shoeybi et al. 2019): 2(g−1)/g of
-    /// the bytes over the link, plus its latency.
+    /// One all-reduce of `tokens` hidden states over the group
+    /// (Megatron-style tensor parallelism, Shoeybi et al. 2019; see `comm`).
     #[inline]
     fn allreduce(&self, tokens: f64) -> f64 {
-        if self.tp <= 1.0 {
-            return 0.0;
-        }
-        let bytes = tokens * self.hidden * ACTIVATION_BYTES;
-        let ring = 2.0 * (self.tp - 1.0) / self.tp * bytes / self.link_bw;
-        ring + self.link_latency_s
+        self.allreduce.secs(tokens * self.hidden * ACTIVATION_BYTES)
     }
 
     /// A dense layer's communication: all-reduces after attention and after the MLP.
-    fn comm(&self, tokens: f64) -> f64 {
+    pub(super) fn comm(&self, tokens: f64) -> f64 {
         if self.tp <= 1.0 {
             return 0.0;
         }
@@ -397,7 +313,7 @@ impl Roofline {
     /// attention all-reduce inside the group, a dispatch and a combine
     /// all-to-all (GShard), and an all-reduce of the group's expert outputs
     /// when its experts are split over more than one GPU.
-    fn moe_comm(&self, tokens: f64) -> f64 {
+    pub(super) fn moe_comm(&self, tokens: f64) -> f64 {
         if self.dp <= 1.0 {
             return self.comm(tokens);
         }
@@ -409,10 +325,18 @@ impl Roofline {
         self.allreduce(tokens) + 2.0 * all_to_all + self.allreduce(tokens * self.experts_per_token)
     }
 
+    pub(super) fn lm_head_gemm(&self, sampled: f64) -> GemmTime {
+        GemmTime {
+            compute: 2.0 * sampled * self.lm_head_params / self.lm_head_flops,
+            memory: self.lm_head_params * self.unquantized_bytes_per_param
+                / (self.mem_bw * MEMORY_EFFICIENCY),
+            floor: GEMM_KERNEL_FLOOR_S,
+        }
+    }
+
+    #[inline]
     fn lm_head(&self, sampled: f64) -> f64 {
-        let flops = 2.0 * sampled * self.lm_head_params;
-        let bytes = self.lm_head_params * self.unquantized_bytes_per_param;
-        (flops / self.lm_head_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
+        self.lm_head_gemm(sampled).secs()
     }
 
     /// Micro-batches the pipeline runs the batch as: one per virtual engine
@@ -448,24 +372,32 @@ impl Roofline {
     /// per micro-batch, so PP raises throughput per GPU, not per-token speed.
     #[inline]
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
-        STEP_OVERHEAD_NS as f64 * 1e-9 + self.forward_secs(b)
+        let host = self.host(b).total();
+        self.runtime.step_secs(self.forward_secs(b), host)
     }
 
-    /// One forward pass without the engine's per-step overhead (a draft
+    /// The engine's host time for this batch (see `runtime`).
+    #[inline]
+    pub fn host(&self, b: &BatchShape) -> HostTime {
+        self.runtime.host(b.seqs(), self.tp_gpus)
+    }
+
+    /// One forward pass on the GPU without the engine's host time (a draft
     /// model's steps run inside the target's engine step), plus the PCIe
     /// time of KV swapped in or out, seconds.
     pub fn forward_secs(&self, b: &BatchShape) -> f64 {
-        let fixed = (SEQ_OVERHEAD_NS * b.seqs() as u64) as f64 * 1e-9 + b.swap_bytes / self.pcie_bw;
+        let fixed = b.swap_bytes / self.pcie_bw;
         let logit_rows = b.logit_rows() as f64;
         if self.single_group {
             // One stage, one group: the whole batch is one micro-batch.
             let n = b.tokens() as f64;
             let attn_prefill = self.attn_prefill(b);
             let attn_decode = self.attn_decode(b);
-            let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+            let shared = self.elementwise(n) + attn_prefill + attn_decode;
+            let per_dense = self.dense(n) + shared + self.comm(n);
             let mut layers = self.dense_layers * per_dense;
             if self.moe_layers > 0.0 {
-                let per_moe = self.moe(n, n) + attn_prefill + attn_decode + self.moe_comm(n);
+                let per_moe = self.moe(n, n) + shared + self.moe_comm(n);
                 layers += self.moe_layers * per_moe;
             }
             return fixed + layers + self.lm_head(logit_rows);
@@ -479,9 +411,10 @@ impl Roofline {
         let n = b.tokens() as f64 / share;
         let attn_prefill = self.attn_prefill(b) / share;
         let attn_decode = self.attn_decode(b) / share;
-        let per_dense = self.dense(n) + attn_prefill + attn_decode + self.comm(n);
+        let shared = self.elementwise(n) + attn_prefill + attn_decode;
+        let per_dense = self.dense(n) + shared + self.comm(n);
         let per_moe = if self.moe_layers > 0.0 {
-            self.moe(n, n * dp) + attn_prefill + attn_decode + self.moe_comm(n)
+            self.moe(n, n * dp) + shared + self.moe_comm(n)
         } else {
             0.0
         };
@@ -514,10 +447,16 @@ impl CostModel for Roofline {
         crate::time::secs_to_nanos(self.iteration_secs(b)).max(1)
     }
 
+    fn explain(&self, b: &BatchShape) -> Option<super::Breakdown> {
+        Some(self.breakdown(b))
+    }
+
     fn source(&self) -> String {
         format!(
-            "roofline over the {} spec: {}",
-            self.hw_name, self.hw_source
+            "roofline over the {} spec ({} runtime): {}",
+            self.hw_name,
+            self.runtime.name(),
+            self.hw_source
         )
     }
 }
@@ -654,21 +593,27 @@ mod tests {
                 "{fp8kv:?}"
             );
             assert!(both.0 > 2 * fp8w.0 - 32 && both.0 as f64 > 2.8 * bf16.0 as f64);
-            // Batch-1 decode streams weights: fp8 weights cut the step ~43 %;
-            // fp8 KV barely matters at 2k context and one sequence.
+            // Batch-1 decode streams weights: fp8 weights cut the weight
+            // reads in half, the step by 25–45 % (all-reduces and kernel
+            // floors do not shrink); fp8 KV barely matters at 2k context and
+            // one sequence.
             assert!(
-                fp8w.2 < 0.6 * bf16.2 && fp8w.2 > 0.5 * bf16.2,
+                fp8w.2 < 0.75 * bf16.2 && fp8w.2 > 0.55 * bf16.2,
                 "{fp8w:?} {bf16:?}"
             );
             assert!((fp8kv.2 - bf16.2).abs() < 0.1);
             // 256 × 2k-token contexts: reading the KV cache is a large share of
-            // the step, and fp8 KV cuts it by over a fifth; the saving grows
+            // the step, and fp8 KV cuts it by over a seventh; the saving grows
             // with the tokens in the batch.
-            assert!(fp8kv.4 < 0.8 * bf16.4, "{bf16:?} {fp8kv:?}");
+            assert!(fp8kv.4 < 0.86 * bf16.4, "{bf16:?} {fp8kv:?}");
             assert!(bf16.4 - fp8kv.4 > 2.0 * (bf16.3 - fp8kv.3));
-            // int4 is weight-only: fastest at batch 1, BF16 compute at batch 256.
+            // int4 is weight-only: fastest at batch 1, BF16 compute at batch
+            // 256, where its smaller weight reads still count near the ridge.
             assert!(int4.2 < fp8w.2 && int4.1 < 0.3 * bf16.1);
-            assert_eq!(int4.4, bf16.4);
+            assert!(
+                int4.4 < bf16.4 && int4.4 > 0.8 * bf16.4,
+                "{int4:?} {bf16:?}"
+            );
         }
     }
 
@@ -682,17 +627,23 @@ mod tests {
             )
         };
         // A 4096-token prefill is compute-bound: 2 × 4096 × 70e9 / 4 FLOP per
-        // GPU = 143.7 TFLOP; at 0.65 × 989 TFLOP/s that is ~223 ms of GEMMs
-        // in bf16 and half at H100's fp8 rate.
+        // GPU = 143.7 TFLOP; at 0.75 × 989 TFLOP/s that is ~194 ms of GEMMs
+        // in bf16 and half at H100's fp8 rate. Weight-only formats multiply at
+        // the bf16 rate: only their smaller weight reads (the memory roof,
+        // which the rounded corner still counts a little) differ.
         let (h_bf16, h_fp8, h_int4) = (
             at("h100", Dtype::Bf16),
             at("h100", Dtype::Fp8),
             at("h100", Dtype::Int4),
         );
         assert!(h_fp8 < 0.65 * h_bf16, "{h_fp8} {h_bf16}");
-        assert_eq!(h_int4, h_bf16, "int4 dequantizes to bf16 GEMMs");
+        assert!(
+            h_int4 < h_bf16 && h_int4 > 0.98 * h_bf16,
+            "int4 dequantizes to bf16 GEMMs"
+        );
         // A100 has no FP8 units: fp8 weights dequantize (Marlin) at bf16 rate.
-        assert_eq!(at("a100-80gb", Dtype::Fp8), at("a100-80gb", Dtype::Bf16));
+        let (a_fp8, a_bf16) = (at("a100-80gb", Dtype::Fp8), at("a100-80gb", Dtype::Bf16));
+        assert!(a_fp8 < a_bf16 && a_fp8 > 0.98 * a_bf16, "{a_fp8} {a_bf16}");
         // ... but INT8 runs on its integer tensor cores (624 TOPS).
         assert!(at("a100-80gb", Dtype::Int8) < 0.65 * at("a100-80gb", Dtype::Bf16));
     }
@@ -712,9 +663,10 @@ mod tests {
         assert!(r.experts_touched(256.0) > 7.999);
         // Batch 1 reads attention + 2 of 8 experts per layer: on each of 2 GPUs
         // 32 × (41.9M + 2 × 176.2M) / 2 + LM head 65.5M = 6.37e9 params, 12.7 GB,
-        // 4.48 ms at 0.85 × 3.35 TB/s; plus 64 all-reduces (~0.5 ms) and the step.
+        // 4.48 ms at 0.85 × 3.35 TB/s; plus 64 two-GPU all-reduces (~0.5 ms)
+        // and 32 × (5 GEMM + 5 element-wise) kernel floors (1.44 ms).
         let t1 = ms(&r, &decode_batch(1, 512));
-        assert!((5.3..5.8).contains(&t1), "{t1} ms");
+        assert!((6.2..6.7).contains(&t1), "{t1} ms");
         // Eight sequences touch 7.2 experts on average: nearly every weight.
         let t8 = ms(&r, &decode_batch(8, 512));
         assert!(t8 > 2.5 * t1, "{t1} {t8}");
@@ -775,7 +727,8 @@ mod tests {
         };
         let deep = roofline_par("llama-3.1-405b", "h100", tp4pp4, Dtype::Bf16, Dtype::Bf16);
         let ratio = ms(&deep, &b1) / ms(&two, &b1);
-        assert!((1.8..2.0).contains(&ratio), "{ratio}");
+        // (less than 2×: all-reduces and kernel floors do not repeat per stage).
+        assert!((1.6..2.0).contains(&ratio), "{ratio}");
         // Uneven stages: the bottleneck term makes the longer stage set the pace.
         let d = roofline_par("deepseek-v3", "h100", tp8(2), Dtype::Fp8, Dtype::Bf16);
         assert_eq!(d.stage_shapes, vec![(3.0, 28.0, false), (0.0, 30.0, true)]);

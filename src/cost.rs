@@ -1,0 +1,438 @@
+//! `servesim cost`: one iteration priced and explained term by term, a decode
+//! sweep over batch sizes with its knee, a lone request's TTFT and TPOT as
+//! `simulate` reports them, and (`--fidelity`) the default model against the
+//! public GPU measurements in the shared data. The pricing lives in
+//! `sim::cost`; this file parses flags and prints.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use sim::cost::{self, Breakdown, CostModel, LoneRequest, Roofline, SweepRow};
+use sim::Scenario;
+use std::path::{Path, PathBuf};
+
+/// `servesim cost`.
+#[derive(Args, Debug)]
+pub struct CostArgs {
+    /// Scenario TOML file (optional: the flags below can stand alone or
+    /// override its keys).
+    pub scenario: Option<PathBuf>,
+    /// Model preset (`model.preset`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Hardware preset (`hardware.preset`).
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// Tensor-parallel GPUs per replica (`fleet.tensor_parallel`).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline stages per replica (`fleet.pipeline_parallel`).
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Weight dtype (`model.weight_dtype`: bf16, fp16, fp8, int8, int4, fp32).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// KV-cache dtype (`model.kv_dtype`).
+    #[arg(long)]
+    pub kv_dtype: Option<String>,
+    /// Engine runtime whose host time is added (`engine.runtime`: cuda-graph, eager-2023).
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// A prefill in the batch: TOKENS, or TOKENS@CACHED for a chunk on top of
+    /// cached context. Repeatable.
+    #[arg(long, value_name = "TOKENS[@CACHED]")]
+    pub prefill: Vec<String>,
+    /// Decoding sequences in the batch: N@CONTEXT. Repeatable.
+    #[arg(long, value_name = "N@CONTEXT")]
+    pub decode: Vec<String>,
+    /// Also price a request alone on a replica: PROMPT,OUTPUT tokens.
+    #[arg(long, value_name = "PROMPT,OUTPUT")]
+    pub lone_request: Option<String>,
+    /// Context of every sequence in the decode sweep.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u64,
+    /// Largest batch of the sweep [default: the engine's max_num_seqs].
+    #[arg(long)]
+    pub max_batch: Option<u32>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare the default model with the measured tables in the shared data
+    /// instead (see --data).
+    #[arg(long)]
+    pub fidelity: bool,
+    /// Shared data folder for --fidelity [default: $SERVESIM_SHARED_DATA, else ../shared/data].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+}
+
+/// One priced batch, for printing and JSON.
+#[derive(Serialize)]
+struct Priced {
+    batch: String,
+    breakdown: Option<Breakdown>,
+    total_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    scenario: String,
+    source: String,
+    gpus: u32,
+    batches: &'a [Priced],
+    sweep_context: u64,
+    sweep: &'a [SweepRow],
+    knee: Option<u32>,
+    lone_request: Option<LoneRequest>,
+}
+
+/// Runs `servesim cost`.
+pub fn run(args: CostArgs) -> Result<()> {
+    if args.fidelity {
+        return fidelity(&args);
+    }
+    let scenario = resolve(&args)?;
+    let cost_model: Box<dyn CostModel> = match &scenario.profile {
+        Some((path, p)) => Box::new(sim::profiled::Profiled::new(p, path)),
+        None => Box::new(Roofline::for_scenario(&scenario)),
+    };
+    let mut batches = Vec::new();
+    for spec in &args.prefill {
+        let (tokens, cached) = parse_prefill(spec)?;
+        let mut b = cost::BatchShape::default();
+        b.add_prefill(tokens, cached);
+        batches.push((format!("prefill {tokens} tokens on {cached} cached"), b));
+    }
+    if !args.decode.is_empty() {
+        let mut b = cost::BatchShape::default();
+        let mut label = Vec::new();
+        for spec in &args.decode {
+            let (n, context) = parse_decode(spec)?;
+            for _ in 0..n {
+                b.add_decode(context);
+            }
+            label.push(format!("{n} decodes at context {context}"));
+        }
+        // Decodes join the batch of the prefills when both are given.
+        match batches.last_mut() {
+            Some((l, p)) if args.prefill.len() == 1 => {
+                for spec in &args.decode {
+                    let (n, context) = parse_decode(spec)?;
+                    for _ in 0..n {
+                        p.add_decode(context);
+                    }
+                }
+                *l = format!("{l} + {}", label.join(" + "));
+            }
+            _ => batches.push((label.join(" + "), b)),
+        }
+    }
+    if batches.is_empty() {
+        let mut p = cost::BatchShape::default();
+        p.add_prefill(2048, 0);
+        let mut d = cost::BatchShape::default();
+        for _ in 0..64 {
+            d.add_decode(1024);
+        }
+        batches.push(("prefill 2048 tokens on 0 cached".into(), p));
+        batches.push(("64 decodes at context 1024".into(), d));
+    }
+    let priced: Vec<Priced> = batches
+        .iter()
+        .map(|(label, b)| Priced {
+            batch: label.clone(),
+            breakdown: cost_model.explain(b),
+            total_ms: cost_model.iteration_time(b) as f64 / 1e6,
+        })
+        .collect();
+    let max_batch = args
+        .max_batch
+        .unwrap_or(scenario.file.engine.max_num_seqs)
+        .max(1);
+    if max_batch > 1 << 16 {
+        bail!("--max-batch: at most 65536, got {max_batch}");
+    }
+    let sizes: Vec<u32> = std::iter::successors(Some(1u32), |b| Some(b * 2))
+        .take_while(|&b| b <= max_batch)
+        .collect();
+    let gpus = scenario.file.fleet.tensor_parallel * scenario.file.fleet.pipeline_parallel;
+    let sweep = cost::decode_sweep(cost_model.as_ref(), args.context, gpus, &sizes);
+    let knee = cost::knee(&sweep);
+    let lone = match &args.lone_request {
+        Some(spec) => {
+            let (p, o) = parse_lone(spec)?;
+            Some(cost::lone_request(cost_model.as_ref(), p, o))
+        }
+        None => None,
+    };
+    let report = Report {
+        scenario: scenario.name().to_string(),
+        source: cost_model.source(),
+        gpus,
+        batches: &priced,
+        sweep_context: args.context,
+        sweep: &sweep,
+        knee,
+        lone_request: lone,
+    };
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&scenario, &report);
+    }
+    Ok(())
+}
+
+/// What a flags-only run adds to the flags: a name and the workload and
+/// horizon every scenario must have (the cost command prices no workload).
+const BASE: &str = r#"
+name = "cost"
+[horizon]
+requests = 1
+[workload]
+arrival = { process = "poisson", rate = 1.0 }
+prompt_tokens = { dist = "fixed", value = 1 }
+output_tokens = { dist = "fixed", value = 1 }
+"#;
+
+/// The scenario the flags describe: the file's table (or an empty one) with
+/// each given flag written to its key.
+fn resolve(args: &CostArgs) -> Result<Scenario> {
+    if let Some(m) = &args.model {
+        if sim::catalog::model(m).is_none() {
+            bail!("--model: unknown model preset '{m}' (see `servesim catalog models`)");
+        }
+    }
+    if let Some(h) = &args.hardware {
+        if sim::catalog::hardware(h).is_none() {
+            bail!("--hardware: unknown hardware preset '{h}' (see `servesim catalog hardware`)");
+        }
+    }
+    if let Some(r) = &args.runtime {
+        if !cost::EngineRuntime::ALL.iter().any(|k| k.name() == r) {
+            bail!("--runtime: unknown runtime '{r}'; allowed: cuda-graph, eager-2023");
+        }
+    }
+    let (mut table, origin) = match &args.scenario {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+            // Parse through the scenario loader first for its error messages.
+            Scenario::from_toml_str(&text, &origin)?;
+            (text.parse::<toml::Table>()?, origin)
+        }
+        None => {
+            if args.model.is_none() || args.hardware.is_none() {
+                bail!("give a scenario file, or both --model and --hardware");
+            }
+            // The workload is not priced; the scenario format needs one.
+            (BASE.parse::<toml::Table>()?, "command line".to_string())
+        }
+    };
+    let mut set = |section: &str, key: &str, v: toml::Value| {
+        let t = table
+            .entry(section)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(t) = t {
+            t.insert(key.into(), v);
+        }
+    };
+    if let Some(m) = &args.model {
+        set("model", "preset", m.clone().into());
+    }
+    if let Some(h) = &args.hardware {
+        set("hardware", "preset", h.clone().into());
+    }
+    if let Some(d) = &args.dtype {
+        set("model", "weight_dtype", d.clone().into());
+    }
+    if let Some(d) = &args.kv_dtype {
+        set("model", "kv_dtype", d.clone().into());
+    }
+    if let Some(tp) = args.tp {
+        set("fleet", "tensor_parallel", (tp as i64).into());
+    }
+    if let Some(pp) = args.pp {
+        set("fleet", "pipeline_parallel", (pp as i64).into());
+    }
+    if let Some(r) = &args.runtime {
+        set("engine", "runtime", r.clone().into());
+    }
+    Scenario::from_table(table, &origin).with_context(|| {
+        if args.scenario.is_none() {
+            "the flags describe no valid replica".to_string()
+        } else {
+            "with the flags applied".to_string()
+        }
+    })
+}
+
+fn number(flag: &str, spec: &str, part: &str) -> Result<u64> {
+    part.trim()
+        .parse::<u64>()
+        .map_err(|_| anyhow!("{flag}: '{spec}' is not of the form shown in --help (a whole number expected, got '{part}')"))
+}
+
+fn parse_prefill(spec: &str) -> Result<(u64, u64)> {
+    let (t, c) = spec.split_once('@').unwrap_or((spec, "0"));
+    let tokens = number("--prefill", spec, t)?;
+    if tokens == 0 {
+        bail!("--prefill: at least one token, got '{spec}'");
+    }
+    Ok((tokens, number("--prefill", spec, c)?))
+}
+
+fn parse_decode(spec: &str) -> Result<(u64, u64)> {
+    let Some((n, c)) = spec.split_once('@') else {
+        bail!("--decode: expected N@CONTEXT (e.g. 64@1024), got '{spec}'");
+    };
+    let (n, c) = (number("--decode", spec, n)?, number("--decode", spec, c)?);
+    if n == 0 || c == 0 || n > 1 << 20 {
+        bail!("--decode: N in 1..=1048576 and CONTEXT ≥ 1, got '{spec}'");
+    }
+    Ok((n, c))
+}
+
+fn parse_lone(spec: &str) -> Result<(u64, u64)> {
+    let Some((p, o)) = spec.split_once(',') else {
+        bail!("--lone-request: expected PROMPT,OUTPUT (e.g. 1024,256), got '{spec}'");
+    };
+    let (p, o) = (
+        number("--lone-request", spec, p)?,
+        number("--lone-request", spec, o)?,
+    );
+    if p == 0 || o == 0 || o > 1 << 20 {
+        bail!("--lone-request: PROMPT ≥ 1 and OUTPUT in 1..=1048576, got '{spec}'");
+    }
+    Ok((p, o))
+}
+
+fn print(s: &Scenario, r: &Report) {
+    let f = &s.file;
+    outln!(
+        "cost — {} on {} × {} (TP {}, PP {}), {} weights, {} KV",
+        s.model.name,
+        r.gpus,
+        s.hardware.name,
+        f.fleet.tensor_parallel,
+        f.fleet.pipeline_parallel,
+        s.weight_dtype.name(),
+        s.kv_dtype.name()
+    );
+    outln!("costs: {}", r.source);
+    for p in r.batches {
+        outln!();
+        match &p.breakdown {
+            Some(b) => {
+                outln!(
+                    "batch: {} — {} tokens, {} sequences",
+                    p.batch,
+                    b.tokens,
+                    b.seqs
+                );
+                outln!("  {:<24} {:>10}  how", "term", "ms");
+                for t in &b.terms {
+                    outln!("  {:<24} {:>10.3}  {}", t.name, t.ms, t.detail);
+                }
+                let host = if b.host_ms == 0.0 {
+                    String::new()
+                } else if b.host_overlaps {
+                    format!(", host {:.3} ms overlapped", b.host_ms)
+                } else {
+                    format!(", host {:.3} ms added", b.host_ms)
+                };
+                outln!(
+                    "  {:<24} {:>10.3}  GPU {:.3} ms{host}",
+                    "iteration",
+                    b.total_ms(),
+                    b.gpu_ms
+                );
+            }
+            None => outln!("batch: {}: {:.3} ms", p.batch, p.total_ms),
+        }
+    }
+    outln!();
+    outln!(
+        "decode sweep at context {} (one step of every sequence):",
+        r.sweep_context
+    );
+    outln!(
+        "  {:>6} {:>10} {:>12} {:>12}",
+        "batch",
+        "step ms",
+        "tok/s/GPU",
+        "tok/s/user"
+    );
+    for row in r.sweep {
+        outln!(
+            "  {:>6} {:>10.3} {:>12.0} {:>12.1}{}",
+            row.batch,
+            row.step_ms,
+            row.tokens_per_s_per_gpu,
+            row.tokens_per_s_per_user,
+            if Some(row.batch) == r.knee {
+                "  ← knee"
+            } else {
+                ""
+            }
+        );
+    }
+    match r.knee {
+        Some(k) => outln!(
+            "knee: batch {k} — doubling it adds less than half again in tokens/s per GPU, at a higher step time per user"
+        ),
+        None => outln!("knee: none up to this batch — every doubling still adds half again in throughput"),
+    }
+    if let Some(l) = &r.lone_request {
+        outln!();
+        outln!(
+            "lone request {} + {} tokens: TTFT {:.3} ms, TPOT {:.3} ms (what `simulate` reports for it)",
+            l.prompt_tokens,
+            l.output_tokens,
+            l.ttft_ms,
+            l.tpot_ms
+        );
+    }
+}
+
+/// `servesim cost --fidelity`: the table of `sim::cost::fidelity`.
+fn fidelity(args: &CostArgs) -> Result<()> {
+    let dir = match &args.data {
+        Some(d) => d.clone(),
+        None => sim::cost::fidelity::data_dir(Path::new(".")).ok_or_else(|| {
+            anyhow!(
+                "--fidelity: no shared data folder (give --data DIR or set SERVESIM_SHARED_DATA)"
+            )
+        })?,
+    };
+    let fits = sim::cost::fidelity::check(&dir).map_err(|e| anyhow!("--fidelity: {e}"))?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&fits)?);
+        return Ok(());
+    }
+    outln!(
+        "default cost model vs public measurements in {}",
+        dir.display()
+    );
+    outln!(
+        "  {:<17} {:<66} {:>5} {:>8} {:>8}  worst at",
+        "what",
+        "table",
+        "rows",
+        "median",
+        "worst"
+    );
+    for f in &fits {
+        outln!(
+            "  {:<17} {:<66} {:>5} {:>7.1}% {:>7.1}%  {}",
+            f.kind,
+            f.table,
+            f.rows,
+            f.median_pct,
+            f.worst_pct,
+            f.worst_at
+        );
+    }
+    Ok(())
+}

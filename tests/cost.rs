@@ -1,0 +1,246 @@
+//! `servesim cost`: its figures are the simulator's, its errors name the flag
+//! or key, and the fidelity table runs when the shared data is present.
+
+mod common;
+
+use common::{run, stderr, stdout};
+use std::path::Path;
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("JSON on stdout")
+}
+
+fn lone_request_scenario(dir: &Path, runtime: &str, tp: u32) -> std::path::PathBuf {
+    let path = dir.join(format!("lone-{runtime}-{tp}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+name = "lone"
+[horizon]
+requests = 1
+[model]
+preset = "llama-3.1-70b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+tensor_parallel = {tp}
+[engine]
+runtime = "{runtime}"
+[workload]
+arrival = {{ process = "poisson", rate = 1.0 }}
+prompt_tokens = {{ dist = "fixed", value = 1500 }}
+output_tokens = {{ dist = "fixed", value = 300 }}
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_lone_request_costs_exactly_what_simulate_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    for (runtime, tp) in [("cuda-graph", 4), ("eager-2023", 8)] {
+        let s = lone_request_scenario(dir.path(), runtime, tp);
+        let s = s.to_str().unwrap();
+        let out = dir.path().join(format!("out-{runtime}"));
+        let sum = json(&["simulate", s, "--out", out.to_str().unwrap(), "--json"]);
+        let cost = json(&["cost", s, "--lone-request", "1500,300", "--json"]);
+        let lone = &cost["lone_request"];
+        let lat = &sum["latency"];
+        assert_eq!(sum["counts"]["completed"], 1);
+        assert_eq!(
+            lone["ttft_ms"], lat["ttft_ms"]["mean"],
+            "{runtime}: {lone} vs {lat}"
+        );
+        assert_eq!(
+            lone["tpot_ms"], lat["tpot_ms"]["mean"],
+            "{runtime}: {lone} vs {lat}"
+        );
+        // TTFT is one prefill iteration: the same figure as the batch priced alone.
+        let p = json(&["cost", s, "--prefill", "1500", "--json"]);
+        assert_eq!(p["batches"][0]["total_ms"], lone["ttft_ms"]);
+    }
+}
+
+#[test]
+fn terms_add_up_and_the_eager_runtime_adds_its_host_time() {
+    let args = |rt: &str| {
+        json(&[
+            "cost",
+            "--model",
+            "llama-2-7b",
+            "--hardware",
+            "a100-80gb",
+            "--tp",
+            "2",
+            "--runtime",
+            rt,
+            "--decode",
+            "32@1024",
+            "--json",
+        ])
+    };
+    let (graph, eager) = (args("cuda-graph"), args("eager-2023"));
+    for r in [&graph, &eager] {
+        let b = &r["batches"][0]["breakdown"];
+        let sum: f64 = b["terms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["ms"].as_f64().unwrap())
+            .sum();
+        let total = r["batches"][0]["total_ms"].as_f64().unwrap();
+        assert!((sum - total).abs() < 1e-5, "{sum} vs {total}");
+        assert_eq!(r["gpus"], 2);
+        assert!(!r["sweep"].as_array().unwrap().is_empty());
+    }
+    // Same GPU work; the 2023 engine adds its host time (Vidur measured 8.5 ms
+    // for Llama-2-7B at batch 32, TP 2; the fit over all rows gives 11.2).
+    let t = |r: &serde_json::Value| r["batches"][0]["total_ms"].as_f64().unwrap();
+    let host = eager["batches"][0]["breakdown"]["host_ms"]
+        .as_f64()
+        .unwrap();
+    assert!((8.0..13.0).contains(&host), "{host}");
+    assert!(
+        (t(&eager) - t(&graph) - host).abs() < 1e-3 + 0.9,
+        "{} {}",
+        t(&eager),
+        t(&graph)
+    );
+}
+
+#[test]
+fn bad_input_names_the_flag_or_key() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["cost", "--model", "llama-3.1-8b", "--hardware", "h900"],
+            "--hardware",
+        ),
+        (
+            &["cost", "--model", "gpt-9", "--hardware", "h100"],
+            "--model",
+        ),
+        (&["cost", "--model", "llama-3.1-8b"], "--hardware"),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--decode",
+                "64",
+            ],
+            "--decode",
+        ),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--prefill",
+                "x@3",
+            ],
+            "--prefill",
+        ),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--lone-request",
+                "5",
+            ],
+            "--lone-request",
+        ),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--runtime",
+                "turbo",
+            ],
+            "--runtime",
+        ),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--dtype",
+                "fp9",
+            ],
+            "model.weight_dtype",
+        ),
+        (
+            &[
+                "cost",
+                "--model",
+                "llama-3.1-8b",
+                "--hardware",
+                "h100",
+                "--tp",
+                "3",
+            ],
+            "tensor_parallel",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = run(args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            e.starts_with("error: ") && e.contains(want),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("panicked"), "{e}");
+    }
+    // A scenario key names the file and the key path.
+    let dir = tempfile::tempdir().unwrap();
+    let s = lone_request_scenario(dir.path(), "warp-drive", 1);
+    let o = run(&["cost", s.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("lone-warp-drive-1.toml")
+            && e.contains("engine.runtime")
+            && e.contains("eager-2023"),
+        "{e}"
+    );
+}
+
+#[test]
+fn fidelity_table_covers_every_measured_table() {
+    let root = common::repo();
+    let data = std::env::var_os("SERVESIM_SHARED_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/data"));
+    if !data.join("vidur/data/profiling").is_dir() {
+        eprintln!("skipped: no shared/data");
+        return;
+    }
+    let fits = json(&[
+        "cost",
+        "--fidelity",
+        "--data",
+        data.to_str().unwrap(),
+        "--json",
+    ]);
+    let fits = fits.as_array().unwrap();
+    // 8 MLP profiles, 4 all-reduce tables, the CPU overheads.
+    assert_eq!(fits.len(), 13);
+    let o = run(&["cost", "--fidelity", "--data", data.to_str().unwrap()]);
+    assert!(stdout(&o).contains("eager host time"), "{}", stdout(&o));
+}
