@@ -56,11 +56,11 @@ fn run(cli: Cli) -> Result<()> {
         } => simulate(&scenario, out, seed, json, report, lenient),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
+            let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
             for n in &s.notes {
                 outln!("note       {n}");
             }
-            let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
             print::memory_estimate(&est);
             // Open the workload's files and read its first request, so a
             // bad trace shows here rather than in a run.

@@ -233,6 +233,14 @@ fn trace_integers_are_checked_and_disorder_is_reported() {
         e.contains("warning: ") && e.contains("100 of 5100 rows"),
         "{e}"
     );
+    // Rows the reorder buffer puts back in order are counted too.
+    write(d, "swap.csv", "t,p,o\n0,10,2\n2,10,2\n1,10,2\n3,10,2\n");
+    let p = write(d, "swap.toml", &scenario("swap.csv"));
+    let e = stderr(&simulate(&p, &d.join("s"), &[]));
+    assert!(
+        e.contains("1 of 4 rows") && e.contains("out of time order"),
+        "{e}"
+    );
     // A byte-order mark broke JSONL traces (not CSV) before.
     let mut jsonl = b"\xEF\xBB\xBF".to_vec();
     jsonl.extend_from_slice(b"{\"t\": 0, \"p\": 10, \"o\": 2}\n{\"t\": 1, \"p\": 10, \"o\": 2}\n");

@@ -166,6 +166,10 @@ pub struct TraceReport {
     /// Rows earlier than one already replayed (beyond the reorder buffer),
     /// replayed at that earlier row's time.
     pub out_of_order: u64,
+    /// Rows earlier than the row before them in the file, put back in time
+    /// order by the reorder buffer (absent when the file is sorted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reordered: u64,
     /// Rows with 0 prompt or 0 output tokens, replayed with 1.
     pub zero_prompt: u64,
     pub zero_output: u64,
@@ -176,10 +180,24 @@ pub struct TraceReport {
     pub tenants: Vec<String>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl TraceReport {
     /// The stderr line of a trace with rows out of time order beyond what
     /// the reorder buffer fixes, if it has any.
     pub fn out_of_order_note(&self) -> Option<String> {
+        if self.out_of_order == 0 && self.reordered > 0 {
+            return Some(format!(
+                "{}: {} of {} rows ({:.1} %) were out of time order in the file and were \
+                 replayed in time order",
+                self.path,
+                self.reordered,
+                self.rows,
+                100.0 * self.reordered as f64 / self.rows.max(1) as f64
+            ));
+        }
         (self.out_of_order > 0).then(|| {
             format!(
                 "{}: {} of {} rows ({:.1} %) came later than the reorder buffer of {} rows                  can fix and were replayed at the previous row's time; sort the trace by                  arrival to replay it as recorded",

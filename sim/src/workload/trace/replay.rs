@@ -244,7 +244,10 @@ impl Replay {
         };
         self.seq += 1;
         match self.inorder.back() {
-            Some(b) if p.time < b.time => self.heap.push(Reverse(p)),
+            Some(b) if p.time < b.time => {
+                self.report.reordered += 1;
+                self.heap.push(Reverse(p))
+            }
             _ => self.inorder.push_back(p),
         }
     }
