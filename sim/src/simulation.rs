@@ -2,7 +2,7 @@
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
 
-use crate::cluster::router::{self, Router};
+use crate::cluster::routing::Routing;
 use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
@@ -59,6 +59,8 @@ enum Event {
     IterationEnd(u32),
     /// Time-series sampling tick.
     Sample,
+    /// The replicas report their load to the router (`fleet.report_interval_s`).
+    LoadReport,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -97,7 +99,7 @@ pub struct Simulation<'a> {
     scenario: &'a Scenario,
     cost: Box<dyn CostModel + 'a>,
     replicas: Vec<Replica>,
-    router: Box<dyn Router>,
+    routing: Routing,
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     source: Box<dyn RequestSource>,
@@ -171,6 +173,10 @@ impl<'a> Simulation<'a> {
             }
         }
         queue.schedule(SimTime::ZERO, Event::Sample);
+        let routing = Routing::new(scenario, &replicas);
+        if let Some(t) = routing.first_report() {
+            queue.schedule(t, Event::LoadReport);
+        }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
             deadline
@@ -186,7 +192,7 @@ impl<'a> Simulation<'a> {
             scenario,
             cost,
             replicas,
-            router: router::build(f.fleet.router),
+            routing,
             requests: Vec::with_capacity(expected.min(10_000_000) as usize),
             queue,
             source,
@@ -288,13 +294,14 @@ impl<'a> Simulation<'a> {
                 self.request_ended(id, now, false);
             }
             None => {
-                let r = self.router.route(&self.replicas);
+                let r = self.routing.route(&req);
                 req.replica = r as u32;
                 self.requests.push(req);
                 self.replicas[r].enqueue(id);
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
                 }
+                self.routing.observe(r, &self.replicas[r]);
             }
         }
     }
@@ -338,6 +345,18 @@ impl<'a> Simulation<'a> {
         if self.replicas[r].has_work() {
             self.start_iteration(r, now);
         }
+        self.routing.observe(r, &self.replicas[r]);
+    }
+
+    fn on_load_report(&mut self, now: SimTime) {
+        let next = self.routing.report(now, &self.replicas);
+        // Reports stop when nothing is left to happen but reports and samples.
+        let work_ahead = self.pending.is_some()
+            || self.deferred.iter().any(Option::is_some)
+            || self.replicas.iter().any(Replica::is_busy);
+        if work_ahead && self.deadline.is_none_or(|d| next <= d) {
+            self.queue.schedule(next, Event::LoadReport);
+        }
     }
 
     fn on_sample(&mut self, now: SimTime) {
@@ -375,7 +394,7 @@ impl<'a> Simulation<'a> {
             let (now, ev) = self.queue.pop().expect("peeked");
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
-            if !matches!(ev, Event::Sample) {
+            if !matches!(ev, Event::Sample | Event::LoadReport) {
                 end = now;
             }
             match ev {
@@ -383,6 +402,7 @@ impl<'a> Simulation<'a> {
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => self.on_iteration_end(r as usize, now),
                 Event::Sample => self.on_sample(now),
+                Event::LoadReport => self.on_load_report(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -752,6 +772,7 @@ output_tokens = { dist = "fixed", value = 3 }
                 Event::FollowUp(slot) => sim.on_follow_up(slot, now),
                 Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
                 Event::Sample => sim.on_sample(now),
+                Event::LoadReport => sim.on_load_report(now),
             }
         }
         assert!(sim.check_invariants().is_ok());
