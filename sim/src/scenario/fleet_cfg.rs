@@ -178,3 +178,88 @@ pub(super) fn validate_routing(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::{RouterKind, Scenario};
+
+    const BASE: &str = r#"
+name = "r"
+[horizon]
+requests = 10
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+arrival = { process = "poisson", rate = 1.0 }
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+"#;
+
+    fn with(fleet: &str) -> Result<Scenario, crate::scenario::ScenarioError> {
+        Scenario::from_toml_str(&format!("{BASE}[fleet]\nreplicas = 2\n{fleet}\n"), "r.toml")
+    }
+
+    #[test]
+    fn routing_tables_parse_with_defaults() {
+        let s = with("router = \"prefix-affinity\"\n[fleet.prefix_affinity]\nload_bound = false")
+            .unwrap();
+        let f = &s.file.fleet;
+        assert_eq!(f.router, RouterKind::PrefixAffinity);
+        assert!(!f.prefix_affinity.load_bound);
+        assert_eq!(f.prefix_affinity.balance_abs_threshold, 64);
+        assert_eq!(f.session_affinity.virtual_nodes, 160);
+        assert_eq!(f.report_interval_s, 0.0);
+        for name in [
+            "round-robin",
+            "least-outstanding",
+            "random",
+            "least-kv",
+            "power-of-two",
+            "session-affinity",
+            "prefix-affinity",
+            "weighted",
+        ] {
+            let s = with(&format!("router = \"{name}\"")).unwrap();
+            assert_eq!(s.file.fleet.router.name(), name);
+        }
+    }
+
+    #[test]
+    fn bad_routing_values_name_their_key() {
+        let cases = [
+            ("report_interval_s = -1", "fleet.report_interval_s"),
+            (
+                "[fleet.prefix_affinity]\ncache_threshold = 1.5",
+                "fleet.prefix_affinity.cache_threshold",
+            ),
+            (
+                "[fleet.prefix_affinity]\nbalance_rel_threshold = 0.5",
+                "fleet.prefix_affinity.balance_rel_threshold",
+            ),
+            (
+                "[fleet.prefix_affinity]\nindex_tokens_per_replica = 0",
+                "fleet.prefix_affinity.index_tokens_per_replica",
+            ),
+            ("[fleet.weighted]\nqueue = -2", "fleet.weighted.queue"),
+            (
+                "[fleet.weighted]\nprefix = 0\nqueue = 0\nkv = 0",
+                "fleet.weighted",
+            ),
+            (
+                "[fleet.session_affinity]\nvirtual_nodes = 0",
+                "fleet.session_affinity.virtual_nodes",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = with(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.to_string().contains("r.toml"), "{e}");
+        }
+        let e = with("router = \"fastest\"").unwrap_err();
+        assert!(e.to_string().contains("prefix-affinity"), "{e}");
+        let e = with("[fleet.prefix_affinity]\nbalance = 3").unwrap_err();
+        assert!(e.to_string().contains("balance"), "{e}");
+    }
+}

@@ -1,0 +1,56 @@
+//! Routing end to end: the hot-prefix example with and without the load
+//! bound, herding under stale load reports, and the routers on the public
+//! Mooncake conversation trace (in `../shared/data`, skipped when absent).
+
+mod common;
+use common::*;
+
+#[test]
+fn the_load_bound_keeps_a_hot_prefix_from_exploding_ttft() {
+    let on = summary_of("hot-prefix", &[]);
+    let off = summary_of(
+        "hot-prefix",
+        &[("load_bound = true", "load_bound = false")],
+    );
+    let (p99_on, p99_off) = (f(&on, "latency.ttft_ms.p99"), f(&off, "latency.ttft_ms.p99"));
+    assert!(
+        p99_off > 10.0 * p99_on,
+        "TTFT p99 {p99_on:.0} ms bounded vs {p99_off:.0} ms unbounded"
+    );
+    // Herding on one replica still reuses the prefix best; the bound gives
+    // up a little of that for latency.
+    let hit = |s: &serde_json::Value| f(s, "engine.prefix_cache.token_hit_rate");
+    assert!(hit(&on) > 0.5, "{}", hit(&on));
+    assert_eq!(f(&on, "counts.completed"), 3000.0);
+}
+
+/// Least-outstanding herds onto the replica that looked idlest at the last
+/// report; power of two choices does not.
+#[test]
+fn stale_load_reports_make_least_outstanding_herd() {
+    let run = |router: &str, interval: &str| {
+        summary_of(
+            "hot-prefix",
+            &[
+                ("router = \"prefix-affinity\"", &format!("router = \"{router}\"\nreport_interval_s = {interval}")),
+                ("prefix_caching = true", "prefix_caching = false"),
+            ],
+        )
+    };
+    let p99 = |s: &serde_json::Value| f(s, "latency.ttft_ms.p99");
+    let fresh = run("least-outstanding", "0");
+    let stale = run("least-outstanding", "2.0");
+    let p2_stale = run("power-of-two", "2.0");
+    assert!(
+        p99(&stale) > 3.0 * p99(&fresh),
+        "stale {} vs fresh {}",
+        p99(&stale),
+        p99(&fresh)
+    );
+    assert!(
+        p99(&p2_stale) < 0.5 * p99(&stale),
+        "power-of-two {} vs least-outstanding {} on stale reports",
+        p99(&p2_stale),
+        p99(&stale)
+    );
+}
