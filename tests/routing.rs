@@ -31,10 +31,10 @@ fn stale_load_reports_make_least_outstanding_herd() {
     let run = |router: &str, interval: &str| {
         summary_of(
             "hot-prefix",
-            &[
-                ("router = \"prefix-affinity\"", &format!("router = \"{router}\"\nreport_interval_s = {interval}")),
-                ("prefix_caching = true", "prefix_caching = false"),
-            ],
+            &[(
+                "router = \"prefix-affinity\"",
+                &format!("router = \"{router}\"\nreport_interval_s = {interval}"),
+            )],
         )
     };
     let p99 = |s: &serde_json::Value| f(s, "latency.ttft_ms.p99");
