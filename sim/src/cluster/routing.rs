@@ -20,8 +20,8 @@ pub struct Routing {
 impl Routing {
     pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Routing {
         let f = &scenario.file;
-        let report_every =
-            (f.fleet.report_interval_s > 0.0).then(|| secs_to_nanos(f.fleet.report_interval_s).max(1));
+        let report_every = (f.fleet.report_interval_s > 0.0)
+            .then(|| secs_to_nanos(f.fleet.report_interval_s).max(1));
         let env = RouterEnv {
             replicas: replicas.len(),
             seed: f.seed,

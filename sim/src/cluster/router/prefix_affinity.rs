@@ -49,20 +49,19 @@ impl Router for PrefixAffinity {
     fn route(&mut self, req: &Request, view: &FleetView) -> usize {
         let hashes = prompt_hashes(req);
         let matched = self.index.longest_match(hashes, &mut self.holders);
-        let cache_choice = if matched > 0
-            && matched as f64 >= self.cfg.cache_threshold * hashes.len() as f64
-        {
-            // Holders are in ascending index: the first of the least loaded.
-            let mut best = self.holders[0] as usize;
-            for &h in &self.holders[1..] {
-                if view.load(h as usize).outstanding() < view.load(best).outstanding() {
-                    best = h as usize;
+        let cache_choice =
+            if matched > 0 && matched as f64 >= self.cfg.cache_threshold * hashes.len() as f64 {
+                // Holders are in ascending index: the first of the least loaded.
+                let mut best = self.holders[0] as usize;
+                for &h in &self.holders[1..] {
+                    if view.load(h as usize).outstanding() < view.load(best).outstanding() {
+                        best = h as usize;
+                    }
                 }
-            }
-            best
-        } else {
-            self.index.smallest()
-        };
+                best
+            } else {
+                self.index.smallest()
+            };
         let least = view.least_outstanding();
         let chosen = if self.overloaded(
             view.load(cache_choice).outstanding(),

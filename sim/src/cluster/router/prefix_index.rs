@@ -61,8 +61,12 @@ impl PrefixIndex {
         for h in &hashes[1..] {
             let Some(hs) = self.holders.get(h) else { break };
             self.next.clear();
-            self.next
-                .extend(self.cur.iter().copied().filter(|r| hs.iter().any(|&(x, _)| x == *r)));
+            self.next.extend(
+                self.cur
+                    .iter()
+                    .copied()
+                    .filter(|r| hs.iter().any(|&(x, _)| x == *r)),
+            );
             if self.next.is_empty() {
                 break;
             }
@@ -113,7 +117,9 @@ impl PrefixIndex {
         }
         let cap_blocks = (self.capacity_tokens / block_tokens.max(1) as u64).max(1);
         while self.blocks[replica] > cap_blocks {
-            let (stamp, h) = self.lru[replica].pop_front().expect("live blocks are queued");
+            let (stamp, h) = self.lru[replica]
+                .pop_front()
+                .expect("live blocks are queued");
             if let Some(hs) = self.holders.get_mut(&h) {
                 if let Some(pos) = hs.iter().position(|&(x, s)| x == r && s == stamp) {
                     hs.swap_remove(pos);

@@ -64,7 +64,9 @@ impl SessionAffinity {
         }
         let hashes = prompt_hashes(req);
         let blocks = (self.key_tokens / req.hash_block_tokens.max(1)).max(1) as usize;
-        hashes.get(blocks.min(hashes.len()).checked_sub(1)?).copied()
+        hashes
+            .get(blocks.min(hashes.len()).checked_sub(1)?)
+            .copied()
     }
 }
 
@@ -98,10 +100,7 @@ mod tests {
         let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
         // ~1/9 move, all of them to the new replica.
         assert!((1500..3000).contains(&moved), "{moved} moved");
-        assert!(before
-            .iter()
-            .zip(&after)
-            .all(|(a, b)| a == b || *b == 8));
+        assert!(before.iter().zip(&after).all(|(a, b)| a == b || *b == 8));
         ring.remove(8);
         let back: Vec<usize> = keys.iter().map(|&k| ring.owner(k)).collect();
         assert_eq!(back, before);
@@ -111,10 +110,13 @@ mod tests {
     fn keys_by_session_or_by_the_prompt_opening() {
         let reps = replicas(8);
         let view = FleetView::new(&reps, true);
-        let mut r = SessionAffinity::new(8, &SessionAffinityCfg {
-            virtual_nodes: 160,
-            key_prefix_tokens: 32,
-        });
+        let mut r = SessionAffinity::new(
+            8,
+            &SessionAffinityCfg {
+                virtual_nodes: 160,
+                key_prefix_tokens: 32,
+            },
+        );
         // Same session: same replica whatever the prompt.
         let a = r.route(&request(&[1, 2, 3], 77), &view);
         assert_eq!(r.route(&request(&[9], 77), &view), a);
