@@ -48,6 +48,11 @@ impl PrefixAffinity {
 impl Router for PrefixAffinity {
     fn route(&mut self, req: &Request, view: &FleetView) -> usize {
         let hashes = prompt_hashes(req);
+        if hashes.is_empty() {
+            // Nothing to match or to remember (no prefix structure, or a
+            // prompt shorter than a block): plain load balancing.
+            return view.least_outstanding();
+        }
         let matched = self.index.longest_match(hashes, &mut self.holders);
         let cache_choice =
             if matched > 0 && matched as f64 >= self.cfg.cache_threshold * hashes.len() as f64 {
@@ -104,6 +109,10 @@ mod tests {
         // A continuation of the first conversation returns to its replica.
         assert_eq!(r.route(&request(&[1, 2, 3, 4, 5, 6], 0), &view), a);
         assert_eq!(r.route(&request(&[7, 8, 9, 10], 0), &view), b);
+        // A prompt without prefix blocks goes to the least loaded.
+        reps[0].enqueue(99);
+        view.observe(0, &reps[0]);
+        assert_eq!(r.route(&request(&[], 0), &view), 1);
         // A match under 30 % of the prompt does not count.
         assert_ne!(r.route(&request(&[1, 30, 31, 32, 33, 34], 0), &view), a);
     }
