@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 mod enum_hint;
+mod fleet_cfg;
 pub mod ranges;
 mod tenants_cfg;
 pub mod units;
 mod workload_cfg;
+pub use fleet_cfg::*;
 pub use tenants_cfg::*;
 pub use workload_cfg::*;
 
@@ -142,6 +144,12 @@ pub struct HardwareCfg {
 pub enum RouterKind {
     RoundRobin,
     LeastOutstanding,
+    Random,
+    LeastKv,
+    PowerOfTwo,
+    SessionAffinity,
+    PrefixAffinity,
+    Weighted,
 }
 
 impl RouterKind {
@@ -149,6 +157,12 @@ impl RouterKind {
         match self {
             RouterKind::RoundRobin => "round-robin",
             RouterKind::LeastOutstanding => "least-outstanding",
+            RouterKind::Random => "random",
+            RouterKind::LeastKv => "least-kv",
+            RouterKind::PowerOfTwo => "power-of-two",
+            RouterKind::SessionAffinity => "session-affinity",
+            RouterKind::PrefixAffinity => "prefix-affinity",
+            RouterKind::Weighted => "weighted",
         }
     }
 }
@@ -170,6 +184,16 @@ pub struct FleetCfg {
     /// Expert-parallel groups per stage for MoE models (GShard / DeepSpeed-MoE).
     #[serde(default = "one")]
     pub expert_parallel: u32,
+    /// Seconds between the replicas' load reports to the router; 0: the
+    /// router sees every change at once (see `cluster::view`).
+    #[serde(default)]
+    pub report_interval_s: f64,
+    #[serde(default)]
+    pub prefix_affinity: PrefixAffinityCfg,
+    #[serde(default)]
+    pub weighted: WeightedCfg,
+    #[serde(default)]
+    pub session_affinity: SessionAffinityCfg,
 }
 
 fn one() -> u32 {
@@ -187,6 +211,10 @@ impl Default for FleetCfg {
             router: default_router(),
             pipeline_parallel: 1,
             expert_parallel: 1,
+            report_interval_s: 0.0,
+            prefix_affinity: PrefixAffinityCfg::default(),
+            weighted: WeightedCfg::default(),
+            session_affinity: SessionAffinityCfg::default(),
         }
     }
 }
@@ -1081,6 +1109,12 @@ fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     if f.fleet.replicas > 100_000 {
         return Err(("fleet.replicas".into(), "at most 100000".into()));
     }
+    fleet_cfg::validate_routing(
+        f.fleet.report_interval_s,
+        &f.fleet.prefix_affinity,
+        &f.fleet.weighted,
+        &f.fleet.session_affinity,
+    )?;
     let e = &f.engine;
     at_least("engine.max_num_seqs", e.max_num_seqs.into(), 1)?;
     at_least("engine.max_batched_tokens", e.max_batched_tokens.into(), 1)?;

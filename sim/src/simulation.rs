@@ -2,7 +2,7 @@
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
 
-use crate::cluster::router::{self, Router};
+use crate::cluster::routing::Routing;
 use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
@@ -62,6 +62,8 @@ enum Event {
     Retry(u32),
     /// Time-series sampling tick.
     Sample,
+    /// The replicas report their load to the router (`fleet.report_interval_s`).
+    LoadReport,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -104,7 +106,7 @@ pub struct Simulation<'a> {
     scenario: &'a Scenario,
     cost: Box<dyn CostModel + 'a>,
     replicas: Vec<Replica>,
-    router: Box<dyn Router>,
+    routing: Routing,
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     source: Box<dyn RequestSource>,
@@ -188,6 +190,10 @@ impl<'a> Simulation<'a> {
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
+        let routing = Routing::new(scenario, &replicas);
+        if let Some(t) = routing.first_report() {
+            queue.schedule(t, Event::LoadReport);
+        }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
             deadline
@@ -202,7 +208,7 @@ impl<'a> Simulation<'a> {
             scenario,
             cost,
             replicas,
-            router: router::build(f.fleet.router),
+            routing,
             // Within the memory budget: the guard refuses runs beyond it.
             requests: Vec::with_capacity(
                 expected
@@ -319,7 +325,7 @@ impl<'a> Simulation<'a> {
                 }
             }
             None => {
-                let r = self.router.route(&self.replicas);
+                let r = self.routing.route(&req);
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
@@ -327,6 +333,7 @@ impl<'a> Simulation<'a> {
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
                 }
+                self.routing.observe(r, &self.replicas[r]);
             }
         }
     }
@@ -370,6 +377,18 @@ impl<'a> Simulation<'a> {
         self.completed_buf = done;
         if self.replicas[r].has_work() {
             self.start_iteration(r, now);
+        }
+        self.routing.observe(r, &self.replicas[r]);
+    }
+
+    fn on_load_report(&mut self, now: SimTime) {
+        let next = self.routing.report(now, &self.replicas);
+        // Reports stop when nothing is left to happen but reports and samples.
+        let work_ahead = self.pending.is_some()
+            || self.deferred.iter().any(Option::is_some)
+            || self.replicas.iter().any(Replica::is_busy);
+        if work_ahead && self.deadline.is_none_or(|d| next <= d) {
+            self.queue.schedule(next, Event::LoadReport);
         }
     }
 
@@ -419,7 +438,7 @@ impl<'a> Simulation<'a> {
             })?;
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
-            if !matches!(ev, Event::Sample) {
+            if !matches!(ev, Event::Sample | Event::LoadReport) {
                 end = now;
             }
             match ev {
@@ -431,6 +450,7 @@ impl<'a> Simulation<'a> {
                     self.admit(spec, now);
                 }
                 Event::Sample => self.on_sample(now),
+                Event::LoadReport => self.on_load_report(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -814,6 +834,7 @@ output_tokens = { dist = "fixed", value = 3 }
                 Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
                 Event::Retry(_) => unreachable!("no tenants"),
                 Event::Sample => sim.on_sample(now),
+                Event::LoadReport => sim.on_load_report(now),
             }
         }
         assert!(sim.check_invariants().is_ok());

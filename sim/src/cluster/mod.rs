@@ -1,4 +1,7 @@
-//! The fleet around the replicas: request routing (and, later, prefill/decode
-//! pools and autoscaling).
+//! The fleet around the replicas: what the router sees of them (`view`,
+//! kept in indexed trees by `min_tree`) and request routing (`router/`).
 
+pub mod min_tree;
 pub mod router;
+pub mod routing;
+pub mod view;

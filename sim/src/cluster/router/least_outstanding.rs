@@ -1,48 +1,53 @@
 use super::Router;
-use crate::replica::Replica;
+use crate::cluster::view::FleetView;
+use crate::request::Request;
 
 /// Least outstanding requests: send to the replica with the fewest requests
 /// queued or running (Envoy's and NGINX's `least_request`/`least_conn`,
 /// the default of vLLM production-stack's and llm-d's simpler routers).
-/// Ties go to the lowest index.
+/// Ties go to the lowest index. O(1) per request: the view keeps the
+/// least-loaded replica at the root of an indexed tree.
 #[derive(Debug, Default)]
 pub struct LeastOutstanding;
 
 impl Router for LeastOutstanding {
-    fn route(&mut self, replicas: &[Replica]) -> usize {
-        let mut best = 0;
-        let mut best_load = usize::MAX;
-        for (i, r) in replicas.iter().enumerate() {
-            let load = r.outstanding();
-            if load < best_load {
-                best = i;
-                best_load = load;
-                if load == 0 {
-                    break;
-                }
-            }
-        }
-        best
+    fn route(&mut self, _req: &Request, view: &FleetView) -> usize {
+        view.least_outstanding()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::*;
     use super::*;
-    use crate::scenario::EngineCfg;
 
     #[test]
     fn picks_the_least_loaded_lowest_index_on_ties() {
-        let mut reps: Vec<Replica> = (0..3)
-            .map(|i| Replica::new(i, &EngineCfg::default(), 10, 1024.0, 0))
-            .collect();
+        let mut reps = replicas(3);
+        let mut view = FleetView::new(&reps, true);
         let mut r = LeastOutstanding;
-        assert_eq!(r.route(&reps), 0);
-        reps[0].enqueue(0);
-        reps[1].enqueue(1);
-        assert_eq!(r.route(&reps), 2);
-        reps[2].enqueue(2);
+        let req = request(&[], 0);
+        assert_eq!(send(&mut r, &req, &mut reps, &mut view, 0), 0);
+        assert_eq!(send(&mut r, &req, &mut reps, &mut view, 1), 1);
+        assert_eq!(send(&mut r, &req, &mut reps, &mut view, 2), 2);
         reps[2].enqueue(3);
-        assert_eq!(r.route(&reps), 0);
+        view.observe(2, &reps[2]);
+        assert_eq!(send(&mut r, &req, &mut reps, &mut view, 4), 0);
+        assert_eq!(send(&mut r, &req, &mut reps, &mut view, 5), 1);
+        assert_eq!(r.route(&req, &view), 0);
+    }
+
+    #[test]
+    fn herds_onto_one_replica_between_load_reports() {
+        let mut reps = replicas(4);
+        let mut view = FleetView::new(&reps, false);
+        let mut r = LeastOutstanding;
+        let req = request(&[], 0);
+        let picks: Vec<usize> = (0..5)
+            .map(|i| send(&mut r, &req, &mut reps, &mut view, i))
+            .collect();
+        assert_eq!(picks, vec![0; 5], "stale reports: everything herds");
+        view.report(&reps);
+        assert_eq!(r.route(&req, &view), 1);
     }
 }

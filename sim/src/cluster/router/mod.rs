@@ -1,27 +1,120 @@
 //! Routers choose the replica each arriving request is sent to. One file per
 //! policy; [`build`] is the registry the scenario's `fleet.router` names.
+//!
+//! A router sees the request (prompt length, prefix-block hashes, session,
+//! tenant) and a [`FleetView`] of the replicas' load as last reported. The
+//! load-based policies cost O(log N) or O(1) per request in a fleet of N
+//! (the view keeps its least-loaded replicas in indexed trees); the
+//! `weighted` scorer scores every replica, O(N), as llm-d's does.
 
+mod least_kv;
 mod least_outstanding;
+mod power_of_two;
+mod prefix_affinity;
+pub mod prefix_index;
+mod random;
 mod round_robin;
+mod session_affinity;
+mod weighted;
 
+pub use least_kv::LeastKv;
 pub use least_outstanding::LeastOutstanding;
+pub use power_of_two::PowerOfTwo;
+pub use prefix_affinity::PrefixAffinity;
+pub use random::Random;
 pub use round_robin::RoundRobin;
+pub use session_affinity::SessionAffinity;
+pub use weighted::Weighted;
 
-use crate::replica::Replica;
-use crate::scenario::RouterKind;
+use super::view::FleetView;
+use crate::request::Request;
+use crate::scenario::{FleetCfg, RouterKind};
 
-/// A routing policy across identical replicas. Must be deterministic: ties are
-/// broken by replica index, never by hash order or randomness outside the
-/// run's seeded streams.
+/// A routing policy. Must be deterministic: ties are broken by replica
+/// index, never by hash order, and randomness comes from the run's seeded
+/// streams.
 pub trait Router: Send {
-    /// Index into `replicas` of the replica that takes the next request.
-    fn route(&mut self, replicas: &[Replica]) -> usize;
+    /// Index of the replica that takes `req`.
+    fn route(&mut self, req: &Request, view: &FleetView) -> usize;
+}
+
+/// What building a router needs besides its settings.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterEnv {
+    pub replicas: usize,
+    pub seed: u64,
+    /// Tokens one replica's KV cache holds (the default size of a prefix
+    /// router's index).
+    pub kv_tokens_per_replica: u64,
 }
 
 /// The router a scenario names.
-pub fn build(kind: RouterKind) -> Box<dyn Router> {
-    match kind {
+pub fn build(fleet: &FleetCfg, env: RouterEnv) -> Box<dyn Router> {
+    match fleet.router {
         RouterKind::RoundRobin => Box::new(RoundRobin::default()),
         RouterKind::LeastOutstanding => Box::new(LeastOutstanding),
+        RouterKind::Random => Box::new(Random::new(env.seed)),
+        RouterKind::LeastKv => Box::new(LeastKv),
+        RouterKind::PowerOfTwo => Box::new(PowerOfTwo::new(env.seed)),
+        RouterKind::SessionAffinity => {
+            Box::new(SessionAffinity::new(env.replicas, &fleet.session_affinity))
+        }
+        RouterKind::PrefixAffinity => Box::new(PrefixAffinity::new(
+            &fleet.prefix_affinity,
+            env.replicas,
+            env.kv_tokens_per_replica,
+        )),
+        RouterKind::Weighted => Box::new(Weighted::new(
+            &fleet.weighted,
+            env.replicas,
+            env.kv_tokens_per_replica,
+        )),
+    }
+}
+
+/// The chained hashes of the prompt's full blocks: what a router can see of
+/// a request's prefix (the output's blocks do not exist yet).
+pub fn prompt_hashes(req: &Request) -> &[u64] {
+    let blocks = req.prompt_tokens / req.hash_block_tokens.max(1);
+    &req.prefix_hashes[..req.prefix_hashes.len().min(blocks as usize)]
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::replica::Replica;
+    use crate::scenario::EngineCfg;
+
+    pub fn replicas(n: u32) -> Vec<Replica> {
+        (0..n)
+            .map(|i| Replica::new(i, &EngineCfg::default(), 1000, 1024.0, 0))
+            .collect()
+    }
+
+    /// A request with `blocks` prefix blocks of 16 tokens from `hashes`.
+    pub fn request(hashes: &[u64], session: u64) -> Request {
+        let spec = crate::workload::RequestSpec {
+            prompt_tokens: 16 * hashes.len() as u32 + 8,
+            output_tokens: 10,
+            session,
+            prefix_hashes: hashes.to_vec(),
+            hash_block_tokens: 16,
+            ..Default::default()
+        };
+        Request::from_spec(spec)
+    }
+
+    /// Routes `req` and makes the chosen replica hold it, as a run does.
+    pub fn send(
+        router: &mut dyn Router,
+        req: &Request,
+        reps: &mut [Replica],
+        view: &mut FleetView,
+        id: u32,
+    ) -> usize {
+        let r = router.route(req, view);
+        reps[r].enqueue(id);
+        view.observe(r, &reps[r]);
+        r
     }
 }

@@ -1,5 +1,6 @@
 use super::Router;
-use crate::replica::Replica;
+use crate::cluster::view::FleetView;
+use crate::request::Request;
 
 /// Round-robin: request k goes to replica k mod R, blind to load — the
 /// default of Kubernetes Services and most L4 load balancers.
@@ -9,25 +10,25 @@ pub struct RoundRobin {
 }
 
 impl Router for RoundRobin {
-    fn route(&mut self, replicas: &[Replica]) -> usize {
-        let i = self.next % replicas.len();
-        self.next = (i + 1) % replicas.len();
+    fn route(&mut self, _req: &Request, view: &FleetView) -> usize {
+        let i = self.next % view.len();
+        self.next = (i + 1) % view.len();
         i
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::*;
     use super::*;
-    use crate::scenario::EngineCfg;
 
     #[test]
     fn cycles_through_replicas() {
-        let reps: Vec<Replica> = (0..3)
-            .map(|i| Replica::new(i, &EngineCfg::default(), 10, 1024.0, 0))
-            .collect();
+        let reps = replicas(3);
+        let view = FleetView::new(&reps, true);
         let mut r = RoundRobin::default();
-        let picks: Vec<usize> = (0..7).map(|_| r.route(&reps)).collect();
+        let req = request(&[], 0);
+        let picks: Vec<usize> = (0..7).map(|_| r.route(&req, &view)).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2, 0]);
     }
 }

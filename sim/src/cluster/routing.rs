@@ -1,0 +1,57 @@
+//! The routing stage of a run: the scenario's router, its view of the
+//! replicas and the load-report clock, behind the three calls the
+//! simulation makes (route an arrival, a replica changed, a report is due).
+
+use super::router::{self, Router, RouterEnv};
+use super::view::FleetView;
+use crate::replica::Replica;
+use crate::request::Request;
+use crate::scenario::Scenario;
+use crate::time::{secs_to_nanos, Nanos, SimTime};
+
+/// Router + view + report interval of one run.
+pub struct Routing {
+    router: Box<dyn Router>,
+    view: FleetView,
+    /// Nanoseconds between load reports; `None`: the view is live.
+    report_every: Option<Nanos>,
+}
+
+impl Routing {
+    pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Routing {
+        let f = &scenario.file;
+        let report_every = (f.fleet.report_interval_s > 0.0)
+            .then(|| secs_to_nanos(f.fleet.report_interval_s).max(1));
+        let env = RouterEnv {
+            replicas: replicas.len(),
+            seed: f.seed,
+            kv_tokens_per_replica: scenario.memory.kv_blocks * f.engine.block_size as u64,
+        };
+        Routing {
+            router: router::build(&f.fleet, env),
+            view: FleetView::new(replicas, report_every.is_none()),
+            report_every,
+        }
+    }
+
+    /// Time of the first load report, when reports are periodic.
+    pub fn first_report(&self) -> Option<SimTime> {
+        self.report_every.map(|_| SimTime::ZERO)
+    }
+
+    /// The replica that takes `req`.
+    pub fn route(&mut self, req: &Request) -> usize {
+        self.router.route(req, &self.view)
+    }
+
+    /// Replica `r` changed state (took a request, ended an iteration).
+    pub fn observe(&mut self, r: usize, replica: &Replica) {
+        self.view.observe(r, replica);
+    }
+
+    /// Every replica reports its load; returns when the next report is due.
+    pub fn report(&mut self, now: SimTime, replicas: &[Replica]) -> SimTime {
+        self.view.report(replicas);
+        now.plus(self.report_every.unwrap_or(1))
+    }
+}

@@ -1,0 +1,162 @@
+//! What the router knows of the replicas: their load as last reported.
+//!
+//! Production routers do not read engine state directly: llm-d's endpoint
+//! picker scrapes each vLLM pod's metrics (queue length, KV-cache usage) on
+//! an interval, and SGLang's router tracks what it sent. With
+//! `fleet.report_interval_s = 0` the view follows every change at once (the
+//! idealised router, and the behaviour of runs before reports existed); with
+//! an interval the view is a snapshot refreshed at each report, so
+//! load-based routers herd onto the replica that looked idlest at the last
+//! report until the next one corrects them.
+
+use super::min_tree::MinTree;
+use crate::replica::Replica;
+use std::cmp::Reverse;
+
+/// One replica's load as the router sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaLoad {
+    /// Requests queued or swapped out.
+    pub waiting: u32,
+    /// Requests in the running batch.
+    pub running: u32,
+    /// KV blocks in active use (vLLM's `kv_cache_usage` numerator:
+    /// unreferenced cached prefixes count as free).
+    pub kv_active: u64,
+    pub kv_total: u64,
+}
+
+impl ReplicaLoad {
+    pub fn of(r: &Replica) -> ReplicaLoad {
+        ReplicaLoad {
+            waiting: r.waiting_len() as u32,
+            running: r.running_len() as u32,
+            kv_active: r.active_kv_blocks(),
+            kv_total: r.kv().total(),
+        }
+    }
+
+    /// Requests routed there and not finished.
+    pub fn outstanding(&self) -> u32 {
+        self.waiting + self.running
+    }
+
+    pub fn kv_free(&self) -> u64 {
+        self.kv_total.saturating_sub(self.kv_active)
+    }
+
+    /// Fraction of the KV cache in active use.
+    pub fn kv_use(&self) -> f64 {
+        self.kv_active as f64 / self.kv_total.max(1) as f64
+    }
+}
+
+/// The fleet as the router sees it, indexed so that the least-loaded replica
+/// (by outstanding requests, or by free KV blocks) is found in O(1) and kept
+/// up to date in O(log N) per change.
+#[derive(Clone, Debug)]
+pub struct FleetView {
+    loads: Vec<ReplicaLoad>,
+    by_outstanding: MinTree<u32>,
+    /// Most free KV blocks first, then fewest outstanding requests.
+    by_free_kv: MinTree<(Reverse<u64>, u32)>,
+    /// Every change is seen at once (no report interval).
+    live: bool,
+}
+
+impl FleetView {
+    /// The view of `replicas` at the start of a run; `live` when there is no
+    /// report interval.
+    pub fn new(replicas: &[Replica], live: bool) -> FleetView {
+        let loads: Vec<ReplicaLoad> = replicas.iter().map(ReplicaLoad::of).collect();
+        FleetView {
+            by_outstanding: MinTree::new(loads.iter().map(|l| l.outstanding()).collect()),
+            by_free_kv: MinTree::new(loads.iter().map(Self::kv_key).collect()),
+            loads,
+            live,
+        }
+    }
+
+    fn kv_key(l: &ReplicaLoad) -> (Reverse<u64>, u32) {
+        (Reverse(l.kv_free()), l.outstanding())
+    }
+
+    fn set(&mut self, i: usize, load: ReplicaLoad) {
+        if self.loads[i] == load {
+            return;
+        }
+        self.loads[i] = load;
+        self.by_outstanding.set(i, load.outstanding());
+        self.by_free_kv.set(i, Self::kv_key(&load));
+    }
+
+    /// Replica `i` changed (a request routed, an iteration ended). A live
+    /// view takes the change; a reported view waits for the next report.
+    pub fn observe(&mut self, i: usize, replica: &Replica) {
+        if self.live {
+            self.set(i, ReplicaLoad::of(replica));
+        }
+    }
+
+    /// A load report from every replica.
+    pub fn report(&mut self, replicas: &[Replica]) {
+        for (i, r) in replicas.iter().enumerate() {
+            self.set(i, ReplicaLoad::of(r));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.loads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.loads.is_empty()
+    }
+
+    pub fn load(&self, i: usize) -> &ReplicaLoad {
+        &self.loads[i]
+    }
+
+    pub fn loads(&self) -> &[ReplicaLoad] {
+        &self.loads
+    }
+
+    /// The replica with the fewest outstanding requests (lowest index on ties).
+    pub fn least_outstanding(&self) -> usize {
+        self.by_outstanding.argmin()
+    }
+
+    /// The replica with the most free KV blocks (then the fewest outstanding
+    /// requests, then the lowest index).
+    pub fn most_free_kv(&self) -> usize {
+        self.by_free_kv.argmin()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::EngineCfg;
+
+    fn reps(n: u32) -> Vec<Replica> {
+        (0..n)
+            .map(|i| Replica::new(i, &EngineCfg::default(), 100, 1024.0, 0))
+            .collect()
+    }
+
+    #[test]
+    fn a_live_view_follows_changes_and_a_reported_one_waits() {
+        let mut rs = reps(3);
+        let mut live = FleetView::new(&rs, true);
+        let mut stale = FleetView::new(&rs, false);
+        rs[0].enqueue(0);
+        live.observe(0, &rs[0]);
+        stale.observe(0, &rs[0]);
+        assert_eq!(live.least_outstanding(), 1);
+        assert_eq!(live.load(0).outstanding(), 1);
+        assert_eq!(stale.least_outstanding(), 0, "not reported yet");
+        stale.report(&rs);
+        assert_eq!(stale.least_outstanding(), 1);
+        assert_eq!(stale.most_free_kv(), 1, "equal KV: fewest outstanding wins");
+    }
+}
