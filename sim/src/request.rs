@@ -19,6 +19,11 @@ pub enum RejectReason {
     PromptExceedsTokenBudget,
     /// prompt + output can never fit in one replica's KV cache.
     ExceedsKvCapacity,
+    /// An HTTP server turned the request away (`servesim observe`): 429 or
+    /// 503, its queue was full.
+    ServerBusy,
+    /// An HTTP server refused the request as invalid (another 4xx).
+    ServerRefused,
 }
 
 impl RejectReason {
@@ -27,6 +32,8 @@ impl RejectReason {
             RejectReason::ExceedsMaxModelLen => "exceeds_max_model_len",
             RejectReason::PromptExceedsTokenBudget => "prompt_exceeds_token_budget",
             RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+            RejectReason::ServerBusy => "server_busy",
+            RejectReason::ServerRefused => "server_refused",
         }
     }
 }
@@ -38,6 +45,12 @@ pub enum Status {
     InFlight,
     Completed,
     Rejected(RejectReason),
+    /// The client went away before the last token (`servesim observe`'s
+    /// cancellations, or a disconnect at `servesim serve`).
+    Cancelled,
+    /// The request failed: a transport error, a 5xx, a broken stream. The
+    /// message is kept beside the record (observe.csv).
+    Failed,
 }
 
 impl Status {
@@ -46,6 +59,8 @@ impl Status {
             Status::InFlight => "in_flight",
             Status::Completed => "completed",
             Status::Rejected(_) => "rejected",
+            Status::Cancelled => "cancelled",
+            Status::Failed => "failed",
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod policy;
 pub mod speculative;
+mod cancel;
 
 use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
@@ -56,6 +57,13 @@ impl WaitingQueue {
     }
     pub fn iter(&self) -> impl Iterator<Item = RequestId> + '_ {
         self.queue.iter().copied()
+    }
+    /// Takes `id` out of the queue (its client went away); false if absent.
+    pub fn remove(&mut self, id: RequestId) -> bool {
+        match self.queue.iter().position(|&q| q == id) {
+            Some(i) => self.queue.remove(i).is_some(),
+            None => false,
+        }
     }
 }
 
