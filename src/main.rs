@@ -18,6 +18,7 @@ mod calibration;
 mod capacity;
 mod cli;
 mod print;
+mod serve;
 mod sweep;
 mod trace;
 
@@ -86,6 +87,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report { dir } => write_report(&dir),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
+        Command::Serve(args) => serve::serve(args),
+        Command::Observe(args) => serve::observe(args),
+        Command::Compare { a, b } => serve::compare(&a, &b),
     }
 }
 
