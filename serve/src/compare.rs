@@ -19,7 +19,8 @@ pub struct Row {
 
 fn load(dir: &Path) -> anyhow::Result<Value> {
     let p = dir.join("summary.json");
-    let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+    let text =
+        std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: not a summary", p.display()))
 }
 
@@ -61,8 +62,14 @@ pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Vec<Row>> {
             add(format!("{name} {p} (ms)"), &["latency", key, p])?;
         }
     }
-    add("throughput (output tok/s)".into(), &["throughput", "output_tokens_per_s"])?;
-    add("throughput (req/s)".into(), &["throughput", "requests_per_s"])?;
+    add(
+        "throughput (output tok/s)".into(),
+        &["throughput", "output_tokens_per_s"],
+    )?;
+    add(
+        "throughput (req/s)".into(),
+        &["throughput", "requests_per_s"],
+    )?;
     add("completed".into(), &["counts", "completed"])?;
     add("rejected".into(), &["counts", "rejected"])?;
     Ok(rows)

@@ -95,7 +95,12 @@ pub struct Observed {
 pub fn workload(s: &Scenario, max_requests: u64) -> anyhow::Result<Vec<RequestSpec>> {
     let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
     let mut src = sim::workload::build(&s.file.workload, &ctx)?;
-    let cap = s.file.horizon.requests.unwrap_or(u64::MAX).min(max_requests);
+    let cap = s
+        .file
+        .horizon
+        .requests
+        .unwrap_or(u64::MAX)
+        .min(max_requests);
     let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
     let mut v = Vec::new();
     while (v.len() as u64) < cap {
@@ -208,10 +213,21 @@ async fn run_async(
                 }
                 o.sent = Some(start.elapsed());
                 let end = (tokio::time::Instant::now() + timeout).min(stop);
-                let one = one_request(&client, &url, key.as_deref(), b, cancel_after, start, &mut o);
+                let one = one_request(
+                    &client,
+                    &url,
+                    key.as_deref(),
+                    b,
+                    cancel_after,
+                    start,
+                    &mut o,
+                );
                 if tokio::time::timeout_at(end, one).await.is_err() && end < stop {
                     o.outcome = Outcome::Failed;
-                    o.error = format!("no end within the {} s request timeout", timeout.as_secs_f64());
+                    o.error = format!(
+                        "no end within the {} s request timeout",
+                        timeout.as_secs_f64()
+                    );
                     o.end = Some(start.elapsed());
                 }
             };
@@ -291,7 +307,12 @@ async fn one_request(
         if ev.data.trim() == "[DONE]" {
             o.tokens = usage.unwrap_or(chunks);
             o.outcome = Outcome::Completed;
-            o.end = Some(o.token_times.last().copied().unwrap_or_else(|| start.elapsed()));
+            o.end = Some(
+                o.token_times
+                    .last()
+                    .copied()
+                    .unwrap_or_else(|| start.elapsed()),
+            );
             return;
         }
         let v: Value = match serde_json::from_str(&ev.data) {
@@ -307,7 +328,9 @@ async fn one_request(
             usage = Some(n as u32);
         }
         let c = &v["choices"][0];
-        let text = c["text"].as_str().or_else(|| c["delta"]["content"].as_str());
+        let text = c["text"]
+            .as_str()
+            .or_else(|| c["delta"]["content"].as_str());
         if text.is_some_and(|t| !t.is_empty()) {
             chunks += 1;
             o.token_times.push(start.elapsed());
@@ -374,7 +397,10 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
             Outcome::Failed => Status::Failed,
             Outcome::Cancelled => Status::Cancelled,
         };
-        if matches!(o.outcome, Outcome::Rejected | Outcome::Failed | Outcome::Cancelled) {
+        if matches!(
+            o.outcome,
+            Outcome::Rejected | Outcome::Failed | Outcome::Cancelled
+        ) {
             r.finished = o.end.map(ns);
         }
         reqs.push(r);
@@ -444,7 +470,9 @@ pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<
             w,
             "{i},{:.6},{},{},{},{},{status},\"{err}\",{}",
             o.scheduled.as_secs_f64(),
-            o.sent.map(|d| format!("{:.6}", d.as_secs_f64())).unwrap_or_default(),
+            o.sent
+                .map(|d| format!("{:.6}", d.as_secs_f64()))
+                .unwrap_or_default(),
             o.http_status,
             spec.output_tokens,
             o.tokens,

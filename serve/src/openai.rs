@@ -84,7 +84,9 @@ fn message_tokens(messages: &Value) -> Result<u32, String> {
                 }
             }
             Some(Value::Null) | None => {}
-            Some(_) => return Err("a message's 'content' must be a string or a list of parts".into()),
+            Some(_) => {
+                return Err("a message's 'content' must be a string or a list of parts".into())
+            }
         }
     }
     Ok(n)
@@ -241,9 +243,24 @@ mod tests {
     #[test]
     fn prompts_as_text_ids_or_one_element_lists() {
         let p = |s: &str| parse(Endpoint::Completions, s.as_bytes());
-        assert_eq!(p(r#"{"model":"m","prompt":"a b  c"}"#).unwrap().prompt_tokens, 3);
-        assert_eq!(p(r#"{"model":"m","prompt":[5,6,7,8]}"#).unwrap().prompt_tokens, 4);
-        assert_eq!(p(r#"{"model":"m","prompt":[[5,6]]}"#).unwrap().prompt_tokens, 2);
+        assert_eq!(
+            p(r#"{"model":"m","prompt":"a b  c"}"#)
+                .unwrap()
+                .prompt_tokens,
+            3
+        );
+        assert_eq!(
+            p(r#"{"model":"m","prompt":[5,6,7,8]}"#)
+                .unwrap()
+                .prompt_tokens,
+            4
+        );
+        assert_eq!(
+            p(r#"{"model":"m","prompt":[[5,6]]}"#)
+                .unwrap()
+                .prompt_tokens,
+            2
+        );
         assert!(p(r#"{"model":"m","prompt":[[5],[6]]}"#).is_err());
         assert!(p(r#"{"model":"m","prompt":{}}"#).is_err());
         assert!(p(r#"{"model":"m"}"#).unwrap_err().contains("prompt"));
@@ -254,7 +271,10 @@ mod tests {
         assert!(p(r#"{"model":"m","prompt":"x","n":2}"#).is_err());
         assert!(p(r#"{"model":"m","prompt":"x","max_tokens":2,"min_tokens":3}"#).is_err());
         let q = p(r#"{"model":"m","prompt":"x","max_tokens":9,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0.7}"#).unwrap();
-        assert_eq!((q.max_tokens, q.stream, q.include_usage), (Some(9), true, true));
+        assert_eq!(
+            (q.max_tokens, q.stream, q.include_usage),
+            (Some(9), true, true)
+        );
     }
 
     #[test]

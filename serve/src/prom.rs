@@ -20,8 +20,8 @@ pub const ITL_BUCKETS: &[f64] = &[
 ];
 /// vLLM's end-to-end latency buckets, seconds.
 pub const E2E_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-    240.0, 480.0, 960.0, 1920.0, 7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
 ];
 
 /// A cumulative Prometheus histogram.
@@ -93,8 +93,18 @@ impl Default for Latencies {
     }
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, kind: &str, labels: &str, v: impl std::fmt::Display) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}");
+fn gauge(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    labels: &str,
+    v: impl std::fmt::Display,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}"
+    );
 }
 
 /// The whole exposition.
@@ -102,18 +112,95 @@ pub fn render(model: &str, g: &Gauges, l: &Latencies) -> String {
     let labels = format!("model_name=\"{}\"", model.replace(['"', '\\', '\n'], "_"));
     let mut out = String::new();
     let lb = labels.as_str();
-    gauge(&mut out, "vllm:num_requests_running", "Requests in the running batch.", "gauge", lb, g.running);
-    gauge(&mut out, "vllm:num_requests_waiting", "Requests waiting (queued or swapped out).", "gauge", lb, g.waiting);
+    gauge(
+        &mut out,
+        "vllm:num_requests_running",
+        "Requests in the running batch.",
+        "gauge",
+        lb,
+        g.running,
+    );
+    gauge(
+        &mut out,
+        "vllm:num_requests_waiting",
+        "Requests waiting (queued or swapped out).",
+        "gauge",
+        lb,
+        g.waiting,
+    );
     let usage = g.kv_blocks_used as f64 / g.kv_blocks_total.max(1) as f64;
-    gauge(&mut out, "vllm:kv_cache_usage_perc", "KV-cache use, 1 means 100 percent.", "gauge", lb, usage);
-    gauge(&mut out, "servesim:kv_blocks_used", "KV blocks allocated.", "gauge", lb, g.kv_blocks_used);
-    gauge(&mut out, "servesim:kv_blocks_total", "KV blocks in the fleet.", "gauge", lb, g.kv_blocks_total);
-    gauge(&mut out, "vllm:num_preemptions_total", "Preemptions.", "counter", lb, g.preemptions);
-    gauge(&mut out, "vllm:prompt_tokens_total", "Prompt tokens admitted.", "counter", lb, g.prompt_tokens);
-    gauge(&mut out, "vllm:generation_tokens_total", "Tokens generated.", "counter", lb, g.generation_tokens);
-    gauge(&mut out, "servesim:iterations_total", "Scheduler iterations run.", "counter", lb, g.iterations);
-    gauge(&mut out, "vllm:request_success_total", "Requests completed.", "counter", lb, g.completed);
-    gauge(&mut out, "servesim:requests_cancelled_total", "Requests whose client went away.", "counter", lb, g.cancelled);
+    gauge(
+        &mut out,
+        "vllm:kv_cache_usage_perc",
+        "KV-cache use, 1 means 100 percent.",
+        "gauge",
+        lb,
+        usage,
+    );
+    gauge(
+        &mut out,
+        "servesim:kv_blocks_used",
+        "KV blocks allocated.",
+        "gauge",
+        lb,
+        g.kv_blocks_used,
+    );
+    gauge(
+        &mut out,
+        "servesim:kv_blocks_total",
+        "KV blocks in the fleet.",
+        "gauge",
+        lb,
+        g.kv_blocks_total,
+    );
+    gauge(
+        &mut out,
+        "vllm:num_preemptions_total",
+        "Preemptions.",
+        "counter",
+        lb,
+        g.preemptions,
+    );
+    gauge(
+        &mut out,
+        "vllm:prompt_tokens_total",
+        "Prompt tokens admitted.",
+        "counter",
+        lb,
+        g.prompt_tokens,
+    );
+    gauge(
+        &mut out,
+        "vllm:generation_tokens_total",
+        "Tokens generated.",
+        "counter",
+        lb,
+        g.generation_tokens,
+    );
+    gauge(
+        &mut out,
+        "servesim:iterations_total",
+        "Scheduler iterations run.",
+        "counter",
+        lb,
+        g.iterations,
+    );
+    gauge(
+        &mut out,
+        "vllm:request_success_total",
+        "Requests completed.",
+        "counter",
+        lb,
+        g.completed,
+    );
+    gauge(
+        &mut out,
+        "servesim:requests_cancelled_total",
+        "Requests whose client went away.",
+        "counter",
+        lb,
+        g.cancelled,
+    );
     let _ = writeln!(
         out,
         "# HELP servesim:requests_rejected_total Requests refused, by reason.\n# TYPE servesim:requests_rejected_total counter"
@@ -125,11 +212,29 @@ pub fn render(model: &str, g: &Gauges, l: &Latencies) -> String {
         ("unauthorized", l.refused_auth),
         ("invalid", l.refused_invalid),
     ] {
-        let _ = writeln!(out, "servesim:requests_rejected_total{{{lb},reason=\"{reason}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "servesim:requests_rejected_total{{{lb},reason=\"{reason}\"}} {n}"
+        );
     }
-    l.ttft.render(&mut out, "vllm:time_to_first_token_seconds", "Time to first token.", lb);
-    l.itl.render(&mut out, "vllm:inter_token_latency_seconds", "Time between tokens.", lb);
-    l.e2e.render(&mut out, "vllm:e2e_request_latency_seconds", "Request latency, end to end.", lb);
+    l.ttft.render(
+        &mut out,
+        "vllm:time_to_first_token_seconds",
+        "Time to first token.",
+        lb,
+    );
+    l.itl.render(
+        &mut out,
+        "vllm:inter_token_latency_seconds",
+        "Time between tokens.",
+        lb,
+    );
+    l.e2e.render(
+        &mut out,
+        "vllm:e2e_request_latency_seconds",
+        "Request latency, end to end.",
+        lb,
+    );
     out
 }
 

@@ -82,9 +82,7 @@ pub fn router(cfg: ServerConfig, engine: EngineHandle) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
-            error(StatusCode::NOT_FOUND, "no such route", "not_found_error")
-        })
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route", "not_found_error") })
         .with_state(app)
 }
 
@@ -94,6 +92,12 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    // Each token is a small write: without TCP_NODELAY, Nagle's algorithm
+    // holds it until the client's delayed ACK (~40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
@@ -290,8 +294,7 @@ async fn complete(
     if req.prompt_tokens == 0 {
         return invalid(&app, StatusCode::BAD_REQUEST, "the prompt is empty");
     }
-    if req.prompt_tokens as u64 + max_tokens as u64 > cfg.max_model_len as u64 || max_tokens == 0
-    {
+    if req.prompt_tokens as u64 + max_tokens as u64 > cfg.max_model_len as u64 || max_tokens == 0 {
         return invalid(
             &app,
             StatusCode::BAD_REQUEST,

@@ -99,9 +99,8 @@ fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: 
     // The simulated clock never runs backwards: a command read late is
     // stamped no earlier than the last iteration end processed.
     let mut last = SimTime::ZERO;
-    let sim_now = |last: SimTime| {
-        SimTime(((start.elapsed().as_nanos() as f64 * speed) as u64).max(last.0))
-    };
+    let sim_now =
+        |last: SimTime| SimTime(((start.elapsed().as_nanos() as f64 * speed) as u64).max(last.0));
     loop {
         let due = fleet
             .busy_until

@@ -150,7 +150,10 @@ fn streams_openai_sse_with_usage_and_exact_token_counts() {
     let usage = &chunks.last().unwrap()["usage"];
     assert_eq!(usage["prompt_tokens"], 8);
     assert_eq!(usage["completion_tokens"], 7);
-    assert_eq!(chunks.last().unwrap()["choices"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        chunks.last().unwrap()["choices"].as_array().unwrap().len(),
+        0
+    );
 
     // Chat: a role chunk, then deltas; non-streamed: one JSON body.
     let chat = r#"{"model":"m","messages":[{"role":"user","content":"a b c"}],"max_tokens":3,"stream":true}"#;
@@ -182,13 +185,23 @@ fn bad_requests_get_openai_errors_and_the_key_guards_every_route_but_health() {
         assert_eq!(http(a, "GET", path, "", "").0, 401, "{path}");
         assert_eq!(http(a, "GET", path, auth, "").0, 200, "{path}");
     }
-    let (st, t) = http(a, "POST", "/v1/completions", "", r#"{"model":"m","prompt":"x"}"#);
+    let (st, t) = http(
+        a,
+        "POST",
+        "/v1/completions",
+        "",
+        r#"{"model":"m","prompt":"x"}"#,
+    );
     assert_eq!(st, 401);
     assert!(t.contains("\"error\""), "{t}");
     let cases = [
         ("{not json", 400, "JSON"),
         (r#"{"model":"other","prompt":"x"}"#, 404, "does not exist"),
-        (r#"{"model":"m","prompt":"x","max_tokens":5000}"#, 400, "at most 1024"),
+        (
+            r#"{"model":"m","prompt":"x","max_tokens":5000}"#,
+            400,
+            "at most 1024",
+        ),
         (r#"{"model":"m","prompt":"x","n":3}"#, 400, "'n'"),
     ];
     for (body, code, needle) in cases {
@@ -290,11 +303,7 @@ fn observed_twin_agrees_with_the_simulation() {
     let obs = observe::run(&cfg, specs, s.seed()).unwrap();
     let got = observe::to_result(&s, &cfg, &obs);
     let want = sim::Simulation::new(&s).run(|_| {}).unwrap();
-    assert_eq!(
-        got.summary.counts.completed, 60,
-        "{:?}",
-        got.summary.counts
-    );
+    assert_eq!(got.summary.counts.completed, 60, "{:?}", got.summary.counts);
     let (g, w) = (&got.summary.latency, &want.summary.latency);
     // The HTTP path (a loopback round trip, axum, the scheduler thread's
     // wake-up) adds about a millisecond; a shared CI machine running tests
@@ -363,7 +372,10 @@ fn a_burst_over_the_cap_is_rejected_exactly_and_nothing_is_lost() {
         .observations
         .iter()
         .all(|o| o.outcome != Outcome::InFlight));
-    assert_eq!(res.summary.observed.as_ref().unwrap().http_status["429"], c.rejected);
+    assert_eq!(
+        res.summary.observed.as_ref().unwrap().http_status["429"],
+        c.rejected
+    );
     srv.stop().unwrap();
 }
 
@@ -480,9 +492,6 @@ print(n, usage.prompt_tokens, usage.completion_tokens, r.usage.completion_tokens
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "6 4 6 4 ['m']"
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6 4 6 4 ['m']");
     srv.stop().unwrap();
 }
