@@ -145,6 +145,15 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
     })
 }
 
+/// What every chunk and response of one request repeats.
+#[derive(Debug, Clone, Copy)]
+pub struct Head<'a> {
+    pub endpoint: Endpoint,
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+}
+
 /// An OpenAI-style error object.
 pub fn error(message: &str, kind: &str, code: u16) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
@@ -156,16 +165,9 @@ pub fn usage(prompt: u32, completion: u32) -> Value {
 }
 
 /// One streamed chunk carrying `text` (the chat form carries it as a delta).
-pub fn chunk(
-    endpoint: Endpoint,
-    id: &str,
-    created: u64,
-    model: &str,
-    text: &str,
-    finish: Option<&str>,
-    include_usage: bool,
-) -> Value {
-    let mut v = match endpoint {
+pub fn chunk(h: &Head<'_>, text: &str, finish: Option<&str>, include_usage: bool) -> Value {
+    let (id, created, model) = (h.id, h.created, h.model);
+    let mut v = match h.endpoint {
         Endpoint::Completions => json!({
             "id": id, "object": "text_completion", "created": created, "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}],
@@ -183,7 +185,8 @@ pub fn chunk(
 }
 
 /// The chat stream's first chunk: the assistant role, no content yet.
-pub fn role_chunk(id: &str, created: u64, model: &str, include_usage: bool) -> Value {
+pub fn role_chunk(h: &Head<'_>, include_usage: bool) -> Value {
+    let (id, created, model) = (h.id, h.created, h.model);
     let mut v = json!({
         "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}],
@@ -195,15 +198,9 @@ pub fn role_chunk(id: &str, created: u64, model: &str, include_usage: bool) -> V
 }
 
 /// The last chunk when usage was asked for: no choices, the usage.
-pub fn usage_chunk(
-    endpoint: Endpoint,
-    id: &str,
-    created: u64,
-    model: &str,
-    prompt: u32,
-    completion: u32,
-) -> Value {
-    let object = match endpoint {
+pub fn usage_chunk(h: &Head<'_>, prompt: u32, completion: u32) -> Value {
+    let (id, created, model) = (h.id, h.created, h.model);
+    let object = match h.endpoint {
         Endpoint::Completions => "text_completion",
         Endpoint::Chat => "chat.completion.chunk",
     };
@@ -212,17 +209,9 @@ pub fn usage_chunk(
 }
 
 /// A whole (non-streamed) response.
-pub fn response(
-    endpoint: Endpoint,
-    id: &str,
-    created: u64,
-    model: &str,
-    text: &str,
-    finish: &str,
-    prompt: u32,
-    completion: u32,
-) -> Value {
-    match endpoint {
+pub fn response(h: &Head<'_>, text: &str, finish: &str, prompt: u32, completion: u32) -> Value {
+    let (id, created, model) = (h.id, h.created, h.model);
+    match h.endpoint {
         Endpoint::Completions => json!({
             "id": id, "object": "text_completion", "created": created, "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}],

@@ -444,12 +444,13 @@ impl Run {
         }
     }
 
-    fn model(&self) -> &str {
-        &self.ticket.app.cfg.model
-    }
-
-    fn created(&self) -> u64 {
-        self.ticket.app.created
+    fn head(&self) -> openai::Head<'_> {
+        openai::Head {
+            endpoint: self.endpoint,
+            id: &self.rid,
+            created: self.ticket.app.created,
+            model: &self.ticket.app.cfg.model,
+        }
     }
 }
 
@@ -469,10 +470,7 @@ async fn whole(mut run: Run) -> Response {
         }
     }
     axum::Json(openai::response(
-        run.endpoint,
-        &run.rid,
-        run.created(),
-        run.model(),
+        &run.head(),
         &text,
         if run.tokens >= run.max_tokens {
             "length"
@@ -516,7 +514,7 @@ fn stream(run: Run) -> Response {
                     st.phase = Phase::Tokens;
                     if st.run.endpoint == Endpoint::Chat {
                         let r = &st.run;
-                        let v = openai::role_chunk(&r.rid, r.created(), r.model(), r.include_usage);
+                        let v = openai::role_chunk(&r.head(), r.include_usage);
                         return Some((Ok::<_, Infallible>(sse(&v)), st));
                     }
                 }
@@ -524,15 +522,7 @@ fn stream(run: Run) -> Response {
                     Next::Token(t) => {
                         let r = &st.run;
                         let finish = (r.tokens >= r.max_tokens).then_some("length");
-                        let v = openai::chunk(
-                            r.endpoint,
-                            &r.rid,
-                            r.created(),
-                            r.model(),
-                            &t,
-                            finish,
-                            r.include_usage,
-                        );
+                        let v = openai::chunk(&r.head(), &t, finish, r.include_usage);
                         return Some((Ok(sse(&v)), st));
                     }
                     Next::Finished => {
@@ -544,15 +534,7 @@ fn stream(run: Run) -> Response {
                         let r = &st.run;
                         if r.tokens < r.max_tokens {
                             // Stopped before max_tokens: say so.
-                            let v = openai::chunk(
-                                r.endpoint,
-                                &r.rid,
-                                r.created(),
-                                r.model(),
-                                "",
-                                Some("stop"),
-                                r.include_usage,
-                            );
+                            let v = openai::chunk(&r.head(), "", Some("stop"), r.include_usage);
                             return Some((Ok(sse(&v)), st));
                         }
                     }
@@ -563,14 +545,7 @@ fn stream(run: Run) -> Response {
                 Phase::Usage => {
                     st.phase = Phase::Done;
                     let r = &st.run;
-                    let v = openai::usage_chunk(
-                        r.endpoint,
-                        &r.rid,
-                        r.created(),
-                        r.model(),
-                        r.prompt_tokens,
-                        r.tokens,
-                    );
+                    let v = openai::usage_chunk(&r.head(), r.prompt_tokens, r.tokens);
                     return Some((Ok(sse(&v)), st));
                 }
                 Phase::Done => {
