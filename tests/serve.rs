@@ -77,7 +77,11 @@ fn observe_the_twin_then_compare_with_simulate() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(60));
-    assert!(stdout(&o).contains("40 completed, 0 rejected"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("40 completed, 0 rejected"),
+        "{}",
+        stdout(&o)
+    );
     drop(server);
 
     let simulated = dir.path().join("simulated");
@@ -116,7 +120,11 @@ fn bad_flags_and_folders_are_one_line_errors() {
         "--scenario",
         "scenarios/quickstart.toml",
     ]);
-    assert!(stderr(&o).contains("must start with http://"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("must start with http://"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&[
         "serve",
         "--scenario",
@@ -124,5 +132,9 @@ fn bad_flags_and_folders_are_one_line_errors() {
         "--speed",
         "0",
     ]);
-    assert!(stderr(&o).contains("--speed must be positive"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--speed must be positive"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -335,14 +335,15 @@ async fn complete(
         Some(Err(Refusal::QueueFull)) => {
             return too_many(&app, "the server's waiting queue is full; retry later")
         }
+        // Counted by the engine as `unservable`, not as `invalid`.
         Some(Err(Refusal::Unservable(reason))) => {
-            return invalid(
-                &app,
+            return error(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "the request can never be served: {}",
                     reason.as_str().replace('_', " ")
                 ),
+                "invalid_request_error",
             )
         }
         Some(Ok(a)) => a,
