@@ -178,7 +178,10 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     }
     let cfg = serve::observe::ObserveConfig {
         url: a.url.clone(),
-        model: a.model.clone().unwrap_or_else(|| scenario.model.name.clone()),
+        model: a
+            .model
+            .clone()
+            .unwrap_or_else(|| scenario.model.name.clone()),
         endpoint: match a.endpoint {
             EndpointArg::Completions => Endpoint::Completions,
             EndpointArg::Chat => Endpoint::Chat,

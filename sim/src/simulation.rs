@@ -155,23 +155,22 @@ pub fn unservable(
 /// model's cost when it decodes speculatively. The simulated twin behind
 /// `servesim serve --engine sim` paces its clock by the same model.
 pub fn cost_model(scenario: &Scenario) -> Box<dyn CostModel + '_> {
-        let tp = scenario.file.fleet.tensor_parallel;
-        let draft_roofline = |m: &crate::catalog::ModelArch| {
-            Roofline::new(
-                m,
-                &scenario.hardware,
-                scenario.weight_dtype,
-                scenario.kv_dtype,
-                tp,
-            )
-        };
-        let cost: Box<dyn CostModel> = match &scenario.profile {
-            Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
-            None => Box::new(Roofline::for_scenario(scenario)),
-        };
-        speculative_cost(scenario, cost, draft_roofline)
-    }
-
+    let tp = scenario.file.fleet.tensor_parallel;
+    let draft_roofline = |m: &crate::catalog::ModelArch| {
+        Roofline::new(
+            m,
+            &scenario.hardware,
+            scenario.weight_dtype,
+            scenario.kv_dtype,
+            tp,
+        )
+    };
+    let cost: Box<dyn CostModel> = match &scenario.profile {
+        Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
+        None => Box::new(Roofline::for_scenario(scenario)),
+    };
+    speculative_cost(scenario, cost, draft_roofline)
+}
 
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.

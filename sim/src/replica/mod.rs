@@ -11,9 +11,9 @@
 //! iteration, [`Replica::finish_iteration`] applies its outcome. Who prices the
 //! iteration — a cost model or a real forward pass — is the caller's business.
 
+mod cancel;
 pub mod policy;
 pub mod speculative;
-mod cancel;
 
 use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
