@@ -111,6 +111,27 @@ pub enum Command {
         after_help = "Example:\n  servesim validate --profile cpu-profile.toml --scenario scenarios/validate/cpu.toml"
     )]
     Validate(ValidateCmd),
+    /// Serve an OpenAI-compatible streaming endpoint backed by a scenario's
+    /// simulated fleet (the twin), paced to the wall clock.
+    #[command(
+        after_help = "Example:\n  servesim serve --engine sim --scenario scenarios/quickstart.toml --port 8000\n\nDetails: docs/serve-and-observe.md"
+    )]
+    Serve(crate::serve::ServeArgs),
+    /// Send a scenario's workload to any OpenAI-compatible server and record
+    /// what it answers (summary.json and requests.csv as `simulate` writes).
+    #[command(
+        after_help = "Example:\n  servesim observe http://127.0.0.1:8000 --scenario scenarios/quickstart.toml --max-requests 200 --out out/observed"
+    )]
+    Observe(crate::serve::ObserveArgs),
+    /// Print two result folders side by side (TTFT/TPOT/ITL/E2E, throughput,
+    /// rejections) with the error of the second against the first.
+    #[command(after_help = "Example:\n  servesim compare out/quickstart out/observed")]
+    Compare {
+        /// Reference result folder (summary.json).
+        a: PathBuf,
+        /// Result folder compared with it.
+        b: PathBuf,
+    },
 }
 
 /// `servesim trace ...`

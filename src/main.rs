@@ -19,6 +19,7 @@ mod capacity;
 mod cli;
 mod cost;
 mod print;
+mod serve;
 mod sweep;
 mod trace;
 
@@ -93,6 +94,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report { dir } => write_report(&dir),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
+        Command::Serve(args) => serve::serve(args),
+        Command::Observe(args) => serve::observe(args),
+        Command::Compare { a, b } => serve::compare(&a, &b),
     }
 }
 

@@ -111,6 +111,16 @@ pub struct Counts {
     pub rejected: u64,
     pub rejected_by_reason: BTreeMap<String, u64>,
     pub in_flight: u64,
+    /// Clients that went away mid-request (observed runs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
+    /// Requests that failed with an error (observed runs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failed: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Latency distributions, ms.
@@ -225,6 +235,25 @@ pub struct Summary {
     /// Per-tenant results and fairness (only with `[[tenants]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenancy: Option<crate::tenancy::TenancyReport>,
+    /// Offered against achieved load, when the run was observed over HTTP
+    /// (`servesim observe`); absent for simulations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<ObservedLoad>,
+}
+
+/// What a load generator offered a real server and what it got back.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ObservedLoad {
+    /// The server's base URL.
+    pub url: String,
+    /// Requests per second the workload's arrival times ask for.
+    pub offered_rps: f64,
+    /// Requests per second actually sent (the connection cap can delay them).
+    pub sent_rps: f64,
+    /// Mean lateness of a send behind its scheduled arrival, ms.
+    pub send_lag_ms: f64,
+    /// Responses by HTTP status (0: no response: a transport error).
+    pub http_status: BTreeMap<String, u64>,
 }
 
 /// One sample of the per-replica time series.
@@ -283,6 +312,8 @@ pub fn summarize_requests(
                     .or_default() += 1;
             }
             Status::InFlight => counts.in_flight += 1,
+            Status::Cancelled => counts.cancelled += 1,
+            Status::Failed => counts.failed += 1,
         }
         if let Some(w) = r.queue_wait() {
             wait.push(nanos_to_ms(w));

@@ -28,6 +28,11 @@ pub enum RejectReason {
     ConcurrencyLimit,
     /// The predicted TTFT already exceeds the tenant's target: shed.
     Deadline,
+    /// An HTTP server turned the request away (`servesim observe`): 429 or
+    /// 503, its queue was full.
+    ServerBusy,
+    /// An HTTP server refused the request as invalid (another 4xx).
+    ServerRefused,
 }
 
 impl RejectReason {
@@ -40,6 +45,8 @@ impl RejectReason {
             RejectReason::QueueFull => "queue_full",
             RejectReason::ConcurrencyLimit => "concurrency_limit",
             RejectReason::Deadline => "deadline",
+            RejectReason::ServerBusy => "server_busy",
+            RejectReason::ServerRefused => "server_refused",
         }
     }
 }
@@ -51,6 +58,12 @@ pub enum Status {
     InFlight,
     Completed,
     Rejected(RejectReason),
+    /// The client went away before the last token (`servesim observe`'s
+    /// cancellations, or a disconnect at `servesim serve`).
+    Cancelled,
+    /// The request failed: a transport error, a 5xx, a broken stream. The
+    /// message is kept beside the record (observe.csv).
+    Failed,
 }
 
 impl Status {
@@ -59,6 +72,8 @@ impl Status {
             Status::InFlight => "in_flight",
             Status::Completed => "completed",
             Status::Rejected(_) => "rejected",
+            Status::Cancelled => "cancelled",
+            Status::Failed => "failed",
         }
     }
 }

@@ -125,30 +125,68 @@ pub struct Simulation<'a> {
     sample_every: Nanos,
     itl_samples: Vec<(Nanos, u32)>,
     timeseries: Vec<TimeseriesRow>,
-    /// Largest KV request one replica can ever hold / admit, in blocks.
-    kv_total_blocks: u64,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
+}
+
+/// Why a request of `prompt` + `output` tokens can never be served by one of
+/// the scenario's replicas, if so (`splits_prefills`: the batch policy chunks
+/// prefills). The simulation rejects such requests at arrival; the HTTP
+/// server answers them with 400, as vLLM does.
+pub fn unservable(
+    s: &Scenario,
+    prompt: u32,
+    output: u32,
+    splits_prefills: bool,
+) -> Option<RejectReason> {
+    let p = prompt as u64;
+    let o = output as u64;
+    let bs = s.file.engine.block_size as u64;
+    if p + o > s.max_model_len as u64 {
+        return Some(RejectReason::ExceedsMaxModelLen);
+    }
+    if p > s.file.engine.max_batched_tokens as u64 && !splits_prefills {
+        return Some(RejectReason::PromptExceedsTokenBudget);
+    }
+    // The last output token is never written to the cache. A request
+    // must fit alone (an empty replica admits without the watermark)
+    // beside whatever pinned prefixes may hold.
+    let kv_total = s
+        .memory
+        .kv_blocks
+        .saturating_sub(s.file.engine.pinned_prefix_blocks);
+    if BlockAllocator::blocks_for((p + o).saturating_sub(1), bs) > kv_total {
+        return Some(RejectReason::ExceedsKvCapacity);
+    }
+    None
+}
+
+/// The cost model a scenario prices iterations with: its calibration
+/// profile when it names one, the catalog roofline otherwise, plus the draft
+/// model's cost when it decodes speculatively. The simulated twin behind
+/// `servesim serve --engine sim` paces its clock by the same model.
+pub fn cost_model(scenario: &Scenario) -> Box<dyn CostModel + '_> {
+    let tp = scenario.file.fleet.tensor_parallel;
+    let draft_roofline = |m: &crate::catalog::ModelArch| {
+        Roofline::new(
+            m,
+            &scenario.hardware,
+            scenario.weight_dtype,
+            scenario.kv_dtype,
+            tp,
+        )
+    };
+    let cost: Box<dyn CostModel> = match &scenario.profile {
+        Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
+        None => Box::new(Roofline::for_scenario(scenario)),
+    };
+    speculative_cost(scenario, cost, draft_roofline)
 }
 
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        let tp = scenario.file.fleet.tensor_parallel;
-        let draft_roofline = |m: &crate::catalog::ModelArch| {
-            Roofline::new(
-                m,
-                &scenario.hardware,
-                scenario.weight_dtype,
-                scenario.kv_dtype,
-                tp,
-            )
-        };
-        let cost: Box<dyn CostModel> = match &scenario.profile {
-            Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
-            None => Box::new(Roofline::for_scenario(scenario)),
-        };
-        Self::with_cost_model(scenario, speculative_cost(scenario, cost, draft_roofline))
+        Self::with_cost_model(scenario, cost_model(scenario))
     }
 
     /// A run with another cost model (e.g. a calibration profile).
@@ -229,8 +267,6 @@ impl<'a> Simulation<'a> {
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
             itl_samples: Vec::new(),
             timeseries: Vec::new(),
-            // Pinned prefixes can hold their budget for good.
-            kv_total_blocks: blocks.saturating_sub(f.engine.pinned_prefix_blocks),
             tenancy,
         }
     }
@@ -238,23 +274,12 @@ impl<'a> Simulation<'a> {
     /// Why a request can never be served, if so. Replicas are identical, so
     /// this is decided once, at arrival.
     fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
-        let s = self.scenario;
-        let p = spec.prompt_tokens as u64;
-        let o = spec.output_tokens as u64;
-        let bs = s.file.engine.block_size as u64;
-        if p + o > s.max_model_len as u64 {
-            return Some(RejectReason::ExceedsMaxModelLen);
-        }
-        if p > s.file.engine.max_batched_tokens as u64 && !self.replicas[0].splits_prefills() {
-            return Some(RejectReason::PromptExceedsTokenBudget);
-        }
-        // The last output token is never written to the cache. A request
-        // must fit alone (an empty replica admits without the watermark)
-        // beside whatever pinned prefixes may hold.
-        if BlockAllocator::blocks_for(p + o - 1, bs) > self.kv_total_blocks {
-            return Some(RejectReason::ExceedsKvCapacity);
-        }
-        None
+        unservable(
+            self.scenario,
+            spec.prompt_tokens,
+            spec.output_tokens,
+            self.replicas[0].splits_prefills(),
+        )
     }
 
     fn start_iteration(&mut self, r: usize, now: SimTime) {

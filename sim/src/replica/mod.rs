@@ -11,6 +11,7 @@
 //! iteration, [`Replica::finish_iteration`] applies its outcome. Who prices the
 //! iteration — a cost model or a real forward pass — is the caller's business.
 
+mod cancel;
 pub mod policy;
 pub mod speculative;
 
@@ -96,6 +97,17 @@ impl WaitingQueue {
     /// Prefill tokens of every waiting request.
     pub fn tokens(&self) -> u64 {
         self.tokens
+    }
+    /// Takes `id` out of the queue (its client went away); false if absent.
+    pub fn remove(&mut self, id: RequestId) -> bool {
+        match self.order.remove(id) {
+            Some(w) => {
+                self.per_tenant[w.tenant as usize] -= 1;
+                self.tokens -= w.tokens as u64;
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -151,6 +151,25 @@ impl FairnessPolicy for Drr {
     fn ids(&self) -> Vec<RequestId> {
         self.queues.iter().flatten().map(|w| w.id).collect()
     }
+    fn remove(&mut self, id: RequestId) -> Option<Waiting> {
+        let (t, i) = self
+            .queues
+            .iter()
+            .enumerate()
+            .find_map(|(t, q)| q.iter().position(|w| w.id == id).map(|i| (t, i)))?;
+        let w = self.queues[t].remove(i);
+        self.len -= 1;
+        if self.queues[t].is_empty() {
+            // An emptied queue leaves the round with no deficit, as in DRR.
+            self.deficit[t] = 0.0;
+            if self.active.front() == Some(&(t as u32)) {
+                self.granted = false;
+            }
+            self.active.retain(|&u| u != t as u32);
+        }
+        self.select();
+        w
+    }
     fn on_decode(&mut self, tenant: u32, tokens: u32) {
         let t = tenant as usize;
         if self.queues.get(t).is_some_and(|q| !q.is_empty()) {

@@ -30,4 +30,8 @@ impl FairnessPolicy for Fcfs {
     fn ids(&self) -> Vec<RequestId> {
         self.queue.iter().map(|w| w.id).collect()
     }
+    fn remove(&mut self, id: RequestId) -> Option<Waiting> {
+        let i = self.queue.iter().position(|w| w.id == id)?;
+        self.queue.remove(i)
+    }
 }

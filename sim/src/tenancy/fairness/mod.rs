@@ -72,6 +72,9 @@ pub trait FairnessPolicy: Send {
     }
     /// Every waiting request (any order).
     fn ids(&self) -> Vec<RequestId>;
+    /// Takes `id` out without serving it (its client went away: nothing is
+    /// charged); `None` if it is not waiting.
+    fn remove(&mut self, id: RequestId) -> Option<Waiting>;
     /// Tenant `tenant`'s running sequences decoded `tokens` tokens.
     fn on_decode(&mut self, _tenant: u32, _tokens: u32) {}
     /// Whether a head that cannot be admitted may preempt running sequences

@@ -61,6 +61,19 @@ impl FairnessPolicy for Priority {
     fn ids(&self) -> Vec<RequestId> {
         self.classes.values().flatten().map(|w| w.id).collect()
     }
+    fn remove(&mut self, id: RequestId) -> Option<Waiting> {
+        let (&level, i) = self
+            .classes
+            .iter()
+            .find_map(|(l, q)| q.iter().position(|w| w.id == id).map(|i| (l, i)))?;
+        let q = self.classes.get_mut(&level).expect("found");
+        let w = q.remove(i);
+        if q.is_empty() {
+            self.classes.remove(&level);
+        }
+        self.len -= 1;
+        w
+    }
     fn preemption_level(&self, tenant: u32) -> Option<i64> {
         self.preempt.then(|| self.shares.level(tenant))
     }

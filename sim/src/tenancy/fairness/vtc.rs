@@ -107,6 +107,19 @@ impl FairnessPolicy for Vtc {
     fn ids(&self) -> Vec<RequestId> {
         self.queues.iter().flatten().map(|w| w.id).collect()
     }
+    fn remove(&mut self, id: RequestId) -> Option<Waiting> {
+        let (t, i) = self
+            .queues
+            .iter()
+            .enumerate()
+            .find_map(|(t, q)| q.iter().position(|w| w.id == id).map(|i| (t, i)))?;
+        let w = self.queues[t].remove(i);
+        self.len -= 1;
+        if self.queues[t].is_empty() {
+            self.last_left = self.counter[t];
+        }
+        w
+    }
     fn on_decode(&mut self, tenant: u32, tokens: u32) {
         let c = queue_of(&mut self.counter, tenant);
         *c += self.output_weight * tokens as f64 / self.shares.weight(tenant);

@@ -70,6 +70,10 @@ impl FairnessPolicy for Wfq {
     fn ids(&self) -> Vec<RequestId> {
         self.tagged.values().map(|w| w.id).collect()
     }
+    fn remove(&mut self, id: RequestId) -> Option<Waiting> {
+        let key = *self.tagged.iter().find(|(_, w)| w.id == id)?.0;
+        self.tagged.remove(&key)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,102 @@
+//! The seam between the HTTP front end and whatever computes tokens: the
+//! server submits a request and reads its tokens from a channel, and cancels
+//! it when the client goes away. Behind the handle runs one scheduler thread
+//! (no async runtime in `sim`): the simulated twin ([`crate::twin`]) today,
+//! driving `sim`'s very `Replica` scheduler — so queueing, preemption and
+//! rejections happen as in `simulate`.
+
+use sim::request::RejectReason;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+/// What the server hears about one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenEvent {
+    /// One output token, with its text.
+    Token(String),
+    /// The last token was sent; the request is complete.
+    Finished,
+}
+
+/// Why the engine turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The waiting queue is at its cap (HTTP 429).
+    QueueFull,
+    /// It can never be served by one replica (HTTP 400).
+    Unservable(RejectReason),
+}
+
+/// A request the engine took.
+pub struct Admitted {
+    pub id: u32,
+    pub events: tmpsc::UnboundedReceiver<TokenEvent>,
+}
+
+/// A message to the scheduler thread.
+pub enum Command {
+    Submit {
+        prompt_tokens: u32,
+        output_tokens: u32,
+        reply: oneshot::Sender<Result<Admitted, Refusal>>,
+    },
+    /// The client went away: the sequence leaves at the next iteration.
+    Cancel(u32),
+}
+
+/// Live state the scheduler publishes after every step, for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gauges {
+    pub running: u64,
+    pub waiting: u64,
+    pub kv_blocks_used: u64,
+    pub kv_blocks_total: u64,
+    pub iterations: u64,
+    pub preemptions: u64,
+    pub completed: u64,
+    pub cancelled: u64,
+    pub queue_full: u64,
+    pub unservable: u64,
+    pub prompt_tokens: u64,
+    pub generation_tokens: u64,
+}
+
+/// The server's end of the scheduler thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    pub gauges: Arc<Mutex<Gauges>>,
+}
+
+impl EngineHandle {
+    pub fn new(tx: mpsc::Sender<Command>, gauges: Arc<Mutex<Gauges>>) -> EngineHandle {
+        EngineHandle { tx, gauges }
+    }
+
+    /// Submits a request; `None` when the scheduler thread has stopped.
+    pub async fn submit(
+        &self,
+        prompt_tokens: u32,
+        output_tokens: u32,
+    ) -> Option<Result<Admitted, Refusal>> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Submit {
+                prompt_tokens,
+                output_tokens,
+                reply,
+            })
+            .ok()?;
+        rx.await.ok()
+    }
+
+    pub fn cancel(&self, id: u32) {
+        // A stopped scheduler has nothing left to cancel.
+        let _ = self.tx.send(Command::Cancel(id));
+    }
+
+    pub fn gauges(&self) -> Gauges {
+        self.gauges.lock().expect("gauges lock").clone()
+    }
+}

@@ -1,0 +1,483 @@
+//! `servesim observe`: a load generator that sends a scenario's workload to
+//! any OpenAI-compatible server as real streaming requests and records what
+//! came back, as `vllm bench serve` and `genai-perf` do: open loop at the
+//! workload's arrival times, bounded in count, time and open connections,
+//! output lengths forced with `max_tokens` + `ignore_eos` + `min_tokens`,
+//! optionally a share of clients that disconnect after k tokens. Every
+//! request ends in the record — completed, rejected (with its HTTP status),
+//! failed (with its message), cancelled, or in flight when time ran out —
+//! and the results are written as `simulate` writes them (`summary.json`,
+//! `requests.csv`, with the same percentiles), plus `observe.csv` with each
+//! request's HTTP status, error and every inter-token gap.
+
+use crate::openai::Endpoint;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use rand::Rng;
+use serde_json::{json, Value};
+use sim::metrics::{summarize_requests, ObservedLoad, Summary};
+use sim::request::{RejectReason, Request, Status};
+use sim::simulation::RunResult;
+use sim::time::SimTime;
+use sim::workload::RequestSpec;
+use sim::Scenario;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// How to drive the server.
+#[derive(Debug, Clone)]
+pub struct ObserveConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8000`.
+    pub url: String,
+    /// Model name sent in each request.
+    pub model: String,
+    pub endpoint: Endpoint,
+    pub api_key: Option<String>,
+    /// Most requests sent.
+    pub max_requests: u64,
+    /// No request is sent after this, and any still open then is closed
+    /// and recorded in flight.
+    pub max_duration: Duration,
+    /// Most requests open at once; later arrivals wait for a slot (their
+    /// delay shows as send lag).
+    pub max_connections: usize,
+    /// One request's limit; past it the request is recorded failed.
+    pub request_timeout: Duration,
+    /// Share of requests whose client disconnects after `cancel_after`
+    /// tokens.
+    pub cancel_share: f64,
+    pub cancel_after: u32,
+}
+
+/// One request as observed.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    /// Scheduled send time since the start.
+    pub scheduled: Duration,
+    /// Actual send time since the start.
+    pub sent: Option<Duration>,
+    pub http_status: u16,
+    /// Token (chunk) arrival times since the start.
+    pub token_times: Vec<Duration>,
+    /// Output tokens received (the usage block's count when the server
+    /// sends one, else the chunks with text).
+    pub tokens: u32,
+    pub end: Option<Duration>,
+    pub outcome: Outcome,
+    pub error: String,
+}
+
+/// How an observed request ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still open when the run's time ran out.
+    #[default]
+    InFlight,
+    Completed,
+    Rejected,
+    Failed,
+    Cancelled,
+}
+
+/// What `run` produced.
+pub struct Observed {
+    pub specs: Vec<RequestSpec>,
+    pub observations: Vec<Observation>,
+    pub wall: Duration,
+}
+
+/// The requests `observe` sends: the scenario's workload, open loop, cut to
+/// `max_requests` and the scenario's horizon.
+pub fn workload(s: &Scenario, max_requests: u64) -> anyhow::Result<Vec<RequestSpec>> {
+    let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+    let mut src = sim::workload::build(&s.file.workload, &ctx)?;
+    let cap = s
+        .file
+        .horizon
+        .requests
+        .unwrap_or(u64::MAX)
+        .min(max_requests);
+    let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
+    let mut v = Vec::new();
+    while (v.len() as u64) < cap {
+        let Some(r) = src.next_request() else { break };
+        if deadline.is_some_and(|d| r.arrival > d) {
+            break;
+        }
+        v.push(r);
+    }
+    Ok(v)
+}
+
+/// Token ids of request `i`'s prompt: blocks with a shared prefix hash get
+/// the same ids (so a server's prefix cache sees what the workload shares),
+/// the rest are distinct per request. Ids stay in 100..1100, inside any
+/// real vocabulary.
+pub fn prompt_ids(i: usize, spec: &RequestSpec) -> Vec<u32> {
+    let mix = |a: u64, b: u64| {
+        let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        100 + ((z ^ (z >> 29)) % 1000) as u32
+    };
+    let bt = spec.hash_block_tokens.max(1) as usize;
+    (0..spec.prompt_tokens as usize)
+        .map(|j| match spec.prefix_hashes.get(j / bt) {
+            Some(&h) => mix(h, j as u64),
+            None => mix(0xA5A5_0000 + i as u64, j as u64),
+        })
+        .collect()
+}
+
+fn body(cfg: &ObserveConfig, i: usize, spec: &RequestSpec) -> Value {
+    let ids = prompt_ids(i, spec);
+    let mut b = json!({
+        "model": cfg.model,
+        "max_tokens": spec.output_tokens.max(1),
+        "min_tokens": spec.output_tokens.max(1),
+        "ignore_eos": true,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "temperature": 0.0,
+    });
+    match cfg.endpoint {
+        Endpoint::Completions => b["prompt"] = json!(ids),
+        Endpoint::Chat => {
+            // Chat takes text: one word per prompt token.
+            let text: Vec<String> = ids.iter().map(|t| format!("w{t}")).collect();
+            b["messages"] = json!([{"role": "user", "content": text.join(" ")}]);
+        }
+    }
+    b
+}
+
+/// Sends the workload and waits for every request to end (or the time
+/// limit). `seed` picks the cancelled clients.
+pub fn run(cfg: &ObserveConfig, specs: Vec<RequestSpec>, seed: u64) -> anyhow::Result<Observed> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run_async(cfg, specs, seed))
+}
+
+async fn run_async(
+    cfg: &ObserveConfig,
+    specs: Vec<RequestSpec>,
+    seed: u64,
+) -> anyhow::Result<Observed> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(cfg.max_connections)
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    let endpoint = match cfg.endpoint {
+        Endpoint::Completions => "/v1/completions",
+        Endpoint::Chat => "/v1/chat/completions",
+    };
+    let url = format!("{}{endpoint}", cfg.url.trim_end_matches('/'));
+    let mut rng = sim::rng::stream(seed, "observe.cancel");
+    let cancels: Vec<bool> = specs
+        .iter()
+        .map(|_| rng.random::<f64>() < cfg.cancel_share)
+        .collect();
+    let slots = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
+    let start = tokio::time::Instant::now() + Duration::from_millis(20);
+    let stop = start + cfg.max_duration;
+    let mut tasks = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.iter().enumerate() {
+        let scheduled = Duration::from_nanos(spec.arrival.0);
+        let b = body(cfg, i, spec);
+        let (client, url, slots) = (client.clone(), url.clone(), slots.clone());
+        let key = cfg.api_key.clone();
+        let cancel_after = cancels[i].then_some(cfg.cancel_after);
+        let timeout = cfg.request_timeout;
+        tasks.push(tokio::spawn(async move {
+            let mut o = Observation {
+                scheduled,
+                ..Observation::default()
+            };
+            let at = start + scheduled;
+            if at >= stop {
+                return o;
+            }
+            tokio::time::sleep_until(at).await;
+            let work = async {
+                let Ok(_permit) = slots.acquire().await else {
+                    return;
+                };
+                if tokio::time::Instant::now() >= stop {
+                    return;
+                }
+                o.sent = Some(start.elapsed());
+                let end = (tokio::time::Instant::now() + timeout).min(stop);
+                let one = one_request(
+                    &client,
+                    &url,
+                    key.as_deref(),
+                    b,
+                    cancel_after,
+                    start,
+                    &mut o,
+                );
+                if tokio::time::timeout_at(end, one).await.is_err() && end < stop {
+                    o.outcome = Outcome::Failed;
+                    o.error = format!(
+                        "no end within the {} s request timeout",
+                        timeout.as_secs_f64()
+                    );
+                    o.end = Some(start.elapsed());
+                }
+            };
+            // The run's time limit: whatever is open then stays in flight.
+            let _ = tokio::time::timeout_at(stop, work).await;
+            o
+        }));
+    }
+    let wall0 = Instant::now();
+    let mut observations = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        observations.push(t.await.unwrap_or_else(|e| Observation {
+            outcome: Outcome::Failed,
+            error: format!("the request's task failed: {e}"),
+            ..Observation::default()
+        }));
+    }
+    Ok(Observed {
+        specs,
+        observations,
+        wall: wall0.elapsed(),
+    })
+}
+
+async fn one_request(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    body: Value,
+    cancel_after: Option<u32>,
+    start: tokio::time::Instant,
+    o: &mut Observation,
+) {
+    let mut req = client.post(url).json(&body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            o.outcome = Outcome::Failed;
+            o.error = format!("request failed: {e}");
+            o.end = Some(start.elapsed());
+            return;
+        }
+    };
+    o.http_status = resp.status().as_u16();
+    if !resp.status().is_success() {
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        let msg = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or(text);
+        o.outcome = if status.is_client_error() {
+            Outcome::Rejected
+        } else {
+            Outcome::Failed
+        };
+        o.error = format!("HTTP {}: {}", status.as_u16(), msg.trim());
+        o.end = Some(start.elapsed());
+        return;
+    }
+    let mut events = resp.bytes_stream().eventsource();
+    let mut chunks = 0u32;
+    let mut usage: Option<u32> = None;
+    while let Some(ev) = events.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                o.outcome = Outcome::Failed;
+                o.error = format!("the stream broke: {e}");
+                o.end = Some(start.elapsed());
+                return;
+            }
+        };
+        if ev.data.trim() == "[DONE]" {
+            o.tokens = usage.unwrap_or(chunks);
+            o.outcome = Outcome::Completed;
+            o.end = Some(
+                o.token_times
+                    .last()
+                    .copied()
+                    .unwrap_or_else(|| start.elapsed()),
+            );
+            return;
+        }
+        let v: Value = match serde_json::from_str(&ev.data) {
+            Ok(v) => v,
+            Err(e) => {
+                o.outcome = Outcome::Failed;
+                o.error = format!("a chunk is not JSON ({e}): {}", ev.data);
+                o.end = Some(start.elapsed());
+                return;
+            }
+        };
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            usage = Some(n as u32);
+        }
+        let c = &v["choices"][0];
+        let text = c["text"]
+            .as_str()
+            .or_else(|| c["delta"]["content"].as_str());
+        if text.is_some_and(|t| !t.is_empty()) {
+            chunks += 1;
+            o.token_times.push(start.elapsed());
+            o.tokens = chunks;
+            if cancel_after.is_some_and(|k| chunks >= k) {
+                // Dropping the stream closes the connection: the client
+                // is gone, as a user closing the tab.
+                o.outcome = Outcome::Cancelled;
+                o.end = Some(start.elapsed());
+                return;
+            }
+        }
+    }
+    o.outcome = Outcome::Failed;
+    o.error = "the stream ended without [DONE]".into();
+    o.end = Some(start.elapsed());
+}
+
+fn ns(d: Duration) -> SimTime {
+    SimTime(d.as_nanos() as u64)
+}
+
+/// The observation as `simulate`'s result: one `Request` per request (the
+/// send time as its arrival, so TTFT counts from the send), inter-token gaps
+/// as samples, and the summary computed by the same code.
+pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult {
+    let mut reqs = Vec::with_capacity(obs.observations.len());
+    let mut itl = Vec::new();
+    let mut end = SimTime::ZERO;
+    let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lag = (0.0, 0u64);
+    for (spec, o) in obs.specs.iter().zip(&obs.observations) {
+        let mut r = Request::from_spec(spec.clone());
+        r.arrival = ns(o.sent.unwrap_or(o.scheduled));
+        r.replica = u32::MAX;
+        if let Some(sent) = o.sent {
+            *statuses.entry(o.http_status.to_string()).or_default() += 1;
+            lag.0 += (sent.saturating_sub(o.scheduled)).as_secs_f64() * 1e3;
+            lag.1 += 1;
+        }
+        r.first_token = o.token_times.first().map(|&t| ns(t));
+        r.generated = o.tokens;
+        for w in o.token_times.windows(2) {
+            itl.push(((w[1] - w[0]).as_nanos() as u64, 1));
+        }
+        if let Some(e) = o.end {
+            end = end.max(ns(e));
+        }
+        r.last_token = o.token_times.last().map_or(r.arrival, |&t| ns(t));
+        r.status = match o.outcome {
+            Outcome::InFlight => Status::InFlight,
+            Outcome::Completed => {
+                // TPOT is over the tokens received (a server may stop
+                // early); the requested count is in observe.csv.
+                r.output_tokens = o.tokens.max(1);
+                r.finished = o.end.map(ns);
+                Status::Completed
+            }
+            Outcome::Rejected => Status::Rejected(if matches!(o.http_status, 429 | 503) {
+                RejectReason::ServerBusy
+            } else {
+                RejectReason::ServerRefused
+            }),
+            Outcome::Failed => Status::Failed,
+            Outcome::Cancelled => Status::Cancelled,
+        };
+        if matches!(
+            o.outcome,
+            Outcome::Rejected | Outcome::Failed | Outcome::Cancelled
+        ) {
+            r.finished = o.end.map(ns);
+        }
+        reqs.push(r);
+    }
+    let f = &s.file;
+    let mut summary = Summary {
+        scenario: f.name.clone(),
+        seed: f.seed,
+        cost_source: format!("observed over HTTP at {}", cfg.url),
+        model: cfg.model.clone(),
+        hardware: "the server's".into(),
+        replicas: f.fleet.replicas,
+        tensor_parallel: f.fleet.tensor_parallel,
+        gpus: s.gpus(),
+        router: "the server's".into(),
+        kv_blocks_per_replica: 0,
+        block_size: 0,
+        duration_s: end.as_secs_f64(),
+        ..Summary::default()
+    };
+    let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
+    summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary);
+    let span = obs
+        .specs
+        .last()
+        .map_or(0.0, |r| r.arrival.as_secs_f64())
+        .max(1e-9);
+    let sent = lag.1;
+    let send_span = obs
+        .observations
+        .iter()
+        .filter_map(|o| o.sent)
+        .max()
+        .map_or(1e-9, |d| d.as_secs_f64().max(1e-9));
+    summary.observed = Some(ObservedLoad {
+        url: cfg.url.clone(),
+        offered_rps: obs.specs.len() as f64 / span,
+        sent_rps: sent as f64 / send_span,
+        send_lag_ms: if sent > 0 { lag.0 / sent as f64 } else { 0.0 },
+        http_status: statuses,
+    });
+    RunResult {
+        summary,
+        requests: reqs,
+        timeseries: Vec::new(),
+    }
+}
+
+/// Writes `summary.json`, `requests.csv`, `timeseries.csv` (empty: a remote
+/// server's queues are not visible) and `observe.csv`.
+pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<()> {
+    sim::output::write_all(dir, result)?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(dir.join("observe.csv"))?);
+    writeln!(
+        w,
+        "id,scheduled_s,sent_s,http_status,requested_tokens,received_tokens,outcome,error,gaps_ms"
+    )?;
+    for (i, (spec, o)) in obs.specs.iter().zip(&obs.observations).enumerate() {
+        let gaps: Vec<String> = o
+            .token_times
+            .windows(2)
+            .map(|w| format!("{:.3}", (w[1] - w[0]).as_secs_f64() * 1e3))
+            .collect();
+        let status = result.requests[i].status.as_str();
+        let err = o.error.replace(['"', '\n', '\r'], "'");
+        writeln!(
+            w,
+            "{i},{:.6},{},{},{},{},{status},\"{err}\",{}",
+            o.scheduled.as_secs_f64(),
+            o.sent
+                .map(|d| format!("{:.6}", d.as_secs_f64()))
+                .unwrap_or_default(),
+            o.http_status,
+            spec.output_tokens,
+            o.tokens,
+            gaps.join(";")
+        )?;
+    }
+    w.flush()
+}

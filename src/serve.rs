@@ -1,0 +1,233 @@
+//! `servesim serve`, `observe` and `compare`: the command-line side of the
+//! `serve` crate (flags, printing); the HTTP work lives there.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serve::openai::Endpoint;
+use sim::Scenario;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which engine answers behind the HTTP front end.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The scenario's fleet and cost model, paced to the wall clock.
+    Sim,
+}
+
+/// `servesim serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Engine behind the endpoint.
+    #[arg(long, value_enum, default_value_t = EngineKind::Sim)]
+    pub engine: EngineKind,
+    /// Scenario TOML file (fleet, engine, model, cost model).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Simulated seconds per wall second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Address to bind (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (0: any free one; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Require `Authorization: Bearer <KEY>` on every route but /health.
+    #[arg(long, env = "SERVESIM_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Model name clients ask for [default: the scenario's model].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Most requests waiting across the fleet; more get 429.
+    #[arg(long, default_value_t = 256)]
+    pub max_waiting: usize,
+    /// Most requests one client (API key, or address) may have open.
+    #[arg(long, default_value_t = 256)]
+    pub per_client_limit: usize,
+    /// Largest max_tokens accepted.
+    #[arg(long, default_value_t = 4096)]
+    pub max_tokens: u32,
+    /// Largest request body, bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Seconds a client has to send its body.
+    #[arg(long, default_value_t = 10.0)]
+    pub body_timeout_s: f64,
+    /// Seconds after which a response is ended and its sequence cancelled.
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout_s: f64,
+}
+
+/// `servesim observe`.
+#[derive(Args, Debug)]
+pub struct ObserveArgs {
+    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.
+    pub url: String,
+    /// Scenario whose workload is sent.
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Output folder [default: out/<scenario name>-observed/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Model name to request [default: the scenario's model].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Endpoint: completions (prompts as token ids) or chat (words).
+    #[arg(long, value_enum, default_value_t = EndpointArg::Completions)]
+    pub endpoint: EndpointArg,
+    /// Bearer key for the server.
+    #[arg(long, env = "SERVESIM_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Most requests sent (also cut by the scenario's horizon).
+    #[arg(long, default_value_t = 1000)]
+    pub max_requests: u64,
+    /// Seconds after which nothing more is sent and open requests are closed.
+    #[arg(long, default_value_t = 300.0)]
+    pub max_duration_s: f64,
+    /// Most requests open at once.
+    #[arg(long, default_value_t = 256)]
+    pub max_connections: usize,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout_s: f64,
+    /// Share of clients that disconnect after --cancel-after tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub cancel_share: f64,
+    /// Tokens a cancelling client reads before it goes away.
+    #[arg(long, default_value_t = 5)]
+    pub cancel_after: u32,
+    /// Override the scenario's seed (workload and cancellations).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum EndpointArg {
+    Completions,
+    Chat,
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0) {
+        bail!("--{name} must be a positive number of seconds, not {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+pub fn serve(a: ServeArgs) -> Result<()> {
+    if !(a.speed.is_finite() && a.speed > 0.0) {
+        bail!("--speed must be positive, not {}", a.speed);
+    }
+    if a.max_waiting == 0 || a.per_client_limit == 0 {
+        bail!("--max-waiting and --per-client-limit must be at least 1");
+    }
+    let scenario = Scenario::load(&a.scenario)?;
+    let model = a
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| scenario.model.name.clone());
+    let cfg = serve::server::ServerConfig {
+        model,
+        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
+        max_model_len: scenario.max_model_len,
+        max_tokens_cap: a.max_tokens,
+        max_body_bytes: a.max_body_bytes,
+        per_client_limit: a.per_client_limit,
+        body_timeout: secs("body-timeout-s", a.body_timeout_s)?,
+        request_timeout: secs("request-timeout-s", a.request_timeout_s)?,
+        retry_after_s: 1,
+    };
+    let name = scenario.name().to_string();
+    let replicas = scenario.file.fleet.replicas;
+    let engine = serve::twin::start(
+        scenario,
+        serve::twin::TwinConfig {
+            speed: a.speed,
+            max_waiting: a.max_waiting,
+        },
+    );
+    let model = cfg.model.clone();
+    let keyed = cfg.api_key.is_some();
+    let router = serve::server::router(cfg, engine);
+    serve::serve_forever(SocketAddr::new(a.host, a.port), router, |addr| {
+        // One line a script can read the address from.
+        eprintln!(
+            "serving {model} (simulated twin of {name}: {replicas} replica(s), ×{} speed{}) on http://{addr}",
+            a.speed,
+            if keyed { ", API key required" } else { "" }
+        );
+    })
+    .with_context(|| format!("cannot serve on {}:{}", a.host, a.port))
+}
+
+pub fn observe(a: ObserveArgs) -> Result<()> {
+    if !(0.0..=1.0).contains(&a.cancel_share) {
+        bail!("--cancel-share must be within 0..1, not {}", a.cancel_share);
+    }
+    if a.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
+        bail!("the URL must start with http:// (got {:?})", a.url);
+    }
+    let mut scenario = Scenario::load(&a.scenario)?;
+    if let Some(seed) = a.seed {
+        scenario.file.seed = seed;
+    }
+    let cfg = serve::observe::ObserveConfig {
+        url: a.url.clone(),
+        model: a
+            .model
+            .clone()
+            .unwrap_or_else(|| scenario.model.name.clone()),
+        endpoint: match a.endpoint {
+            EndpointArg::Completions => Endpoint::Completions,
+            EndpointArg::Chat => Endpoint::Chat,
+        },
+        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
+        max_requests: a.max_requests,
+        max_duration: secs("max-duration-s", a.max_duration_s)?,
+        max_connections: a.max_connections,
+        request_timeout: secs("request-timeout-s", a.request_timeout_s)?,
+        cancel_share: a.cancel_share,
+        cancel_after: a.cancel_after.max(1),
+    };
+    let specs = serve::observe::workload(&scenario, a.max_requests)?;
+    eprintln!("observing {}: {} requests", a.url, specs.len());
+    let obs = serve::observe::run(&cfg, specs, scenario.seed())?;
+    let result = serve::observe::to_result(&scenario, &cfg, &obs);
+    let out = a
+        .out
+        .unwrap_or_else(|| Path::new("out").join(format!("{}-observed", scenario.name())));
+    serve::observe::write(&out, &result, &obs)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    crate::print::summary(&scenario, &result.summary);
+    if let Some(o) = &result.summary.observed {
+        let c = &result.summary.counts;
+        outln!();
+        outln!(
+            "offered {:.2} req/s, sent {:.2} req/s (mean send lag {:.1} ms); {} completed, {} rejected, {} cancelled, {} failed, {} in flight",
+            o.offered_rps, o.sent_rps, o.send_lag_ms, c.completed, c.rejected, c.cancelled, c.failed, c.in_flight
+        );
+    }
+    outln!(
+        "results: {}/{{summary.json,requests.csv,observe.csv}}",
+        out.display()
+    );
+    Ok(())
+}
+
+pub fn compare(a: &Path, b: &Path) -> Result<()> {
+    let rows = serve::compare::compare(a, b)?;
+    outln!("A  {}\nB  {}\n", a.display(), b.display());
+    outln!("{:<28} {:>12} {:>12} {:>9}", "metric", "A", "B", "B vs A");
+    for r in rows {
+        let err = r
+            .error_pct
+            .map_or_else(|| "-".to_string(), |e| format!("{e:+.2}%"));
+        outln!("{:<28} {:>12.3} {:>12.3} {:>9}", r.metric, r.a, r.b, err);
+    }
+    Ok(())
+}

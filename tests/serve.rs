@@ -1,0 +1,140 @@
+//! `serve`, `observe` and `compare` driven as a user would: the twin of a
+//! scenario on a loopback port, observed, and compared with `simulate` of
+//! the same scenario and seed.
+
+mod common;
+
+use common::{bin, run, stderr, stdout};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Kills the server when the test ends, passing or not.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const SCENARIO: &str = r#"
+name = "serve-e2e"
+seed = 11
+[horizon]
+requests = 40
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+replicas = 2
+router = "least-outstanding"
+[engine]
+max_num_seqs = 32
+max_batched_tokens = 2048
+max_model_len = 4096
+[workload]
+arrival = { process = "poisson", rate = 25.0 }
+prompt_tokens = { dist = "uniform", min = 64, max = 400 }
+output_tokens = { dist = "uniform", min = 8, max = 30 }
+"#;
+
+#[test]
+fn observe_the_twin_then_compare_with_simulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let s = scenario.to_str().unwrap();
+    let mut child = bin()
+        .args(["serve", "--engine", "sim", "--scenario", s, "--port", "0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let server = Server(child);
+    // The one line that names the address.
+    let mut line = String::new();
+    BufReader::new(err).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+
+    let observed = dir.path().join("observed");
+    let t0 = Instant::now();
+    let o = run(&[
+        "observe",
+        &url,
+        "--scenario",
+        s,
+        "--out",
+        observed.to_str().unwrap(),
+        "--max-duration-s",
+        "60",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    assert!(
+        stdout(&o).contains("40 completed, 0 rejected"),
+        "{}",
+        stdout(&o)
+    );
+    drop(server);
+
+    let simulated = dir.path().join("simulated");
+    let o = run(&["simulate", s, "--out", simulated.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "compare",
+        simulated.to_str().unwrap(),
+        observed.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let e2e = table
+        .lines()
+        .find(|l| l.starts_with("E2E p50"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let err: f64 = e2e
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(err.abs() < 15.0, "{table}");
+    assert!(table.contains("completed") && table.contains("rejected"));
+}
+
+#[test]
+fn bad_flags_and_folders_are_one_line_errors() {
+    let o = run(&["compare", "/nonexistent/a", "/nonexistent/b"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).starts_with("error: cannot read /nonexistent/a/summary.json"));
+    let o = run(&[
+        "observe",
+        "ftp://x",
+        "--scenario",
+        "scenarios/quickstart.toml",
+    ]);
+    assert!(
+        stderr(&o).contains("must start with http://"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "serve",
+        "--scenario",
+        "scenarios/quickstart.toml",
+        "--speed",
+        "0",
+    ]);
+    assert!(
+        stderr(&o).contains("--speed must be positive"),
+        "{}",
+        stderr(&o)
+    );
+}
