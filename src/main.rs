@@ -18,6 +18,7 @@ mod calibration;
 mod capacity;
 mod cli;
 mod print;
+mod quality;
 mod sweep;
 mod trace;
 
@@ -86,6 +87,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report { dir } => write_report(&dir),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
+        Command::Quality(args) => quality::quality(args),
+        Command::Speculate(args) => quality::speculate(args),
     }
 }
 

@@ -904,20 +904,42 @@ pub(crate) mod tests {
         let m = tiny_model(2);
         let prompt: Vec<u32> = (0..11).map(|i| (i * 19 % 211) as u32).collect();
         let mut a = SeqCache::new(&m, 32).unwrap();
-        m.forward(&mut [Step { cache: &mut a, tokens: &prompt }]).unwrap();
+        m.forward(&mut [Step {
+            cache: &mut a,
+            tokens: &prompt,
+        }])
+        .unwrap();
         let mut b = a.fork();
         assert!(a.shares_with(&b));
         let (ka, _) = a.layer_kv(1).unwrap();
         let (kb, _) = b.layer_kv(1).unwrap();
         assert_eq!(max_diff(&ka, &kb), 0.0);
         // The same token on both: identical logits at the fork point.
-        let la = m.forward(&mut [Step { cache: &mut a, tokens: &[7] }]).unwrap();
+        let la = m
+            .forward(&mut [Step {
+                cache: &mut a,
+                tokens: &[7],
+            }])
+            .unwrap();
         assert!(!a.shares_with(&b), "the first writer copied");
-        let lb = m.forward(&mut [Step { cache: &mut b, tokens: &[7] }]).unwrap();
+        let lb = m
+            .forward(&mut [Step {
+                cache: &mut b,
+                tokens: &[7],
+            }])
+            .unwrap();
         assert_eq!(max_diff(&la, &lb), 0.0);
         // Different tokens: the caches agree on the first 12 positions only.
-        m.forward(&mut [Step { cache: &mut a, tokens: &[1] }]).unwrap();
-        m.forward(&mut [Step { cache: &mut b, tokens: &[2] }]).unwrap();
+        m.forward(&mut [Step {
+            cache: &mut a,
+            tokens: &[1],
+        }])
+        .unwrap();
+        m.forward(&mut [Step {
+            cache: &mut b,
+            tokens: &[2],
+        }])
+        .unwrap();
         for layer in 0..2 {
             let (ka, va) = a.layer_kv(layer).unwrap();
             let (kb, vb) = b.layer_kv(layer).unwrap();
@@ -931,7 +953,11 @@ pub(crate) mod tests {
         let mut c = SeqCache::new(&m, 32).unwrap();
         let mut toks = prompt.clone();
         toks.extend([7, 2]);
-        m.forward(&mut [Step { cache: &mut c, tokens: &toks }]).unwrap();
+        m.forward(&mut [Step {
+            cache: &mut c,
+            tokens: &toks,
+        }])
+        .unwrap();
         let (kc, _) = c.layer_kv(1).unwrap();
         let (kb, _) = b.layer_kv(1).unwrap();
         assert!(max_diff(&kc, &kb) < 1e-5);

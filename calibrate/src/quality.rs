@@ -14,11 +14,11 @@
 //! some tokens and better on others, so agreement and KL are reported too.
 
 use crate::device::OpenDevice;
-use crate::loader;
-use crate::quant::LinearFormat;
 use crate::error::{input, io, Result};
+use crate::loader;
 use crate::measure::{time_shape, Shape};
 use crate::model::{Model, SeqCache};
+use crate::quant::LinearFormat;
 use crate::tokenizer::Tokenizer;
 use candle_core::{DType, Tensor, D};
 use rand::{Rng, SeedableRng};
@@ -31,7 +31,10 @@ use std::path::{Path, PathBuf};
 pub fn text_tokens(path: &Path, tok: Option<&Tokenizer>, vocab: usize) -> Result<Vec<u32>> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     if text.trim().is_empty() {
-        return Err(input(format!("--text {}: the text is empty", path.display())));
+        return Err(input(format!(
+            "--text {}: the text is empty",
+            path.display()
+        )));
     }
     let ids = match tok {
         Some(t) => t.encode(&text)?,
@@ -150,7 +153,11 @@ impl SpeedPlan {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let mut t = |prefill: Vec<(usize, usize)>, decode: Vec<usize>| -> Result<f64> {
             let shape = Shape {
-                kind: if prefill.is_empty() { "decode" } else { "prefill" },
+                kind: if prefill.is_empty() {
+                    "decode"
+                } else {
+                    "prefill"
+                },
                 fitted: false,
                 prefill,
                 decode,
@@ -326,7 +333,13 @@ pub fn run(dev: &OpenDevice, a: &QualityArgs) -> Result<QualityReport> {
     let f32_copy = if dtype == DType::F32 {
         None
     } else {
-        Some(loader::load(a.model.as_deref(), a.weights.as_deref(), DType::F32, dev, a.seed)?)
+        Some(loader::load(
+            a.model.as_deref(),
+            a.weights.as_deref(),
+            DType::F32,
+            dev,
+            a.seed,
+        )?)
     };
     let cand = f32_copy
         .as_ref()
@@ -393,7 +406,11 @@ mod tests {
             let (r, c) = t.dims2().unwrap();
             let v: Vec<f32> = (0..r * c)
                 .map(|i| {
-                    let k = if i % c == i / c % c { 127 } else { rng.random_range(-127..=127) };
+                    let k = if i % c == i / c % c {
+                        127
+                    } else {
+                        rng.random_range(-127..=127)
+                    };
                     k as f32 / 1024.0
                 })
                 .collect();
@@ -412,7 +429,15 @@ mod tests {
         let cand = base.with_linear_format(LinearFormat::Int8).unwrap();
         assert!(cand.weight_bytes() < base.weight_bytes());
         let s = score(&base, &cand, &text(200), 48).unwrap();
-        let r = report(&s, (&base, "f32".into(), None), (&cand, "int8".into(), None), 200, 1, Some(0.0), 48);
+        let r = report(
+            &s,
+            (&base, "f32".into(), None),
+            (&cand, "int8".into(), None),
+            200,
+            1,
+            Some(0.0),
+            48,
+        );
         assert_eq!(r.regression_pct, 0.0);
         assert_eq!(r.regression_ci_pct, [0.0, 0.0]);
         assert_eq!(r.top1_agreement, 1.0);
@@ -431,13 +456,29 @@ mod tests {
         // Real quantization of random weights: small, positive regression.
         let q8 = base.with_linear_format(LinearFormat::Int8).unwrap();
         let s = score(&base, &q8, &ids, 60).unwrap();
-        let good = report(&s, (&base, "f32".into(), None), (&q8, "int8".into(), None), 500, 1, Some(5.0), 60);
+        let good = report(
+            &s,
+            (&base, "f32".into(), None),
+            (&q8, "int8".into(), None),
+            500,
+            1,
+            Some(5.0),
+            60,
+        );
         assert!(good.passed, "{good:?}");
         assert!(good.top1_agreement > 0.9, "{good:?}");
         // A broken candidate: the same architecture with other weights.
         let broken = crate::model::tests::tiny_model(6);
         let s = score(&base, &broken, &ids, 60).unwrap();
-        let bad = report(&s, (&base, "f32".into(), None), (&broken, "broken".into(), None), 500, 1, Some(5.0), 60);
+        let bad = report(
+            &s,
+            (&base, "f32".into(), None),
+            (&broken, "broken".into(), None),
+            500,
+            1,
+            Some(5.0),
+            60,
+        );
         assert!(!bad.passed, "{bad:?}");
         assert!(bad.kl_mean > good.kl_mean * 10.0, "{bad:?}");
         assert!(bad.regression_ci_pct[0] <= bad.regression_pct);
@@ -452,10 +493,16 @@ mod tests {
         std::fs::write(&p, "  \n").unwrap();
         let e = text_tokens(&p, None, 300).err().unwrap().to_string();
         assert!(e.contains("empty.txt: the text is empty"), "{e}");
-        let e = text_tokens(&dir.join("nope.txt"), None, 300).err().unwrap().to_string();
+        let e = text_tokens(&dir.join("nope.txt"), None, 300)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("nope.txt"), "{e}");
         std::fs::write(&p, "hello").unwrap();
-        assert_eq!(text_tokens(&p, None, 300).unwrap(), b"hello".map(u32::from).to_vec());
+        assert_eq!(
+            text_tokens(&p, None, 300).unwrap(),
+            b"hello".map(u32::from).to_vec()
+        );
         let e = text_tokens(&p, None, 100).err().unwrap().to_string();
         assert!(e.contains("too small for byte ids"), "{e}");
     }

@@ -95,8 +95,8 @@ impl Proj {
         let (y, bias) = match self {
             Proj::Dense(l) => return Ok(l.forward(x)?),
             Proj::Int8 { q, scale, bias } => {
-                let w = ((q.to_dtype(x.dtype())? - 128.0)?
-                    .broadcast_mul(&scale.to_dtype(x.dtype())?))?;
+                let w =
+                    ((q.to_dtype(x.dtype())? - 128.0)?.broadcast_mul(&scale.to_dtype(x.dtype())?))?;
                 (x.matmul(&w.t()?)?, bias)
             }
             Proj::Ggml { mm, bias, .. } => (mm.forward(x)?, bias),
@@ -121,7 +121,9 @@ impl Proj {
     /// errors. Only a dense layer converts.
     pub fn convert(&self, fmt: LinearFormat, name: &str) -> Result<Proj> {
         let Proj::Dense(l) = self else {
-            return Err(input(format!("{name}: only dense weights can be quantized")));
+            return Err(input(format!(
+                "{name}: only dense weights can be quantized"
+            )));
         };
         let bias = l.bias().cloned();
         let w = l.weight();
@@ -195,7 +197,13 @@ mod tests {
             .convert(LinearFormat::Int8, "t")
             .unwrap();
         let eye = Tensor::eye(4, DType::F32, &dev).unwrap();
-        let back = p.forward(&eye).unwrap().t().unwrap().to_vec2::<f32>().unwrap();
+        let back = p
+            .forward(&eye)
+            .unwrap()
+            .t()
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
         assert_eq!(back[0], w0);
         assert_ne!(back[1], w1);
         for (a, b) in back[1].iter().zip(&w1) {
@@ -214,7 +222,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("layer 3 down: q4_0 needs rows of a multiple of 32"), "{e}");
+        assert!(
+            e.contains("layer 3 down: q4_0 needs rows of a multiple of 32"),
+            "{e}"
+        );
         let w = Tensor::randn(0f32, 1.0, (8, 64), &dev).unwrap();
         let d = Proj::dense(w.clone(), None);
         let q8 = d.convert(LinearFormat::Q8_0, "x").unwrap();
@@ -233,6 +244,11 @@ mod tests {
                 .to_scalar::<f32>()
                 .unwrap()
         };
-        assert!(err(&q8) < 0.2 && err(&q8) < err(&q4), "{} {}", err(&q8), err(&q4));
+        assert!(
+            err(&q8) < 0.2 && err(&q8) < err(&q4),
+            "{} {}",
+            err(&q8),
+            err(&q4)
+        );
     }
 }

@@ -84,7 +84,11 @@ impl SpeculateReport {
     }
 }
 
-fn load_draft(dev: &OpenDevice, a: &SpeculateArgs, target: &Loaded) -> Result<(crate::model::Model, String)> {
+fn load_draft(
+    dev: &OpenDevice,
+    a: &SpeculateArgs,
+    target: &Loaded,
+) -> Result<(crate::model::Model, String)> {
     match (&a.draft_format, &a.draft_weights, &a.draft_model) {
         (Some(f), None, None) => {
             let fmt = LinearFormat::parse(f, "--draft-format")?;
@@ -104,18 +108,32 @@ fn load_draft(dev: &OpenDevice, a: &SpeculateArgs, target: &Loaded) -> Result<(c
 /// Runs the whole measurement.
 pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
     if !(1..=16).contains(&a.k) {
-        return Err(input(format!("--k {}: allowed 1 to 16 (the scenario's range)", a.k)));
+        return Err(input(format!(
+            "--k {}: allowed 1 to 16 (the scenario's range)",
+            a.k
+        )));
     }
     if !a.temperature.is_finite() || a.temperature < 0.0 {
-        return Err(input(format!("--temperature {}: must be ≥ 0", a.temperature)));
+        return Err(input(format!(
+            "--temperature {}: must be ≥ 0",
+            a.temperature
+        )));
     }
     if a.prompts == 0 || a.prompt_tokens == 0 || a.new_tokens == 0 {
-        return Err(input("--prompts, --prompt-tokens and --tokens must be at least 1"));
+        return Err(input(
+            "--prompts, --prompt-tokens and --tokens must be at least 1",
+        ));
     }
     if !a.text.exists() {
         return Err(input(format!("--text {}: no such file", a.text.display())));
     }
-    let target = loader::load(a.model.as_deref(), a.weights.as_deref(), DType::F32, dev, a.seed)?;
+    let target = loader::load(
+        a.model.as_deref(),
+        a.weights.as_deref(),
+        DType::F32,
+        dev,
+        a.seed,
+    )?;
     let (draft, draft_label) = load_draft(dev, a, &target)?;
     let tm = &target.model;
     if tm.cfg.vocab_size != draft.cfg.vocab_size {
@@ -150,7 +168,16 @@ pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
     // One untimed warm-up of each, then timed runs over every prompt.
     dev.device.with_context(|| -> Result<()> {
         generate_plain(tm, prompts[0], 4, a.temperature, &mut rng)?;
-        generate_speculative(tm, &draft, prompts[0], 4, a.k, a.temperature, &mut rng, &mut AcceptStats::new(a.k))?;
+        generate_speculative(
+            tm,
+            &draft,
+            prompts[0],
+            4,
+            a.k,
+            a.temperature,
+            &mut rng,
+            &mut AcceptStats::new(a.k),
+        )?;
         Ok(())
     })?;
     let t0 = Instant::now();
@@ -162,17 +189,36 @@ pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
     let t0 = Instant::now();
     for p in &prompts {
         dev.device.with_context(|| {
-            generate_speculative(tm, &draft, p, a.new_tokens, a.k, a.temperature, &mut rng, &mut stats)
+            generate_speculative(
+                tm,
+                &draft,
+                p,
+                a.new_tokens,
+                a.k,
+                a.temperature,
+                &mut rng,
+                &mut stats,
+            )
         })?;
     }
     let speculative_wall_s = t0.elapsed().as_secs_f64();
 
     // Step costs at the runs' mean context, with calibrate's timing routine.
     let ctx = a.prompt_tokens + a.new_tokens / 2;
-    let time = |m: &crate::model::Model, prefill: Vec<(usize, usize)>, decode: Vec<usize>| -> Result<f64> {
-        let shape = Shape { kind: "decode", fitted: false, prefill, decode };
+    let time = |m: &crate::model::Model,
+                prefill: Vec<(usize, usize)>,
+                decode: Vec<usize>|
+     -> Result<f64> {
+        let shape = Shape {
+            kind: "decode",
+            fitted: false,
+            prefill,
+            decode,
+        };
         let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(a.seed);
-        let s = dev.device.with_context(|| time_shape(dev, m, &shape, 1, a.repetitions.max(1), &mut r))?;
+        let s = dev
+            .device
+            .with_context(|| time_shape(dev, m, &shape, 1, a.repetitions.max(1), &mut r))?;
         Ok(s.median_ns as f64 / 1e6)
     };
     let target_decode_ms = time(tm, vec![], vec![ctx])?;

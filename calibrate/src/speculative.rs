@@ -75,7 +75,11 @@ pub fn verify(drafts: &[u32], q: &[Vec<f64>], p: &[Vec<f64>], rng: &mut impl Rng
         if qx > 0.0 && rng.random::<f64>() * qx < px {
             continue;
         }
-        let residual: Vec<f64> = p[i].iter().zip(&q[i]).map(|(a, b)| (a - b).max(0.0)).collect();
+        let residual: Vec<f64> = p[i]
+            .iter()
+            .zip(&q[i])
+            .map(|(a, b)| (a - b).max(0.0))
+            .collect();
         // p ≤ q everywhere only when p = q, where rejection has probability 0;
         // rounding can still get here, and then p itself is the answer.
         let next = if residual.iter().sum::<f64>() > 0.0 {
@@ -169,7 +173,9 @@ pub fn generate_plain(
     rng: &mut impl Rng,
 ) -> Result<Vec<u32>> {
     if prompt.is_empty() {
-        return Err(input("a speculative run needs a prompt of at least one token"));
+        return Err(input(
+            "a speculative run needs a prompt of at least one token",
+        ));
     }
     let mut cache = SeqCache::new(target, prompt.len() + new_tokens)?;
     let mut seq = prompt.to_vec();
@@ -196,7 +202,9 @@ pub fn generate_speculative(
     stats: &mut AcceptStats,
 ) -> Result<Vec<u32>> {
     if prompt.is_empty() {
-        return Err(input("a speculative run needs a prompt of at least one token"));
+        return Err(input(
+            "a speculative run needs a prompt of at least one token",
+        ));
     }
     if k == 0 {
         return Err(input("--k must be at least 1"));
@@ -322,7 +330,11 @@ mod tests {
         for _ in 0..n {
             let drafts: Vec<u32> = q.iter().map(|qi| sample(qi, &mut r)).collect();
             let v = verify(&drafts, &q, &p, &mut r);
-            let out: Vec<u32> = drafts[..v.accepted].iter().copied().chain([v.next]).collect();
+            let out: Vec<u32> = drafts[..v.accepted]
+                .iter()
+                .copied()
+                .chain([v.next])
+                .collect();
             first[out[0] as usize] += 1;
             if out.len() > 1 {
                 second[out[1] as usize] += 1;
@@ -383,7 +395,10 @@ mod tests {
         };
         let (cs, e) = bins(&spec);
         let (cp, _) = bins(&plain);
-        assert!(e.len() >= 4, "the distribution is too peaked to test: {e:?}");
+        assert!(
+            e.len() >= 4,
+            "the distribution is too peaked to test: {e:?}"
+        );
         // Critical values of χ² at p = 0.001 for up to 30 degrees of freedom
         // stay below 60; the check allows that.
         let df = e.len() - 1;
@@ -402,8 +417,8 @@ mod tests {
         let mut stats = AcceptStats::new(4);
         let prompt = [1u32, 2, 3];
         let want = target.generate_alone(&prompt, 20).unwrap();
-        let got =
-            generate_speculative(&target, &target, &prompt, 20, 4, 0.0, &mut r, &mut stats).unwrap();
+        let got = generate_speculative(&target, &target, &prompt, 20, 4, 0.0, &mut r, &mut stats)
+            .unwrap();
         assert_eq!(got, want);
         assert_eq!(stats.per_position(), vec![1.0; 4]);
         assert!((stats.equivalent_alpha() - 1.0).abs() < 1e-6);
@@ -420,8 +435,20 @@ mod tests {
     fn equivalent_alpha_inverts_the_simulators_mean() {
         let mut s = AcceptStats::new(4);
         // 2 rounds accepting 1 and 3 drafts: mean 2 accepted, 3 tokens.
-        s.record(Verdict { accepted: 1, next: 0 }, 4);
-        s.record(Verdict { accepted: 3, next: 0 }, 4);
+        s.record(
+            Verdict {
+                accepted: 1,
+                next: 0,
+            },
+            4,
+        );
+        s.record(
+            Verdict {
+                accepted: 3,
+                next: 0,
+            },
+            4,
+        );
         assert_eq!(s.reached, vec![2, 2, 1, 1]);
         assert_eq!(s.accepted, vec![2, 1, 1, 0]);
         let a = s.equivalent_alpha();
