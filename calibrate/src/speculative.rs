@@ -191,6 +191,9 @@ pub fn generate_plain(
 /// proposes `k` per round, `target` verifies them in one forward pass.
 /// Each model's cache holds every committed token but the last, which the
 /// next round feeds; rejected drafts are cut from the caches.
+// The two models, the request and the sampling settings are all needed;
+// bundling them would only move the list into a struct used once.
+#[allow(clippy::too_many_arguments)]
 pub fn generate_speculative(
     target: &Model,
     draft: &Model,
