@@ -132,6 +132,16 @@ pub enum Command {
         /// Result folder compared with it.
         b: PathBuf,
     },
+    /// Compare a quantized candidate with its baseline on a text: likelihood, agreement, KL, speed, memory.
+    #[command(
+        after_help = "Example:\n  servesim quality --weights SmolLM2-135M-Instruct.Q4_1.gguf --text scenarios/text/dev.txt --candidate int8 --max-regression 1"
+    )]
+    Quality(crate::quality::QualityCmd),
+    /// Measure speculative decoding on a text: α per draft position, speed-up, the scenario table.
+    #[command(
+        after_help = "Example:\n  servesim speculate --weights SmolLM2-135M-Instruct.Q4_1.gguf --draft-format q4_0 --text scenarios/text/dev.txt --k 4"
+    )]
+    Speculate(crate::quality::SpeculateCmd),
 }
 
 /// `servesim trace ...`

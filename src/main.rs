@@ -19,6 +19,7 @@ mod capacity;
 mod cli;
 mod cost;
 mod print;
+mod quality;
 mod serve;
 mod sweep;
 mod trace;
@@ -97,6 +98,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::serve(args),
         Command::Observe(args) => serve::observe(args),
         Command::Compare { a, b } => serve::compare(&a, &b),
+        Command::Quality(args) => quality::quality(args),
+        Command::Speculate(args) => quality::speculate(args),
     }
 }
 

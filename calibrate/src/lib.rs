@@ -13,6 +13,10 @@
 //! | `loader` | random / safetensors / GGUF weights onto the device |
 //! | `measure` | the grid of shapes and the timing of one shape |
 //! | `fit` | non-negative least squares and held-out error |
+//! | `quant` | INT8 / GGML weight formats of the blocks' linear layers |
+//! | `quality` | the quantization quality gate: likelihood, agreement, KL |
+//! | `speculative` | speculative sampling with a draft model (rejection rule, residual) |
+//! | `spec_bench` | α, accepted length and speed-up of speculation on a text |
 //! | `calibrate` | one calibration, start to profile |
 //! | `engine` | the live engine: `sim`'s scheduler on the wall clock |
 //! | `validate` | live vs simulated, side by side |
@@ -27,6 +31,10 @@ pub mod gguf;
 pub mod loader;
 pub mod measure;
 pub mod model;
+pub mod quality;
+pub mod quant;
+pub mod spec_bench;
+pub mod speculative;
 pub mod tokenizer;
 pub mod validate;
 

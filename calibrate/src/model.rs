@@ -15,6 +15,7 @@
 
 use crate::config::{ModelConfig, RopeLayout};
 use crate::error::{input, Result};
+use crate::quant::{LinearFormat, Proj};
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{Linear, Module};
 use rand::{Rng, SeedableRng};
@@ -25,12 +26,12 @@ use std::collections::HashMap;
 struct Layer {
     attn_norm: Tensor,
     /// Rows: H·d query (pre-scaled by 1/√d), KV·d key, KV·d value.
-    qkv: Linear,
-    o: Linear,
+    qkv: Proj,
+    o: Proj,
     mlp_norm: Tensor,
     /// Rows: I gate, I up.
-    gate_up: Linear,
-    down: Linear,
+    gate_up: Proj,
+    down: Proj,
 }
 
 /// A loaded model on a device.
@@ -46,6 +47,8 @@ pub struct Model {
     cos: Tensor,
     sin: Tensor,
     weight_bytes: usize,
+    /// The format of the blocks' linear layers.
+    pub linear_format: LinearFormat,
 }
 
 /// A sequence's KV cache: per layer a preallocated `[kv_heads, capacity,
@@ -55,6 +58,10 @@ pub struct SeqCache {
     v: Vec<Tensor>,
     len: usize,
     capacity: usize,
+    /// Shared by the caches of one fork family while they share `k` and `v`
+    /// (candle tensors share storage on clone): a cache whose token has
+    /// other holders copies its tensors before its first write.
+    owner: std::sync::Arc<()>,
 }
 
 impl SeqCache {
@@ -76,7 +83,47 @@ impl SeqCache {
             v,
             len: 0,
             capacity: capacity.max(1),
+            owner: std::sync::Arc::new(()),
         })
+    }
+
+    /// A second sequence continuing from this one (parallel sampling, vLLM's
+    /// `n`): it shares this cache's tensors — no copy — until either of them
+    /// writes, and the writer copies first (copy-on-write). The live
+    /// engine's caches are contiguous per sequence, so the copy is the whole
+    /// cache, where a paged engine copies only the last, partial block.
+    pub fn fork(&self) -> SeqCache {
+        SeqCache {
+            k: self.k.clone(),
+            v: self.v.clone(),
+            len: self.len,
+            capacity: self.capacity,
+            owner: self.owner.clone(),
+        }
+    }
+
+    /// Whether this cache still shares its tensors with `other`.
+    pub fn shares_with(&self, other: &SeqCache) -> bool {
+        std::sync::Arc::ptr_eq(&self.owner, &other.owner)
+    }
+
+    /// Copies the tensors if another cache shares them.
+    fn make_writable(&mut self) -> Result<()> {
+        if std::sync::Arc::strong_count(&self.owner) > 1 {
+            for t in self.k.iter_mut().chain(self.v.iter_mut()) {
+                *t = t.copy()?;
+            }
+            self.owner = std::sync::Arc::new(());
+        }
+        Ok(())
+    }
+
+    /// The cached keys and values of `layer`, `[kv_heads, len, head_dim]`.
+    pub fn layer_kv(&self, layer: usize) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.k[layer].narrow(1, 0, self.len)?,
+            self.v[layer].narrow(1, 0, self.len)?,
+        ))
     }
 
     /// Tokens cached.
@@ -185,16 +232,16 @@ impl Model {
             } else {
                 None
             };
-            let qkv = Linear::new(Tensor::cat(&[q, k, v], 0)?, bias);
-            let o = Linear::new(
+            let qkv = Proj::dense(Tensor::cat(&[q, k, v], 0)?, bias);
+            let o = Proj::dense(
                 take(&format!("{p}.self_attn.o_proj.weight"), &[h, nh * d])?,
                 None,
             );
             let inter = cfg.intermediate_size;
             let gate = take(&format!("{p}.mlp.gate_proj.weight"), &[inter, h])?;
             let up = take(&format!("{p}.mlp.up_proj.weight"), &[inter, h])?;
-            let gate_up = Linear::new(Tensor::cat(&[gate, up], 0)?, None);
-            let down = Linear::new(
+            let gate_up = Proj::dense(Tensor::cat(&[gate, up], 0)?, None);
+            let down = Proj::dense(
                 take(&format!("{p}.mlp.down_proj.weight"), &[h, inter])?,
                 None,
             );
@@ -225,6 +272,50 @@ impl Model {
             cos,
             sin,
             weight_bytes,
+            linear_format: LinearFormat::Dense,
+        })
+    }
+
+    /// A copy of this model (sharing its tensors) whose blocks' linear
+    /// layers are converted to `fmt`; embeddings, norms and the LM head stay
+    /// as they are (see `quant`).
+    pub fn with_linear_format(&self, fmt: LinearFormat) -> Result<Model> {
+        if fmt != LinearFormat::Dense && self.dtype != DType::F32 {
+            return Err(input(format!(
+                "{} weights are converted from an f32 model; this one runs in {:?}",
+                fmt.name(),
+                self.dtype
+            )));
+        }
+        let mut weight_bytes = self.weight_bytes;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (i, l) in self.layers.iter().enumerate() {
+            let mut conv = |p: &Proj, what: &str| -> Result<Proj> {
+                let q = p.convert(fmt, &format!("layer {i} {what}"))?;
+                weight_bytes = weight_bytes + q.bytes() - p.bytes();
+                Ok(q)
+            };
+            layers.push(Layer {
+                attn_norm: l.attn_norm.clone(),
+                qkv: conv(&l.qkv, "qkv")?,
+                o: conv(&l.o, "o_proj")?,
+                mlp_norm: l.mlp_norm.clone(),
+                gate_up: conv(&l.gate_up, "gate_up")?,
+                down: conv(&l.down, "down_proj")?,
+            });
+        }
+        Ok(Model {
+            cfg: self.cfg.clone(),
+            dtype: self.dtype,
+            device: self.device.clone(),
+            embed: self.embed.clone(),
+            layers,
+            norm: self.norm.clone(),
+            lm_head: self.lm_head.clone(),
+            cos: self.cos.clone(),
+            sin: self.sin.clone(),
+            weight_bytes,
+            linear_format: fmt,
         })
     }
 
@@ -246,12 +337,35 @@ impl Model {
     /// cache, and the logits of each step's last token are returned as
     /// `[steps, vocab]` f32.
     pub fn forward(&self, batch: &mut [Step<'_>]) -> Result<Tensor> {
+        let (x, last_rows) = self.hidden(batch)?;
+        let rows = Tensor::from_vec(last_rows, batch.len(), &self.device)?;
+        self.logits(&x.index_select(&rows, 0)?)
+    }
+
+    /// Runs one sequence's `tokens` on its cache and returns the logits of
+    /// every one of them, `[tokens, vocab]` f32: row i predicts the token
+    /// after `tokens[i]` (likelihood of a text, speculative verification).
+    pub fn forward_all(&self, cache: &mut SeqCache, tokens: &[u32]) -> Result<Tensor> {
+        let (x, _) = self.hidden(&mut [Step { cache, tokens }])?;
+        self.logits(&x)
+    }
+
+    /// The final norm and the LM head over hidden rows, as f32.
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        let x = candle_nn::ops::rms_norm(x, &self.norm, self.cfg.rms_norm_eps as f32)?;
+        Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
+    }
+
+    /// The decoder layers over a packed batch: the hidden state of every
+    /// token `[N, hidden]` and the row of each step's last token. Appends the
+    /// tokens to the caches.
+    fn hidden(&self, batch: &mut [Step<'_>]) -> Result<(Tensor, Vec<u32>)> {
         let c = &self.cfg;
         let (nh, nkv, d, g) = (c.num_heads, c.num_kv_heads, c.head_dim, c.group());
         let mut ids = Vec::new();
         let mut pos = Vec::new();
         let mut last_rows = Vec::with_capacity(batch.len());
-        for s in batch.iter() {
+        for s in batch.iter_mut() {
             let (start, n) = (s.cache.len, s.tokens.len());
             if n == 0 {
                 return Err(input("a batch entry with no tokens"));
@@ -276,6 +390,7 @@ impl Model {
                     c.vocab_size
                 )));
             }
+            s.cache.make_writable()?;
             ids.extend_from_slice(s.tokens);
             pos.extend((start..start + n).map(|p| p as u32));
             last_rows.push((ids.len() - 1) as u32);
@@ -358,10 +473,7 @@ impl Model {
         for s in batch.iter_mut() {
             s.cache.len += s.tokens.len();
         }
-        let rows = Tensor::from_vec(last_rows, batch.len(), dev)?;
-        let last = x.index_select(&rows, 0)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, c.rms_norm_eps as f32)?;
-        Ok(self.lm_head.forward(&last)?.to_dtype(DType::F32)?)
+        Ok((x, last_rows))
     }
 
     /// One packed forward pass and greedy sampling: the argmax token of each
@@ -782,5 +894,72 @@ pub(crate) mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("outside the vocabulary"), "{e}");
+    }
+
+    /// Parallel sampling on the live engine: a fork shares the prompt's
+    /// cache tensors, both samples get identical logits at the fork point,
+    /// and their caches diverge only after it, each writer copying first.
+    #[test]
+    fn forked_caches_share_until_a_write_and_diverge_only_after_it() {
+        let m = tiny_model(2);
+        let prompt: Vec<u32> = (0..11).map(|i| (i * 19 % 211) as u32).collect();
+        let mut a = SeqCache::new(&m, 32).unwrap();
+        m.forward(&mut [Step {
+            cache: &mut a,
+            tokens: &prompt,
+        }])
+        .unwrap();
+        let mut b = a.fork();
+        assert!(a.shares_with(&b));
+        let (ka, _) = a.layer_kv(1).unwrap();
+        let (kb, _) = b.layer_kv(1).unwrap();
+        assert_eq!(max_diff(&ka, &kb), 0.0);
+        // The same token on both: identical logits at the fork point.
+        let la = m
+            .forward(&mut [Step {
+                cache: &mut a,
+                tokens: &[7],
+            }])
+            .unwrap();
+        assert!(!a.shares_with(&b), "the first writer copied");
+        let lb = m
+            .forward(&mut [Step {
+                cache: &mut b,
+                tokens: &[7],
+            }])
+            .unwrap();
+        assert_eq!(max_diff(&la, &lb), 0.0);
+        // Different tokens: the caches agree on the first 12 positions only.
+        m.forward(&mut [Step {
+            cache: &mut a,
+            tokens: &[1],
+        }])
+        .unwrap();
+        m.forward(&mut [Step {
+            cache: &mut b,
+            tokens: &[2],
+        }])
+        .unwrap();
+        for layer in 0..2 {
+            let (ka, va) = a.layer_kv(layer).unwrap();
+            let (kb, vb) = b.layer_kv(layer).unwrap();
+            let head = |t: &Tensor, s: usize, n: usize| t.narrow(1, s, n).unwrap();
+            assert_eq!(max_diff(&head(&ka, 0, 12), &head(&kb, 0, 12)), 0.0);
+            assert_eq!(max_diff(&head(&va, 0, 12), &head(&vb, 0, 12)), 0.0);
+            assert!(max_diff(&head(&ka, 12, 1), &head(&kb, 12, 1)) > 0.0);
+        }
+        // The parent's own later writes never reached the fork: a fresh
+        // cache fed the fork's tokens holds the same values.
+        let mut c = SeqCache::new(&m, 32).unwrap();
+        let mut toks = prompt.clone();
+        toks.extend([7, 2]);
+        m.forward(&mut [Step {
+            cache: &mut c,
+            tokens: &toks,
+        }])
+        .unwrap();
+        let (kc, _) = c.layer_kv(1).unwrap();
+        let (kb, _) = b.layer_kv(1).unwrap();
+        assert!(max_diff(&kc, &kb) < 1e-5);
     }
 }
