@@ -11,9 +11,11 @@
 //! iteration, [`Replica::finish_iteration`] applies its outcome. Who prices the
 //! iteration — a cost model or a real forward pass — is the caller's business.
 
+pub mod attribution;
 pub mod policy;
 pub mod speculative;
 
+use crate::attribution::Component;
 use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
@@ -146,6 +148,8 @@ pub struct SchedState {
     acc_valid: bool,
     pub preemptions: u64,
     pub swap_outs: u64,
+    /// Latency attribution: the queue clock and the iteration's token mix.
+    pub attr: attribution::QueueClock,
 }
 
 impl SchedState {
@@ -164,6 +168,7 @@ impl SchedState {
             acc_valid: true,
             preemptions: 0,
             swap_outs: 0,
+            attr: attribution::QueueClock::default(),
         }
     }
 
@@ -460,6 +465,7 @@ impl SchedState {
             return false;
         };
         if self.running.len() >= self.cfg.max_num_seqs {
+            self.attr.blocked = Some(Component::QueueMaxSeqs);
             return false;
         }
         let bs = self.cfg.block_size;
@@ -488,10 +494,12 @@ impl SchedState {
             if let Some(cache) = &mut self.cache {
                 cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
             }
+            self.attr.blocked = Some(Component::QueueKv);
             return false;
         }
         self.waiting.pop_front();
         let r = &mut reqs[id as usize];
+        self.attr.admitted(r, now);
         if r.first_scheduled.is_none() {
             r.first_scheduled = Some(now);
             if let Some(cache) = &mut self.cache {
@@ -694,6 +702,7 @@ impl Replica {
 
     pub fn enqueue(&mut self, id: RequestId) {
         self.st.waiting.push_back(id);
+        self.st.attr.enqueued(id);
     }
 
     pub fn is_busy(&self) -> bool {
@@ -783,7 +792,11 @@ impl Replica {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
         self.st.begin_iteration();
+        self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
+        let closed = self.policy.keeps_finished_until_batch_ends();
+        let cause = attribution::blocker(&self.st, &shape, closed);
+        self.st.attr.decided(cause, &shape);
         if shape.is_empty() {
             return None;
         }
@@ -821,6 +834,7 @@ impl Replica {
             ..IterationOutcome::default()
         };
         let keep_done = self.policy.keeps_finished_until_batch_ends();
+        let mix = self.st.attr.mix(start, now);
         let st = &mut self.st;
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
@@ -829,6 +843,7 @@ impl Replica {
         let mut running = std::mem::take(&mut st.running);
         for read in 0..running.len() {
             let s = &mut running[read];
+            mix.charge(s, &mut reqs[s.id as usize]);
             let emitted = if s.chunk > 0 {
                 s.kv_tokens += s.chunk;
                 s.chunk = 0;
