@@ -10,6 +10,16 @@
 //! joins the queue and adds it back when admitted, so it receives exactly the
 //! blocked time that elapsed while it waited, split by cause. Everyone in an
 //! FCFS queue waits for the same reason as its head.
+//!
+//! Decoding sequences are charged the same way, so the hot per-iteration
+//! loop never touches a decoding request: every decoding sequence of a
+//! replica receives the same split of each iteration (its decode compute and
+//! the prefill share, or the whole iteration as a stall when no one decoded),
+//! so a decode clock accumulates those splits and a sequence takes the
+//! difference between entering decode (its first token, or a swap-in) and
+//! leaving it (completion or preemption). Only the rare sequence that sits out
+//! an iteration others decoded in is corrected individually. Prefilling
+//! sequences, a few per iteration, are charged iteration by iteration.
 
 use super::{RunningSeq, SchedState};
 use crate::attribution::Component;
@@ -38,6 +48,14 @@ pub struct QueueClock {
     pub blocked: Option<Component>,
     prefill_tokens: u64,
     tokens: u64,
+    /// Whether the iteration in progress decodes anything.
+    decodes: bool,
+    /// Decode clock: Σ decode compute and Σ decode stall a sequence that was
+    /// in decode throughout would have received, ns.
+    decode_compute: u64,
+    decode_stall: u64,
+    /// Sequences swapped back in while the iteration was formed.
+    resumed: Vec<RequestId>,
 }
 
 impl Default for QueueClock {
@@ -50,6 +68,10 @@ impl Default for QueueClock {
             blocked: None,
             prefill_tokens: 0,
             tokens: 0,
+            decodes: false,
+            decode_compute: 0,
+            decode_stall: 0,
+            resumed: Vec::new(),
         }
     }
 }
@@ -100,25 +122,82 @@ impl QueueClock {
         }
     }
 
-    /// Records what the policy decided: the cause now blocking the queue and
-    /// the iteration's token mix.
-    pub fn decided(&mut self, cause: Component, shape: &BatchShape) {
+    /// A swapped-out sequence resumes decoding in the iteration being formed.
+    #[inline]
+    pub fn swapped_in(&mut self, id: RequestId) {
+        self.resumed.push(id);
+    }
+
+    /// A running sequence is preempted at `now` (an iteration boundary): a
+    /// decoding one leaves the decode clock; from here on its time is
+    /// preemption until it is back.
+    #[inline]
+    pub fn preempted(&self, was_decoding: bool, r: &mut Request, now: SimTime) {
+        if was_decoding {
+            self.leave_decode(r);
+        }
+        r.attribution.mark = now;
+    }
+
+    /// Starts `r`'s share of the decode clock (at an iteration boundary).
+    #[inline]
+    fn enter_decode(&self, r: &mut Request) {
+        let a = &mut r.attribution;
+        a.add(Component::DecodeCompute, self.decode_compute.wrapping_neg());
+        a.add(Component::DecodeStall, self.decode_stall.wrapping_neg());
+    }
+
+    /// Ends `r`'s share of the decode clock (at an iteration boundary).
+    #[inline]
+    fn leave_decode(&self, r: &mut Request) {
+        let a = &mut r.attribution;
+        a.add(Component::DecodeCompute, self.decode_compute);
+        a.add(Component::DecodeStall, self.decode_stall);
+    }
+
+    /// Records what the policy decided at `now`: the cause now blocking the
+    /// queue and the iteration's token mix; swapped-in sequences are charged
+    /// their time out as preemption and join the decode clock.
+    pub fn decided(
+        &mut self,
+        cause: Component,
+        shape: &BatchShape,
+        now: SimTime,
+        reqs: &mut [Request],
+    ) {
         self.cause = cause;
         self.prefill_tokens = shape.prefill_tokens;
         self.tokens = shape.tokens();
+        self.decodes = shape.decode_seqs > 0;
+        for i in 0..self.resumed.len() {
+            let r = &mut reqs[self.resumed[i] as usize];
+            r.attribution.charge_until(Component::DecodePreempted, now);
+            self.enter_decode(r);
+        }
+        self.resumed.clear();
     }
 
-    /// The split of the iteration that ran from `start` to `now`.
-    pub fn mix(&self, start: SimTime, now: SimTime) -> IterationMix {
+    /// Advances the decode clock over the iteration that ran from `start` to
+    /// `now`, and returns its split for the prefilling sequences.
+    pub fn advance(&mut self, start: SimTime, now: SimTime) -> IterationMix {
         let d = now.0.saturating_sub(start.0);
         let tokens = self.tokens.max(1);
         let stall = (d as u128 * self.prefill_tokens.min(tokens) as u128 / tokens as u128) as u64;
+        if self.decodes {
+            self.decode_compute += d - stall;
+            self.decode_stall += stall;
+        } else {
+            self.decode_stall += d;
+        }
         IterationMix {
             start,
             now,
             d,
             stall,
             tokens,
+            decodes: self.decodes,
+            decode_compute: self.decode_compute,
+            decode_stall: self.decode_stall,
         }
     }
 }
@@ -151,35 +230,73 @@ pub struct IterationMix {
     /// Share of the iteration spent on prefill tokens.
     stall: u64,
     tokens: u64,
+    decodes: bool,
+    /// The decode clock after this iteration.
+    decode_compute: u64,
+    decode_stall: u64,
 }
 
 impl IterationMix {
-    /// Charges running sequence `s` (its state as the iteration ran) for
-    /// everything up to the iteration's end.
+    /// Charges running sequence `s` that neither prefilled nor decoded in
+    /// this iteration (its state as the iteration ran). Decoding sequences
+    /// are covered by the decode clock and cost nothing per iteration; one
+    /// that sat out an iteration others decoded in is corrected here.
     #[inline]
-    pub fn charge(&self, s: &RunningSeq, r: &mut Request) {
+    pub fn charge_idle(&self, s: &RunningSeq, reqs: &mut [Request]) {
         if s.done {
             return; // a static batch's padding: its request has ended
         }
-        let prefilling = s.prefilling();
-        let before_first = r.first_token.is_none();
-        // Preempted earlier and still prefilling: recomputing lost context.
-        let recompute = r.preemptions > 0 && prefilling;
-        let preempted = if before_first {
+        if s.prefilling() {
+            self.charge_prefilling(s, &mut reqs[s.id as usize]);
+        } else if self.decodes {
+            // The clock gave it decode compute; it only waited.
+            let a = &mut reqs[s.id as usize].attribution;
+            let compute = self.d - self.stall;
+            a.add(Component::DecodeCompute, compute.wrapping_neg());
+            a.add(Component::DecodeStall, compute);
+        }
+    }
+
+    /// `r` received its first token (or finished recomputing its context) at
+    /// the end of this iteration: it joins the decode clock.
+    #[inline]
+    pub fn enter_decode(&self, r: &mut Request) {
+        let a = &mut r.attribution;
+        a.add(Component::DecodeCompute, self.decode_compute.wrapping_neg());
+        a.add(Component::DecodeStall, self.decode_stall.wrapping_neg());
+        a.mark = self.now;
+    }
+
+    /// `r` completed at the end of this iteration: it leaves the decode clock.
+    #[inline]
+    pub fn leave_decode(&self, r: &mut Request) {
+        let a = &mut r.attribution;
+        a.add(Component::DecodeCompute, self.decode_compute);
+        a.add(Component::DecodeStall, self.decode_stall);
+        a.mark = self.now;
+    }
+
+    /// A prefilling sequence (first prefill or a recompute; with or without
+    /// a chunk this iteration), charged for everything up to the iteration's
+    /// end. Called before the chunk is applied.
+    #[inline]
+    pub fn charge_prefilling(&self, s: &RunningSeq, r: &mut Request) {
+        // Preempted earlier and prefilling again: recomputing lost context,
+        // and everything since the preemption was lost to it.
+        let recompute = r.preemptions > 0;
+        let preempted = if r.first_token.is_none() {
             Component::PrefillPreempted
         } else {
             Component::DecodePreempted
         };
-        let waiting = if r.preemptions > 0 && (prefilling || r.attribution.mark < self.start) {
+        let waiting = if recompute {
             preempted
-        } else if prefilling {
-            Component::PrefillInterference
         } else {
-            Component::DecodeStall
+            Component::PrefillInterference
         };
         let a = &mut r.attribution;
-        // Time before the iteration not yet charged: a recompute readmission
-        // or a swap-in (waiting since the preemption).
+        // Time before the iteration not yet charged: waiting for readmission
+        // after a recompute preemption.
         a.add(waiting, self.start.0.saturating_sub(a.mark.0));
         if s.chunk > 0 {
             if recompute {
@@ -190,9 +307,6 @@ impl IterationMix {
                 a.add(Component::PrefillCompute, own);
                 a.add(Component::PrefillInterference, self.d - own);
             }
-        } else if s.decode {
-            a.add(Component::DecodeCompute, self.d - self.stall);
-            a.add(Component::DecodeStall, self.stall);
         } else {
             a.add(waiting, self.d);
         }
@@ -358,6 +472,53 @@ mod tests {
                 let policy_wait: u64 = reqs.iter().map(|r| r.attribution.get(C::QueuePolicy)).sum();
                 assert!(policy_wait > 0, "a running static batch admits no one");
             }
+        }
+    }
+
+    #[test]
+    fn random_workloads_conserve_time_under_every_policy_and_mode() {
+        // A deterministic LCG drives arrivals, lengths and memory sizes, so
+        // preemptions (both modes), prefix sharing, paused decodes and static
+        // padding all occur.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for case in 0..150 {
+            let mut e = engine(4 + next(5) as u32, 64, 4);
+            e.policy = [
+                BatchPolicyKind::Continuous,
+                BatchPolicyKind::Vllm,
+                BatchPolicyKind::Sarathi,
+                BatchPolicyKind::Orca,
+                BatchPolicyKind::Static,
+            ][case % 5];
+            if next(2) == 0 {
+                e.preemption = PreemptionMode::Swap;
+                e.swap_space_gib = 64.0 * 1024.0 / crate::catalog::GIB;
+            }
+            e.prefix_caching = next(2) == 0;
+            let blocks = 24 + next(24);
+            let mut t = 0;
+            let mut reqs: Vec<Request> = (0..20)
+                .map(|i| {
+                    t += next(40_000);
+                    let p = 4 + next(if case % 5 == 2 { 100 } else { 56 }) as u32;
+                    let o = 1 + next(30) as u32;
+                    let mut r = Request::new(SimTime(t), p, o);
+                    let n = ((p + o) / 4) as u64;
+                    r.prefix_hashes = (0..n).map(|j| (i % 3) * 1000 + j + 1).collect();
+                    r.hash_block_tokens = 4;
+                    r
+                })
+                .filter(|r| ((r.prompt_tokens + r.output_tokens - 1).div_ceil(4) as u64) < blocks)
+                .collect();
+            let mut rep = replica(&e, blocks);
+            run(&mut rep, &mut reqs);
+            assert_conserved(&reqs);
         }
     }
 }

@@ -344,6 +344,7 @@ impl SchedState {
     fn preempt_last_unreserved(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<usize> {
         let idx = self.running.iter().rposition(|s| !s.reserved && !s.done)?;
         let mut s = self.running.remove(idx);
+        let decoding = !s.prefilling();
         if s.decode || s.chunk > 0 {
             self.acc_valid = false;
         }
@@ -368,6 +369,7 @@ impl SchedState {
             s.kv_tokens = 0;
         }
         let r = &mut reqs[s.id as usize];
+        self.attr.preempted(decoding, r, now);
         r.generated = s.generated;
         r.preemptions += 1;
         r.last_token = now;
@@ -411,6 +413,7 @@ impl SchedState {
                 break;
             }
             self.swapped.pop_front();
+            self.attr.swapped_in(s.id);
             self.host_blocks_used -= s.blocks as u64;
             self.swap_blocks += s.blocks as u64;
             let s = RunningSeq {
@@ -796,7 +799,7 @@ impl Replica {
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
         let closed = self.policy.keeps_finished_until_batch_ends();
         let cause = attribution::blocker(&self.st, &shape, closed);
-        self.st.attr.decided(cause, &shape);
+        self.st.attr.decided(cause, &shape, now, reqs);
         if shape.is_empty() {
             return None;
         }
@@ -834,7 +837,7 @@ impl Replica {
             ..IterationOutcome::default()
         };
         let keep_done = self.policy.keeps_finished_until_batch_ends();
-        let mix = self.st.attr.mix(start, now);
+        let mix = self.st.attr.advance(start, now);
         let st = &mut self.st;
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
@@ -843,8 +846,8 @@ impl Replica {
         let mut running = std::mem::take(&mut st.running);
         for read in 0..running.len() {
             let s = &mut running[read];
-            mix.charge(s, &mut reqs[s.id as usize]);
             let emitted = if s.chunk > 0 {
+                mix.charge_prefilling(s, &mut reqs[s.id as usize]);
                 s.kv_tokens += s.chunk;
                 s.chunk = 0;
                 if s.prefilling() {
@@ -852,6 +855,7 @@ impl Replica {
                 } else {
                     st.publish_prefill(s, reqs);
                     let r = &mut reqs[s.id as usize];
+                    mix.enter_decode(r);
                     if s.generated == 0 {
                         r.first_token = Some(now);
                     } else {
@@ -883,12 +887,14 @@ impl Replica {
                 s.kv_tokens += n;
                 n
             } else {
+                mix.charge_idle(s, reqs);
                 0
             };
             s.generated += emitted;
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {
                 let r = &mut reqs[s.id as usize];
+                mix.leave_decode(r);
                 r.generated = s.generated;
                 r.finished = Some(now);
                 r.last_token = now;
