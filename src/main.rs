@@ -17,6 +17,7 @@ mod bench;
 mod calibration;
 mod capacity;
 mod cli;
+mod explain;
 mod print;
 mod sweep;
 mod trace;
@@ -84,6 +85,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Report { dir } => write_report(&dir),
+        Command::Explain { dir, json, request } => explain::run(&dir, json, request),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
     }

@@ -13,14 +13,17 @@
 //! swap). The replica does the charging (`replica::attribution`); this module
 //! holds the names and the per-request ledger.
 //!
-//! Within an iteration the time is shared in proportion to tokens: an
-//! iteration that prefills `P` tokens out of `T` batched tokens and lasts `d`
-//! charges a decoding sequence `d·P/T` of decode stall and the rest as decode
-//! compute, and a prefill chunk of `n` tokens `d·n/T` of own prefill compute
-//! and the rest as prefill interference. (Sarathi-Serve's accounting: the
-//! linear layers that dominate an iteration cost in proportion to batched
-//! tokens.) Integer division leaves any remainder with the "other work" part,
-//! so the sums stay exact.
+//! Within an iteration of length `d`, a decoding sequence is charged as
+//! decode stall what the prefills batched with it added: `d` less what the
+//! cost model prices the same iteration without its prefill chunks (the
+//! counterfactual decode-only iteration), and the rest as decode compute.
+//! Without a cost model at hand (the live engine) the split is by tokens:
+//! `d·P/T` for `P` prefill tokens out of `T` batched. A prefill chunk of `n`
+//! tokens is charged `d·n/T` of own prefill compute and the rest as prefill
+//! interference (the linear layers that dominate an iteration cost in
+//! proportion to batched tokens, Sarathi-Serve's accounting). Integer
+//! division leaves any remainder with the "other work" part, so the sums
+//! stay exact.
 
 use crate::time::SimTime;
 

@@ -56,6 +56,11 @@ pub struct QueueClock {
     decode_stall: u64,
     /// Sequences swapped back in while the iteration was formed.
     resumed: Vec<RequestId>,
+    /// The split of the iteration that just finished.
+    pub mix: IterationMix,
+    /// What the iteration in progress would take without its prefill tokens,
+    /// when the caller priced it (see [`decode_alone`]).
+    decode_alone_ns: Option<u64>,
 }
 
 impl Default for QueueClock {
@@ -72,6 +77,8 @@ impl Default for QueueClock {
             decode_compute: 0,
             decode_stall: 0,
             resumed: Vec::new(),
+            mix: IterationMix::default(),
+            decode_alone_ns: None,
         }
     }
 }
@@ -169,6 +176,7 @@ impl QueueClock {
         self.prefill_tokens = shape.prefill_tokens;
         self.tokens = shape.tokens();
         self.decodes = shape.decode_seqs > 0;
+        self.decode_alone_ns = None;
         for i in 0..self.resumed.len() {
             let r = &mut reqs[self.resumed[i] as usize];
             r.attribution.charge_until(Component::DecodePreempted, now);
@@ -179,17 +187,21 @@ impl QueueClock {
 
     /// Advances the decode clock over the iteration that ran from `start` to
     /// `now`, and returns its split for the prefilling sequences.
-    pub fn advance(&mut self, start: SimTime, now: SimTime) -> IterationMix {
+    pub fn advance(&mut self, start: SimTime, now: SimTime) -> &IterationMix {
         let d = now.0.saturating_sub(start.0);
         let tokens = self.tokens.max(1);
-        let stall = (d as u128 * self.prefill_tokens.min(tokens) as u128 / tokens as u128) as u64;
+        let stall = match self.decode_alone_ns {
+            // The prefills' cost: the iteration less its decode-only price.
+            Some(alone) => d.saturating_sub(alone),
+            None => (d as u128 * self.prefill_tokens.min(tokens) as u128 / tokens as u128) as u64,
+        };
         if self.decodes {
             self.decode_compute += d - stall;
             self.decode_stall += stall;
         } else {
             self.decode_stall += d;
         }
-        IterationMix {
+        self.mix = IterationMix {
             start,
             now,
             d,
@@ -198,7 +210,31 @@ impl QueueClock {
             decodes: self.decodes,
             decode_compute: self.decode_compute,
             decode_stall: self.decode_stall,
-        }
+        };
+        &self.mix
+    }
+}
+
+/// The iteration `shape` without its prefill chunks, when it mixes prefills
+/// and decodes: the counterfactual whose price says how much of the mixed
+/// iteration the decodes would have taken alone.
+pub fn decode_alone(shape: &BatchShape) -> Option<BatchShape> {
+    (shape.prefill_tokens > 0 && shape.decode_seqs > 0).then(|| BatchShape {
+        prefill_seqs: 0,
+        prefill_tokens: 0,
+        prefill_attn_pairs: 0.0,
+        prefill_kv_tokens: 0,
+        ..*shape
+    })
+}
+
+impl super::Replica {
+    /// Tells the replica what the iteration just formed would take without
+    /// its prefill chunks (the price of [`decode_alone`]): its decoding
+    /// sequences are then charged the difference as decode stall, instead of
+    /// the token-proportional share used when no cost model is at hand.
+    pub fn price_decode_alone(&mut self, ns: u64) {
+        self.st.attr.decode_alone_ns = Some(ns);
     }
 }
 
@@ -222,7 +258,7 @@ pub fn blocker(st: &SchedState, shape: &BatchShape, closed_batch: bool) -> Compo
 }
 
 /// One finished iteration, ready to charge its members.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct IterationMix {
     start: SimTime,
     now: SimTime,
@@ -241,7 +277,7 @@ impl IterationMix {
     /// this iteration (its state as the iteration ran). Decoding sequences
     /// are covered by the decode clock and cost nothing per iteration; one
     /// that sat out an iteration others decoded in is corrected here.
-    #[inline]
+    #[inline(never)]
     pub fn charge_idle(&self, s: &RunningSeq, reqs: &mut [Request]) {
         if s.done {
             return; // a static batch's padding: its request has ended
@@ -259,7 +295,7 @@ impl IterationMix {
 
     /// `r` received its first token (or finished recomputing its context) at
     /// the end of this iteration: it joins the decode clock.
-    #[inline]
+    #[inline(never)]
     pub fn enter_decode(&self, r: &mut Request) {
         let a = &mut r.attribution;
         a.add(Component::DecodeCompute, self.decode_compute.wrapping_neg());
@@ -268,7 +304,7 @@ impl IterationMix {
     }
 
     /// `r` completed at the end of this iteration: it leaves the decode clock.
-    #[inline]
+    #[inline(never)]
     pub fn leave_decode(&self, r: &mut Request) {
         let a = &mut r.attribution;
         a.add(Component::DecodeCompute, self.decode_compute);
@@ -279,7 +315,7 @@ impl IterationMix {
     /// A prefilling sequence (first prefill or a recompute; with or without
     /// a chunk this iteration), charged for everything up to the iteration's
     /// end. Called before the chunk is applied.
-    #[inline]
+    #[inline(never)]
     pub fn charge_prefilling(&self, s: &RunningSeq, r: &mut Request) {
         // Preempted earlier and prefilling again: recomputing lost context,
         // and everything since the preemption was lost to it.

@@ -837,7 +837,7 @@ impl Replica {
             ..IterationOutcome::default()
         };
         let keep_done = self.policy.keeps_finished_until_batch_ends();
-        let mix = self.st.attr.advance(start, now);
+        self.st.attr.advance(start, now);
         let st = &mut self.st;
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
@@ -847,7 +847,7 @@ impl Replica {
         for read in 0..running.len() {
             let s = &mut running[read];
             let emitted = if s.chunk > 0 {
-                mix.charge_prefilling(s, &mut reqs[s.id as usize]);
+                st.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
                 s.kv_tokens += s.chunk;
                 s.chunk = 0;
                 if s.prefilling() {
@@ -855,7 +855,7 @@ impl Replica {
                 } else {
                     st.publish_prefill(s, reqs);
                     let r = &mut reqs[s.id as usize];
-                    mix.enter_decode(r);
+                    st.attr.mix.enter_decode(r);
                     if s.generated == 0 {
                         r.first_token = Some(now);
                     } else {
@@ -887,14 +887,14 @@ impl Replica {
                 s.kv_tokens += n;
                 n
             } else {
-                mix.charge_idle(s, reqs);
+                st.attr.mix.charge_idle(s, reqs);
                 0
             };
             s.generated += emitted;
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {
                 let r = &mut reqs[s.id as usize];
-                mix.leave_decode(r);
+                st.attr.mix.leave_decode(r);
                 r.generated = s.generated;
                 r.finished = Some(now);
                 r.last_token = now;
