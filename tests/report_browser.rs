@@ -97,7 +97,7 @@ fn report_why_section_renders_in_headless_chromium() {
     let shot_arg = format!("--screenshot={}", shot.display());
     let o = chromium(
         &page,
-        "#why",
+        "#why-only",
         &profile,
         &[&shot_arg, "--window-size=1100,1500", "--hide-scrollbars"],
     );

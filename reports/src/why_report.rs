@@ -294,9 +294,9 @@ window.addEventListener('load',function(){
  document.body.setAttribute('data-charts-broken',broken);
  document.body.setAttribute('data-errors',errors.length);
  document.body.setAttribute('data-error-text',errors.join(' | '));
- var target=location.hash&&document.getElementById(location.hash.slice(1));
- if(target)target.scrollIntoView();
 });
+// report.html#why-only shows this section alone (for screenshots and links).
+if(location.hash==='#why-only'){document.querySelectorAll('body>section').forEach(function(s){if(!s.querySelector('#why'))s.style.display='none';});}
 })();
 </script>"#;
 
