@@ -139,7 +139,7 @@ pub fn render(e: &Explanation) -> String {
         o.push_str("\nPer replica (tail = the fleet's p99 requests that ran there)\n");
         let _ = writeln!(
             o,
-            "  {:>7} {:>8} {:>12} {:>12} {:>11} {:>10} {:>9} {:>11} {:>7} {:>10}  {}",
+            "  {:>7} {:>8} {:>12} {:>12} {:>11} {:>10} {:>9} {:>11} {:>7} {:>10}  tail's largest component",
             "replica",
             "requests",
             "TTFT p50 ms",
@@ -150,7 +150,6 @@ pub fn render(e: &Explanation) -> String {
             "preemptions",
             "KV max",
             "queue mean",
-            "tail's largest component"
         );
         for r in &e.replicas {
             let _ = writeln!(

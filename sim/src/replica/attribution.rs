@@ -219,7 +219,7 @@ impl QueueClock {
 /// and decodes: the counterfactual whose price says how much of the mixed
 /// iteration the decodes would have taken alone.
 pub fn decode_alone(shape: &BatchShape) -> Option<BatchShape> {
-    (shape.prefill_tokens > 0 && shape.decode_seqs > 0).then(|| BatchShape {
+    (shape.prefill_tokens > 0 && shape.decode_seqs > 0).then_some(BatchShape {
         prefill_seqs: 0,
         prefill_tokens: 0,
         prefill_attn_pairs: 0.0,
