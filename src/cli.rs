@@ -101,6 +101,22 @@ pub enum Command {
         /// Output folder holding summary.json, sweep.json or capacity.json.
         dir: PathBuf,
     },
+    /// Explain the tail of a run: which latency components dominate each
+    /// percentile, the slowest requests' timelines, the per-replica tail and
+    /// ranked hypotheses with their numbers.
+    #[command(
+        after_help = "Examples:\n  servesim explain out/overload\n  servesim explain out/overload --json\n  servesim explain out/overload --request 1234"
+    )]
+    Explain {
+        /// Output folder of `servesim simulate` (requests.csv, timeseries.csv).
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Show one request's timeline instead.
+        #[arg(long, value_name = "ID")]
+        request: Option<u64>,
+    },
     /// Measure a model on a device (candle) and write a calibration profile.
     #[command(
         after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml"

@@ -18,6 +18,7 @@ mod calibration;
 mod capacity;
 mod cli;
 mod cost;
+mod explain;
 mod print;
 mod quality;
 mod serve;
@@ -93,6 +94,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Capacity(args) => capacity::run(args),
         Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),
+        Command::Explain { dir, json, request } => explain::run(&dir, json, request),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
         Command::Serve(args) => serve::serve(args),

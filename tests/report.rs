@@ -13,7 +13,8 @@ fn check_report(dir: &Path) -> Vec<String> {
     assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..80]);
     assert!(html.trim_end().ends_with("</html>"));
     // Self-contained: nothing loaded from elsewhere.
-    for external in ["<script", "<link", "src=\"http", "<img"] {
+    // (Inline scripts are part of the page: the why section's hover and sort.)
+    for external in ["<script src", "<link", "src=\"http", "<img"] {
         assert!(!html.contains(external), "report.html contains {external}");
     }
     let mut names: Vec<String> = std::fs::read_dir(dir.join("charts"))
@@ -63,9 +64,9 @@ fn check_report(dir: &Path) -> Vec<String> {
         );
     }
     assert_eq!(
-        html.matches("<figure").count(),
+        html.matches("<figure id=\"chart-").count(),
         names.len(),
-        "one figure per chart"
+        "one figure per chart (the why section's inline SVGs have no files)"
     );
     names
 }
@@ -246,7 +247,7 @@ fn multi_tenant_runs_get_per_tenant_slo_bars() {
         .next()
         .unwrap()
         .to_string();
-    assert!(header.ends_with(",tenant,session"), "{header}");
+    assert!(header.contains(",tenant,session,"), "{header}");
     for ext in ["png", "svg"] {
         assert!(out.join(format!("charts/tenants.{ext}")).exists());
     }

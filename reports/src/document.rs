@@ -19,6 +19,12 @@ pub enum Block {
     Para(String),
     Table(Table),
     Figure(Rendered),
+    /// Raw HTML (interactive inline SVG and script) with its Markdown
+    /// stand-in; the section that builds it escapes its own text.
+    Html {
+        html: String,
+        markdown: String,
+    },
 }
 
 /// A titled section.
@@ -49,6 +55,10 @@ impl Section {
 
     pub fn figure(&mut self, r: Rendered) {
         self.blocks.push(Block::Figure(r));
+    }
+
+    pub fn html(&mut self, html: String, markdown: String) {
+        self.blocks.push(Block::Html { html, markdown });
     }
 
     /// The charts this section shows.
@@ -121,6 +131,10 @@ impl Doc {
                         }
                         h.push_str("</table>\n");
                     }
+                    Block::Html { html, .. } => {
+                        h.push_str(html);
+                        h.push('\n');
+                    }
                     Block::Figure(r) => {
                         let _ = writeln!(
                             h,
@@ -174,6 +188,9 @@ impl Doc {
                         for r in &t.rows {
                             m.push_str(&row(r));
                         }
+                    }
+                    Block::Html { markdown, .. } => {
+                        m.push_str(markdown);
                     }
                     Block::Figure(r) => {
                         let _ = write!(

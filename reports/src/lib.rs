@@ -8,6 +8,9 @@
 //! * a sweep (`sweep.json`, and the rerun `operating-point/` run);
 //! * a capacity search (`capacity.json`).
 //!
+//! A run's report ends with a "why" section (`why_report`) built by the
+//! tail analysis that `servesim explain` prints (`explain`).
+//!
 //! Reports read only those files, so they can be regenerated at any time
 //! with `servesim report OUT_DIR`.
 
@@ -15,10 +18,12 @@ mod capacity_report;
 pub mod chart;
 mod data;
 pub mod document;
+pub mod explain;
 mod font;
 mod run_report;
 mod sweep_report;
 mod tenant_report;
+mod why_report;
 
 use document::{Doc, Section};
 use std::path::{Path, PathBuf};
@@ -93,6 +98,9 @@ pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
         let heading = format!("Run: {}", data::text(&summary, "scenario"));
         title.get_or_insert_with(|| heading.clone());
         sections.push(run_report::section(dir, &heading, "", &charts).map_err(err)?);
+        if let Some(why) = why_report::section(dir).map_err(err)? {
+            sections.push(why);
+        }
     }
     let title = title.expect("one of the result files was found above");
     let doc = Doc {

@@ -1,6 +1,7 @@
 //! Requests as the simulator tracks them: one slab entry per request, indexed
 //! by id, holding what the per-request record reports.
 
+use crate::attribution::Attribution;
 use crate::time::SimTime;
 use crate::workload::RequestSpec;
 use serde::Serialize;
@@ -105,6 +106,8 @@ pub struct Request {
     pub hash_block_tokens: u32,
     /// Leading prompt tokens worth pinning in the prefix cache.
     pub pinnable_tokens: u32,
+    /// Where its latency went, component by component (`attribution`).
+    pub attribution: Attribution,
 }
 
 impl Request {
@@ -126,6 +129,7 @@ impl Request {
             prefix_hashes: Vec::new(),
             hash_block_tokens: 0,
             pinnable_tokens: 0,
+            attribution: Attribution::new(arrival),
         }
     }
 

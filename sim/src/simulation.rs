@@ -285,6 +285,10 @@ impl<'a> Simulation<'a> {
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
             let dt = self.cost.iteration_time(&shape).max(1);
+            if let Some(alone) = crate::replica::attribution::decode_alone(&shape) {
+                let t = self.cost.iteration_time(&alone);
+                self.replicas[r].price_decode_alone(t);
+            }
             self.queue
                 .schedule(now.plus(dt), Event::IterationEnd(r as u32));
         }

@@ -6,6 +6,7 @@
 mod atomic;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
+use crate::attribution::{self, Component};
 use crate::request::{Request, Status};
 use crate::simulation::RunResult;
 use crate::time::nanos_to_ms;
@@ -13,8 +14,12 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-/// Header of `requests.csv`.
-pub const REQUEST_COLUMNS: [&str; 15] = [
+/// Columns of `requests.csv` before the latency components.
+const BASE_COLUMNS: usize = 15;
+
+/// Header of `requests.csv`: the base columns, then the latency components
+/// (`attribution::COLUMNS`, milliseconds with six decimals).
+pub const REQUEST_COLUMNS: [&str; BASE_COLUMNS + attribution::N_COMPONENTS] = [
     "id",
     "arrival_s",
     "replica",
@@ -30,6 +35,21 @@ pub const REQUEST_COLUMNS: [&str; 15] = [
     "preemptions",
     "tenant",
     "session",
+    "attr_queue_kv_ms",
+    "attr_queue_token_budget_ms",
+    "attr_queue_max_seqs_ms",
+    "attr_queue_policy_ms",
+    "attr_queue_iteration_ms",
+    "attr_queue_fairness_ms",
+    "attr_queue_rate_limit_ms",
+    "attr_cold_start_ms",
+    "attr_prefill_compute_ms",
+    "attr_prefill_interference_ms",
+    "attr_prefill_preempted_ms",
+    "attr_kv_transfer_ms",
+    "attr_decode_compute_ms",
+    "attr_decode_stall_ms",
+    "attr_decode_preempted_ms",
 ];
 
 /// Header of `timeseries.csv`.
@@ -81,7 +101,7 @@ fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()>
         } else {
             r.replica.to_string()
         };
-        w.write_record([
+        for field in [
             i.to_string(),
             format!("{:.6}", r.arrival.as_secs_f64()),
             replica,
@@ -99,9 +119,29 @@ fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()>
             r.preemptions.to_string(),
             r.tenant.to_string(),
             r.session.to_string(),
-        ])?;
+        ] {
+            w.write_field(field)?;
+        }
+        write_components(&mut w, r)?;
+        w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;
+    Ok(())
+}
+
+/// The latency components of `r`: all of them once it completed, those of
+/// TTFT when it has a first token but had not finished by the horizon, none
+/// otherwise (rejected, or still queued).
+fn write_components<W: Write>(w: &mut csv::Writer<W>, r: &Request) -> std::io::Result<()> {
+    let done = r.status == Status::Completed;
+    let first = r.first_token.is_some();
+    for c in Component::ALL {
+        if done || (first && c.before_first_token()) {
+            w.write_field(attribution::ns_as_ms(r.attribution.get(c)))?;
+        } else {
+            w.write_field("")?;
+        }
+    }
     Ok(())
 }
 
@@ -127,4 +167,14 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
         )?;
     }
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_columns_come_last_in_component_order() {
+        assert_eq!(&REQUEST_COLUMNS[BASE_COLUMNS..], &attribution::COLUMNS[..]);
+    }
 }

@@ -11,10 +11,12 @@
 //! iteration, [`Replica::finish_iteration`] applies its outcome. Who prices the
 //! iteration — a cost model or a real forward pass — is the caller's business.
 
+pub mod attribution;
 mod cancel;
 pub mod policy;
 pub mod speculative;
 
+use crate::attribution::Component;
 use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
@@ -198,6 +200,8 @@ pub struct SchedState {
     acc_valid: bool,
     pub preemptions: u64,
     pub swap_outs: u64,
+    /// Latency attribution: the queue clock and the iteration's token mix.
+    pub attr: attribution::QueueClock,
 }
 
 impl SchedState {
@@ -216,6 +220,7 @@ impl SchedState {
             acc_valid: true,
             preemptions: 0,
             swap_outs: 0,
+            attr: attribution::QueueClock::default(),
         }
     }
 
@@ -398,6 +403,7 @@ impl SchedState {
     /// allowed and host memory allows).
     fn preempt_at(&mut self, idx: usize, allow_swap: bool, now: SimTime, reqs: &mut [Request]) {
         let mut s = self.running.remove(idx);
+        let decoding = !s.prefilling();
         if s.decode || s.chunk > 0 {
             self.acc_valid = false;
         }
@@ -423,6 +429,7 @@ impl SchedState {
             s.kv_tokens = 0;
         }
         let r = &mut reqs[s.id as usize];
+        self.attr.preempted(decoding, r, now);
         r.generated = s.generated;
         r.preemptions += 1;
         r.last_token = now;
@@ -505,6 +512,7 @@ impl SchedState {
                 break;
             }
             self.swapped.pop_front();
+            self.attr.swapped_in(s.id);
             self.host_blocks_used -= s.blocks as u64;
             self.swap_blocks += s.blocks as u64;
             let s = RunningSeq {
@@ -578,6 +586,7 @@ impl SchedState {
             return false;
         };
         if self.running.len() >= self.cfg.max_num_seqs {
+            self.attr.blocked = Some(Component::QueueMaxSeqs);
             return false;
         }
         let bs = self.cfg.block_size;
@@ -606,10 +615,12 @@ impl SchedState {
             if let Some(cache) = &mut self.cache {
                 cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
             }
+            self.attr.blocked = Some(Component::QueueKv);
             return false;
         }
         self.waiting.pop_front();
         let r = &mut reqs[id as usize];
+        self.attr.admitted(r, now);
         if r.first_scheduled.is_none() {
             r.first_scheduled = Some(now);
             if let Some(cache) = &mut self.cache {
@@ -818,7 +829,9 @@ impl Replica {
 
     /// Queues a request with what its tenant's fairness policy needs.
     pub fn enqueue_waiting(&mut self, w: Waiting) {
+        let id = w.id;
         self.st.waiting.push_back(w);
+        self.st.attr.enqueued(id);
     }
 
     /// Replaces the waiting queue's order (before any request is queued).
@@ -919,7 +932,11 @@ impl Replica {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
         self.st.begin_iteration();
+        self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
+        let closed = self.policy.keeps_finished_until_batch_ends();
+        let cause = attribution::blocker(&self.st, &shape, closed);
+        self.st.attr.decided(cause, &shape, now, reqs);
         if shape.is_empty() {
             return None;
         }
@@ -957,6 +974,7 @@ impl Replica {
             ..IterationOutcome::default()
         };
         let keep_done = self.policy.keeps_finished_until_batch_ends();
+        self.st.attr.advance(start, now);
         let st = &mut self.st;
         let charge_decode = st.waiting.order.charges_decode();
         // Decodes whose previous token came at this iteration's start (the
@@ -967,6 +985,7 @@ impl Replica {
         for read in 0..running.len() {
             let s = &mut running[read];
             let emitted = if s.chunk > 0 {
+                st.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
                 s.kv_tokens += s.chunk;
                 s.chunk = 0;
                 if s.prefilling() {
@@ -974,6 +993,7 @@ impl Replica {
                 } else {
                     st.publish_prefill(s, reqs);
                     let r = &mut reqs[s.id as usize];
+                    st.attr.mix.enter_decode(r);
                     if s.generated == 0 {
                         r.first_token = Some(now);
                     } else {
@@ -1005,6 +1025,7 @@ impl Replica {
                 s.kv_tokens += n;
                 n
             } else {
+                st.attr.mix.charge_idle(s, reqs);
                 0
             };
             s.generated += emitted;
@@ -1015,6 +1036,7 @@ impl Replica {
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {
                 let r = &mut reqs[s.id as usize];
+                st.attr.mix.leave_decode(r);
                 r.generated = s.generated;
                 r.finished = Some(now);
                 r.last_token = now;
