@@ -20,6 +20,7 @@
 pub mod calibrate;
 pub mod config;
 pub mod device;
+pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod fit;
@@ -27,6 +28,7 @@ pub mod gguf;
 pub mod loader;
 pub mod measure;
 pub mod model;
+pub mod noise;
 pub mod tokenizer;
 pub mod validate;
 
