@@ -72,6 +72,9 @@ mod with_calibrate {
         }
         std::fs::write(&a.out, profile.to_toml_string())
             .with_context(|| format!("cannot write {}", a.out.display()))?;
+        for finding in &profile.measurement.noise {
+            outln!("noisy machine: {finding}");
+        }
         let m = &profile.model;
         let mem = &profile.memory;
         let f = &profile.fit;
@@ -211,6 +214,10 @@ mod with_calibrate {
             v.measured.engine.preemptions
         );
         outln!();
+        if let Some(w) = v.drift.as_ref().and_then(|d| d.warning.as_ref()) {
+            outln!("{w}");
+            outln!();
+        }
         outln!(
             "{:<28} {:>12} {:>12} {:>9}",
             "metric",

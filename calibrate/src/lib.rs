@@ -24,6 +24,7 @@
 pub mod calibrate;
 pub mod config;
 pub mod device;
+pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod fit;
@@ -31,6 +32,7 @@ pub mod gguf;
 pub mod loader;
 pub mod measure;
 pub mod model;
+pub mod noise;
 pub mod quality;
 pub mod quant;
 pub mod spec_bench;

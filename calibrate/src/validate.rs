@@ -73,6 +73,8 @@ pub struct Validation {
     pub requests: usize,
     pub rows: Vec<Row>,
     pub iterations: Vec<IterationError>,
+    /// The live machine's speed against the profile (`drift`).
+    pub drift: Option<crate::drift::Drift>,
     pub correctness: Correctness,
     pub live_wall_s: f64,
     pub measured: Summary,
@@ -281,6 +283,13 @@ pub fn validate(
     let rows = compare(&measured, &simulated);
     let cost = Profiled::new(&profile, &profile_origin);
     let iterations = iteration_errors(&cost, &live.iterations);
+    let drift = crate::drift::drift(
+        &live
+            .iterations
+            .iter()
+            .map(|it| (it.wall_ns as f64, cost.predict_ns(&it.shape)))
+            .collect::<Vec<_>>(),
+    );
 
     progress("batched vs alone", 0, args.alone_checks);
     let picks = pick(live.requests.len(), args.alone_checks);
@@ -310,6 +319,7 @@ pub fn validate(
         requests: live.requests.len(),
         rows,
         iterations,
+        drift,
         correctness: Correctness {
             checked: picks.len(),
             identical: picks.len() - mismatches.len(),

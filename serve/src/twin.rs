@@ -8,7 +8,7 @@
 //! autoscaler authors get a fleet that answers like a real one without GPUs.
 
 use crate::engine::{Admitted, Command, EngineHandle, Gauges, Refusal, TokenEvent};
-use sim::cluster::router;
+use sim::cluster::routing::Routing;
 use sim::replica::{Replica, TokenGaps};
 use sim::request::{Request, RequestId, Status};
 use sim::simulation::{cost_model, unservable};
@@ -45,7 +45,10 @@ struct Fleet<'a> {
     scenario: &'a Scenario,
     cost: Box<dyn sim::cost::CostModel + 'a>,
     replicas: Vec<Replica>,
-    router: Box<dyn router::Router>,
+    /// The scenario's router and its (possibly stale) view of the replicas.
+    routing: Routing,
+    /// When the replicas next report their load (`fleet.report_interval_s`).
+    next_report: Option<SimTime>,
     reqs: Vec<Request>,
     /// Each request's token channel while it is in flight.
     subs: Vec<Option<tmpsc::UnboundedSender<TokenEvent>>>,
@@ -65,21 +68,25 @@ struct Fleet<'a> {
 
 fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: &Mutex<Gauges>) {
     let f = &scenario.file;
+    let replicas: Vec<Replica> = (0..f.fleet.replicas)
+        .map(|i| {
+            Replica::new(
+                i,
+                &f.engine,
+                scenario.memory.kv_blocks,
+                scenario.memory.block_bytes(),
+                f.seed,
+            )
+        })
+        .collect();
+    let routing = Routing::new(scenario, &replicas);
+    let next_report = routing.first_report();
     let mut fleet = Fleet {
         scenario,
         cost: cost_model(scenario),
-        replicas: (0..f.fleet.replicas)
-            .map(|i| {
-                Replica::new(
-                    i,
-                    &f.engine,
-                    scenario.memory.kv_blocks,
-                    scenario.memory.block_bytes(),
-                    f.seed,
-                )
-            })
-            .collect(),
-        router: router::build(f.fleet.router),
+        replicas,
+        routing,
+        next_report,
         reqs: Vec::new(),
         subs: Vec::new(),
         sent: Vec::new(),
@@ -180,13 +187,17 @@ impl Fleet<'_> {
         }
         let id = self.reqs.len() as RequestId;
         let mut req = Request::new(now, prompt, output);
-        let r = self.router.route(&self.replicas);
+        while let Some(t) = self.next_report.filter(|&t| t <= now) {
+            self.next_report = Some(self.routing.report(t, &self.replicas));
+        }
+        let r = self.routing.route(&req);
         req.replica = r as u32;
         self.reqs.push(req);
         let (tx, rx) = tmpsc::unbounded_channel();
         self.subs.push(Some(tx));
         self.sent.push(0);
         self.replicas[r].enqueue(id);
+        self.routing.observe(r, &self.replicas[r]);
         self.gauges.prompt_tokens += prompt as u64;
         if self.busy_until[r].is_none() {
             self.start_iteration(r, now);
@@ -231,6 +242,7 @@ impl Fleet<'_> {
         self.gaps.gaps.clear();
         let rep = &mut self.replicas[r];
         rep.finish_iteration(now, &mut self.reqs, &mut self.completed, &mut self.gaps);
+        self.routing.observe(r, rep);
         for &id in &self.batch[r] {
             let i = id as usize;
             let generated = rep.generated(id).unwrap_or(self.reqs[i].generated);

@@ -125,8 +125,9 @@ pub struct HardwareSpec {
     #[serde(default)]
     pub allreduce_latency_us: Option<f64>,
     /// Measured all-reduce bus bandwidth inside one node, GB/s (nccl-tests
-    /// "busbw"; absent: a fraction of `interconnect_gbps`).
-    #[serde(default)]
+    /// "busbw"; absent: a fraction of `interconnect_gbps`). The file key says
+    /// bytes (`allreduce_busbw_gbyte_s`), as every bandwidth key does.
+    #[serde(default, rename = "allreduce_busbw_gbyte_s")]
     pub allreduce_busbw_gbps: Option<f64>,
     /// Host link (PCIe) bandwidth per direction, GB/s.
     pub pcie_gbps: f64,

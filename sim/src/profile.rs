@@ -203,6 +203,13 @@ pub struct MeasurementInfo {
     pub wall_s: f64,
     /// Device-to-host copy bandwidth (what swapping KV moves over), bytes/s.
     pub host_copy_bytes_per_s: f64,
+    /// Rounds of the loose shapes repeated to tighten their medians.
+    #[serde(default)]
+    pub extra_rounds: u32,
+    /// What made the machine noisy while calibrating (spread, other load),
+    /// one line each; empty when it was quiet (`calibrate::noise`).
+    #[serde(default)]
+    pub noise: Vec<String>,
 }
 
 /// One measured batch: prefill chunks `[new tokens, cached tokens]` and
@@ -621,6 +628,8 @@ pub(crate) mod tests {
                 max_context: 1024,
                 wall_s: 1.0,
                 host_copy_bytes_per_s: 1e10,
+                extra_rounds: 0,
+                noise: vec![],
             },
             fit: CostTerms {
                 step_ns: 2e6,

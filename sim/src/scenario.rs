@@ -1325,6 +1325,17 @@ fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
             format!("must be ≥ 0, got {}", s.interconnect_latency_us),
         ));
     }
+    if let Some(v) = s.allreduce_latency_us {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err((
+                "allreduce_latency_us".into(),
+                format!("must be ≥ 0, got {v}"),
+            ));
+        }
+    }
+    if let Some(v) = s.allreduce_busbw_gbps {
+        positive("allreduce_busbw_gbyte_s", v)?;
+    }
     positive("pcie_gbyte_s", s.pcie_gbps)?;
     at_least("gpus_per_node", s.gpus_per_node.into(), 1)?;
     match (s.network_gbps, s.network_latency_us) {

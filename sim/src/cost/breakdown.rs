@@ -71,7 +71,7 @@ impl Roofline {
             } else {
                 n * self.dp.min(seqs)
             };
-            gemm = gemm.add(self.moe_gemm(n, routed).scale(self.moe_layers));
+            gemm = gemm.plus(self.moe_gemm(n, routed).scale(self.moe_layers));
         }
         let gemm_s = self.dense_layers * self.dense_gemm(n).secs()
             + if self.moe_layers > 0.0 {

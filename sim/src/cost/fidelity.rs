@@ -272,6 +272,12 @@ pub fn check(data: &Path) -> Result<Vec<TableFit>, String> {
     Ok(out)
 }
 
+/// The worst dense-layer error the tests allow, percent. The target
+/// is 25 %; cuBLAS's kernel choice makes single token counts (e.g. 264–320
+/// rows of Llama-2-7B at TP 4) run up to ~30 % faster than their neighbours,
+/// which no smooth model of the shape follows.
+pub const DENSE_WORST_PCT: f64 = 35.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,9 +316,3 @@ mod tests {
         }
     }
 }
-
-/// The worst dense-layer error the tests allow, percent. The target
-/// is 25 %; cuBLAS's kernel choice makes single token counts (e.g. 264–320
-/// rows of Llama-2-7B at TP 4) run up to ~30 % faster than their neighbours,
-/// which no smooth model of the shape follows.
-pub const DENSE_WORST_PCT: f64 = 35.0;

@@ -76,7 +76,7 @@ impl GemmTime {
         }
     }
 
-    pub fn add(self, o: GemmTime) -> GemmTime {
+    pub fn plus(self, o: GemmTime) -> GemmTime {
         GemmTime {
             compute: self.compute + o.compute,
             memory: self.memory + o.memory,

@@ -206,6 +206,24 @@ pub fn hardware(key: &str, s: &HardwareSpec) -> Result<(), Invalid> {
         Some(s.pcie_gbps),
         s.network_gbps,
     ];
+    if let Some(v) = s.allreduce_latency_us {
+        within(
+            &format!("{key}.allreduce_latency_us"),
+            v,
+            0.0,
+            MAX_LATENCY_US,
+            "µs",
+        )?;
+    }
+    if let Some(v) = s.allreduce_busbw_gbps {
+        within(
+            &format!("{key}.allreduce_busbw_gbyte_s"),
+            v,
+            1e-3,
+            1e6,
+            "GB/s",
+        )?;
+    }
     for ((name, lo, hi, unit), v) in HARDWARE.iter().zip(values) {
         if let Some(v) = v {
             within(&format!("{key}.{name}"), v, *lo, *hi, unit)?;

@@ -1,0 +1,143 @@
+//! Is the machine quiet enough to calibrate on? A profile measured on a
+//! loaded machine predicts every latency of an idle one 2.5–3.3× too slow,
+//! and a noisy one makes a fit whose shapes disagree between runs. Three
+//! signals, each reported plainly:
+//!
+//! - **Spread of repeated shapes.** The 95 % confidence interval of each
+//!   shape's median from order statistics (distribution-free: the median lies
+//!   between the order statistics of rank n/2 ± 0.98·√n with 95 %
+//!   probability, Conover, *Practical Nonparametric Statistics*, §3.2).
+//!   `calibrate` repeats rounds of the shapes whose interval is wider than
+//!   [`CI_TARGET_PCT`] until it is tight or [`MAX_EXTRA_ROUNDS`] pass.
+//! - **Other load.** The 1-minute load average (`/proc/loadavg`) against the
+//!   CPUs (Linux); more runnable threads than CPUs means other work competes
+//!   with the measurement.
+//! - **Drift between rounds.** The median of each round against the whole
+//!   run (a frequency change or a load that came and went moves whole rounds).
+
+use serde::Serialize;
+
+/// Widest acceptable 95 % interval of a shape's median, ± percent.
+pub const CI_TARGET_PCT: f64 = 2.0;
+/// Rounds of the loose shapes `calibrate` adds at most.
+pub const MAX_EXTRA_ROUNDS: u32 = 12;
+
+/// ± half-width of the 95 % confidence interval of the median of `times`,
+/// as a percent of the median; `f64::INFINITY` with fewer than 3 samples.
+pub fn median_ci_pct(times: &[u64]) -> f64 {
+    let n = times.len();
+    if n < 3 {
+        return f64::INFINITY;
+    }
+    let mut s = times.to_vec();
+    s.sort_unstable();
+    let half = 0.98 * (n as f64).sqrt();
+    let lo = ((n as f64 / 2.0 - half).floor().max(0.0)) as usize;
+    let hi = ((n as f64 / 2.0 + half).ceil() as usize).min(n - 1);
+    let med = if n % 2 == 1 {
+        s[n / 2] as f64
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) as f64 / 2.0
+    };
+    if med <= 0.0 {
+        return f64::INFINITY;
+    }
+    (s[hi] - s[lo]) as f64 / 2.0 / med * 100.0
+}
+
+/// The calibration's noise verdict.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NoiseReport {
+    pub shapes: usize,
+    /// Shapes whose median's interval stayed wider than [`CI_TARGET_PCT`].
+    pub loose_shapes: usize,
+    /// The widest interval, ± percent.
+    pub worst_ci_pct: f64,
+    /// Extra rounds run to tighten the loose shapes.
+    pub extra_rounds: u32,
+    /// 1-minute load average and CPUs, where the OS says.
+    pub load_average: Option<f64>,
+    pub cpus: usize,
+    /// One line per finding; empty when the machine was quiet.
+    pub findings: Vec<String>,
+}
+
+impl NoiseReport {
+    pub fn quiet(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// The 1-minute load average (Linux `/proc/loadavg`).
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Judges the repeated times of every shape; `threads` is how many CPU
+/// threads the measurement itself keeps busy.
+pub fn judge(
+    times: &[Vec<u64>],
+    extra_rounds: u32,
+    load: Option<f64>,
+    cpus: usize,
+    threads: usize,
+) -> NoiseReport {
+    let cis: Vec<f64> = times.iter().map(|t| median_ci_pct(t)).collect();
+    let loose = cis.iter().filter(|&&c| c > CI_TARGET_PCT).count();
+    let worst = cis.iter().cloned().fold(0.0, f64::max);
+    let mut findings = Vec::new();
+    if loose > 0 {
+        findings.push(format!(
+            "{loose} of {} shapes could not be measured to ±{CI_TARGET_PCT} % (95 % interval of the median; widest ±{worst:.1} %) after {extra_rounds} extra rounds: the machine is too noisy for a reproducible profile",
+            times.len()
+        ));
+    }
+    if let Some(l) = load {
+        // The measurement's own threads count toward the load.
+        let others = l - threads as f64;
+        if others > 0.5 * cpus as f64 {
+            findings.push(format!(
+                "other load: 1-minute load average {l:.1} on {cpus} CPUs while calibrating with {threads} thread(s); the profile will be slower than this machine when idle"
+            ));
+        }
+    }
+    NoiseReport {
+        shapes: times.len(),
+        loose_shapes: loose,
+        worst_ci_pct: worst,
+        extra_rounds,
+        load_average: load,
+        cpus,
+        findings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tight_repeats_pass_and_noisy_ones_are_named() {
+        // ±0.5 % around 10 ms: tight.
+        let tight: Vec<u64> = (0..15).map(|i| 10_000_000 + (i % 3) * 50_000).collect();
+        assert!(median_ci_pct(&tight) < CI_TARGET_PCT);
+        // 10–30 ms: a loaded machine.
+        let noisy: Vec<u64> = (0..15)
+            .map(|i| 10_000_000 + (i * 7 % 15) * 1_400_000)
+            .collect();
+        assert!(median_ci_pct(&noisy) > 10.0);
+        assert_eq!(median_ci_pct(&[1, 2]), f64::INFINITY);
+
+        let quiet = judge(&[tight.clone(), tight.clone()], 0, Some(1.1), 8, 1);
+        assert!(quiet.quiet(), "{quiet:?}");
+        let loud = judge(&[tight, noisy], 12, Some(15.0), 2, 1);
+        assert_eq!(loud.loose_shapes, 1);
+        assert_eq!(loud.findings.len(), 2, "{loud:?}");
+        assert!(loud.findings[0].contains("too noisy") && loud.findings[1].contains("other load"));
+    }
+}
