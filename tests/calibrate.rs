@@ -53,11 +53,12 @@ fn tiny_calibration_writes_a_profile_that_predicts_its_held_out_shapes() {
     assert_eq!(p.device.spec, "cpu");
     assert_eq!(p.device.threads, 1);
     assert!(p.samples.iter().any(|s| s.kind == "mixed"));
-    assert!(p
-        .samples
-        .iter()
-        .filter(|s| s.kind != "wake")
-        .all(|s| s.times_ns.len() as u32 == p.measurement.repetitions));
+    assert!(p.samples.iter().filter(|s| s.kind != "wake").all(|s| {
+        // Noisy shapes are measured again, up to the extra rounds recorded.
+        let n = s.times_ns.len() as u32;
+        let r = p.measurement.repetitions;
+        n >= r && n <= r + p.measurement.extra_rounds
+    }));
     assert!(p
         .samples
         .iter()

@@ -77,6 +77,7 @@ impl OutputLock {
             {
                 Ok(mut f) => {
                     writeln!(f, "{}", std::process::id())?;
+                    discard_interrupted_writes(dir);
                     return Ok(OutputLock { path, created });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -109,6 +110,22 @@ impl Drop for OutputLock {
         if let Some(d) = &self.created {
             // Removes the folder only when empty (a failed run's).
             let _ = fs::remove_dir(d);
+        }
+    }
+}
+
+/// Removes the temporaries of a run that was interrupted (Ctrl-C, killed)
+/// mid-write: with the lock held no other run can be writing them, and the
+/// files they would have replaced are still whole.
+fn discard_interrupted_writes(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.contains(".tmp-") {
+            let _ = fs::remove_file(e.path());
         }
     }
 }
@@ -149,6 +166,20 @@ mod tests {
         assert!(e.to_string().contains("another servesim run"), "{e}");
         drop(first);
         OutputLock::acquire(d.path()).unwrap();
+    }
+
+    #[test]
+    fn an_interrupted_runs_temporaries_are_discarded_by_the_next() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join(LOCK_FILE), format!("{}\n", u32::MAX)).unwrap();
+        fs::write(d.path().join(".requests.csv.tmp-4242"), "id,arr").unwrap();
+        fs::write(d.path().join("requests.csv"), "whole\n").unwrap();
+        let _lock = OutputLock::acquire(d.path()).unwrap();
+        assert!(!d.path().join(".requests.csv.tmp-4242").exists());
+        assert_eq!(
+            fs::read_to_string(d.path().join("requests.csv")).unwrap(),
+            "whole\n"
+        );
     }
 
     #[test]
