@@ -217,10 +217,11 @@ mod tests {
         // Quantum 500 (the paper's Figure 1 has flows with packets of 200,
         // 750, 500 …). Tenant 0: 200, 750; tenant 1: 500, 500; tenant 2: 600.
         let mut d = drr(500, vec![1.0; 3]);
-        let mut id = 0;
-        for (t, size) in [(0, 200), (0, 750), (1, 500), (1, 500), (2, 600)] {
-            d.push_back(w(id, t, size));
-            id += 1;
+        for (id, (t, size)) in [(0, 200), (0, 750), (1, 500), (1, 500), (2, 600)]
+            .into_iter()
+            .enumerate()
+        {
+            d.push_back(w(id as u32, t, size));
         }
         let order: Vec<u32> = std::iter::from_fn(|| d.pop_front().map(|x| x.id)).collect();
         // Round 1: t0 has 500 → sends 200 (300 left, 750 does not fit);

@@ -466,6 +466,22 @@ impl JsonTrace {
     }
 }
 
+/// Formats whose rows are exactly the standard columns read straight
+/// through this reader: no per-format wrapper needed.
+impl RowReader for JsonTrace {
+    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
+        Ok(if self.read(row)? {
+            RowOutcome::Row
+        } else {
+            RowOutcome::End
+        })
+    }
+
+    fn file(&self) -> &str {
+        self.lines.file()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,21 +517,5 @@ mod tests {
             e.contains("expected a time in milliseconds") && e.contains("(column "),
             "{e}"
         );
-    }
-}
-
-/// Formats whose rows are exactly the standard columns read straight
-/// through this reader: no per-format wrapper needed.
-impl RowReader for JsonTrace {
-    fn next_row(&mut self, row: &mut Row) -> Result<RowOutcome, RowError> {
-        Ok(if self.read(row)? {
-            RowOutcome::Row
-        } else {
-            RowOutcome::End
-        })
-    }
-
-    fn file(&self) -> &str {
-        self.lines.file()
     }
 }
