@@ -1,0 +1,354 @@
+//! Accelerator datasheets: the hardware presets and the spec a scenario may
+//! give inline.
+
+use super::Dtype;
+use serde::{Deserialize, Serialize};
+
+/// model and the memory budget; a scenario may give one inline with the same keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareSpec {
+    /// Display name ("custom" when an inline spec omits it).
+    #[serde(default)]
+    pub name: String,
+    /// Peak dense BF16/FP16 tensor throughput, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Peak dense FP8 tensor throughput, TFLOP/s (absent where the chip has no FP8 units).
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
+    /// Peak dense INT8 tensor throughput, TOP/s.
+    #[serde(default)]
+    pub int8_tops: Option<f64>,
+    /// Device memory, GiB.
+    pub memory_gib: f64,
+    /// Device memory bandwidth, TB/s (decimal).
+    pub memory_bw_tbps: f64,
+    /// GPU-to-GPU bandwidth per direction, GB/s (NVLink / Infinity Fabric, or PCIe
+    /// when the card has no such link).
+    pub interconnect_gbps: f64,
+    /// Latency of one small collective over that link, microseconds (the
+    /// all-reduce of two GPUs, and send/recv).
+    pub interconnect_latency_us: f64,
+    /// Measured start-up latency of an all-reduce over more than two GPUs of
+    /// one node, microseconds (absent: a multiple of the link latency; see
+    /// `cost::comm`).
+    #[serde(default)]
+    pub allreduce_latency_us: Option<f64>,
+    /// Measured all-reduce bus bandwidth inside one node, GB/s (nccl-tests
+    /// "busbw"; absent: a fraction of `interconnect_gbps`). The file key says
+    /// bytes (`allreduce_busbw_gbyte_s`), as every bandwidth key does.
+    #[serde(default, rename = "allreduce_busbw_gbyte_s")]
+    pub allreduce_busbw_gbps: Option<f64>,
+    /// Host link (PCIe) bandwidth per direction, GB/s.
+    pub pcie_gbps: f64,
+    /// GPUs one node joins with the `interconnect` link (the NVLink / Infinity
+    /// Fabric domain). A tensor-parallel group must fit in one node; pipeline
+    /// stages may span nodes.
+    #[serde(default = "default_gpus_per_node")]
+    pub gpus_per_node: u32,
+    /// Scale-out network per GPU and direction, GB/s (the GPU's NIC), used by
+    /// pipeline hops between nodes. Absent: replicas may not span nodes.
+    #[serde(default)]
+    pub network_gbps: Option<f64>,
+    /// Latency of one small send/recv across nodes, microseconds.
+    #[serde(default)]
+    pub network_latency_us: Option<f64>,
+    /// Where the numbers come from.
+    #[serde(default)]
+    pub source: String,
+}
+
+impl HardwareSpec {
+    /// Peak dense tensor throughput (FLOP/s) used for matrix products whose
+    /// operands are stored in `dtype`. Weight-only formats (int4, or fp8 on a
+    /// chip without FP8 units) are dequantized and multiplied at BF16 rate, as
+    /// Marlin/AWQ kernels do.
+    pub fn peak_flops(&self, dtype: Dtype) -> f64 {
+        let tflops = match dtype {
+            Dtype::Fp8 => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            Dtype::Int8 => self.int8_tops.unwrap_or(self.bf16_tflops),
+            // FP32 GEMMs run on TF32 tensor cores at half the BF16 rate.
+            Dtype::Fp32 => self.bf16_tflops / 2.0,
+            Dtype::Bf16 | Dtype::Fp16 | Dtype::Int4 => self.bf16_tflops,
+        };
+        tflops * 1e12
+    }
+
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gib * GIB
+    }
+
+    pub fn memory_bw_bytes_per_s(&self) -> f64 {
+        self.memory_bw_tbps * 1e12
+    }
+
+    pub fn interconnect_bytes_per_s(&self) -> f64 {
+        self.interconnect_gbps * 1e9
+    }
+}
+
+fn default_gpus_per_node() -> u32 {
+    8
+}
+
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// A hardware preset: the keys users type and the datasheet figures.
+pub struct HardwarePreset {
+    pub key: &'static str,
+    pub aliases: &'static [&'static str],
+    pub spec: fn() -> HardwareSpec,
+}
+
+// Link figures. NVLink 4 (H100/H200): 18 links, 900 GB/s bidirectional per GPU.
+// NVLink 3 (A100): 600 GB/s bidirectional. NVLink 5 (B200): 1.8 TB/s bidirectional.
+// MI300X: 7 Infinity Fabric links, 896 GB/s aggregate bidirectional.
+// PCIe Gen4 x16: 32 GB/s per direction; Gen5 x16: 64 GB/s per direction.
+// Collective latency: NCCL/RCCL all-reduce of a few KB inside one 8-GPU node takes
+// on the order of 10 µs over NVLink and 20–30 µs over PCIe (nccl-tests small-message
+// rows); these are order-of-magnitude figures that a calibration profile replaces.
+const NVLINK_LATENCY_US: f64 = 8.0;
+const PCIE_P2P_LATENCY_US: f64 = 25.0;
+// Nodes: every preset's reference server holds 8 GPUs (HGX/DGX boards, the
+// MI300X OAM platform, 8-card PCIe servers such as AWS g6e.48xlarge with 8 L40S
+// and g6.48xlarge with 8 L4). Scale-out NICs, one per GPU: DGX H100/H200/B200
+// datasheets list 8 single-port ConnectX-7 at 400 Gb/s (50 GB/s per direction);
+// DGX A100 lists 8 ConnectX-6 at 200 Gb/s HDR (25 GB/s); AMD's "Instinct MI300
+// Series Cluster Reference Architecture Guide" (pub. 63916) pairs each GPU with
+// a 400 Gb/s NIC. PCIe-card servers ship with vendor-chosen NICs, so L40S and L4
+// carry none (give an inline spec to span nodes with them). Latency of a small
+// NCCL send/recv across nodes is some tens of µs against ~8 within NVLink: as
+// with the figures above, an order of magnitude a calibration replaces.
+const GPUS_PER_NODE: u32 = 8;
+// Measured all-reduce inside one 8-GPU node: NCCL through PyTorch, Vidur's
+// profiles (microsoft/vidur `data/profiling/network/{a100,h100}_dgx/
+// all_reduce.csv`, 4–8 GPUs, 4 KB–128 MB), least-error fit of
+// latency + 2(g−1)/g · bytes / busbw. H200 shares H100's NVLink 4 and
+// NVSwitch, and A100-40GB the DGX-A100's NVLink 3, so they take the same.
+const DGX_A100_ALLREDUCE_LATENCY_US: f64 = 54.0;
+const DGX_A100_ALLREDUCE_BUSBW_GBPS: f64 = 340.0;
+const DGX_H100_ALLREDUCE_LATENCY_US: f64 = 28.0;
+const DGX_H100_ALLREDUCE_BUSBW_GBPS: f64 = 700.0;
+const NETWORK_LATENCY_US: f64 = 20.0;
+
+fn h100_sxm() -> HardwareSpec {
+    HardwareSpec {
+        name: "H100-SXM".into(),
+        bf16_tflops: 989.4,
+        fp8_tflops: Some(1978.9),
+        int8_tops: Some(1978.9),
+        memory_gib: 80.0,
+        memory_bw_tbps: 3.35,
+        interconnect_gbps: 450.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_H100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_H100_ALLREDUCE_BUSBW_GBPS),
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column; sparse figures halved)".into(),
+    }
+}
+
+fn h200() -> HardwareSpec {
+    HardwareSpec {
+        name: "H200".into(),
+        bf16_tflops: 989.4,
+        fp8_tflops: Some(1978.9),
+        int8_tops: Some(1978.9),
+        memory_gib: 141.0,
+        memory_bw_tbps: 4.8,
+        interconnect_gbps: 450.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_H100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_H100_ALLREDUCE_BUSBW_GBPS),
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column; sparse figures halved)"
+            .into(),
+    }
+}
+
+fn a100_80gb() -> HardwareSpec {
+    HardwareSpec {
+        name: "A100-80GB".into(),
+        bf16_tflops: 312.0,
+        fp8_tflops: None,
+        int8_tops: Some(624.0),
+        memory_gib: 80.0,
+        memory_bw_tbps: 2.039,
+        interconnect_gbps: 300.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_A100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_A100_ALLREDUCE_BUSBW_GBPS),
+        pcie_gbps: 32.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(25.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column; dense figures)"
+            .into(),
+    }
+}
+
+fn a100_40gb() -> HardwareSpec {
+    HardwareSpec {
+        name: "A100-40GB".into(),
+        bf16_tflops: 312.0,
+        fp8_tflops: None,
+        int8_tops: Some(624.0),
+        memory_gib: 40.0,
+        memory_bw_tbps: 1.555,
+        interconnect_gbps: 300.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_A100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_A100_ALLREDUCE_BUSBW_GBPS),
+        pcie_gbps: 32.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(25.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column; dense figures)"
+            .into(),
+    }
+}
+
+fn l40s() -> HardwareSpec {
+    HardwareSpec {
+        name: "L40S".into(),
+        bf16_tflops: 362.05,
+        fp8_tflops: Some(733.0),
+        int8_tops: Some(733.0),
+        memory_gib: 48.0,
+        memory_bw_tbps: 0.864,
+        interconnect_gbps: 32.0,
+        interconnect_latency_us: PCIE_P2P_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 32.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: None,
+        network_latency_us: None,
+        source: "NVIDIA L40S datasheet (sparse figures halved; no NVLink, PCIe Gen4 x16)".into(),
+    }
+}
+
+fn l4() -> HardwareSpec {
+    HardwareSpec {
+        name: "L4".into(),
+        bf16_tflops: 121.0,
+        fp8_tflops: Some(242.5),
+        int8_tops: Some(242.5),
+        memory_gib: 24.0,
+        memory_bw_tbps: 0.300,
+        interconnect_gbps: 32.0,
+        interconnect_latency_us: PCIE_P2P_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 32.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: None,
+        network_latency_us: None,
+        source: "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved; PCIe Gen4 x16)".into(),
+    }
+}
+
+fn b200() -> HardwareSpec {
+    HardwareSpec {
+        name: "B200".into(),
+        bf16_tflops: 2250.0,
+        fp8_tflops: Some(4500.0),
+        int8_tops: Some(4500.0),
+        memory_gib: 180.0,
+        memory_bw_tbps: 8.0,
+        interconnect_gbps: 900.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source:
+            "NVIDIA HGX B200 datasheet, per-GPU share of the 8-GPU board (sparse figures halved)"
+                .into(),
+    }
+}
+
+fn mi300x() -> HardwareSpec {
+    HardwareSpec {
+        name: "MI300X".into(),
+        bf16_tflops: 1307.4,
+        fp8_tflops: Some(2614.9),
+        int8_tops: Some(2614.9),
+        memory_gib: 192.0,
+        memory_bw_tbps: 5.3,
+        interconnect_gbps: 448.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "AMD Instinct MI300X accelerator datasheet (dense figures; Infinity Fabric 896 GB/s aggregate)"
+            .into(),
+    }
+}
+
+pub const HARDWARE: &[HardwarePreset] = &[
+    HardwarePreset {
+        key: "h100-sxm",
+        aliases: &["h100", "h100-sxm5"],
+        spec: h100_sxm,
+    },
+    HardwarePreset {
+        key: "h200",
+        aliases: &["h200-sxm"],
+        spec: h200,
+    },
+    HardwarePreset {
+        key: "a100-80gb",
+        aliases: &["a100"],
+        spec: a100_80gb,
+    },
+    HardwarePreset {
+        key: "a100-40gb",
+        aliases: &[],
+        spec: a100_40gb,
+    },
+    HardwarePreset {
+        key: "l40s",
+        aliases: &[],
+        spec: l40s,
+    },
+    HardwarePreset {
+        key: "l4",
+        aliases: &[],
+        spec: l4,
+    },
+    HardwarePreset {
+        key: "b200",
+        aliases: &[],
+        spec: b200,
+    },
+    HardwarePreset {
+        key: "mi300x",
+        aliases: &[],
+        spec: mi300x,
+    },
+];
+
+/// Looks a hardware preset up by key or alias, case-insensitively.
+pub fn hardware(name: &str) -> Option<HardwareSpec> {
+    let n = name.to_ascii_lowercase();
+    HARDWARE
+        .iter()
+        .find(|p| p.key == n || p.aliases.contains(&n.as_str()))
+        .map(|p| (p.spec)())
+}
+
+pub fn hardware_keys() -> Vec<&'static str> {
+    HARDWARE.iter().map(|p| p.key).collect()
+}
