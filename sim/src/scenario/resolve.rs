@@ -1,0 +1,377 @@
+//! Resolution of a scenario file into a runnable [`Scenario`]: TOML
+//! parsing with key paths, presets, the memory plan, profiles.
+
+use super::*;
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError::new(&origin, "", format!("cannot read file: {e}")))?;
+        Self::from_toml_str(&text, &origin)
+    }
+
+    /// Parses and validates scenario text; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", line_of(text, s.start)))
+                .unwrap_or_default();
+            ScenarioError::new(
+                origin,
+                "",
+                format!(
+                    "{line}TOML syntax error: {}",
+                    e.message().trim().replace('\n', "; ")
+                ),
+            )
+        })?;
+        Self::from_table(table, origin)
+    }
+
+    /// Validates an already-parsed table (sweeps edit the table, then call this).
+    pub fn from_table(mut table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
+        let notes =
+            units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
+        let file: ScenarioFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                let path = e.path().to_string();
+                let key = if path == "." { String::new() } else { path };
+                let msg = e.into_inner().message().trim().replace('\n', "; ");
+                let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
+                ScenarioError::new(origin, key, msg)
+            })?;
+        let mut s = Self::from_file(file, origin)?;
+        s.notes = notes;
+        Ok(s)
+    }
+
+    /// Validates the values and resolves presets.
+    pub fn from_file(file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
+        let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
+        validate(&file).map_err(|(k, m)| err(&k, m))?;
+
+        let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
+        let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
+            (None, None) if profile.is_some() => {
+                let (path, p) = profile.as_ref().expect("checked");
+                (
+                    p.model.arch(),
+                    format!("calibration profile {path} ({})", p.model.source),
+                )
+            }
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "model",
+                    "give either `preset` or `[model.architecture]`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    "model",
+                    format!(
+                        "missing `preset` (one of: {}) or an inline `[model.architecture]`",
+                        catalog::model_keys().join(", ")
+                    ),
+                ))
+            }
+            (Some(p), None) => match catalog::model(p) {
+                Some((m, src)) => (m, src.to_string()),
+                None => {
+                    return Err(err(
+                        "model.preset",
+                        format!(
+                            "unknown model preset {p:?}; known: {}",
+                            catalog::model_keys().join(", ")
+                        ),
+                    ))
+                }
+            },
+            (None, Some(a)) => {
+                validate_arch(a).map_err(|(k, m)| err(&format!("model.architecture.{k}"), m))?;
+                let mut a = a.clone();
+                if a.name.is_empty() {
+                    a.name = "custom".into();
+                }
+                (a, "inline [model.architecture]".to_string())
+            }
+        };
+
+        if let Some((path, p)) = &profile {
+            check_profile_model(&model, p, path).map_err(|(k, m)| err(&k, m))?;
+        }
+        let hardware = match (&file.hardware.preset, &file.hardware.spec) {
+            (None, None) if profile.is_some() => {
+                let (path, p) = profile.as_ref().expect("checked");
+                p.hardware(path)
+            }
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "hardware",
+                    "give either `preset` or `[hardware.spec]`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    "hardware",
+                    format!(
+                        "missing `preset` (one of: {}), an inline `[hardware.spec]` or a calibration `profile`",
+                        catalog::hardware_keys().join(", ")
+                    ),
+                ))
+            }
+            (Some(p), None) => catalog::hardware(p).ok_or_else(|| {
+                err(
+                    "hardware.preset",
+                    format!(
+                        "unknown hardware preset {p:?}; known: {}",
+                        catalog::hardware_keys().join(", ")
+                    ),
+                )
+            })?,
+            (None, Some(s)) => {
+                validate_hw(s).map_err(|(k, m)| err(&format!("hardware.spec.{k}"), m))?;
+                let mut s = s.clone();
+                if s.name.is_empty() {
+                    s.name = "custom".into();
+                }
+                if s.source.is_empty() {
+                    s.source = "inline [hardware.spec]".into();
+                }
+                s
+            }
+        };
+
+        let mut weight_dtype = file.model.weight_dtype;
+        if weight_dtype == Dtype::Fp32 {
+            // Allowed for completeness (e.g. CPU calibration); nothing to check.
+        }
+        let mut kv_dtype = match file.model.kv_dtype {
+            Some(d @ (Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8 | Dtype::Fp32)) => d,
+            Some(d) => {
+                return Err(err(
+                    "model.kv_dtype",
+                    format!("KV cache dtype {d} is not supported; allowed: bf16, fp16, fp8, fp32"),
+                ))
+            }
+            None if weight_dtype == Dtype::Fp16 => Dtype::Fp16,
+            None if weight_dtype == Dtype::Fp32 => Dtype::Fp32,
+            None => Dtype::Bf16,
+        };
+
+        if let Some((_, p)) = &profile {
+            // The profile measured one dtype for weights and cache alike.
+            let d = p.model.dtype().expect("validated profile dtype");
+            weight_dtype = d;
+            kv_dtype = d;
+            let f = &file.fleet;
+            if f.tensor_parallel != 1 || f.pipeline_parallel != 1 || f.expert_parallel != 1 {
+                return Err(err(
+                    "fleet",
+                    "a calibration profile measures one device: tensor_parallel, \
+                     pipeline_parallel and expert_parallel must be 1"
+                        .into(),
+                ));
+            }
+        }
+        let tp = file.fleet.tensor_parallel;
+        if model.num_heads % tp != 0 {
+            return Err(err(
+                "fleet.tensor_parallel",
+                format!(
+                    "{} attention heads of {} cannot be split over {tp} GPUs; use a divisor of {}",
+                    model.num_heads, model.name, model.num_heads
+                ),
+            ));
+        }
+        if model.num_kv_heads % tp != 0 && tp % model.num_kv_heads != 0 {
+            return Err(err(
+                "fleet.tensor_parallel",
+                format!(
+                    "{} KV heads of {} cannot be split or replicated over {tp} GPUs",
+                    model.num_kv_heads, model.name
+                ),
+            ));
+        }
+
+        let max_model_len = match file.engine.max_model_len {
+            Some(l) if l > model.max_context => {
+                return Err(err(
+                    "engine.max_model_len",
+                    format!(
+                        "{l} exceeds the context length of {} ({})",
+                        model.name, model.max_context
+                    ),
+                ))
+            }
+            Some(l) => l,
+            None => model.max_context,
+        };
+
+        let parallel = Parallelism {
+            tensor: tp,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+        };
+        parallel
+            .validate(&model, &hardware)
+            .map_err(|(k, m)| err(&k, m))?;
+
+        let mut memory = match &profile {
+            Some((_, p)) => p.memory_plan(&file.engine),
+            None => MemoryPlan::new(
+                &model,
+                &hardware,
+                weight_dtype,
+                kv_dtype,
+                &parallel,
+                &file.engine,
+            ),
+        };
+        if let Some(sp) = &file.engine.speculative {
+            if parallel.pipeline > 1 || parallel.expert > 1 {
+                return Err(err(
+                    "engine.speculative",
+                    "speculative decoding is modelled for tensor parallelism only; \
+                     set fleet.pipeline_parallel and fleet.expert_parallel to 1"
+                        .into(),
+                ));
+            }
+            if let Some((draft, _)) = sp.draft_model.as_ref().and_then(|m| catalog::model(m)) {
+                if draft.num_heads % tp != 0 {
+                    return Err(err(
+                        "engine.speculative.draft_model",
+                        format!(
+                            "draft {} has {} heads, not divisible by tensor_parallel = {tp}",
+                            draft.name, draft.num_heads
+                        ),
+                    ));
+                }
+                // KV heads split over the TP group, replicated below one per GPU.
+                let kv_heads = (draft.num_kv_heads as f64 / tp as f64).ceil();
+                let draft_kv =
+                    2.0 * draft.layers as f64 * kv_heads * draft.head_dim as f64 * kv_dtype.bytes();
+                let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
+                memory.add_resident_model(draft_weights, draft_kv);
+            }
+        }
+        if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {
+            return Err(err(
+                "engine.pinned_prefix_blocks",
+                format!(
+                    "{} pinned blocks would take the whole KV cache of {} blocks; pin fewer",
+                    file.engine.pinned_prefix_blocks, memory.kv_blocks
+                ),
+            ));
+        }
+        memory
+            .check_fits(
+                &model,
+                &hardware,
+                weight_dtype,
+                max_model_len,
+                file.engine.max_model_len.is_some(),
+            )
+            .map_err(|(k, m)| err(&k, m))?;
+
+        Ok(Scenario {
+            origin: origin.to_string(),
+            model,
+            model_source,
+            hardware,
+            weight_dtype,
+            kv_dtype,
+            max_model_len,
+            memory,
+            parallel,
+            base_dir: base_dir_of(origin),
+            profile,
+            file,
+            notes: Vec::new(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.file.name
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.file.seed
+    }
+
+    /// GPUs in the fleet.
+    pub fn gpus(&self) -> u32 {
+        self.file.fleet.replicas * self.parallel.gpus()
+    }
+}
+
+/// The folder of the scenario file named by `origin` ("." when the origin
+/// is not a file, e.g. "<string>").
+pub(super) fn base_dir_of(origin: &str) -> PathBuf {
+    if origin.starts_with('<') {
+        return PathBuf::from(".");
+    }
+    match Path::new(origin).parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Loads the profile `[hardware] profile` names, relative to the scenario's
+/// folder, and checks it is the only hardware source given.
+pub(super) fn load_profile(
+    hw: &HardwareCfg,
+    origin: &str,
+) -> Result<Option<(String, std::sync::Arc<Profile>)>, Invalid> {
+    let Some(rel) = &hw.profile else {
+        return Ok(None);
+    };
+    if hw.preset.is_some() || hw.spec.is_some() {
+        return Err((
+            "hardware".into(),
+            "give one of `preset`, `[hardware.spec]` or `profile`, not several".into(),
+        ));
+    }
+    let dir = Path::new(origin).parent().unwrap_or(Path::new(""));
+    let path = dir.join(rel);
+    let p = Profile::load(&path).map_err(|e| ("hardware.profile".to_string(), e.to_string()))?;
+    Ok(Some((path.display().to_string(), std::sync::Arc::new(p))))
+}
+
+/// A scenario that names a model besides its profile must name the one the
+/// profile measured.
+pub(super) fn check_profile_model(
+    model: &ModelArch,
+    p: &Profile,
+    path: &str,
+) -> Result<(), Invalid> {
+    let want = p.model.arch();
+    let dims = |m: &ModelArch| {
+        (
+            m.layers,
+            m.hidden_size,
+            m.num_heads,
+            m.num_kv_heads,
+            m.head_dim,
+            m.intermediate_size,
+            m.vocab_size,
+        )
+    };
+    if dims(model) != dims(&want) || model.is_moe() || model.mla().is_some() {
+        return Err((
+            "model".into(),
+            format!(
+                "the profile {path} measured {} ({} layers, hidden {}), not {}; drop the model \
+                 preset/architecture to use the profile's model",
+                want.name, want.layers, want.hidden_size, model.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte.min(text.len())].matches('\n').count() + 1
+}

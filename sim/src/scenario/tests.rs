@@ -1,0 +1,351 @@
+use super::*;
+
+pub const MINIMAL: &str = r#"
+name = "t"
+seed = 7
+[horizon]
+requests = 100
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_model_len = 8192
+[workload]
+arrival = { process = "poisson", rate = 5.0 }
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+"#;
+
+fn err_of(text: &str) -> ScenarioError {
+    Scenario::from_toml_str(text, "s.toml").unwrap_err()
+}
+
+#[test]
+fn minimal_scenario_resolves_with_defaults() {
+    let s = Scenario::from_toml_str(MINIMAL, "s.toml").unwrap();
+    assert_eq!(s.model.name, "Llama-3.1-8B");
+    assert_eq!(s.file.fleet.replicas, 1);
+    assert_eq!(s.file.engine.block_size, 16);
+    assert_eq!(s.kv_dtype, Dtype::Bf16);
+    assert!(s.memory.kv_blocks > 10_000);
+}
+
+#[test]
+fn unknown_key_names_its_path() {
+    let e = err_of(&MINIMAL.replace("max_model_len", "max_modle_len"));
+    assert_eq!(e.key, "engine.max_modle_len", "{e}");
+    assert!(
+        e.message.contains("expected one of"),
+        "lists allowed keys: {e}"
+    );
+    assert!(
+        e.to_string().starts_with("s.toml: engine.max_modle_len: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_names_its_path() {
+    let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = \"fast\""));
+    // Tagged tables (arrival, length distributions) report the table's path.
+    assert_eq!(e.key, "workload.arrival", "{e}");
+    assert!(e.message.contains("expected f64"), "{e}");
+    let e = err_of(&MINIMAL.replace("max_model_len = 8192", "max_model_len = -3"));
+    assert_eq!(e.key, "engine.max_model_len", "{e}");
+}
+
+#[test]
+fn bad_values_are_rejected() {
+    let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = -1.0"));
+    assert_eq!(e.key, "workload.arrival.rate");
+    let e = err_of(&MINIMAL.replace("rate = 5.0", "rate = 0.0"));
+    assert_eq!(e.key, "workload.arrival.rate");
+    let e = err_of(&format!("{MINIMAL}\n[fleet]\nreplicas = 0\n"));
+    assert_eq!(e.key, "fleet.replicas");
+    let e = err_of(&MINIMAL.replace("\"llama-3.1-8b\"", "\"gpt-5\""));
+    assert_eq!(e.key, "model.preset");
+    assert!(
+        e.message.contains("llama-3.1-70b"),
+        "lists known presets: {e}"
+    );
+    let e = err_of(&MINIMAL.replace("\"h100-sxm\"", "\"tpu\""));
+    assert!(e.message.contains("mi300x"), "{e}");
+    let e = err_of(&MINIMAL.replace("[horizon]\nrequests = 100", "[horizon]"));
+    assert_eq!(e.key, "horizon");
+    let e = err_of(&MINIMAL.replace("value = 100", "value = 0"));
+    assert_eq!(e.key, "workload.prompt_tokens.value");
+    let e = err_of(&format!("{MINIMAL}\n[fleet]\ntensor_parallel = 3\n"));
+    assert_eq!(e.key, "fleet.tensor_parallel");
+    let e = err_of("name = \n");
+    assert!(e.message.contains("line 1"), "{e}");
+}
+
+#[test]
+fn model_that_does_not_fit_suggests_tensor_parallelism() {
+    let e = err_of(&MINIMAL.replace("llama-3.1-8b", "llama-3.1-70b"));
+    assert!(e.message.contains("tensor_parallel"), "{e}");
+    assert!(e.message.contains("GiB"), "{e}");
+}
+
+fn with(model: &str, hw: &str, fleet: &str) -> String {
+    MINIMAL
+        .replace("\"llama-3.1-8b\"", &format!("\"{model}\""))
+        .replace("\"h100-sxm\"", &format!("\"{hw}\""))
+        + &format!("\n[fleet]\n{fleet}\n")
+}
+
+#[test]
+fn parallel_keys_resolve_into_the_layout_and_gpu_count() {
+    let s = Scenario::from_toml_str(
+        &with(
+            "llama-3.1-405b",
+            "h100",
+            "replicas = 2\ntensor_parallel = 8\npipeline_parallel = 2",
+        ),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.parallel.gpus(), 16);
+    assert_eq!(s.gpus(), 32);
+    assert_eq!(s.memory.pipeline_parallel, 2);
+    let s = Scenario::from_toml_str(
+        &with(
+            "deepseek-v3",
+            "h200",
+            "tensor_parallel = 8\nexpert_parallel = 8",
+        )
+        .replace("[model]", "[model]\nweight_dtype = \"fp8\""),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        (s.parallel.attention_tp(), s.parallel.attention_dp()),
+        (1, 8)
+    );
+    assert_eq!(s.gpus(), 8);
+}
+
+#[test]
+fn bad_parallel_layouts_name_their_key() {
+    let cases = [
+        (
+            "llama-3.1-8b",
+            "h100",
+            "pipeline_parallel = 0",
+            "fleet.pipeline_parallel",
+            "at least 1",
+        ),
+        (
+            "llama-3.1-8b",
+            "h100",
+            "expert_parallel = 0",
+            "fleet.expert_parallel",
+            "at least 1",
+        ),
+        (
+            "llama-3.1-8b",
+            "h100",
+            "pipeline_parallel = 33",
+            "fleet.pipeline_parallel",
+            "32 layers",
+        ),
+        (
+            "llama-3.1-8b",
+            "h100",
+            "tensor_parallel = 2\nexpert_parallel = 2",
+            "fleet.expert_parallel",
+            "dense model",
+        ),
+        (
+            "mixtral-8x7b",
+            "h100",
+            "tensor_parallel = 4\nexpert_parallel = 8",
+            "fleet.expert_parallel",
+            "must divide tensor_parallel",
+        ),
+        (
+            "llama-3.1-70b",
+            "h100",
+            "tensor_parallel = 16",
+            "fleet.tensor_parallel",
+            "8 GPUs of one H100-SXM node",
+        ),
+        (
+            "llama-3.1-70b",
+            "l4",
+            "tensor_parallel = 8\npipeline_parallel = 2",
+            "fleet.pipeline_parallel",
+            "network_gbps",
+        ),
+        (
+            "llama-3.1-405b",
+            "h100",
+            "tensor_parallel = 8",
+            "model",
+            "pipeline_parallel = 2",
+        ),
+    ];
+    for (model, hw, fleet, key, also) in cases {
+        let e = err_of(&with(model, hw, fleet));
+        assert_eq!(e.key, key, "{fleet}: {e}");
+        assert!(e.message.contains(also), "{fleet}: {e}");
+    }
+}
+
+const MOE_ARCH: &str = r#"
+[model.architecture]
+layers = 4
+hidden_size = 1024
+num_heads = 8
+num_kv_heads = 8
+head_dim = 128
+intermediate_size = 4096
+vocab_size = 32000
+max_context = 8192
+num_experts = 16
+experts_per_token = 2
+"#;
+
+fn inline(arch: &str) -> String {
+    MINIMAL
+        .replace("preset = \"llama-3.1-8b\"\n", "")
+        .replace("[hardware]", &format!("{arch}\n[hardware]"))
+}
+
+#[test]
+fn inline_moe_and_mla_architectures_are_checked() {
+    let s = Scenario::from_toml_str(&inline(MOE_ARCH), "s.toml").unwrap();
+    assert_eq!(s.model.moe_layers(), 4);
+    let bad = [
+        (
+            "experts_per_token = 2",
+            "experts_per_token = 17",
+            "model.architecture.experts_per_token",
+        ),
+        (
+            "num_experts = 16\n",
+            "",
+            "model.architecture.experts_per_token",
+        ),
+        (
+            "experts_per_token = 2",
+            "experts_per_token = 2\nfirst_dense_layers = 4",
+            "model.architecture.first_dense_layers",
+        ),
+        (
+            "experts_per_token = 2",
+            "experts_per_token = 2\nkv_lora_rank = 64",
+            "model.architecture.qk_nope_head_dim",
+        ),
+        (
+            "experts_per_token = 2",
+            "experts_per_token = 2\nv_head_dim = 64",
+            "model.architecture.v_head_dim",
+        ),
+        (
+            "experts_per_token = 2",
+            "experts_per_token = 2\nnum_expert = 3",
+            "model.architecture.num_expert",
+        ),
+    ];
+    for (from, to, key) in bad {
+        let e = err_of(&inline(&MOE_ARCH.replace(from, to)));
+        assert_eq!(e.key, key, "{to}: {e}");
+    }
+    let mla = MOE_ARCH.replace(
+        "experts_per_token = 2",
+        "experts_per_token = 2\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+    );
+    let s = Scenario::from_toml_str(&inline(&mla), "s.toml").unwrap();
+    // 4 layers × (64 + 16) × 2 B.
+    assert_eq!(s.memory.kv_bytes_per_token, 640.0);
+}
+
+#[test]
+fn inline_hardware_network_keys_come_in_pairs() {
+    let spec = r#"[hardware.spec]
+bf16_tflops = 100.0
+memory_gib = 80.0
+memory_bw_tbps = 2.0
+interconnect_gbps = 100.0
+interconnect_latency_us = 10.0
+pcie_gbps = 32.0
+gpus_per_node = 4
+"#;
+    let text = MINIMAL.replace("[hardware]\npreset = \"h100-sxm\"\n", spec);
+    let s = Scenario::from_toml_str(&text, "s.toml").unwrap();
+    assert_eq!(s.hardware.gpus_per_node, 4);
+    let e = err_of(&text.replace(
+        "gpus_per_node = 4",
+        "gpus_per_node = 4\nnetwork_gbps = 25.0",
+    ));
+    assert_eq!(e.key, "hardware.spec.network_latency_us", "{e}");
+    let e = err_of(&text.replace("gpus_per_node = 4", "gpus_per_node = 0"));
+    assert_eq!(e.key, "hardware.spec.gpus_per_node", "{e}");
+    let e = err_of(&format!("{text}\n[fleet]\ntensor_parallel = 8\n"));
+    assert_eq!(e.key, "fleet.tensor_parallel", "{e}");
+    let e = err_of(&format!(
+        "{text}\n[fleet]\ntensor_parallel = 4\npipeline_parallel = 2\n"
+    ));
+    assert_eq!(e.key, "fleet.pipeline_parallel", "{e}");
+    let net = text.replace(
+        "gpus_per_node = 4",
+        "gpus_per_node = 4\nnetwork_gbps = 25.0\nnetwork_latency_us = 15.0",
+    );
+    let s = Scenario::from_toml_str(
+        &format!("{net}\n[fleet]\ntensor_parallel = 4\npipeline_parallel = 2\n"),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.gpus(), 8);
+}
+
+#[test]
+fn a_profile_supplies_model_hardware_memory_and_cost() {
+    let dir = std::env::temp_dir().join(format!("servesim-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = crate::profile::tests::example();
+    std::fs::write(dir.join("p.toml"), p.to_toml_string()).unwrap();
+    let text = MINIMAL
+        .replace("[model]\npreset = \"llama-3.1-8b\"\n", "")
+        .replace("preset = \"h100-sxm\"", "profile = \"p.toml\"")
+        .replace("max_model_len = 8192", "max_model_len = 512");
+    let origin = dir.join("s.toml").display().to_string();
+    let s = Scenario::from_toml_str(&text, &origin).unwrap();
+    assert_eq!(s.model.name, "tiny");
+    assert_eq!(s.weight_dtype, Dtype::Fp32);
+    assert_eq!(s.hardware.name, "Test CPU");
+    assert_eq!(s.memory.kv_bytes_per_token, 512.0);
+    let cost = crate::simulation::Simulation::new(&s)
+        .run(|_| {})
+        .unwrap()
+        .summary
+        .cost_source;
+    assert!(cost.starts_with("calibration profile"), "{cost}");
+    // A model besides the profile must be the profile's.
+    let e = err_of_at(
+        &MINIMAL.replace("preset = \"h100-sxm\"", "profile = \"p.toml\""),
+        &origin,
+    );
+    assert_eq!(e.key, "model", "{e}");
+    assert!(e.message.contains("measured tiny"), "{e}");
+    let e = err_of_at(
+        &text.replace(
+            "profile = \"p.toml\"",
+            "profile = \"p.toml\"\npreset = \"h100\"",
+        ),
+        &origin,
+    );
+    assert_eq!(e.key, "hardware", "{e}");
+    let e = err_of_at(&text.replace("p.toml", "missing.toml"), &origin);
+    assert_eq!(e.key, "hardware.profile", "{e}");
+    assert!(e.message.contains("cannot read profile"), "{e}");
+    let e = err_of_at(&format!("{text}\n[fleet]\ntensor_parallel = 2\n"), &origin);
+    assert_eq!(e.key, "fleet", "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn err_of_at(text: &str, origin: &str) -> ScenarioError {
+    Scenario::from_toml_str(text, origin).unwrap_err()
+}

@@ -1,0 +1,316 @@
+//! Validation of a parsed scenario file: every key's type-level rules
+//! (positive, at least, consistent combinations), with key paths.
+
+use super::*;
+
+pub(super) fn positive(key: &str, v: f64) -> Result<(), Invalid> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be a positive number, got {v}")))
+    }
+}
+
+pub(super) fn at_least(key: &str, v: u64, min: u64) -> Result<(), Invalid> {
+    if v >= min {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be at least {min}, got {v}")))
+    }
+}
+
+pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
+    if f.name.trim().is_empty() {
+        return Err(("name".into(), "must not be empty".into()));
+    }
+    if f.name.contains(['/', '\\']) || f.name.starts_with('.') {
+        return Err((
+            "name".into(),
+            format!(
+                "{:?} is used as a folder name: no slashes, no leading dot",
+                f.name
+            ),
+        ));
+    }
+    match (f.horizon.requests, f.horizon.duration_s) {
+        // A trace ends by itself: without a horizon the run replays it all.
+        (None, None) if f.workload.trace.is_some() => {}
+        (None, None) => {
+            return Err((
+                "horizon".into(),
+                "give `requests` (a count), `duration_s` (seconds), or both".into(),
+            ))
+        }
+        (Some(n), _) => at_least("horizon.requests", n, 1)?,
+        _ => {}
+    }
+    if let Some(d) = f.horizon.duration_s {
+        positive("horizon.duration_s", d)?;
+    }
+    at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
+    at_least("fleet.tensor_parallel", f.fleet.tensor_parallel.into(), 1)?;
+    at_least(
+        "fleet.pipeline_parallel",
+        f.fleet.pipeline_parallel.into(),
+        1,
+    )?;
+    at_least("fleet.expert_parallel", f.fleet.expert_parallel.into(), 1)?;
+    if f.fleet.replicas > 100_000 {
+        return Err(("fleet.replicas".into(), "at most 100000".into()));
+    }
+    fleet_cfg::validate_routing(
+        f.fleet.report_interval_s,
+        &f.fleet.prefix_affinity,
+        &f.fleet.weighted,
+        &f.fleet.session_affinity,
+    )?;
+    let e = &f.engine;
+    at_least("engine.max_num_seqs", e.max_num_seqs.into(), 1)?;
+    at_least("engine.max_batched_tokens", e.max_batched_tokens.into(), 1)?;
+    at_least("engine.block_size", e.block_size.into(), 1)?;
+    if let Some(l) = e.max_model_len {
+        at_least("engine.max_model_len", l.into(), 2)?;
+    }
+    if !(e.swap_space_gib.is_finite() && e.swap_space_gib >= 0.0) {
+        return Err((
+            "engine.swap_space_gib".into(),
+            format!("must be ≥ 0 GiB, got {}", e.swap_space_gib),
+        ));
+    }
+    if let Some(sp) = &e.speculative {
+        validate_speculative(sp)?;
+    }
+    if e.pinned_prefix_blocks > 0 && !e.prefix_caching {
+        return Err((
+            "engine.pinned_prefix_blocks".into(),
+            "pins cached prefixes: set engine.prefix_caching = true".into(),
+        ));
+    }
+    if !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0) {
+        return Err((
+            "engine.gpu_memory_utilization".into(),
+            format!("must be in (0, 1], got {}", e.gpu_memory_utilization),
+        ));
+    }
+    if !tenants_cfg::per_tenant_workloads(f) {
+        workload_cfg::validate_workload(&f.workload)?;
+    }
+    if let Some(sp) = &f.workload.shared_prefix {
+        at_least("workload.shared_prefix.variants", sp.variants.into(), 1)?;
+        at_least("workload.shared_prefix.tokens", sp.tokens.into(), 1)?;
+        if !(sp.zipf_exponent.is_finite() && sp.zipf_exponent >= 0.0) {
+            return Err((
+                "workload.shared_prefix.zipf_exponent".into(),
+                format!("must be ≥ 0 (0 = uniform), got {}", sp.zipf_exponent),
+            ));
+        }
+    }
+    if let Some(c) = &f.workload.conversation {
+        validate_len("workload.conversation.turns", &c.turns)?;
+        validate_len(
+            "workload.conversation.follow_up_tokens",
+            &c.follow_up_tokens,
+        )?;
+        if !(c.think_time_s.is_finite() && c.think_time_s >= 0.0) {
+            return Err((
+                "workload.conversation.think_time_s".into(),
+                format!("must be ≥ 0 seconds, got {}", c.think_time_s),
+            ));
+        }
+    }
+    if f.workload.conversation.is_some() && f.workload.output_tokens.is_none() {
+        return Err((
+            "workload.conversation".into(),
+            "follow-up turns draw their answers from workload.output_tokens: give it".into(),
+        ));
+    }
+    if let Some(s) = &f.slo {
+        positive("slo.ttft_ms", s.ttft_ms)?;
+        positive("slo.tpot_ms", s.tpot_ms)?;
+    }
+    positive(
+        "metrics.timeseries_interval_s",
+        f.metrics.timeseries_interval_s,
+    )?;
+    if f.metrics.timeseries_interval_s < 1e-3 {
+        return Err((
+            "metrics.timeseries_interval_s".into(),
+            "must be at least 0.001 s".into(),
+        ));
+    }
+    ranges::check(f)?;
+    tenants_cfg::validate_tenants(f)
+}
+
+pub(super) fn validate_speculative(sp: &SpeculativeCfg) -> Result<(), Invalid> {
+    let key = "engine.speculative";
+    if sp.num_draft_tokens == 0 || sp.num_draft_tokens > 16 {
+        return Err((
+            format!("{key}.num_draft_tokens"),
+            format!("must be in 1..=16, got {}", sp.num_draft_tokens),
+        ));
+    }
+    if !(sp.acceptance_rate >= 0.0 && sp.acceptance_rate < 1.0) {
+        return Err((
+            format!("{key}.acceptance_rate"),
+            format!("must be in [0, 1), got {}", sp.acceptance_rate),
+        ));
+    }
+    match (&sp.draft_model, sp.draft_cost_fraction) {
+        (Some(_), Some(_)) | (None, None) => Err((
+            key.into(),
+            "give exactly one of `draft_model` (a catalog preset) or `draft_cost_fraction` \
+             (EAGLE/MTP head cost as a fraction of a target decode step)"
+                .into(),
+        )),
+        (Some(m), None) => match catalog::model(m) {
+            Some(_) => Ok(()),
+            None => Err((
+                format!("{key}.draft_model"),
+                format!(
+                    "unknown model preset {m:?}; known: {}",
+                    catalog::model_keys().join(", ")
+                ),
+            )),
+        },
+        (None, Some(f)) if !(f > 0.0 && f <= 1.0) => Err((
+            format!("{key}.draft_cost_fraction"),
+            format!("must be in (0, 1], got {f}"),
+        )),
+        (None, Some(_)) => Ok(()),
+    }
+}
+
+pub(super) fn validate_len(key: &str, d: &LengthDist) -> Result<(), Invalid> {
+    let clamp = |min: Option<u32>, max: Option<u32>| -> Result<(), Invalid> {
+        if let Some(m) = min {
+            at_least(&format!("{key}.min"), m.into(), 1)?;
+        }
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                return Err((format!("{key}.max"), format!("max {hi} is below min {lo}")));
+            }
+        }
+        if let Some(hi) = max {
+            at_least(&format!("{key}.max"), hi.into(), 1)?;
+        }
+        Ok(())
+    };
+    match *d {
+        LengthDist::Fixed { value } => at_least(&format!("{key}.value"), value.into(), 1),
+        LengthDist::Uniform { min, max } => {
+            at_least(&format!("{key}.min"), min.into(), 1)?;
+            clamp(Some(min), Some(max))
+        }
+        LengthDist::Normal { mean, sd, min, max } => {
+            positive(&format!("{key}.mean"), mean)?;
+            if !(sd.is_finite() && sd >= 0.0) {
+                return Err((format!("{key}.sd"), format!("must be ≥ 0, got {sd}")));
+            }
+            clamp(min, max)
+        }
+        LengthDist::Lognormal { mean, cv, min, max } => {
+            positive(&format!("{key}.mean"), mean)?;
+            positive(&format!("{key}.cv"), cv)?;
+            clamp(min, max)
+        }
+        LengthDist::Zipf {
+            exponent,
+            n,
+            min,
+            max,
+        } => {
+            positive(&format!("{key}.exponent"), exponent)?;
+            at_least(&format!("{key}.n"), n.into(), 1)?;
+            clamp(min, max)
+        }
+        LengthDist::Empirical { min, max, .. } => {
+            workload_cfg::validate_empirical(key, d)?;
+            clamp(min, max)
+        }
+    }
+}
+
+pub(super) fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
+    for (k, v) in [
+        ("layers", a.layers),
+        ("hidden_size", a.hidden_size),
+        ("num_heads", a.num_heads),
+        ("num_kv_heads", a.num_kv_heads),
+        ("head_dim", a.head_dim),
+        ("intermediate_size", a.intermediate_size),
+        ("vocab_size", a.vocab_size),
+        ("max_context", a.max_context),
+    ] {
+        at_least(k, v.into(), 1)?;
+    }
+    if a.num_heads % a.num_kv_heads != 0 {
+        return Err((
+            "num_kv_heads".into(),
+            format!(
+                "must divide num_heads ({}) for grouped-query attention, got {}",
+                a.num_heads, a.num_kv_heads
+            ),
+        ));
+    }
+    a.validate_moe_and_mla()?;
+    Ok(())
+}
+
+pub(super) fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
+    positive("bf16_tflops", s.bf16_tflops)?;
+    if let Some(v) = s.fp8_tflops {
+        positive("fp8_tflops", v)?;
+    }
+    if let Some(v) = s.int8_tops {
+        positive("int8_tops", v)?;
+    }
+    positive("memory_gib", s.memory_gib)?;
+    positive("memory_bw_tbyte_s", s.memory_bw_tbps)?;
+    positive("interconnect_gbyte_s", s.interconnect_gbps)?;
+    if !(s.interconnect_latency_us.is_finite() && s.interconnect_latency_us >= 0.0) {
+        return Err((
+            "interconnect_latency_us".into(),
+            format!("must be ≥ 0, got {}", s.interconnect_latency_us),
+        ));
+    }
+    if let Some(v) = s.allreduce_latency_us {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err((
+                "allreduce_latency_us".into(),
+                format!("must be ≥ 0, got {v}"),
+            ));
+        }
+    }
+    if let Some(v) = s.allreduce_busbw_gbps {
+        positive("allreduce_busbw_gbyte_s", v)?;
+    }
+    positive("pcie_gbyte_s", s.pcie_gbps)?;
+    at_least("gpus_per_node", s.gpus_per_node.into(), 1)?;
+    match (s.network_gbps, s.network_latency_us) {
+        (Some(bw), Some(lat)) => {
+            positive("network_gbyte_s", bw)?;
+            if !(lat.is_finite() && lat >= 0.0) {
+                return Err((
+                    "network_latency_us".into(),
+                    format!("must be ≥ 0, got {lat}"),
+                ));
+            }
+        }
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err((
+                "network_latency_us".into(),
+                "give it together with network_gbyte_s (the scale-out network needs both)".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err((
+                "network_gbyte_s".into(),
+                "give it together with network_latency_us (the scale-out network needs both)"
+                    .into(),
+            ))
+        }
+    }
+    Ok(())
+}
