@@ -1,0 +1,85 @@
+//! The replica's waiting queue: order from a fairness policy, per-tenant
+//! counts and queued prefill tokens for admission control.
+
+use super::*;
+
+/// The waiting queue of a replica. Its order is a fairness policy's
+/// (`tenancy::fairness`; FCFS, with preempted sequences returning to the
+/// front, unless the scenario names another), and it keeps per-tenant counts
+/// and the prefill tokens waiting for admission control.
+pub struct WaitingQueue {
+    pub(super) order: Box<dyn FairnessPolicy>,
+    pub(super) per_tenant: Vec<u32>,
+    pub(super) tokens: u64,
+}
+
+impl Default for WaitingQueue {
+    fn default() -> Self {
+        WaitingQueue {
+            order: Box::new(Fcfs::default()),
+            per_tenant: Vec::new(),
+            tokens: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for WaitingQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingQueue")
+            .field("len", &self.order.len())
+            .finish()
+    }
+}
+
+impl WaitingQueue {
+    pub(super) fn count(&mut self, w: &Waiting) {
+        *tenancy::fairness::queue_of(&mut self.per_tenant, w.tenant) += 1;
+        self.tokens += w.tokens as u64;
+    }
+    pub fn push_back(&mut self, w: Waiting) {
+        self.count(&w);
+        self.order.push_back(w);
+    }
+    /// A preempted sequence goes back ahead of everything that arrived later.
+    pub fn push_front(&mut self, w: Waiting) {
+        self.count(&w);
+        self.order.push_front(w);
+    }
+    pub fn front(&self) -> Option<RequestId> {
+        self.order.front().map(|w| w.id)
+    }
+    pub fn pop_front(&mut self) -> Option<RequestId> {
+        let w = self.order.pop_front()?;
+        self.per_tenant[w.tenant as usize] -= 1;
+        self.tokens -= w.tokens as u64;
+        Some(w.id)
+    }
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.order.ids().into_iter()
+    }
+    /// Requests of `tenant` waiting.
+    pub fn tenant_len(&self, tenant: u32) -> u32 {
+        self.per_tenant.get(tenant as usize).copied().unwrap_or(0)
+    }
+    /// Prefill tokens of every waiting request.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+    /// Takes `id` out of the queue (its client went away); false if absent.
+    pub fn remove(&mut self, id: RequestId) -> bool {
+        match self.order.remove(id) {
+            Some(w) => {
+                self.per_tenant[w.tenant as usize] -= 1;
+                self.tokens -= w.tokens as u64;
+                true
+            }
+            None => false,
+        }
+    }
+}
