@@ -12,7 +12,7 @@
 //! queue empties leaves the active list and its deficit resets to 0: idle
 //! tenants bank no credit (and are not charged while out of the list).
 
-use super::{queue_of, FairnessPolicy, TenantShares, Waiting};
+use super::{queue_of, take_from, FairnessPolicy, TenantShares, Waiting};
 use crate::request::RequestId;
 use crate::scenario::FairnessCfg;
 use std::collections::VecDeque;
@@ -152,12 +152,7 @@ impl FairnessPolicy for Drr {
         self.queues.iter().flatten().map(|w| w.id).collect()
     }
     fn remove(&mut self, id: RequestId) -> Option<Waiting> {
-        let (t, i) = self
-            .queues
-            .iter()
-            .enumerate()
-            .find_map(|(t, q)| q.iter().position(|w| w.id == id).map(|i| (t, i)))?;
-        let w = self.queues[t].remove(i);
+        let (t, w) = take_from(&mut self.queues, id)?;
         self.len -= 1;
         if self.queues[t].is_empty() {
             // An emptied queue leaves the round with no deficit, as in DRR.
@@ -168,7 +163,7 @@ impl FairnessPolicy for Drr {
             self.active.retain(|&u| u != t as u32);
         }
         self.select();
-        w
+        Some(w)
     }
     fn on_decode(&mut self, tenant: u32, tokens: u32) {
         let t = tenant as usize;
@@ -210,6 +205,21 @@ mod tests {
             tokens,
             output: 1,
         }
+    }
+
+    #[test]
+    fn a_removed_request_leaves_its_tenant_round_uncharged() {
+        let mut d = drr(500, vec![1.0; 2]);
+        d.push_back(w(0, 0, 200));
+        d.push_back(w(1, 1, 300));
+        d.push_back(w(2, 0, 200));
+        // Tenant 1's only request leaves (its client hung up): the round
+        // goes on between tenant 0's requests alone.
+        assert_eq!(d.remove(1).map(|x| x.id), Some(1));
+        assert_eq!(d.remove(1), None);
+        assert_eq!(d.len(), 2);
+        let order: Vec<u32> = std::iter::from_fn(|| d.pop_front().map(|x| x.id)).collect();
+        assert_eq!(order, vec![0, 2]);
     }
 
     #[test]

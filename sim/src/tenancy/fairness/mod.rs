@@ -22,6 +22,7 @@ pub use wfq::Wfq;
 
 use crate::request::RequestId;
 use crate::scenario::{FairnessCfg, FairnessKind};
+use std::collections::VecDeque;
 
 /// A request in a waiting queue, as a fairness policy sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,6 +99,18 @@ pub fn build(cfg: &FairnessCfg, shares: &TenantShares) -> Box<dyn FairnessPolicy
         FairnessKind::Vtc => Box::new(Vtc::new(cfg, shares.clone())),
         FairnessKind::Wfq => Box::new(Wfq::new(cfg, shares.clone())),
     }
+}
+
+/// Takes request `id` out of per-tenant queues: its tenant and entry.
+pub(crate) fn take_from(
+    queues: &mut [VecDeque<Waiting>],
+    id: RequestId,
+) -> Option<(usize, Waiting)> {
+    let (t, i) = queues
+        .iter()
+        .enumerate()
+        .find_map(|(t, q)| q.iter().position(|w| w.id == id).map(|i| (t, i)))?;
+    queues[t].remove(i).map(|w| (t, w))
 }
 
 /// Per-tenant queues grown on demand (tenant indices are small and dense).

@@ -11,7 +11,7 @@
 //! tenant whose queue emptied), so a tenant that was idle gets no back-credit
 //! for the service it did not ask for, yet is not starved either.
 
-use super::{queue_of, FairnessPolicy, TenantShares, Waiting};
+use super::{queue_of, take_from, FairnessPolicy, TenantShares, Waiting};
 use crate::request::RequestId;
 use crate::scenario::FairnessCfg;
 use std::collections::VecDeque;
@@ -108,17 +108,12 @@ impl FairnessPolicy for Vtc {
         self.queues.iter().flatten().map(|w| w.id).collect()
     }
     fn remove(&mut self, id: RequestId) -> Option<Waiting> {
-        let (t, i) = self
-            .queues
-            .iter()
-            .enumerate()
-            .find_map(|(t, q)| q.iter().position(|w| w.id == id).map(|i| (t, i)))?;
-        let w = self.queues[t].remove(i);
+        let (t, w) = take_from(&mut self.queues, id)?;
         self.len -= 1;
         if self.queues[t].is_empty() {
             self.last_left = self.counter[t];
         }
-        w
+        Some(w)
     }
     fn on_decode(&mut self, tenant: u32, tokens: u32) {
         let c = queue_of(&mut self.counter, tenant);
