@@ -1,6 +1,6 @@
 //! The `[fleet]` table's routing settings: how often replicas report their
 //! load to the router, and the parameters of the routers that take any.
-//! (`FleetCfg` itself lives in `scenario.rs`; these are its sub-tables.)
+//! (`FleetCfg` itself lives in `scenario/mod.rs`; these are its sub-tables.)
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! servesim's own `requests.csv` (see `output.rs`), so a simulated run can
+//! servesim's own `requests.csv` (see `output/mod.rs`), so a simulated run can
 //! be replayed: `arrival_s`, `prompt_tokens`, `output_tokens` per request.
 
 use super::csv_rows::{CsvNames, CsvTrace};
