@@ -7,7 +7,7 @@ use std::time::Instant;
 
 /// Llama-3.1-8B on H100s with chat-like lengths, loaded to roughly 70 % of
 /// capacity (≈ 16 req/s per replica; the fleet saturates near 22): the quickstart's shape at fleet scale.
-fn scenario(requests: u64, replicas: u32) -> Result<Scenario> {
+fn scenario(requests: u64, replicas: u32, attribution: bool) -> Result<Scenario> {
     let rate = 16.0 * replicas as f64;
     let text = format!(
         r#"
@@ -33,6 +33,7 @@ ttft_ms = 500
 tpot_ms = 50
 [metrics]
 timeseries_interval_s = 10.0
+attribution = {attribution}
 "#
     );
     Ok(Scenario::from_toml_str(&text, "<bench>")?)
@@ -46,8 +47,8 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub fn run(requests: u64, replicas: u32, repeat: u32) -> Result<()> {
-    let s = scenario(requests, replicas)?;
+pub fn run(requests: u64, replicas: u32, repeat: u32, attribution: bool) -> Result<()> {
+    let s = scenario(requests, replicas, attribution)?;
     outln!(
         "bench: {requests} requests, {replicas} replicas of Llama-3.1-8B on H100-SXM, {} run(s), 1 thread",
         repeat.max(1)

@@ -63,6 +63,9 @@ pub enum Command {
         /// Runs to time (the best is reported).
         #[arg(long, default_value_t = 3)]
         repeat: u32,
+        /// Run with `[metrics] attribution = false` (to measure its cost).
+        #[arg(long)]
+        no_attribution: bool,
     },
     /// Inspect trace files: statistics, and the readers' speed.
     #[command(

@@ -150,20 +150,35 @@ fn explain_is_deterministic_and_errors_are_clear() {
         stderr(&o)
     );
 
-    // A requests.csv without components (an older run): a clear error.
-    let old = tmp.path().join("old");
-    std::fs::create_dir_all(&old).unwrap();
-    let text = read(&out.join("requests.csv"));
-    let cut: String = text
+    // Attribution switched off: the same run less the attr_* columns (the
+    // summary and time series unchanged), and explain says so plainly.
+    let off_path = tmp.path().join("off.toml");
+    let text = small_quickstart(300);
+    let text = if text.contains("[metrics]") {
+        text.replace("[metrics]", "[metrics]\nattribution = false")
+    } else {
+        text + "\n[metrics]\nattribution = false\n"
+    };
+    std::fs::write(&off_path, text).unwrap();
+    let off = tmp.path().join("off");
+    simulate(&off_path, &off, &[]);
+    let with = read(&out.join("requests.csv"));
+    let without = read(&off.join("requests.csv"));
+    assert!(!without.contains("attr_"), "{}", &without[..200]);
+    let cut: String = with
         .lines()
         .map(|l| l.split(',').take(15).collect::<Vec<_>>().join(",") + "\n")
         .collect();
-    std::fs::write(old.join("requests.csv"), cut).unwrap();
-    let o = run(&["explain", old.to_str().unwrap()]);
+    assert_eq!(without, cut, "the base columns do not change");
+    for f in ["summary.json", "timeseries.csv"] {
+        assert_eq!(read(&out.join(f)), read(&off.join(f)), "{f}");
+    }
+    let o = run(&["explain", off.to_str().unwrap()]);
     assert!(!o.status.success());
+    let e = stderr(&o);
     assert!(
-        stderr(&o).contains("no latency components"),
-        "{}",
-        stderr(&o)
+        e.starts_with("error: ") && e.contains("this folder has no latency attribution"),
+        "{e}"
     );
+    assert!(e.contains("[metrics] attribution = false"), "{e}");
 }

@@ -549,7 +549,7 @@ pub fn explain(dir: &Path) -> Result<Explanation, String> {
     let e = analyze(&run);
     if e.attributed == 0 && !run.rows.is_empty() {
         return Err(format!(
-            "{}: requests.csv has no latency components (attr_* columns): this run did not record them (rerun it with `servesim simulate`)",
+            "{}: this folder has no latency attribution: requests.csv has no attr_* columns (the run had `[metrics] attribution = false`, or was not a `servesim simulate` run); rerun it with attribution on",
             dir.join("requests.csv").display()
         ));
     }

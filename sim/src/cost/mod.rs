@@ -26,6 +26,7 @@ pub mod comm;
 pub mod elementwise;
 pub mod fidelity;
 pub mod gemm;
+mod memo;
 mod roofline;
 pub mod runtime;
 

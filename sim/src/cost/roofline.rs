@@ -5,6 +5,7 @@ use super::elementwise;
 use super::gemm::{
     GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
+use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
 use super::{
     BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY,
@@ -102,6 +103,8 @@ pub struct Roofline {
     /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
     pub(super) hop_secs_per_byte: f64,
     pub(super) hop_latency_s: f64,
+    /// Batch-size terms by token count (one group, one stage; see `memo`).
+    pub(super) memo: TokenMemo,
 }
 
 impl Roofline {
@@ -217,6 +220,7 @@ impl Roofline {
             all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
             hop_secs_per_byte,
             hop_latency_s,
+            memo: TokenMemo::default(),
         }
     }
 
@@ -389,18 +393,25 @@ impl Roofline {
         let fixed = b.swap_bytes / self.pcie_bw;
         let logit_rows = b.logit_rows() as f64;
         if self.single_group {
-            // One stage, one group: the whole batch is one micro-batch.
-            let n = b.tokens() as f64;
+            // One stage, one group: the whole batch is one micro-batch. The
+            // matrices' terms depend on the token count alone: memoized.
+            let tokens = b.tokens();
+            let n = tokens as f64;
             let attn_prefill = self.attn_prefill(b);
             let attn_decode = self.attn_decode(b);
             let shared = self.elementwise(n) + attn_prefill + attn_decode;
-            let per_dense = self.dense(n) + shared + self.comm(n);
+            let dense = self.memo.get(Term::Dense, tokens, || self.dense(n));
+            let per_dense = dense + shared + self.comm(n);
             let mut layers = self.dense_layers * per_dense;
             if self.moe_layers > 0.0 {
-                let per_moe = self.moe(n, n) + shared + self.moe_comm(n);
+                let moe = self.memo.get(Term::Moe, tokens, || self.moe(n, n));
+                let per_moe = moe + shared + self.moe_comm(n);
                 layers += self.moe_layers * per_moe;
             }
-            return fixed + layers + self.lm_head(logit_rows);
+            let lm_head = self
+                .memo
+                .get(Term::LmHead, b.logit_rows(), || self.lm_head(logit_rows));
+            return fixed + layers + lm_head;
         }
         let seqs = (b.seqs() as f64).max(1.0);
         // Groups with work, micro-batches per group, and their product: the

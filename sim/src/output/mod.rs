@@ -14,8 +14,9 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-/// Columns of `requests.csv` before the latency components.
-const BASE_COLUMNS: [&str; 15] = [
+/// Columns of `requests.csv` before the latency components (all of its
+/// columns when attribution is off).
+pub const BASE_COLUMNS: [&str; 15] = [
     "id",
     "arrival_s",
     "replica",
@@ -79,16 +80,24 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
     write_atomic(&dir.join("requests.csv"), |w| {
-        write_requests(w, &result.requests)
+        write_requests(w, &result.requests, result.attribution)
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }
 
-fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()> {
+fn write_requests(
+    out: &mut impl Write,
+    reqs: &[Request],
+    attribution: bool,
+) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(REQUEST_COLUMNS)?;
+    if attribution {
+        w.write_record(REQUEST_COLUMNS)?;
+    } else {
+        w.write_record(BASE_COLUMNS)?;
+    }
     for (i, r) in reqs.iter().enumerate() {
         let reason = match r.status {
             Status::Rejected(x) => x.as_str(),
@@ -120,7 +129,9 @@ fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()>
         ] {
             w.write_field(field)?;
         }
-        write_components(&mut w, r)?;
+        if attribution {
+            write_components(&mut w, r)?;
+        }
         w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;

@@ -23,7 +23,7 @@
 
 use super::{RunningSeq, SchedState};
 use crate::attribution::Component;
-use crate::cost::BatchShape;
+use crate::cost::{BatchShape, CostModel};
 use crate::request::{Request, RequestId};
 use crate::time::SimTime;
 
@@ -61,6 +61,9 @@ pub struct QueueClock {
     /// What the iteration in progress would take without its prefill tokens,
     /// when the caller priced it (see [`decode_alone`]).
     decode_alone_ns: Option<u64>,
+    /// Attribution switched off (`[metrics] attribution = false`): every
+    /// method returns at once and the ledgers stay zero.
+    off: bool,
 }
 
 impl Default for QueueClock {
@@ -79,14 +82,24 @@ impl Default for QueueClock {
             resumed: Vec::new(),
             mix: IterationMix::default(),
             decode_alone_ns: None,
+            off: false,
         }
     }
 }
 
 impl QueueClock {
+    /// Whether requests are charged at all.
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        !self.off
+    }
+
     /// A request joined the waiting queue for its first admission.
     #[inline]
     pub fn enqueued(&mut self, id: RequestId) {
+        if self.off {
+            return;
+        }
         self.fresh.push(id);
     }
 
@@ -94,6 +107,9 @@ impl QueueClock {
     /// runs: requests that arrived since the last formation take their
     /// snapshot at their arrival, then the clock advances to `now`.
     pub fn begin(&mut self, now: SimTime, reqs: &mut [Request]) {
+        if self.off {
+            return;
+        }
         for id in self.fresh.drain(..) {
             let a = &mut reqs[id as usize].attribution;
             // In the simulator a request is enqueued when it arrives, after
@@ -120,7 +136,7 @@ impl QueueClock {
     /// when its next iteration runs (see [`IterationMix::charge`]).
     #[inline]
     pub fn admitted(&self, r: &mut Request, now: SimTime) {
-        if r.first_scheduled.is_none() {
+        if !self.off && r.first_scheduled.is_none() {
             let a = &mut r.attribution;
             for k in 0..QUEUE {
                 a.ns[k] = a.ns[k].wrapping_add(self.cum[k]);
@@ -132,6 +148,9 @@ impl QueueClock {
     /// A swapped-out sequence resumes decoding in the iteration being formed.
     #[inline]
     pub fn swapped_in(&mut self, id: RequestId) {
+        if self.off {
+            return;
+        }
         self.resumed.push(id);
     }
 
@@ -140,6 +159,9 @@ impl QueueClock {
     /// preemption until it is back.
     #[inline]
     pub fn preempted(&self, was_decoding: bool, r: &mut Request, now: SimTime) {
+        if self.off {
+            return;
+        }
         if was_decoding {
             self.leave_decode(r);
         }
@@ -172,6 +194,9 @@ impl QueueClock {
         now: SimTime,
         reqs: &mut [Request],
     ) {
+        if self.off {
+            return;
+        }
         self.cause = cause;
         self.prefill_tokens = shape.prefill_tokens;
         self.tokens = shape.tokens();
@@ -188,6 +213,10 @@ impl QueueClock {
     /// Advances the decode clock over the iteration that ran from `start` to
     /// `now`, and returns its split for the prefilling sequences.
     pub fn advance(&mut self, start: SimTime, now: SimTime) -> &IterationMix {
+        if self.off {
+            // `mix` stays the default, whose charging methods do nothing.
+            return &self.mix;
+        }
         let d = now.0.saturating_sub(start.0);
         let tokens = self.tokens.max(1);
         let stall = match self.decode_alone_ns {
@@ -202,6 +231,7 @@ impl QueueClock {
             self.decode_stall += d;
         }
         self.mix = IterationMix {
+            on: true,
             start,
             now,
             d,
@@ -228,7 +258,35 @@ pub fn decode_alone(shape: &BatchShape) -> Option<BatchShape> {
     })
 }
 
+/// Prices the decode-only counterfactual of the iteration `shape` that
+/// replica `rep` just formed, when it mixes prefills and decodes and the
+/// replica attributes latency (see [`decode_alone`]).
+#[inline]
+pub fn price_decode_alone(rep: &mut super::Replica, shape: &BatchShape, cost: &dyn CostModel) {
+    if !rep.attributes() {
+        return;
+    }
+    if let Some(alone) = decode_alone(shape) {
+        rep.price_decode_alone(cost.iteration_time(&alone));
+    }
+}
+
 impl super::Replica {
+    /// Switches latency attribution off (before the first request): the
+    /// replica charges nothing, and [`Self::attributes`] says so, so the
+    /// caller need not price [`decode_alone`] either.
+    pub fn disable_attribution(&mut self) {
+        self.st.attr = QueueClock {
+            off: true,
+            ..QueueClock::default()
+        };
+    }
+
+    /// Whether the replica charges its requests' latency components.
+    pub fn attributes(&self) -> bool {
+        self.st.attr.is_on()
+    }
+
     /// Tells the replica what the iteration just formed would take without
     /// its prefill chunks (the price of [`decode_alone`]): its decoding
     /// sequences are then charged the difference as decode stall, instead of
@@ -260,6 +318,8 @@ pub fn blocker(st: &SchedState, shape: &BatchShape, closed_batch: bool) -> Compo
 /// One finished iteration, ready to charge its members.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct IterationMix {
+    /// False (the default) when attribution is off: charging does nothing.
+    on: bool,
     start: SimTime,
     now: SimTime,
     d: u64,
@@ -279,7 +339,7 @@ impl IterationMix {
     /// that sat out an iteration others decoded in is corrected here.
     #[inline(never)]
     pub fn charge_idle(&self, s: &RunningSeq, reqs: &mut [Request]) {
-        if s.done {
+        if !self.on || s.done {
             return; // a static batch's padding: its request has ended
         }
         if s.prefilling() {
@@ -297,6 +357,9 @@ impl IterationMix {
     /// the end of this iteration: it joins the decode clock.
     #[inline(never)]
     pub fn enter_decode(&self, r: &mut Request) {
+        if !self.on {
+            return;
+        }
         let a = &mut r.attribution;
         a.add(Component::DecodeCompute, self.decode_compute.wrapping_neg());
         a.add(Component::DecodeStall, self.decode_stall.wrapping_neg());
@@ -306,6 +369,9 @@ impl IterationMix {
     /// `r` completed at the end of this iteration: it leaves the decode clock.
     #[inline(never)]
     pub fn leave_decode(&self, r: &mut Request) {
+        if !self.on {
+            return;
+        }
         let a = &mut r.attribution;
         a.add(Component::DecodeCompute, self.decode_compute);
         a.add(Component::DecodeStall, self.decode_stall);
@@ -317,6 +383,9 @@ impl IterationMix {
     /// end. Called before the chunk is applied.
     #[inline(never)]
     pub fn charge_prefilling(&self, s: &RunningSeq, r: &mut Request) {
+        if !self.on {
+            return;
+        }
         // Preempted earlier and prefilling again: recomputing lost context,
         // and everything since the preemption was lost to it.
         let recompute = r.preemptions > 0;
@@ -402,6 +471,27 @@ mod tests {
             a.total(),
             a.get(C::PrefillCompute) + a.get(C::DecodeCompute)
         );
+    }
+
+    #[test]
+    fn switched_off_it_charges_nothing_and_changes_no_timing() {
+        let mk = || -> Vec<Request> {
+            (0..12)
+                .map(|i| Request::new(SimTime(7_000 * i as u64), 5 + 5 * i, 3 + 5 * (i % 4)))
+                .collect()
+        };
+        let (mut on, mut off) = (mk(), mk());
+        let mut rep = replica(&engine(4, 64, 4), 40);
+        run(&mut rep, &mut on);
+        let mut rep = replica(&engine(4, 64, 4), 40);
+        rep.disable_attribution();
+        assert!(!rep.attributes());
+        run(&mut rep, &mut off);
+        assert_conserved(&on);
+        for (a, b) in on.iter().zip(&off) {
+            assert_eq!((a.first_token, a.finished), (b.first_token, b.finished));
+            assert_eq!(b.attribution.total(), 0);
+        }
     }
 
     #[test]

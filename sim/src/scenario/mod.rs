@@ -631,6 +631,10 @@ pub struct MetricsCfg {
     /// one row per tick summed over the fleet, or nothing.
     #[serde(default)]
     pub timeseries: TimeseriesMode,
+    /// Per-request latency attribution (`requests.csv`'s `attr_*_ms`
+    /// columns, `servesim explain`); on by default, off saves its cost.
+    #[serde(default = "crate::attribution::default_on")]
+    pub attribution: bool,
 }
 
 /// `[metrics] timeseries`: how the time series is kept (see `guard` for why
@@ -656,6 +660,7 @@ impl Default for MetricsCfg {
         MetricsCfg {
             timeseries_interval_s: default_ts_interval(),
             timeseries: TimeseriesMode::default(),
+            attribution: true,
         }
     }
 }

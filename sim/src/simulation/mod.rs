@@ -99,6 +99,9 @@ pub struct RunResult {
     pub summary: Summary,
     pub requests: Vec<Request>,
     pub timeseries: Vec<TimeseriesRow>,
+    /// Whether the requests carry latency components (`[metrics]
+    /// attribution`); without them `requests.csv` has no `attr_*` columns.
+    pub attribution: bool,
 }
 
 /// A configured run.
@@ -200,6 +203,9 @@ impl<'a> Simulation<'a> {
         let mut replicas: Vec<Replica> = (0..f.fleet.replicas)
             .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
             .collect();
+        if !f.metrics.attribution {
+            replicas.iter_mut().for_each(Replica::disable_attribution);
+        }
         let mut tenancy = Tenancy::new(scenario);
         tenancy.install(&mut replicas);
         tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
@@ -285,10 +291,11 @@ impl<'a> Simulation<'a> {
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
             let dt = self.cost.iteration_time(&shape).max(1);
-            if let Some(alone) = crate::replica::attribution::decode_alone(&shape) {
-                let t = self.cost.iteration_time(&alone);
-                self.replicas[r].price_decode_alone(t);
-            }
+            crate::replica::attribution::price_decode_alone(
+                &mut self.replicas[r],
+                &shape,
+                self.cost.as_ref(),
+            );
             self.queue
                 .schedule(now.plus(dt), Event::IterationEnd(r as u32));
         }
@@ -593,6 +600,7 @@ impl<'a> Simulation<'a> {
             summary,
             requests: self.requests,
             timeseries: self.timeseries,
+            attribution: f.metrics.attribution,
         })
     }
 
