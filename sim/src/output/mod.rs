@@ -105,7 +105,7 @@ fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()>
             replica,
             r.prompt_tokens.to_string(),
             r.output_tokens.to_string(),
-            r.generated.to_string(),
+            (r.generated as u64 * r.samples as u64).to_string(),
             r.status.as_str().to_string(),
             reason.to_string(),
             ms(r.queue_wait()),

@@ -283,6 +283,10 @@ fn finite_nonneg(key: &str, v: f64) -> Result<(), Invalid> {
 
 /// Which combination of keys is present, and every value in them.
 pub(super) fn validate_workload(w: &WorkloadCfg) -> Result<(), Invalid> {
+    if let Some(d) = &w.n {
+        validate_len("workload.n", d)?;
+        crate::workload::samples::check_bound("workload.n", d)?;
+    }
     if let Some(t) = &w.trace {
         if w.arrival.is_some() {
             return Err((

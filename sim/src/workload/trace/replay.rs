@@ -357,6 +357,7 @@ impl RequestSource for Replay {
                 prefix_hashes: p.hashes,
                 hash_block_tokens: p.block_tokens,
                 pinnable_tokens: 0,
+                samples: 0,
             });
         }
     }
