@@ -162,6 +162,10 @@ pub struct ColumnMap {
     /// or semicolons in a CSV field; chained by servesim.
     #[serde(default)]
     pub hashes: Option<String>,
+    /// Parallel samples per request (vLLM's `n`, 1 to 128), when the trace
+    /// records it.
+    #[serde(default)]
+    pub n: Option<String>,
 }
 
 /// Unit of a trace's time column.

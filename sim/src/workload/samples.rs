@@ -149,4 +149,41 @@ mod tests {
         );
         assert!(check_bound("workload.n", &LengthDist::Fixed { value: 8 }).is_ok());
     }
+
+    fn trace_samples(ext: &str, body: &str, n_dist: &str) -> Result<Vec<u32>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(format!("t.{ext}")), body).unwrap();
+        let text = format!(
+            "trace = {{ format = \"{}\", path = \"t.{ext}\", columns = {{ arrival = \"t\", prompt = \"p\", output = \"o\", n = \"n\" }} }}\n{n_dist}",
+            if ext == "csv" { "csv" } else { "jsonl" }
+        );
+        let cfg: crate::scenario::WorkloadCfg = toml::from_str(&text).unwrap();
+        let ctx = Context::new("s.toml", dir.path(), 1);
+        let mut src = build(&cfg, &ctx).map_err(|e| e.to_string())?;
+        let mut out = vec![];
+        while let Some(s) = src.next_request() {
+            out.push(s.samples);
+        }
+        src.finish().map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_trace_column_gives_each_request_its_n() {
+        let csv = "t,p,o,n\n0,10,5,1\n1,10,5,4\n2,10,5,2\n";
+        assert_eq!(trace_samples("csv", csv, ""), Ok(vec![1, 4, 2]));
+        let json = "{\"t\":0,\"p\":10,\"o\":5,\"n\":3}\n{\"t\":1,\"p\":10,\"o\":5,\"n\":1}\n";
+        assert_eq!(trace_samples("jsonl", json, ""), Ok(vec![3, 1]));
+        // The trace's value wins over a workload distribution.
+        let fixed = "n = { dist = \"fixed\", value = 8 }";
+        assert_eq!(trace_samples("csv", csv, fixed), Ok(vec![1, 4, 2]));
+        // Out of range or missing: the line and the column are named.
+        let e = trace_samples("csv", "t,p,o,n\n0,10,5,1\n1,10,5,0\n", "").unwrap_err();
+        assert!(
+            e.contains("line 3") && e.contains("\"n\"") && e.contains("1 to 128"),
+            "{e}"
+        );
+        let e = trace_samples("csv", "t,p,o\n0,10,5\n", "").unwrap_err();
+        assert!(e.contains("columns.n") || e.contains("\"n\""), "{e}");
+    }
 }
