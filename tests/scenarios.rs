@@ -201,7 +201,10 @@ fn parallel_sampling_shares_prompt_blocks_against_independent_requests() {
     for row in csv.lines().skip(1) {
         let f: Vec<&str> = row.split(',').collect();
         // Per sample: output_tokens is max_tokens; generated counts all 4.
-        assert_eq!(f[5].parse::<u64>().unwrap(), 4 * f[4].parse::<u64>().unwrap());
+        assert_eq!(
+            f[5].parse::<u64>().unwrap(),
+            4 * f[4].parse::<u64>().unwrap()
+        );
         forked_tokens += f[5].parse::<u64>().unwrap();
         for _ in 0..4 {
             trace += &format!("{},{},{}\n", f[1], f[3], f[4]);
