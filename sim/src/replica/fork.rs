@@ -24,14 +24,14 @@
 //! decode step of the group is `n` decoding sequences in the batch, and the
 //! request completes when all samples have their `output_tokens` (the
 //! `ignore_eos` regime of vLLM's benchmarks, where every sample runs to
-//! `max_tokens`). Modelling limits, said where they apply: a group takes
-//! one `max_num_seqs` slot (vLLM counts `n`); with speculative decoding one
+//! `max_tokens`). Every sample takes a `max_num_seqs` slot, as in vLLM.
+//! Modelling limits, said where they apply: with speculative decoding one
 //! acceptance draw serves the whole group; a recompute preemption re-prefills
 //! prompt + generated as one chain (vLLM v0 never recomputes a group: it
 //! swaps it out, `Scheduler._preempt`), so the other samples' suffixes are
 //! re-allocated but their recompute is not priced.
 
-use super::RunningSeq;
+use super::{RunningSeq, SchedState};
 use crate::cost::BatchShape;
 use crate::kv::BlockAllocator;
 use crate::scenario::Scenario;
@@ -91,6 +91,24 @@ impl RunningSeq {
         } else {
             (self.fork_tokens / block_size) as usize
         }
+    }
+}
+
+impl SchedState {
+    /// Whether `max_num_seqs` leaves no room for a group of `samples`
+    /// sequences: vLLM counts every sample of a group against the limit
+    /// (`SequenceGroup.get_max_num_running_seqs`). A group larger than the
+    /// limit still runs alone on an empty replica, so it cannot wait forever.
+    pub(super) fn seq_slots_short(&self, samples: u32) -> bool {
+        if !self.forked && samples <= 1 {
+            // Only single samples so far: one slot per running sequence.
+            return self.running.len() >= self.cfg.max_num_seqs;
+        }
+        if self.running.is_empty() {
+            return false;
+        }
+        let running: usize = self.running.iter().map(|s| s.samples as usize).sum();
+        running + samples as usize > self.cfg.max_num_seqs
     }
 }
 
@@ -163,5 +181,68 @@ mod tests {
         add_decodes(&mut four, 4, 99, 0, false);
         assert_eq!((one.decode_seqs, four.decode_seqs), (1, 4));
         assert_eq!(four.decode_context_tokens, 4 * one.decode_context_tokens);
+    }
+
+    use crate::replica::tests::{assert_all_completed, engine, replica, requests, run_to_end};
+    use crate::replica::TokenGaps;
+    use crate::time::SimTime;
+
+    #[test]
+    fn a_group_prefills_once_decodes_n_and_holds_the_shared_prompt_once() {
+        // Prompt 40 tokens, 5 outputs per sample, 4 samples, blocks of 16.
+        let mut reqs = requests(1, 40, 5);
+        reqs[0].samples = 4;
+        let mut rep = replica(&engine(8, 1000, 16), 100);
+        rep.enqueue(0);
+        let mut t = SimTime(0);
+        let prefill = rep.form_batch(t, &mut reqs).unwrap();
+        assert_eq!(
+            (
+                prefill.prefill_seqs,
+                prefill.prefill_tokens,
+                prefill.decode_seqs
+            ),
+            (1, 40, 0)
+        );
+        // One copy of the prompt before any sample writes.
+        assert_eq!(rep.kv().used(), 3);
+        t = t.plus(1000);
+        rep.finish_iteration(t, &mut reqs, &mut vec![], &mut TokenGaps::default());
+        assert_eq!(reqs[0].first_token, Some(t));
+        // First decode: 4 sequences; the partial block is copied for 3.
+        let decode = rep.form_batch(t, &mut reqs).unwrap();
+        assert_eq!(decode.decode_seqs, 4);
+        assert_eq!(rep.kv().used(), group_blocks(41, 16, 4, 40) as u64);
+        assert_eq!(rep.kv().used(), 2 + 4);
+        t = t.plus(1000);
+        let out = rep.finish_iteration(t, &mut reqs, &mut vec![], &mut TokenGaps::default());
+        assert_eq!(out.decode_seqs, 4);
+        let rest = run_to_end(&mut rep, &mut reqs);
+        assert!(rest.iter().all(|s| s.decode_seqs == 4));
+        assert_eq!(reqs[0].generated, 5);
+        assert_all_completed(&rep, &reqs);
+    }
+
+    #[test]
+    fn every_sample_takes_a_sequence_slot() {
+        // max_num_seqs 6: one group of 4 and a single fit, a second group
+        // of 4 waits; a group larger than the limit still runs alone.
+        let mut reqs = requests(4, 20, 3);
+        reqs[0].samples = 4;
+        reqs[1].samples = 4;
+        reqs[3].samples = 9;
+        let mut rep = replica(&engine(6, 1000, 16), 200);
+        for i in [0, 2, 1, 3] {
+            rep.enqueue(i);
+        }
+        let shapes = run_to_end(&mut rep, &mut reqs);
+        assert_eq!(shapes[0].prefill_seqs, 2);
+        assert!(shapes.iter().all(|s| s.decode_seqs <= 9));
+        assert!(shapes.iter().any(|s| s.decode_seqs == 9));
+        assert!(shapes
+            .iter()
+            .filter(|s| s.decode_seqs != 9)
+            .all(|s| s.seqs() <= 6));
+        assert_all_completed(&rep, &reqs);
     }
 }

@@ -99,6 +99,9 @@ pub struct SchedState {
     pub swap_outs: u64,
     /// Latency attribution: the queue clock and the iteration's token mix.
     pub attr: attribution::QueueClock,
+    /// Whether a request with several samples was ever admitted: only then
+    /// do sequence slots need counting sample by sample (`fork`).
+    pub(super) forked: bool,
 }
 
 impl SchedState {
@@ -118,6 +121,7 @@ impl SchedState {
             preemptions: 0,
             swap_outs: 0,
             attr: attribution::QueueClock::default(),
+            forked: false,
         }
     }
 
@@ -397,7 +401,7 @@ impl SchedState {
     pub fn swap_in(&mut self) -> u64 {
         let mut resumed = 0;
         while let Some(s) = self.swapped.front().copied() {
-            if self.running.len() >= self.cfg.max_num_seqs {
+            if self.seq_slots_short(s.samples) {
                 break;
             }
             let write = self.decode_write(&s);
@@ -484,7 +488,7 @@ impl SchedState {
         let Some(id) = self.waiting.front() else {
             return false;
         };
-        if self.running.len() >= self.cfg.max_num_seqs {
+        if self.seq_slots_short(reqs[id as usize].samples) {
             self.attr.blocked = Some(Component::QueueMaxSeqs);
             return false;
         }
@@ -500,6 +504,7 @@ impl SchedState {
             cached + chunk
         };
         let (samples, fork_tokens) = (r.samples, r.prompt_tokens);
+        self.forked |= samples > 1;
         let group = fork::group_blocks(tokens.max(cached + chunk), bs, samples, fork_tokens);
         let blocks = (group - shared) as u64;
         // The watermark guards running sequences; an empty replica has none.
