@@ -321,6 +321,9 @@ mod with_calibrate {
             r.speculative_wall_s,
             r.speedup_predicted
         );
+        if let (Some(x), Some(p), Some(s)) = (r.speedup_cpu, r.plain_cpu_s, r.speculative_cpu_s) {
+            outln!("           by CPU time {x:.3}x ({p:.2} s plain, {s:.2} s speculative)");
+        }
         outln!();
         outln!("for the scenario:");
         outln!("{}", r.scenario_table().trim_end());

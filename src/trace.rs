@@ -42,6 +42,7 @@ fn parse_columns(s: &str) -> Result<ColumnMap> {
         output: String::new(),
         session: None,
         hashes: None,
+        n: None,
     };
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part
@@ -54,8 +55,9 @@ fn parse_columns(s: &str) -> Result<ColumnMap> {
             "output" => m.output = v,
             "session" => m.session = Some(v),
             "hashes" => m.hashes = Some(v),
+            "n" => m.n = Some(v),
             other => bail!(
-                "--columns: unknown key {other:?}; allowed: arrival, prompt, output, session, hashes"
+                "--columns: unknown key {other:?}; allowed: arrival, prompt, output, session, hashes, n"
             ),
         }
     }

@@ -259,3 +259,29 @@ fn inline_moe_architecture_errors_name_the_key() {
     );
     assert_key(&t, "model.architecture.qk_nope_head_dim", "kv_lora_rank");
 }
+
+#[test]
+fn parallel_samples_must_be_bounded_by_128() {
+    // Appended to the base's `[workload]` table.
+    let with_n = |n: &str| {
+        let b = base();
+        let i = b.find("[workload]").unwrap();
+        let j = b[i..].find("\n\n").map_or(b.len(), |k| i + k);
+        format!("{}\nn = {n}{}", &b[..j], &b[j..])
+    };
+    assert_key(
+        &with_n("{ dist = \"fixed\", value = 200 }"),
+        "workload.n",
+        "at most 128",
+    );
+    assert_key(
+        &with_n("{ dist = \"lognormal\", mean = 4.0, cv = 1.0 }"),
+        "workload.n.max",
+        "bound the number of samples",
+    );
+    assert_key(
+        &with_n("{ dist = \"fixed\", value = 0 }"),
+        "workload.n.value",
+        "at least 1",
+    );
+}

@@ -66,6 +66,13 @@ pub struct SpeculateReport {
     pub plain_wall_s: f64,
     pub speculative_wall_s: f64,
     pub speedup_measured: f64,
+    /// CPU time of the process (all threads, from `/proc/self/stat`) over
+    /// the same runs: on a machine shared with other jobs, wall time counts
+    /// the time the scheduler gave to others, CPU time does not. `None`
+    /// where `/proc` is absent.
+    pub plain_cpu_s: Option<f64>,
+    pub speculative_cpu_s: Option<f64>,
+    pub speedup_cpu: Option<f64>,
     /// E(k, α) · t_decode / (t_verify + k · t_draft): the simulator's model
     /// of one verification round, with the measured α and step times.
     pub speedup_predicted: f64,
@@ -103,6 +110,20 @@ fn load_draft(
         )),
         _ => Err(input("--draft-format cannot be combined with --draft-weights or --draft-model")),
     }
+}
+
+/// CPU seconds the process has used (user + system, every thread), from
+/// `/proc/self/stat` fields 14 and 15 in clock ticks of 1/100 s (Linux's
+/// USER_HZ, fixed at 100 for `/proc`); `None` without `/proc`.
+fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count from the `)`.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3, so fields 14 and 15 are at 11 and 12.
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 /// Runs the whole measurement.
@@ -180,14 +201,23 @@ pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
         )?;
         Ok(())
     })?;
-    let t0 = Instant::now();
+    // Plain and speculative runs alternate prompt by prompt, so a change in
+    // the machine's load during the measurement falls on both.
+    let (mut plain_wall_s, mut speculative_wall_s) = (0.0, 0.0);
+    let (mut plain_cpu, mut speculative_cpu) = (Some(0.0), Some(0.0));
+    let add = |acc: &mut Option<f64>, from: Option<f64>, to: Option<f64>| {
+        *acc = match (*acc, from, to) {
+            (Some(a), Some(f), Some(t)) => Some(a + (t - f)),
+            _ => None,
+        }
+    };
     for p in &prompts {
+        let (t0, c0) = (Instant::now(), process_cpu_s());
         dev.device
             .with_context(|| generate_plain(tm, p, a.new_tokens, a.temperature, &mut rng))?;
-    }
-    let plain_wall_s = t0.elapsed().as_secs_f64();
-    let t0 = Instant::now();
-    for p in &prompts {
+        plain_wall_s += t0.elapsed().as_secs_f64();
+        add(&mut plain_cpu, c0, process_cpu_s());
+        let (t0, c0) = (Instant::now(), process_cpu_s());
         dev.device.with_context(|| {
             generate_speculative(
                 tm,
@@ -200,8 +230,9 @@ pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
                 &mut stats,
             )
         })?;
+        speculative_wall_s += t0.elapsed().as_secs_f64();
+        add(&mut speculative_cpu, c0, process_cpu_s());
     }
-    let speculative_wall_s = t0.elapsed().as_secs_f64();
 
     // Step costs at the runs' mean context, with calibrate's timing routine.
     let ctx = a.prompt_tokens + a.new_tokens / 2;
@@ -247,8 +278,41 @@ pub fn run(dev: &OpenDevice, a: &SpeculateArgs) -> Result<SpeculateReport> {
         plain_wall_s,
         speculative_wall_s,
         speedup_measured: plain_wall_s / speculative_wall_s,
+        plain_cpu_s: plain_cpu,
+        speculative_cpu_s: speculative_cpu,
+        speedup_cpu: match (plain_cpu, speculative_cpu) {
+            (Some(p), Some(s)) if s > 0.0 => Some(p / s),
+            _ => None,
+        },
         speedup_predicted,
         generated_tokens: a.new_tokens * prompts.len(),
         stats,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_time_advances_with_work() {
+        let Some(before) = process_cpu_s() else {
+            eprintln!("skipped: no /proc/self/stat");
+            return;
+        };
+        // Spin until the tick-granular counter moves (at most a few ticks).
+        let t0 = Instant::now();
+        let mut x = 0u64;
+        while process_cpu_s().unwrap() <= before && t0.elapsed().as_secs() < 30 {
+            for i in 0..100_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+        }
+        std::hint::black_box(x);
+        let after = process_cpu_s().unwrap();
+        assert!(
+            after > before && after - before < 30.0,
+            "{before} → {after}"
+        );
+    }
 }

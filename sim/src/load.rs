@@ -202,6 +202,7 @@ mod tests {
             prefix_hashes: vec![],
             hash_block_tokens: 16,
             pinnable_tokens: 0,
+            samples: 0,
         });
         if let Some(d) = done_s {
             r.status = Status::Completed;

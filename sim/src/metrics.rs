@@ -288,7 +288,8 @@ pub fn summarize_requests(
             Status::Completed => {
                 counts.completed += 1;
                 in_tok += r.prompt_tokens as u64;
-                out_tok += r.generated as u64;
+                // Every sample's tokens (vLLM counts n × tokens for `n`).
+                out_tok += r.generated as u64 * r.samples as u64;
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
                 ttft.push(t);
                 e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));

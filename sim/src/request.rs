@@ -108,6 +108,10 @@ pub struct Request {
     pub pinnable_tokens: u32,
     /// Where its latency went, component by component (`attribution`).
     pub attribution: Attribution,
+    /// Parallel samples (vLLM's `n`, ≥ 1): they share the prompt's KV blocks
+    /// and each decodes `output_tokens` (`replica::fork`). `generated`
+    /// counts one sample's tokens; the samples advance together.
+    pub samples: u32,
 }
 
 impl Request {
@@ -130,6 +134,7 @@ impl Request {
             hash_block_tokens: 0,
             pinnable_tokens: 0,
             attribution: Attribution::new(arrival),
+            samples: 1,
         }
     }
 
@@ -141,6 +146,7 @@ impl Request {
         r.prefix_hashes = spec.prefix_hashes;
         r.hash_block_tokens = spec.hash_block_tokens;
         r.pinnable_tokens = spec.pinnable_tokens;
+        r.samples = spec.samples.max(1);
         r
     }
 

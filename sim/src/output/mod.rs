@@ -114,7 +114,7 @@ fn write_requests(
             replica,
             r.prompt_tokens.to_string(),
             r.output_tokens.to_string(),
-            r.generated.to_string(),
+            (r.generated as u64 * r.samples as u64).to_string(),
             r.status.as_str().to_string(),
             reason.to_string(),
             ms(r.queue_wait()),

@@ -1,6 +1,8 @@
 //! Property tests of the block ledgers under random workloads: the
 //! allocator and the prefix cache together, through every policy and
-//! preemption mode (allocate / share / write / free / evict / swap).
+//! preemption mode (allocate / share / write / free / evict / swap), with
+//! requests of several parallel samples forking the prompt's blocks
+//! (`fork`: shared full blocks, copy-on-write of the partial one).
 use super::tests::*;
 use super::*;
 use crate::kv::prefix_cache::mix;
@@ -16,20 +18,28 @@ enum Op {
         shared: u8,
         prompt: u16,
         output: u16,
+        /// Parallel samples (vLLM's `n`).
+        samples: u8,
     },
     Step,
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0u8..3, 0u8..6, 1u16..120, 1u16..40).prop_map(|(family, shared, prompt, output)| {
-            Op::Enqueue {
+        (
+            0u8..3,
+            0u8..6,
+            1u16..120,
+            1u16..40,
+            prop_oneof![Just(1u8), 1u8..5]
+        )
+            .prop_map(|(family, shared, prompt, output, samples)| Op::Enqueue {
                 family,
                 shared,
                 prompt,
                 output,
-            }
-        }),
+                samples,
+            }),
         Just(Op::Step),
         Just(Op::Step),
     ]
@@ -46,6 +56,24 @@ fn check_ledgers(rep: &Replica) -> Result<(), TestCaseError> {
     prop_assert!(kv.used() <= kv.total());
     let (held, ledger) = rep.host_blocks_held();
     prop_assert_eq!(held, ledger);
+    // Forked groups: every sample's tokens are backed, the prompt's full
+    // blocks are held once (refcount n), and past the fork each sample holds
+    // the same number of private blocks (its copy of the partial block
+    // included): no sample writes into a block another still reads.
+    let bs = rep.st.cfg.block_size;
+    for s in rep.st.running.iter().chain(rep.st.swapped.iter()) {
+        let held = s.shared + s.blocks;
+        prop_assert!(held >= s.group_blocks(s.kv_tokens, bs), "{:?}", s);
+        if s.samples > 1 && s.kv_tokens > s.fork_tokens {
+            let fork = s.fork_tokens / bs;
+            prop_assert_eq!((held - fork) % s.samples, 0, "{:?}", s);
+            let per_sample = fork + (held - fork) / s.samples;
+            prop_assert!(per_sample * bs >= s.kv_tokens, "{:?}", s);
+            // Less than n independent copies whenever a full block is shared.
+            let alone = fork::independent_blocks(s.kv_tokens, bs, s.samples);
+            prop_assert!(fork == 0 || s.group_blocks(s.kv_tokens, bs) < alone);
+        }
+    }
     if let Some(c) = rep.prefix_cache() {
         prop_assert!(c.check().is_ok(), "{:?}", c.check());
         // Every reference on a cached block belongs to a live sequence.
@@ -100,11 +128,12 @@ proptest! {
         };
         for op in ops {
             match op {
-                Op::Enqueue { family, shared, prompt, output } => {
-                    let (p, o) = (prompt as u32 + 4, output as u32);
+                Op::Enqueue { family, shared, prompt, output, samples } => {
+                    let (p, o, ns) = (prompt as u32 + 4, output as u32, samples as u32);
                     // Only requests that fit one replica, as at arrival.
                     let pinnable = if caching { 3 } else { 0 };
-                    if (p + o - 1).div_ceil(4) as u64 > blocks - pinnable || p > 64 && policy != 2 {
+                    let group = fork::group_blocks(p + o - 1, 4, ns, p) as u64;
+                    if group > blocks - pinnable || p > 64 && policy != 2 {
                         continue;
                     }
                     let id = reqs.len() as u64;
@@ -120,6 +149,7 @@ proptest! {
                         .collect();
                     r.hash_block_tokens = 4;
                     r.pinnable_tokens = 8;
+                    r.samples = ns;
                     reqs.push(r);
                     rep.enqueue(id as u32);
                 }

@@ -13,6 +13,7 @@
 
 pub mod attribution;
 mod cancel;
+pub mod fork;
 pub mod policy;
 mod sched;
 pub mod speculative;
@@ -341,18 +342,24 @@ impl Replica {
                         r.first_token = Some(now);
                     } else {
                         // Resumed after a recompute preemption.
-                        gaps.add(now.since(r.last_token));
+                        for _ in 0..s.samples {
+                            gaps.add(now.since(r.last_token));
+                        }
                     }
                     s.last_token = now.0;
                     1
                 }
             } else if s.decode {
                 s.decode = false;
-                out.decode_seqs += 1;
+                // Each sample of a group is a decoding sequence with its
+                // own token (`fork`).
+                out.decode_seqs += s.samples;
                 if s.last_token == start.0 {
-                    back_to_back += 1;
+                    back_to_back += s.samples;
                 } else {
-                    gaps.add(now.0.saturating_sub(s.last_token));
+                    for _ in 0..s.samples {
+                        gaps.add(now.0.saturating_sub(s.last_token));
+                    }
                 }
                 s.last_token = now.0;
                 let n = match &mut self.speculation {
@@ -374,7 +381,7 @@ impl Replica {
             s.generated += emitted;
             if charge_decode && emitted > 0 {
                 let tenant = reqs[s.id as usize].tenant;
-                st.waiting.order.on_decode(tenant, emitted);
+                st.waiting.order.on_decode(tenant, emitted * s.samples);
             }
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {

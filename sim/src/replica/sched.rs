@@ -31,6 +31,12 @@ pub struct RunningSeq {
     pub done: bool,
     /// When it last received a token (ns), for inter-token gaps.
     pub last_token: u64,
+    /// Parallel samples sharing the prompt's blocks (vLLM's `n`; 1 for an
+    /// ordinary sequence). `generated` and `kv_tokens` are per sample.
+    pub samples: u32,
+    /// Where the samples' tokens start to differ: the prompt length
+    /// (`fork`).
+    pub fork_tokens: u32,
 }
 
 impl RunningSeq {
@@ -93,6 +99,9 @@ pub struct SchedState {
     pub swap_outs: u64,
     /// Latency attribution: the queue clock and the iteration's token mix.
     pub attr: attribution::QueueClock,
+    /// Whether a request with several samples was ever admitted: only then
+    /// do sequence slots need counting sample by sample (`fork`).
+    pub(super) forked: bool,
 }
 
 impl SchedState {
@@ -112,6 +121,7 @@ impl SchedState {
             preemptions: 0,
             swap_outs: 0,
             attr: attribution::QueueClock::default(),
+            forked: false,
         }
     }
 
@@ -137,7 +147,8 @@ impl SchedState {
     /// false when `i` itself was preempted (it is then gone from `running`).
     pub fn grow(&mut self, i: usize, tokens: u32, now: SimTime, reqs: &mut [Request]) -> bool {
         let bs = self.cfg.block_size;
-        let need = tokens.div_ceil(bs).saturating_sub(self.running[i].shared);
+        let s = &self.running[i];
+        let need = s.group_blocks(tokens, bs).saturating_sub(s.shared);
         while self.running[i].blocks < need {
             let more = (need - self.running[i].blocks) as u64;
             if self.allocate(more) {
@@ -206,16 +217,13 @@ impl SchedState {
         if s.chunk > 0 {
             self.acc.add_prefill(s.chunk as u64, s.kv_tokens as u64);
         } else if s.decode {
-            if self.cfg.draft_tokens > 0 {
-                let drafts = self.decode_write(s) - 1;
-                self.acc.add_verify(drafts as u64, s.kv_tokens as u64);
-            } else {
-                self.acc.add_decode(s.kv_tokens as u64 + 1);
-            }
+            let drafts = self.decode_write(s) as u64 - 1;
+            let spec = self.cfg.draft_tokens > 0;
+            fork::add_decodes(&mut self.acc, s.samples, s.kv_tokens as u64, drafts, spec);
         } else if s.done {
             // Static batching keeps finished members as padding: they
             // still occupy a slot of every step until the batch ends.
-            self.acc.add_decode(s.kv_tokens as u64 + 1);
+            fork::add_decodes(&mut self.acc, s.samples, s.kv_tokens as u64, 0, false);
         }
     }
 
@@ -245,21 +253,18 @@ impl SchedState {
                     continue;
                 }
                 if s.done {
-                    self.acc.add_decode(s.kv_tokens as u64 + 1);
+                    fork::add_decodes(&mut self.acc, s.samples, s.kv_tokens as u64, 0, false);
                     continue;
                 }
                 let write = (1 + k).min(s.remaining()).max(1);
-                if s.kv_tokens + write > s.capacity(bs) && !s.reserved {
+                if !s.fits(s.kv_tokens + write, bs) && !s.reserved {
                     needs_block = Some((from + j, s.kv_tokens + write));
                     break;
                 }
                 s.decode = true;
                 decodes += 1;
-                if k == 0 {
-                    self.acc.add_decode(s.kv_tokens as u64 + 1);
-                } else {
-                    self.acc.add_verify(write as u64 - 1, s.kv_tokens as u64);
-                }
+                let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
+                fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
             }
             // Slow path: allocate, preempting from the back if blocks run out.
             let Some((i, tokens)) = needs_block else {
@@ -272,11 +277,8 @@ impl SchedState {
             s.decode = true;
             decodes += 1;
             let write = tokens - s.kv_tokens;
-            if k == 0 {
-                self.acc.add_decode(s.kv_tokens as u64 + 1);
-            } else {
-                self.acc.add_verify(write as u64 - 1, s.kv_tokens as u64);
-            }
+            let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
+            fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
             from = i + 1;
         }
         decodes
@@ -399,11 +401,11 @@ impl SchedState {
     pub fn swap_in(&mut self) -> u64 {
         let mut resumed = 0;
         while let Some(s) = self.swapped.front().copied() {
-            if self.running.len() >= self.cfg.max_num_seqs {
+            if self.seq_slots_short(s.samples) {
                 break;
             }
             let write = self.decode_write(&s);
-            let need = ((s.kv_tokens + write).div_ceil(self.cfg.block_size) - s.shared) as u64;
+            let need = (s.group_blocks(s.kv_tokens + write, self.cfg.block_size) - s.shared) as u64;
             let reserve = if self.running.is_empty() {
                 0
             } else {
@@ -486,7 +488,7 @@ impl SchedState {
         let Some(id) = self.waiting.front() else {
             return false;
         };
-        if self.running.len() >= self.cfg.max_num_seqs {
+        if self.seq_slots_short(reqs[id as usize].samples) {
             self.attr.blocked = Some(Component::QueueMaxSeqs);
             return false;
         }
@@ -501,7 +503,10 @@ impl SchedState {
         } else {
             cached + chunk
         };
-        let blocks = (tokens.max(cached + chunk).div_ceil(bs) - shared) as u64;
+        let (samples, fork_tokens) = (r.samples, r.prompt_tokens);
+        self.forked |= samples > 1;
+        let group = fork::group_blocks(tokens.max(cached + chunk), bs, samples, fork_tokens);
+        let blocks = (group - shared) as u64;
         // The watermark guards running sequences; an empty replica has none.
         let reserve = if self.running.is_empty() {
             0
@@ -546,6 +551,8 @@ impl SchedState {
             reserved: reserve_whole,
             done: false,
             last_token: 0,
+            samples,
+            fork_tokens,
         };
         self.running.push(s);
         self.contribute(&s);
@@ -587,7 +594,9 @@ pub(super) fn adopt_full_blocks(
     r: &Request,
     block_size: u32,
 ) {
-    let full = ((s.kv_tokens / block_size) as usize).min(r.prefix_hashes.len());
+    let full = ((s.kv_tokens / block_size) as usize)
+        .min(r.prefix_hashes.len())
+        .min(s.common_blocks(block_size));
     let pinnable = (r.pinnable_tokens / block_size) as usize;
     let j = s.shared as usize;
     if j >= full {

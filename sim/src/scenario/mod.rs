@@ -388,6 +388,10 @@ pub struct WorkloadCfg {
     /// Multi-turn conversations (closed loop per conversation).
     #[serde(default)]
     pub conversation: Option<ConversationCfg>,
+    /// Parallel samples per request (vLLM's `n`), drawn per request; one
+    /// when absent (see `replica::fork`, `workload::samples`).
+    #[serde(default)]
+    pub n: Option<LengthDist>,
 }
 
 impl ScenarioFile {

@@ -256,6 +256,7 @@ impl WorkloadCfg {
             && self.length_pairs.is_none()
             && self.shared_prefix.is_none()
             && self.conversation.is_none()
+            && self.n.is_none()
     }
 }
 

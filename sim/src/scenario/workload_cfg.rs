@@ -162,6 +162,10 @@ pub struct ColumnMap {
     /// or semicolons in a CSV field; chained by servesim.
     #[serde(default)]
     pub hashes: Option<String>,
+    /// Parallel samples per request (vLLM's `n`, 1 to 128), when the trace
+    /// records it.
+    #[serde(default)]
+    pub n: Option<String>,
 }
 
 /// Unit of a trace's time column.
@@ -283,6 +287,10 @@ fn finite_nonneg(key: &str, v: f64) -> Result<(), Invalid> {
 
 /// Which combination of keys is present, and every value in them.
 pub(super) fn validate_workload(w: &WorkloadCfg) -> Result<(), Invalid> {
+    if let Some(d) = &w.n {
+        validate_len("workload.n", d)?;
+        crate::workload::samples::check_bound("workload.n", d)?;
+    }
     if let Some(t) = &w.trace {
         if w.arrival.is_some() {
             return Err((

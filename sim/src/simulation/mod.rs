@@ -286,6 +286,11 @@ impl<'a> Simulation<'a> {
             spec.output_tokens,
             self.replicas[0].splits_prefills(),
         )
+        .or_else(|| {
+            let (p, o, n) = (spec.prompt_tokens, spec.output_tokens, spec.samples);
+            crate::replica::fork::exceeds_kv(self.scenario, p, o, n)
+                .then_some(RejectReason::ExceedsKvCapacity)
+        })
     }
 
     fn start_iteration(&mut self, r: usize, now: SimTime) {

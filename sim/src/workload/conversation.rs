@@ -155,6 +155,7 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
             prefix_hashes: hashes.clone(),
             hash_block_tokens: HASH_BLOCK_TOKENS,
             pinnable_tokens: session.pinnable_tokens,
+            samples: 0,
         };
         session.hashes = hashes;
         if session.turns_left == 0 {

@@ -12,6 +12,7 @@ mod closed_loop;
 mod conversation;
 pub mod length;
 pub mod prefix;
+pub mod samples;
 mod shared_prefix;
 mod synthetic;
 pub mod trace;
@@ -48,6 +49,9 @@ pub struct RequestSpec {
     /// Leading prompt tokens the workload marks as worth pinning in the
     /// prefix cache (e.g. a tenant's system prompt); 0 for none.
     pub pinnable_tokens: u32,
+    /// Parallel samples of one prompt (vLLM's `n`); 0 when the source does
+    /// not say (one sample, unless `[workload] n` draws one: `samples`).
+    pub samples: u32,
 }
 
 /// A stream of requests.
@@ -271,7 +275,7 @@ pub fn build(cfg: &WorkloadCfg, ctx: &Context) -> Result<Box<dyn RequestSource>,
         Some(p) => Box::new(SharedPrefix::new(base, p, ctx.seed)),
         None => base,
     };
-    Ok(match &cfg.conversation {
+    let with_turns: Box<dyn RequestSource> = match &cfg.conversation {
         Some(c) => {
             let sampler = |d, key: &str| LengthSampler::build(d, key, ctx).map(|(s, _)| s);
             let output = cfg.output_tokens.as_ref().ok_or_else(|| {
@@ -290,6 +294,14 @@ pub fn build(cfg: &WorkloadCfg, ctx: &Context) -> Result<Box<dyn RequestSource>,
             ))
         }
         None => with_prefix,
+    };
+    Ok(match &cfg.n {
+        Some(d) => Box::new(samples::Samples::new(
+            with_turns,
+            LengthSampler::build(d, "workload.n", ctx)?.0,
+            ctx.seed,
+        )),
+        None => with_turns,
     })
 }
 

@@ -106,6 +106,7 @@ mod tests {
             length_pairs: None,
             shared_prefix: None,
             conversation: None,
+            n: None,
         }
     }
 

@@ -47,6 +47,9 @@ pub struct Row {
     /// Chained prefix-block hashes and their block size.
     pub hashes: Vec<u64>,
     pub block_tokens: u32,
+    /// Parallel samples (vLLM's `n`) from a mapped `n` column; 0 when the
+    /// trace does not say.
+    pub samples: u32,
 }
 
 impl Row {
@@ -60,6 +63,7 @@ impl Row {
         self.has_tenant = false;
         self.hashes.clear();
         self.block_tokens = 0;
+        self.samples = 0;
     }
 
     pub fn set_tenant(&mut self, key: &[u8]) {

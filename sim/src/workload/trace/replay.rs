@@ -34,6 +34,7 @@ struct Pending {
     tenant: Option<Vec<u8>>,
     hashes: Vec<u64>,
     block_tokens: u32,
+    samples: u32,
 }
 
 impl PartialEq for Pending {
@@ -241,6 +242,7 @@ impl Replay {
             tenant: row.has_tenant.then(|| row.tenant.clone()),
             hashes: std::mem::take(&mut row.hashes),
             block_tokens: row.block_tokens,
+            samples: row.samples,
         };
         self.seq += 1;
         match self.inorder.back() {
@@ -357,6 +359,7 @@ impl RequestSource for Replay {
                 prefix_hashes: p.hashes,
                 hash_block_tokens: p.block_tokens,
                 pinnable_tokens: 0,
+                samples: p.samples,
             });
         }
     }
@@ -401,6 +404,7 @@ mod tests {
                 output: "o".into(),
                 session: None,
                 hashes: None,
+                n: None,
             }),
             time_unit: None,
             block_tokens: None,

@@ -47,6 +47,7 @@ pub fn write(format: TraceFormat, rows: u64, dir: &Path, seed: u64) -> std::io::
                 output: "output".into(),
                 session: None,
                 hashes: None,
+                n: None,
             });
             cfg.time_unit = Some(TimeUnit::Ms);
         }
@@ -57,6 +58,7 @@ pub fn write(format: TraceFormat, rows: u64, dir: &Path, seed: u64) -> std::io::
                 output: "out".into(),
                 session: Some("user".into()),
                 hashes: None,
+                n: None,
             });
         }
         _ => {}
