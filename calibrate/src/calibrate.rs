@@ -290,6 +290,7 @@ pub(crate) mod tests {
                 row_ns: vec![0.0, 0.0],
                 idle_knots_ms: vec![],
                 wake_ns: vec![],
+                falling_token_segments: vec![],
             },
             held_out: FitError::default(),
             samples: vec![],

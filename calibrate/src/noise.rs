@@ -13,7 +13,10 @@
 //!   CPUs (Linux); more runnable threads than CPUs means other work competes
 //!   with the measurement.
 //! - **Drift between rounds.** The median of each round against the whole
-//!   run (a frequency change or a load that came and went moves whole rounds).
+//!   run (a frequency change or a load that came and went moves whole rounds;
+//!   [`round_speeds_pct`], reported past [`ROUND_SPREAD_PCT`]). A CPU's clock
+//!   is not read directly — `scaling_cur_freq` is absent in most VMs and
+//!   containers — but a frequency step shows here as a slow or fast round.
 
 use serde::Serialize;
 
@@ -21,6 +24,58 @@ use serde::Serialize;
 pub const CI_TARGET_PCT: f64 = 2.0;
 /// Rounds of the loose shapes `calibrate` adds at most.
 pub const MAX_EXTRA_ROUNDS: u32 = 12;
+/// Widest acceptable spread of the rounds' speeds, percent: each base round
+/// times every shape once (in a fresh order), so a round whose shapes run
+/// 5 % slower than their medians, and another 5 % faster, means the machine
+/// itself changed speed (a frequency step, a load that came and went).
+pub const ROUND_SPREAD_PCT: f64 = 5.0;
+
+/// Shapes needed before the rounds' speeds are judged.
+pub const ROUND_MIN_SHAPES: usize = 8;
+
+/// How fast each base round ran against the whole run: for round `r`, the
+/// median over shapes of `times[r] / median`, minus 1, percent. Only the
+/// rounds every shape has are compared (extra rounds repeat loose shapes
+/// only, so they are no sample of the machine's speed).
+pub fn round_speeds_pct(times: &[Vec<u64>]) -> Vec<f64> {
+    let rounds = times.iter().map(Vec::len).min().unwrap_or(0);
+    let medians: Vec<f64> = times
+        .iter()
+        .map(|t| {
+            let mut s = t.clone();
+            s.sort_unstable();
+            let n = s.len();
+            if n == 0 {
+                0.0
+            } else if n % 2 == 1 {
+                s[n / 2] as f64
+            } else {
+                (s[n / 2 - 1] + s[n / 2]) as f64 / 2.0
+            }
+        })
+        .collect();
+    (0..rounds)
+        .map(|r| {
+            let mut ratios: Vec<f64> = times
+                .iter()
+                .zip(&medians)
+                .filter(|(_, &m)| m > 0.0)
+                .map(|(t, &m)| t[r] as f64 / m)
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            let n = ratios.len();
+            if n == 0 {
+                return 0.0;
+            }
+            let med = if n % 2 == 1 {
+                ratios[n / 2]
+            } else {
+                (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+            };
+            (med - 1.0) * 100.0
+        })
+        .collect()
+}
 
 /// ± half-width of the 95 % confidence interval of the median of `times`,
 /// as a percent of the median; `f64::INFINITY` with fewer than 3 samples.
@@ -55,6 +110,9 @@ pub struct NoiseReport {
     pub worst_ci_pct: f64,
     /// Extra rounds run to tighten the loose shapes.
     pub extra_rounds: u32,
+    /// Slowest minus fastest base round against the shapes' medians, percent
+    /// ([`round_speeds_pct`]).
+    pub round_spread_pct: f64,
     /// 1-minute load average and CPUs, where the OS says.
     pub load_average: Option<f64>,
     pub cpus: usize,
@@ -90,11 +148,26 @@ pub fn judge(
     let cis: Vec<f64> = times.iter().map(|t| median_ci_pct(t)).collect();
     let loose = cis.iter().filter(|&&c| c > CI_TARGET_PCT).count();
     let worst = cis.iter().cloned().fold(0.0, f64::max);
+    let speeds = round_speeds_pct(times);
+    let slowest = speeds.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let fastest = speeds.iter().cloned().fold(f64::INFINITY, f64::min);
+    // A round's speed is a median over shapes: with few shapes one noisy
+    // shape would be the round.
+    let round_spread_pct = if speeds.len() >= 2 && times.len() >= ROUND_MIN_SHAPES {
+        slowest - fastest
+    } else {
+        0.0
+    };
     let mut findings = Vec::new();
     if loose > 0 {
         findings.push(format!(
             "{loose} of {} shapes could not be measured to ±{CI_TARGET_PCT} % (95 % interval of the median; widest ±{worst:.1} %) after {extra_rounds} extra rounds: the machine is too noisy for a reproducible profile",
             times.len()
+        ));
+    }
+    if round_spread_pct > ROUND_SPREAD_PCT {
+        findings.push(format!(
+            "speed changed between rounds: the slowest round ran {slowest:+.1} % against the shapes' medians, the fastest {fastest:+.1} % (all shapes, each round in a fresh order): a clock-frequency change or a load that came and went during the calibration"
         ));
     }
     if let Some(l) = load {
@@ -111,6 +184,7 @@ pub fn judge(
         loose_shapes: loose,
         worst_ci_pct: worst,
         extra_rounds,
+        round_spread_pct,
         load_average: load,
         cpus,
         findings,
@@ -139,5 +213,39 @@ mod tests {
         assert_eq!(loud.loose_shapes, 1);
         assert_eq!(loud.findings.len(), 2, "{loud:?}");
         assert!(loud.findings[0].contains("too noisy") && loud.findings[1].contains("other load"));
+    }
+
+    #[test]
+    fn a_round_that_ran_slow_is_a_speed_change() {
+        // Twenty shapes, seven rounds, ±0.5 % jitter: steady.
+        let steady: Vec<Vec<u64>> = (0..20u64)
+            .map(|k| {
+                (0..7u64)
+                    .map(|r| 1_000_000 * (k + 1) + (r * 7 + k) % 3 * 5_000 * (k + 1))
+                    .collect()
+            })
+            .collect();
+        let speeds = round_speeds_pct(&steady);
+        assert_eq!(speeds.len(), 7);
+        assert!(speeds.iter().all(|s| s.abs() < 1.5), "{speeds:?}");
+        let j = judge(&steady, 0, None, 8, 1);
+        assert!(j.quiet(), "{j:?}");
+        // Round 4 ran 12 % slow on every shape (a clock step down and back).
+        let mut slow = steady.clone();
+        for t in &mut slow {
+            t[4] = t[4] * 112 / 100;
+        }
+        let j = judge(&slow, 0, None, 8, 1);
+        assert!(j.round_spread_pct > 10.0, "{j:?}");
+        assert!(
+            j.findings
+                .iter()
+                .any(|f| f.contains("speed changed between rounds")),
+            "{j:?}"
+        );
+        // Extra rounds of a few shapes do not count as rounds.
+        let mut extra = steady;
+        extra[0].extend([9_000_000, 9_000_000]);
+        assert_eq!(round_speeds_pct(&extra).len(), 7);
     }
 }

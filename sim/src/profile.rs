@@ -262,9 +262,11 @@ impl Sample {
 /// layers and R logit rows. `tokens` and `rows` are piecewise-linear tables
 /// over measured knots (the dense GEMMs and the LM head are memory-bound for
 /// small batches and compute-bound for large ones, and CPU GEMM kernels
-/// switch strategy with the row count, so no single line fits); they are
-/// not forced monotone, because a two-row product can cost more than a
-/// three-row one. The last segment's slope extends past the last knot.
+/// switch strategy with the row count, so no single line fits). `calibrate`
+/// fits both non-decreasing (more tokens or rows never cost less) except on
+/// the token segments listed in `falling_token_segments`, where the samples
+/// measured a repeatable drop. The last segment's slope extends past the
+/// last knot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostTerms {
@@ -300,6 +302,12 @@ pub struct CostTerms {
     /// interpolated between knots, constant past the last.
     #[serde(default)]
     pub wake_ns: Vec<f64>,
+    /// Segments `[from, to]` of the token table the fit let fall, because
+    /// every repetition of the `to`-token shapes ran faster than every
+    /// repetition of the same shapes at `from` tokens (see
+    /// `calibrate::fit::falling_segments`). Empty: both tables rise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub falling_token_segments: Vec<[u32; 2]>,
 }
 
 /// Fit error over a set of shapes, in percent of the measured median.
@@ -642,6 +650,7 @@ pub(crate) mod tests {
                 token_ns: vec![0.0, 1e7],
                 row_knots: vec![1, 2],
                 row_ns: vec![0.0, 0.0],
+                falling_token_segments: vec![],
                 idle_knots_ms: vec![],
                 wake_ns: vec![],
             },

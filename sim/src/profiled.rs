@@ -113,6 +113,7 @@ impl Basis {
             row_ns: cumulative(&coef[SCALAR_COLUMNS + nt..]),
             idle_knots_ms: vec![],
             wake_ns: vec![],
+            falling_token_segments: vec![],
         }
     }
 }

@@ -272,19 +272,19 @@ pub fn check(data: &Path) -> Result<Vec<TableFit>, String> {
     Ok(out)
 }
 
-/// The worst dense-layer error the tests allow, percent. The target
-/// is 25 %; cuBLAS's kernel choice makes single token counts (e.g. 264–320
-/// rows of Llama-2-7B at TP 4) run up to ~30 % faster than their neighbours,
-/// which no smooth model of the shape follows.
-pub const DENSE_WORST_PCT: f64 = 35.0;
+/// The worst dense-layer error the tests allow, percent: the target.
+/// Padding GEMM rows to whole tiles (see `cost::gemm`) lets the model follow
+/// the profiles' staircase at 128, 256, 384 … rows, where a smooth model of
+/// the row count was up to ~30 % off.
+pub const DENSE_WORST_PCT: f64 = 25.0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The targets: dense layers median ≤ 10 %; all-reduce median
-    /// ≤ 15 %; eager host time median ≤ 15 %. Worst cases are bounded where
-    /// the smooth model can reach (see the table in docs/cost-model.md).
+    /// ≤ 15 %; eager host time median ≤ 15 %; dense layers worst ≤ 25 % at
+    /// every token count (see the table in docs/cost-model.md).
     #[test]
     fn default_model_agrees_with_public_gpu_measurements() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

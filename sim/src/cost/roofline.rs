@@ -3,7 +3,7 @@
 use super::comm::AllReduce;
 use super::elementwise;
 use super::gemm::{
-    GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+    tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
@@ -229,7 +229,7 @@ impl Roofline {
     #[inline]
     pub(super) fn dense_gemm(&self, tokens: f64) -> GemmTime {
         GemmTime {
-            compute: 2.0 * tokens * self.layer_params / self.gemm_flops,
+            compute: 2.0 * tile_rows(tokens) * self.layer_params / self.gemm_flops,
             memory: (self.layer_params * self.weight_bytes_per_param
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
@@ -259,7 +259,11 @@ impl Roofline {
     /// reading only the experts they touch. Seconds.
     pub(super) fn moe_gemm(&self, tokens: f64, routed: f64) -> GemmTime {
         let expert_copies = routed * self.experts_per_token;
-        let flops = 2.0 * tokens * (self.moe_fixed_params + self.router_params)
+        // Attention, shared experts and router run as ordinary GEMMs of the
+        // group's rows, padded to tiles; the routed experts' grouped GEMMs
+        // spread their rows over many experts' tiles, which we leave unpadded
+        // (no per-expert row counts are modelled).
+        let flops = 2.0 * tile_rows(tokens) * (self.moe_fixed_params + self.router_params)
             + 2.0 * expert_copies * self.expert_params;
         let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
             * self.weight_bytes_per_param
@@ -331,7 +335,7 @@ impl Roofline {
 
     pub(super) fn lm_head_gemm(&self, sampled: f64) -> GemmTime {
         GemmTime {
-            compute: 2.0 * sampled * self.lm_head_params / self.lm_head_flops,
+            compute: 2.0 * tile_rows(sampled) * self.lm_head_params / self.lm_head_flops,
             memory: self.lm_head_params * self.unquantized_bytes_per_param
                 / (self.mem_bw * MEMORY_EFFICIENCY),
             floor: GEMM_KERNEL_FLOOR_S,
