@@ -513,3 +513,92 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    const BASE: &str = r#"
+name = "t"
+[horizon]
+duration_s = 60
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+replicas = 2
+[workload]
+arrival = { process = "poisson", rate = 5.0 }
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+"#;
+
+    fn key_of(extra: &str) -> (String, String) {
+        let e = Scenario::from_toml_str(&format!("{BASE}{extra}"), "s.toml").unwrap_err();
+        (e.key, e.message)
+    }
+
+    #[test]
+    fn bad_lifecycle_values_name_their_key() {
+        let cases = [
+            ("[lifecycle]\nprovision_s = -1", "lifecycle.provision_s"),
+            ("[lifecycle]\nprovision_cv = 11", "lifecycle.provision_cv"),
+            ("[lifecycle]\nweights_remote_gbyte_s = 0", "lifecycle.weights_remote_gbyte_s"),
+            ("[lifecycle]\nweights_cache_gbyte_s = inf", "lifecycle.weights_cache_gbyte_s"),
+            ("[lifecycle]\ncache_hit_probability = 1.5", "lifecycle.cache_hit_probability"),
+            ("[lifecycle]\nwarmup_s = nan", "lifecycle.warmup_s"),
+            ("[lifecycle]\nstandby_cost_fraction = 2", "lifecycle.standby_cost_fraction"),
+            ("[lifecycle]\ndrain_timeout_s = -5", "lifecycle.drain_timeout_s"),
+            ("[lifecycle]\nstandby = 200000", "lifecycle.standby"),
+            ("[lifecycle]\nwarm_s = 3", "lifecycle.warm_s"),
+            ("[autoscale]\npolicy = \"target\"", "autoscale.target_value"),
+            ("[autoscale]\npolicy = \"target\"\nmetric = \"kv_use\"\ntarget_value = 2", "autoscale.target_value"),
+            ("[autoscale]\npolicy = \"magic\"", "autoscale.policy"),
+            ("[autoscale]\nmetric = \"gpu\"", "autoscale.metric"),
+            ("[autoscale]\nmax_replicas = 1", "fleet.replicas"),
+            ("[autoscale]\nmin_replicas = 3\nmax_replicas = 2", "autoscale.min_replicas"),
+            ("[autoscale]\nmin_replicas = 0", "autoscale.min_replicas"),
+            ("[autoscale]\nsync_period_s = 0", "autoscale.sync_period_s"),
+            ("[autoscale]\nscrape_interval_s = -1", "autoscale.scrape_interval_s"),
+            ("[autoscale]\ntolerance = 1", "autoscale.tolerance"),
+            ("[autoscale]\nscale_down_stabilization_s = -1", "autoscale.scale_down_stabilization_s"),
+            ("[autoscale]\npolicy = \"schedule\"", "autoscale.steps"),
+            (
+                "[autoscale]\npolicy = \"schedule\"\nmax_replicas = 4\nsteps = [{ at_s = 10, replicas = 3 }, { at_s = 5, replicas = 2 }]",
+                "autoscale.steps[1].at_s",
+            ),
+            (
+                "[autoscale]\npolicy = \"schedule\"\nsteps = [{ at_s = 10, replicas = 9 }]",
+                "autoscale.steps[0].replicas",
+            ),
+            ("[autoscale]\nsteps = [{ at_s = 10, replicas = 1 }]", "autoscale.steps"),
+            ("[autoscale]\ntarget_value = 3", "autoscale.target_value"),
+            ("[failures]\nmtbf_s = 0", "failures.mtbf_s"),
+            ("[failures]\nrepair_s = -1", "failures.repair_s"),
+            ("[failures]\nmax_retries = 1000", "failures.max_retries"),
+            ("[failures]\nat = [{ time_s = 5, replica = 2 }]", "failures.at[0].replica"),
+            ("[failures]\nat = [{ time_s = -5, replica = 0 }]", "failures.at[0].time_s"),
+        ];
+        for (extra, key) in cases {
+            let (k, m) = key_of(extra);
+            assert_eq!(k, key, "{extra}: {m}");
+        }
+    }
+
+    #[test]
+    fn random_failures_need_a_duration_and_scale_to_zero_needs_the_activator() {
+        let text = BASE.replace("duration_s = 60", "requests = 10");
+        let e = Scenario::from_toml_str(&format!("{text}[failures]\nmtbf_s = 100\n"), "s.toml")
+            .unwrap_err();
+        assert_eq!(e.key, "failures.mtbf_s");
+        assert!(e.message.contains("duration_s"), "{}", e.message);
+        let (_, m) = key_of("[autoscale]\nmin_replicas = 0");
+        assert!(m.contains("activator"), "{m}");
+        let ok = format!(
+            "{}[lifecycle]\nactivator = true\n[autoscale]\nmin_replicas = 0\nmax_replicas = 2\n",
+            BASE.replace("replicas = 2", "replicas = 0")
+        );
+        assert!(Scenario::from_toml_str(&ok, "s.toml").is_ok());
+    }
+}

@@ -713,3 +713,6 @@ mod tests;
 
 #[cfg(test)]
 mod prefix_tests;
+
+#[cfg(test)]
+mod fleet_tests;
