@@ -3,6 +3,7 @@
 
 pub mod attribution;
 pub mod autoscale;
+pub mod breakeven;
 pub mod catalog;
 pub mod cluster;
 pub mod cost;
