@@ -51,7 +51,9 @@ pub enum Component {
     QueueFairness,
     /// Hook, zero today: held back by a tenant rate limit.
     QueueRateLimit,
-    /// Hook, zero today: waiting for a replica to start (autoscaling).
+    /// Held by the activator while no replica was ready, until one
+    /// started (`lifecycle`, scale-to-zero). A request retried after its
+    /// replica failed is charged its lost time as `PrefillPreempted`.
     ColdStart,
     /// Its share of the iterations that prefilled its prompt.
     PrefillCompute,
