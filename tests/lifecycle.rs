@@ -73,8 +73,7 @@ fn breakeven_prices_the_measured_fleet_against_a_hosted_api() {
     let o = run(&[
         "breakeven",
         d,
-        "--gpu-hour-usd",
-        "-1",
+        "--gpu-hour-usd=-1",
         "--api-input-usd-per-mtok",
         "0.1",
         "--api-output-usd-per-mtok",
