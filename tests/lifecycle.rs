@@ -51,7 +51,10 @@ fn breakeven_prices_the_measured_fleet_against_a_hosted_api() {
     assert!(o.status.success(), "{}", stderr(&o));
     let b: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let s: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
-    assert_eq!(f(&b, "gpu_hours.billed"), f(&s, "lifecycle.gpu_hours.billed"));
+    assert_eq!(
+        f(&b, "gpu_hours.billed"),
+        f(&s, "lifecycle.gpu_hours.billed")
+    );
     assert!((f(&b, "dedicated_usd") - 2.5 * f(&b, "gpu_hours.billed")).abs() < 1e-9);
     let per_h = f(&b, "dedicated_usd") / f(&b, "duration_h");
     let api_per_tok = f(&b, "api_usd") / f(&b, "output_tokens");
@@ -81,7 +84,10 @@ fn breakeven_prices_the_measured_fleet_against_a_hosted_api() {
     ]);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.starts_with("error: ") && e.contains("--gpu-hour-usd"), "{e}");
+    assert!(
+        e.starts_with("error: ") && e.contains("--gpu-hour-usd"),
+        "{e}"
+    );
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
 }
 
@@ -91,9 +97,15 @@ fn bad_life_cycle_keys_give_one_line_with_the_key_path() {
     let base = small_quickstart(50);
     for (extra, key) in [
         ("[lifecycle]\nwarmup_s = -1\n", "lifecycle.warmup_s"),
-        ("[autoscale]\npolicy = \"target\"\n", "autoscale.target_value"),
+        (
+            "[autoscale]\npolicy = \"target\"\n",
+            "autoscale.target_value",
+        ),
         ("[autoscale]\npolicy = \"hpa\"\n", "autoscale.policy"),
-        ("[failures]\nat = [{ time_s = 1, replica = 9 }]\n", "failures.at[0].replica"),
+        (
+            "[failures]\nat = [{ time_s = 1, replica = 9 }]\n",
+            "failures.at[0].replica",
+        ),
         ("[failures]\nmtbf_s = 60\n", "failures.mtbf_s"),
     ] {
         let p = tmp.path().join("bad.toml");
@@ -104,14 +116,18 @@ fn bad_life_cycle_keys_give_one_line_with_the_key_path() {
         assert_eq!(o.status.code(), Some(1), "{extra}: {e}");
         assert!(!e.contains("panicked"), "{e}");
         assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-        assert!(e.starts_with(&format!("error: {ps}: {key}: ")), "{extra}: {e}");
+        assert!(
+            e.starts_with(&format!("error: {ps}: {key}: ")),
+            "{extra}: {e}"
+        );
     }
 }
 
 #[test]
 fn failures_keep_requests_conserved_and_deterministic_through_the_binary() {
     let tmp = tempfile::tempdir().unwrap();
-    let text = read(&repo().join("scenarios/failures.toml")).replace("duration_s = 1800", "duration_s = 400");
+    let text = read(&repo().join("scenarios/failures.toml"))
+        .replace("duration_s = 1800", "duration_s = 400");
     let p = tmp.path().join("f.toml");
     std::fs::write(&p, text).unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -125,5 +141,8 @@ fn failures_keep_requests_conserved_and_deterministic_through_the_binary() {
     assert!(f(&s, "lifecycle.retries.handed_back") > 0.0);
     let c = &s["counts"];
     let n = |k: &str| c[k].as_u64().unwrap();
-    assert_eq!(n("arrived"), n("completed") + n("rejected") + n("in_flight"));
+    assert_eq!(
+        n("arrived"),
+        n("completed") + n("rejected") + n("in_flight")
+    );
 }

@@ -300,7 +300,7 @@ fn seconds(key: &str, v: f64, allow_zero: bool) -> Result<(), Invalid> {
 }
 
 fn bandwidth(key: &str, v: f64) -> Result<(), Invalid> {
-    if v.is_finite() && v >= 1e-6 && v <= 1e6 {
+    if v.is_finite() && (1e-6..=1e6).contains(&v) {
         Ok(())
     } else {
         Err((
