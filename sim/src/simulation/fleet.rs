@@ -339,16 +339,18 @@ impl Simulation<'_> {
             }
             *tries += 1;
             st.retried += 1;
-            // The request starts over; what it had done is lost, charged as
-            // preemption (a recompute on another replica).
+            // The request starts over (a gateway retry resends the prompt):
+            // what it had done is lost, and its time so far was spent
+            // waiting for a working replica, charged as `cold_start` (a
+            // queue component: its queue wait now ends at its admission
+            // on the next replica).
             req.replica = u32::MAX;
             req.first_scheduled = None;
             req.first_token = None;
             req.generated = 0;
             req.last_token = now;
             req.attribution = Attribution::new(req.arrival);
-            req.attribution
-                .charge_until(Component::PrefillPreempted, now);
+            req.attribution.charge_until(Component::ColdStart, now);
             self.place(id, now);
         }
         self.routing.observe(r, &self.replicas[r]);
