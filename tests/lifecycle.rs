@@ -28,7 +28,10 @@ fn an_autoscaled_run_reports_its_life_cycle_and_charts_requested_vs_ready() {
     assert!(f(&s, "lifecycle.slo_dip.seconds_below") > 0.0);
     let ts = read(&out.join("timeseries.csv"));
     assert!(ts.lines().next().unwrap().contains("replicas_requested"));
-    assert!(out.join("charts/replicas.svg").exists());
+    let svg = read(&out.join("charts/replicas.svg"));
+    for label in ["requested", "ready", "starting (cold)"] {
+        assert!(svg.contains(label), "replicas chart lacks {label}");
+    }
 }
 
 #[test]
