@@ -281,3 +281,39 @@ max_retries = 1
         assert_eq!(c.arrived, c.completed + c.rejected + c.in_flight);
     }
 }
+
+#[test]
+fn the_invariant_check_covers_the_activator() {
+    let s = scenario(&format!(
+        r#"{SERVING}
+[horizon]
+requests = 10
+[fleet]
+replicas = 0
+[workload.arrival]
+process = "poisson"
+rate = 5
+[lifecycle]
+activator = true
+[autoscale]
+policy = "target"
+target_value = 4
+min_replicas = 0
+max_replicas = 2
+"#
+    ));
+    let mut sim = Simulation::new(&s);
+    assert!(sim.check_invariants().is_ok());
+    // A request the activator holds must be in flight.
+    let mut req = Request::new(SimTime::ZERO, 10, 2);
+    req.status = Status::Rejected(RejectReason::QueueFull);
+    sim.requests.push(req);
+    sim.fleet.as_mut().unwrap().fleet.buffer.push_back(0);
+    let e = sim.check_invariants().unwrap_err();
+    assert!(e.0.contains("still held by the activator"), "{e}");
+    // ... and held nowhere else.
+    sim.requests[0].status = Status::InFlight;
+    sim.replicas[0].enqueue(0);
+    let e = sim.check_invariants().unwrap_err();
+    assert!(e.0.contains("activator and a replica"), "{e}");
+}
