@@ -4,7 +4,7 @@
 //! and retries). Every section is optional; without them replicas exist
 //! for the whole run, as before these keys existed.
 //!
-//! Defaults come from public figures (see docs/autoscaling.md, "Defaults"):
+//! Defaults come from public figures (docs/autoscaling.md, "Replica life cycle"):
 //! Kubernetes' HPA (sync period 15 s, tolerance 0.1, scale-down
 //! stabilization 300 s, scale-up 0 s), its pod termination grace period
 //! (30 s), Knative's KPA (scale-to-zero grace period 30 s), and GPU node and
