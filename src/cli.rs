@@ -97,6 +97,13 @@ pub enum Command {
         after_help = "Examples:\n  servesim cost --model llama-3.1-8b --hardware h100-sxm --prefill 2048\n  servesim cost scenarios/llama70b-tp4.toml --decode 64@1024 --lone-request 1024,256\n  servesim cost --model llama-2-7b --hardware a100-80gb --runtime eager-2023 --json\n  servesim cost --fidelity"
     )]
     Cost(crate::cost::CostArgs),
+    /// Compare a simulated fleet's cost per million output tokens (at the
+    /// utilization it measured, idle, standby and cold starts included)
+    /// with a hosted API's prices, and give the break-even volume.
+    #[command(
+        after_help = "Example:\n  servesim simulate scenarios/autoscale-step.toml --out out/step\n  servesim breakeven out/step --gpu-hour-usd 2.50 --api-input-usd-per-mtok 0.10 --api-output-usd-per-mtok 0.40\n\nPrices are inputs: none has a default (see docs/autoscaling.md)."
+    )]
+    Breakeven(BreakEvenArgs),
     /// Write report.html (self-contained), report.md and charts/ from the
     /// results in an output folder (of simulate, sweep or capacity).
     #[command(after_help = "Example:\n  servesim report out/quickstart")]
@@ -272,6 +279,25 @@ pub struct SweepArgs {
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
     pub report: bool,
+}
+
+/// `servesim breakeven`.
+#[derive(Args, Debug)]
+pub struct BreakEvenArgs {
+    /// Output folder of `servesim simulate` (holding summary.json).
+    pub dir: PathBuf,
+    /// Price of one GPU for one hour, US dollars.
+    #[arg(long, value_name = "USD")]
+    pub gpu_hour_usd: f64,
+    /// Hosted API price per million input tokens, US dollars.
+    #[arg(long, value_name = "USD")]
+    pub api_input_usd_per_mtok: f64,
+    /// Hosted API price per million output tokens, US dollars.
+    #[arg(long, value_name = "USD")]
+    pub api_output_usd_per_mtok: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `servesim capacity`.

@@ -14,11 +14,13 @@ macro_rules! outln {
 }
 
 mod bench;
+mod breakeven;
 mod calibration;
 mod capacity;
 mod cli;
 mod cost;
 mod explain;
+mod fleet_print;
 mod print;
 mod quality;
 mod serve;
@@ -93,6 +95,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
+        Command::Breakeven(args) => breakeven::run(args),
         Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),
         Command::Explain { dir, json, request } => explain::run(&dir, json, request),

@@ -546,6 +546,9 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         e.swap_outs,
         e.preempted_requests
     );
+    if let Some(l) = &sum.lifecycle {
+        crate::fleet_print::lifecycle(l);
+    }
     if let Some(t) = &sum.tenancy {
         tenants(t);
     }

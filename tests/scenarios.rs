@@ -42,7 +42,7 @@ fn every_example_scenario_runs_and_conserves_requests() {
         let completed = rows.iter().filter(|r| r.contains(",completed,")).count();
         assert_eq!(completed as u64, n("completed"), "{name}");
         let ts = read(&out.join("timeseries.csv"));
-        assert!(ts.starts_with("time_s,replica,waiting,running,kv_blocks_used,kv_util\n"));
+        assert!(ts.starts_with("time_s,replica,waiting,running,kv_blocks_used,kv_util"));
         assert!(ts.lines().count() > 2, "{name}");
     }
 }

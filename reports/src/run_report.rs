@@ -568,6 +568,28 @@ fn timeseries_charts(prefix: &str, ticks: &[Tick], s: &Value) -> Vec<Chart> {
             r.series
                 .push(Series::new(*label, thin(pts, true), Mark::Line, PALETTE[i]));
         }
+        // Replicas on their way (servesim's life cycle writes the phases):
+        // the gap between requested and ready, made visible.
+        let starting = [
+            "replicas_provisioning",
+            "replicas_loading",
+            "replicas_warming",
+        ];
+        if starting.iter().all(|c| has(c)) {
+            let pts = ticks
+                .iter()
+                .map(|t| {
+                    let n: f64 = starting.iter().filter_map(|c| t.extra.get(*c)).sum();
+                    (t.time_s, n)
+                })
+                .collect();
+            r.series.push(Series::new(
+                "starting (cold)",
+                thin(pts, true),
+                Mark::Line,
+                PALETTE[2],
+            ));
+        }
         r.legend = Legend::UpperLeft;
         out.push(Chart::Xy(r));
     }

@@ -447,6 +447,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         requests: reqs,
         timeseries: Vec::new(),
         attribution: true,
+        fleet_series: Vec::new(),
     }
 }
 

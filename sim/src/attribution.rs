@@ -51,7 +51,10 @@ pub enum Component {
     QueueFairness,
     /// Hook, zero today: held back by a tenant rate limit.
     QueueRateLimit,
-    /// Hook, zero today: waiting for a replica to start (autoscaling).
+    /// Waiting for a working replica (`lifecycle`): held by the activator
+    /// while none was ready (scale-to-zero), or, for a request retried
+    /// after its replica failed, its whole time before the retry (it
+    /// starts over, so that time is part of its queue wait).
     ColdStart,
     /// Its share of the iterations that prefilled its prompt.
     PrefillCompute,

@@ -2,12 +2,15 @@
 //! LLM serving fleets. See DESIGN.md for the map of modules.
 
 pub mod attribution;
+pub mod autoscale;
+pub mod breakeven;
 pub mod catalog;
 pub mod cluster;
 pub mod cost;
 pub mod engine;
 pub mod guard;
 pub mod kv;
+pub mod lifecycle;
 pub mod load;
 pub mod memory;
 pub mod metrics;

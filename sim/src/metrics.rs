@@ -239,6 +239,10 @@ pub struct Summary {
     /// (`servesim observe`); absent for simulations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed: Option<ObservedLoad>,
+    /// Replica life cycle: GPU-hours by phase, cold starts, failures and
+    /// retries (only with `[lifecycle]`, `[autoscale]` or `[failures]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<crate::lifecycle::LifecycleReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

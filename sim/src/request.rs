@@ -34,6 +34,12 @@ pub enum RejectReason {
     ServerBusy,
     /// An HTTP server refused the request as invalid (another 4xx).
     ServerRefused,
+    /// No replica was ready and the fleet has no activator to hold it
+    /// (`lifecycle`; HTTP 503).
+    NoReadyReplica,
+    /// The replica serving it failed and retries were off or used up
+    /// (`failures.max_retries`; HTTP 503).
+    ReplicaFailed,
 }
 
 impl RejectReason {
@@ -48,6 +54,8 @@ impl RejectReason {
             RejectReason::Deadline => "deadline",
             RejectReason::ServerBusy => "server_busy",
             RejectReason::ServerRefused => "server_refused",
+            RejectReason::NoReadyReplica => "no_ready_replica",
+            RejectReason::ReplicaFailed => "replica_failed",
         }
     }
 }

@@ -39,9 +39,23 @@ impl Routing {
         self.report_every.map(|_| SimTime::ZERO)
     }
 
-    /// The replica that takes `req`.
+    /// The replica that takes `req`. A policy that picks by index (round
+    /// robin, random, hashing, prefix ownership) may land on a replica that
+    /// is not ready (`lifecycle`); the request then goes to the least-loaded
+    /// ready replica, as a gateway moves on from an endpoint that is gone.
     pub fn route(&mut self, req: &Request) -> usize {
-        self.router.route(req, &self.view)
+        let r = self.router.route(req, &self.view);
+        if self.view.is_routable(r) {
+            r
+        } else {
+            self.view.least_outstanding()
+        }
+    }
+
+    /// Replica `r` enters (ready) or leaves (draining, failed, stopped) the
+    /// set routers may choose from.
+    pub fn set_routable(&mut self, r: usize, routable: bool) {
+        self.view.set_routable(r, routable);
     }
 
     /// Replica `r` changed state (took a request, ended an iteration).

@@ -62,6 +62,9 @@ pub struct FleetView {
     by_free_kv: MinTree<(Reverse<u64>, u32)>,
     /// Every change is seen at once (no report interval).
     live: bool,
+    /// Replicas a router may choose (all, unless the fleet has a life
+    /// cycle: only ready replicas are routable, see `lifecycle`).
+    routable: Vec<bool>,
 }
 
 impl FleetView {
@@ -72,6 +75,7 @@ impl FleetView {
         FleetView {
             by_outstanding: MinTree::new(loads.iter().map(|l| l.outstanding()).collect()),
             by_free_kv: MinTree::new(loads.iter().map(Self::kv_key).collect()),
+            routable: vec![true; loads.len()],
             loads,
             live,
         }
@@ -86,8 +90,33 @@ impl FleetView {
             return;
         }
         self.loads[i] = load;
-        self.by_outstanding.set(i, load.outstanding());
-        self.by_free_kv.set(i, Self::kv_key(&load));
+        self.index(i);
+    }
+
+    /// Puts replica `i`'s keys in the trees; an unroutable replica sorts
+    /// last in both.
+    fn index(&mut self, i: usize) {
+        let load = self.loads[i];
+        if self.routable[i] {
+            self.by_outstanding.set(i, load.outstanding());
+            self.by_free_kv.set(i, Self::kv_key(&load));
+        } else {
+            self.by_outstanding.set(i, u32::MAX);
+            self.by_free_kv.set(i, (Reverse(0), u32::MAX));
+        }
+    }
+
+    /// Replica `i` enters or leaves the set routers may choose from.
+    pub fn set_routable(&mut self, i: usize, routable: bool) {
+        if self.routable[i] != routable {
+            self.routable[i] = routable;
+            self.index(i);
+        }
+    }
+
+    /// Whether a router may send requests to replica `i`.
+    pub fn is_routable(&self, i: usize) -> bool {
+        self.routable[i]
     }
 
     /// Replica `i` changed (a request routed, an iteration ended). A live
@@ -121,7 +150,8 @@ impl FleetView {
         &self.loads
     }
 
-    /// The replica with the fewest outstanding requests (lowest index on ties).
+    /// The replica with the fewest outstanding requests (lowest index on
+    /// ties), among the routable ones when any is.
     pub fn least_outstanding(&self) -> usize {
         self.by_outstanding.argmin()
     }

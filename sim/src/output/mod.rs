@@ -155,7 +155,16 @@ fn write_components<W: Write>(w: &mut csv::Writer<W>, r: &Request) -> std::io::R
 }
 
 fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<()> {
-    writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
+    // With a life cycle, each row also carries the tick's replica counts by
+    // phase (`lifecycle::FleetSample::COLUMNS`).
+    let fleet = &result.fleet_series;
+    if fleet.is_empty() {
+        writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
+    } else {
+        let cols = crate::lifecycle::FleetSample::COLUMNS;
+        writeln!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
+    }
+    let mut k = 0;
     for row in &result.timeseries {
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
         // A fleet-wide row (`[metrics] timeseries = "fleet"`) says "all".
@@ -164,7 +173,7 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
         } else {
             row.replica.to_string()
         };
-        writeln!(
+        write!(
             w,
             "{:.3},{},{},{},{},{:.4}",
             row.time.as_secs_f64(),
@@ -174,6 +183,15 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
             row.kv_blocks_used,
             util
         )?;
+        if !fleet.is_empty() {
+            while k + 1 < fleet.len() && fleet[k].time < row.time {
+                k += 1;
+            }
+            for v in fleet[k].values() {
+                write!(w, ",{v}")?;
+            }
+        }
+        writeln!(w)?;
     }
     w.flush()
 }

@@ -83,6 +83,16 @@ pub struct ScenarioFile {
     /// Fleet-wide admission limits.
     #[serde(default, skip_serializing_if = "AdmissionCfg::is_default")]
     pub admission: AdmissionCfg,
+    /// Replica life cycle: cold starts, standby pool, activator
+    /// (`lifecycle::config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<crate::lifecycle::config::LifecycleCfg>,
+    /// The autoscaler (`autoscale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<crate::lifecycle::config::AutoscaleCfg>,
+    /// Replica failures and request retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<crate::lifecycle::config::FailureCfg>,
 }
 
 /// When the run stops: after `requests` arrivals and/or at `duration_s`.

@@ -52,6 +52,7 @@ impl Scenario {
     pub fn from_file(file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::lifecycle::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
 
         let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {

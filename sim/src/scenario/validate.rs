@@ -47,7 +47,10 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     if let Some(d) = f.horizon.duration_s {
         positive("horizon.duration_s", d)?;
     }
-    at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
+    // Scale-to-zero (`autoscale.min_replicas = 0`) may start with none.
+    if f.autoscale.as_ref().is_none_or(|a| a.min_replicas > 0) {
+        at_least("fleet.replicas", f.fleet.replicas.into(), 1)?;
+    }
     at_least("fleet.tensor_parallel", f.fleet.tensor_parallel.into(), 1)?;
     at_least(
         "fleet.pipeline_parallel",

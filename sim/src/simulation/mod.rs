@@ -64,6 +64,8 @@ enum Event {
     Sample,
     /// The replicas report their load to the router (`fleet.report_interval_s`).
     LoadReport,
+    /// Replica life cycle and autoscaling (`fleet`).
+    Fleet(crate::lifecycle::FleetEvent),
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -102,6 +104,9 @@ pub struct RunResult {
     /// Whether the requests carry latency components (`[metrics]
     /// attribution`); without them `requests.csv` has no `attr_*` columns.
     pub attribution: bool,
+    /// Replicas by life-cycle phase per sampling tick (empty without a
+    /// life cycle): extra columns of `timeseries.csv`.
+    pub fleet_series: Vec<crate::lifecycle::FleetSample>,
 }
 
 /// A configured run.
@@ -130,6 +135,9 @@ pub struct Simulation<'a> {
     timeseries: Vec<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
+    /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
+    /// `[failures]`); `None`: every replica serves the whole run.
+    fleet: Option<fleet::FleetRun>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -200,7 +208,11 @@ impl<'a> Simulation<'a> {
         let f = &scenario.file;
         let blocks = scenario.memory.kv_blocks;
         let block_bytes = scenario.memory.block_bytes();
-        let mut replicas: Vec<Replica> = (0..f.fleet.replicas)
+        let fleet = fleet::FleetRun::new(scenario);
+        let slots = fleet
+            .as_ref()
+            .map_or(f.fleet.replicas, |x| x.slots() as u32);
+        let mut replicas: Vec<Replica> = (0..slots)
             .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
             .collect();
         if !f.metrics.attribution {
@@ -248,7 +260,7 @@ impl<'a> Simulation<'a> {
                 .unwrap_or(u64::MAX),
         );
         let expected = if expected == u64::MAX { 4096 } else { expected };
-        Simulation {
+        let mut sim = Simulation {
             scenario,
             cost,
             replicas,
@@ -274,7 +286,10 @@ impl<'a> Simulation<'a> {
             itl_samples: Vec::new(),
             timeseries: Vec::new(),
             tenancy,
-        }
+            fleet,
+        };
+        sim.fleet_init();
+        sim
     }
 
     /// Why a request can never be served, if so. Replicas are identical, so
@@ -365,6 +380,10 @@ impl<'a> Simulation<'a> {
                     None => self.request_ended(id, now, false),
                 }
             }
+            None if self.fleet.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
+                self.requests.push(req);
+                self.place(id, now);
+            }
             None => {
                 let r = self.routing.route(&req);
                 req.replica = r as u32;
@@ -450,6 +469,7 @@ impl<'a> Simulation<'a> {
                 kv_blocks_total: rep.kv().total(),
             });
         }
+        self.fleet_sample(now);
         // Keep sampling while anything else is still to happen.
         if !self.queue.is_empty() {
             let next = now.plus(self.sample_every);
@@ -479,19 +499,25 @@ impl<'a> Simulation<'a> {
             })?;
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
-            if !matches!(ev, Event::Sample | Event::LoadReport) {
+            if !matches!(ev, Event::Sample | Event::LoadReport | Event::Fleet(_)) {
                 end = now;
             }
             match ev {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
-                Event::IterationEnd(r) => self.on_iteration_end(r as usize, now),
+                Event::IterationEnd(r) => {
+                    if !self.fleet_stale_end(r as usize, now) {
+                        self.on_iteration_end(r as usize, now);
+                        self.fleet_after_iteration(r as usize, now);
+                    }
+                }
                 Event::Retry(slot) => {
                     let spec = self.tenancy.take_retry(slot);
                     self.admit(spec, now);
                 }
                 Event::Sample => self.on_sample(now),
                 Event::LoadReport => self.on_load_report(now),
+                Event::Fleet(e) => self.on_fleet_event(e, now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -601,11 +627,18 @@ impl<'a> Simulation<'a> {
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
         summary.load =
             crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
+        summary.lifecycle = self.fleet_report(end);
+        let fleet_series = self
+            .fleet
+            .as_mut()
+            .map(|x| std::mem::take(&mut x.fleet.series))
+            .unwrap_or_default();
         Ok(RunResult {
             summary,
             requests: self.requests,
             timeseries: self.timeseries,
             attribution: f.metrics.attribution,
+            fleet_series,
         })
     }
 
@@ -661,6 +694,7 @@ impl<'a> Simulation<'a> {
                 ));
             }
         }
+        self.fleet_check(&mut held)?;
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;
@@ -685,8 +719,13 @@ impl<'a> Simulation<'a> {
     }
 }
 
+mod fleet;
+
 #[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 mod prefix_tests;
+
+#[cfg(test)]
+mod fleet_tests;

@@ -188,6 +188,7 @@ output_tokens = { dist = "fixed", value = 3 }
             Event::Retry(_) => unreachable!("no tenants"),
             Event::Sample => sim.on_sample(now),
             Event::LoadReport => sim.on_load_report(now),
+            Event::Fleet(_) => unreachable!("no life cycle"),
         }
     }
     assert!(sim.check_invariants().is_ok());

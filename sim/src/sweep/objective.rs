@@ -171,7 +171,10 @@ pub struct Objective {
 impl Objective {
     /// The point's cost; `None` when undefined (no throughput, no price).
     pub fn cost_of(&self, summary: &Value) -> Option<f64> {
-        let gpus = number_at(summary, "gpus")?;
+        // An autoscaled run is billed its mean GPUs over the run (idle,
+        // standby and cold starts included), not its starting fleet.
+        let gpus = number_at(summary, "lifecycle.mean_billed_gpus")
+            .or_else(|| number_at(summary, "gpus"))?;
         let price = self.gpu_hour_usd;
         let mtok_per_hour = || {
             number_at(summary, "throughput.output_tokens_per_s")
@@ -467,6 +470,14 @@ mod tests {
         .check()
         .unwrap_err();
         assert!(e.1.contains("needs a price"), "{e:?}");
+    }
+
+    #[test]
+    fn an_autoscaled_point_costs_its_mean_billed_gpus() {
+        let mut s = point(0, 4, 100.0, 1.0, 1.0).summary;
+        s["lifecycle"] = json!({ "mean_billed_gpus": 2.5 });
+        let o = ObjectiveCfg::default().resolve();
+        assert_eq!(o.cost_of(&s), Some(2.5));
     }
 
     #[test]

@@ -1,0 +1,69 @@
+//! The life-cycle lines of `servesim simulate`'s summary (runs with
+//! `[lifecycle]`, `[autoscale]` or `[failures]`).
+
+use sim::lifecycle::LifecycleReport;
+
+/// Prints the replicas' life cycle: GPU-hours by phase, scaling and
+/// failure counts, retries and the SLO dip.
+pub fn lifecycle(l: &LifecycleReport) {
+    let g = &l.gpu_hours;
+    outln!(
+        "fleet        autoscaler {}: {} requested, {} ready at the end (peak {}), {} slots; {} cold starts ({} weight-cache hits), {} standby activations, {} drains ({} timed out)",
+        l.autoscaler,
+        l.requested_at_end,
+        l.ready_at_end,
+        l.peak_ready,
+        l.slots,
+        l.cold_starts,
+        l.cache_hits,
+        l.standby_activations,
+        l.drains,
+        l.drain_timeouts
+    );
+    outln!(
+        "GPU-hours    {:.3} billed = {:.3} serving + {:.3} idle ready + {:.3} standby (of {:.3}) + {:.3} starting; mean {:.2} GPUs",
+        g.billed,
+        g.serving,
+        g.idle_ready,
+        g.standby_billed,
+        g.standby,
+        g.starting,
+        l.mean_billed_gpus
+    );
+    if l.failures > 0 || l.retries.handed_back > 0 {
+        let r = &l.retries;
+        outln!(
+            "failures     {} failures; {} requests handed back: {} retried, {} failed; lost {} prefill + {} decode tokens, lost time p50 {:.1} ms",
+            l.failures,
+            r.handed_back,
+            r.retried,
+            r.failed,
+            r.lost_prefill_tokens,
+            r.lost_decode_tokens,
+            r.lost_ms.p50
+        );
+    }
+    if l.activator_held > 0 {
+        outln!(
+            "activator    held {} requests while no replica was ready (at most {} at once)",
+            l.activator_held,
+            l.activator_peak
+        );
+    }
+    if let Some(d) = &l.slo_dip {
+        match (d.first_below_s, d.last_below_s) {
+            (Some(a), Some(b)) => outln!(
+                "SLO dip      {:.0} s of {}-s windows below {:.0} % met, from {a:.0} s to {b:.0} s; lowest {:.1} %",
+                d.seconds_below,
+                d.window_s,
+                d.threshold * 100.0,
+                d.min_attainment * 100.0
+            ),
+            _ => outln!(
+                "SLO dip      none: every {}-s window met the SLO for ≥ {:.0} % of its requests",
+                d.window_s,
+                d.threshold * 100.0
+            ),
+        }
+    }
+}
