@@ -108,6 +108,9 @@ pub struct Request {
     pub pinnable_tokens: u32,
     /// Where its latency went, component by component (`attribution`).
     pub attribution: Attribution,
+    /// Its KV cache's trip from a prefill to a decode replica, when a
+    /// disaggregated fleet prefilled it remotely (`cluster::disagg`).
+    pub kv_transfer: Option<Box<crate::cluster::disagg::TransferRecord>>,
 }
 
 impl Request {
@@ -130,6 +133,7 @@ impl Request {
             hash_block_tokens: 0,
             pinnable_tokens: 0,
             attribution: Attribution::new(arrival),
+            kv_transfer: None,
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod attribution;
 mod cancel;
+pub mod handoff;
 pub mod policy;
 mod sched;
 pub mod speculative;
@@ -144,6 +145,7 @@ impl Replica {
             swap_capacity_blocks,
             block_bytes,
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
+            prefill_only: false,
         };
         Replica {
             id,
@@ -228,6 +230,7 @@ impl Replica {
             .iter()
             .chain(self.st.swapped.iter().map(|s| s.id))
             .chain(self.st.running.iter().filter(|s| !s.done).map(|s| s.id))
+            .chain(self.st.handoff.held.iter().map(|s| s.id))
     }
 
     /// Blocks held by running sequences (for the conservation check).
@@ -235,7 +238,7 @@ impl Replica {
     /// conservation check: must equal the allocator's used blocks).
     pub fn blocks_held(&self) -> u64 {
         let private: u64 = self.st.running.iter().map(|s| s.blocks as u64).sum();
-        private + self.st.cache.as_ref().map_or(0, |c| c.blocks())
+        private + self.st.cache.as_ref().map_or(0, |c| c.blocks()) + self.st.handoff.blocks()
     }
 
     /// KV blocks in active use: the allocator's used blocks less cached
@@ -377,7 +380,12 @@ impl Replica {
                 st.waiting.order.on_decode(tenant, emitted);
             }
             let mut keep = true;
-            if emitted > 0 && s.generated >= s.output_tokens {
+            if emitted > 0 && s.generated >= s.output_tokens && st.cfg.prefill_only {
+                if st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
+                    keep = false;
+                }
+            }
+            if keep && emitted > 0 && s.generated >= s.output_tokens {
                 let r = &mut reqs[s.id as usize];
                 st.attr.mix.leave_decode(r);
                 r.generated = s.generated;

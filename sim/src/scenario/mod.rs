@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 mod enum_hint;
 mod fleet_cfg;
+mod pools_cfg;
 pub mod ranges;
 mod resolve;
 mod tenants_cfg;
@@ -21,6 +22,7 @@ pub mod units;
 mod validate;
 mod workload_cfg;
 pub use fleet_cfg::*;
+pub use pools_cfg::*;
 pub use tenants_cfg::*;
 use validate::*;
 pub use workload_cfg::*;
@@ -197,6 +199,14 @@ pub struct FleetCfg {
     pub weighted: WeightedCfg,
     #[serde(default)]
     pub session_affinity: SessionAffinityCfg,
+    /// `[[fleet.pools]]`: pools of replicas with their own role, hardware,
+    /// parallelism, engine settings and router (empty: one colocated pool
+    /// of `replicas` replicas, as before pools existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolCfg>,
+    /// `[fleet.kv_transfer]`: the prefill→decode link (with a prefill pool).
+    #[serde(default)]
+    pub kv_transfer: KvTransferCfg,
 }
 
 fn one() -> u32 {
@@ -218,6 +228,8 @@ impl Default for FleetCfg {
             prefix_affinity: PrefixAffinityCfg::default(),
             weighted: WeightedCfg::default(),
             session_affinity: SessionAffinityCfg::default(),
+            pools: Vec::new(),
+            kv_transfer: KvTransferCfg::default(),
         }
     }
 }
@@ -684,6 +696,9 @@ pub struct Scenario {
     pub profile: Option<(String, std::sync::Arc<Profile>)>,
     /// Deprecation notes (old key names still read), for `check` and stderr.
     pub notes: Vec<String>,
+    /// The `[[fleet.pools]]`, each resolved as a scenario of its own (empty
+    /// without pools: the fleet is this scenario's replicas).
+    pub pools: Vec<crate::cluster::pool::Pool>,
 }
 
 type Invalid = (String, String);

@@ -2,7 +2,7 @@
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
 
-use crate::cluster::routing::Routing;
+use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
@@ -64,6 +64,8 @@ enum Event {
     Sample,
     /// The replicas report their load to the router (`fleet.report_interval_s`).
     LoadReport,
+    /// A KV transfer reaches its decode replica (slot in the fleet's wire).
+    TransferDone(u32),
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -104,9 +106,12 @@ pub struct RunResult {
 /// A configured run.
 pub struct Simulation<'a> {
     scenario: &'a Scenario,
-    cost: Box<dyn CostModel + 'a>,
+    /// One cost model per pool (one in all without pools).
+    costs: Vec<Box<dyn CostModel + 'a>>,
     replicas: Vec<Replica>,
-    routing: Routing,
+    /// Pools, routers and the disaggregated KV data path.
+    fleet: Fleet,
+    actions: Actions,
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     source: Box<dyn RequestSource>,
@@ -195,11 +200,14 @@ impl<'a> Simulation<'a> {
         cost: Box<dyn CostModel + 'a>,
     ) -> Simulation<'a> {
         let f = &scenario.file;
-        let blocks = scenario.memory.kv_blocks;
-        let block_bytes = scenario.memory.block_bytes();
-        let mut replicas: Vec<Replica> = (0..f.fleet.replicas)
-            .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
-            .collect();
+        let mut replicas = Fleet::replicas(scenario);
+        // Pools price their iterations by their own hardware's model.
+        let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
+            vec![cost]
+        } else {
+            scenario.pools.iter().map(|p| cost_model(&p.scenario)).collect()
+        };
+        let cost = &costs[0];
         let mut tenancy = Tenancy::new(scenario);
         tenancy.install(&mut replicas);
         tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
@@ -228,8 +236,8 @@ impl<'a> Simulation<'a> {
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
-        let routing = Routing::new(scenario, &replicas);
-        if let Some(t) = routing.first_report() {
+        let fleet = Fleet::new(scenario, &replicas);
+        if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
         }
         // A capacity hint; traces and closed loops have no rate to go by.
@@ -244,9 +252,10 @@ impl<'a> Simulation<'a> {
         let expected = if expected == u64::MAX { 4096 } else { expected };
         Simulation {
             scenario,
-            cost,
+            costs,
             replicas,
-            routing,
+            fleet,
+            actions: Actions::default(),
             // Within the memory budget: the guard refuses runs beyond it.
             requests: Vec::with_capacity(
                 expected
@@ -274,6 +283,13 @@ impl<'a> Simulation<'a> {
     /// Why a request can never be served, if so. Replicas are identical, so
     /// this is decided once, at arrival.
     fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
+        if !self.scenario.pools.is_empty() {
+            // It must fit every pool it may meet (pools are few).
+            return self.scenario.pools.iter().find_map(|p| {
+                let splits = self.replicas[p.first as usize].splits_prefills();
+                unservable(&p.scenario, spec.prompt_tokens, spec.output_tokens, splits)
+            });
+        }
         unservable(
             self.scenario,
             spec.prompt_tokens,
@@ -284,9 +300,10 @@ impl<'a> Simulation<'a> {
 
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
-            let dt = self.cost.iteration_time(&shape).max(1);
+            let cost = &self.costs[self.fleet.pool_of(r)];
+            let dt = cost.iteration_time(&shape).max(1);
             if let Some(alone) = crate::replica::attribution::decode_alone(&shape) {
-                let t = self.cost.iteration_time(&alone);
+                let t = cost.iteration_time(&alone);
                 self.replicas[r].price_decode_alone(t);
             }
             self.queue
@@ -354,7 +371,7 @@ impl<'a> Simulation<'a> {
                 }
             }
             None => {
-                let r = self.routing.route(&req);
+                let r = self.fleet.route(&mut req, &self.replicas);
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
@@ -362,7 +379,7 @@ impl<'a> Simulation<'a> {
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
                 }
-                self.routing.observe(r, &self.replicas[r]);
+                self.fleet.observe(r, &self.replicas[r]);
             }
         }
     }
@@ -404,16 +421,43 @@ impl<'a> Simulation<'a> {
         }
         done.clear();
         self.completed_buf = done;
-        if self.replicas[r].has_work() {
+        if self.fleet.disaggregated() {
+            self.fleet_step(Some(r), None, now);
+        }
+        if self.replicas[r].has_work() && !self.replicas[r].is_busy() {
             self.start_iteration(r, now);
         }
-        self.routing.observe(r, &self.replicas[r]);
+        self.fleet.observe(r, &self.replicas[r]);
+    }
+
+    /// The disaggregated data path after replica `r`'s iteration or the
+    /// arrival of transfer `slot`: transfers to schedule, replicas to start.
+    fn fleet_step(&mut self, r: Option<usize>, slot: Option<u32>, now: SimTime) {
+        let mut act = std::mem::take(&mut self.actions);
+        let (reps, reqs) = (&mut self.replicas, &mut self.requests);
+        if let Some(r) = r {
+            self.fleet.step(r, now, reps, reqs, &mut act);
+        }
+        if let Some(slot) = slot {
+            self.fleet.transfer_done(slot, now, reps, reqs, &mut act);
+        }
+        for (at, slot) in act.transfers.drain(..) {
+            self.queue.schedule(at, Event::TransferDone(slot));
+        }
+        for k in act.kick.drain(..) {
+            if self.replicas[k].has_work() && !self.replicas[k].is_busy() {
+                self.start_iteration(k, now);
+            }
+            self.fleet.observe(k, &self.replicas[k]);
+        }
+        self.actions = act;
     }
 
     fn on_load_report(&mut self, now: SimTime) {
-        let next = self.routing.report(now, &self.replicas);
+        let next = self.fleet.report(now, &self.replicas);
         // Reports stop when nothing is left to happen but reports and samples.
-        let work_ahead = self.pending.is_some()
+        let work_ahead = self.fleet.busy()
+            || self.pending.is_some()
             || self.deferred.iter().any(Option::is_some)
             || self.replicas.iter().any(Replica::is_busy);
         if work_ahead && self.deadline.is_none_or(|d| next <= d) {
@@ -480,6 +524,7 @@ impl<'a> Simulation<'a> {
                 }
                 Event::Sample => self.on_sample(now),
                 Event::LoadReport => self.on_load_report(now),
+                Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -525,7 +570,7 @@ impl<'a> Simulation<'a> {
         let mut summary = Summary {
             scenario: f.name.clone(),
             seed: f.seed,
-            cost_source: self.cost.source(),
+            cost_source: self.costs[0].source(),
             model: s.model.name.clone(),
             hardware: s.hardware.name.clone(),
             replicas: f.fleet.replicas,
@@ -589,6 +634,8 @@ impl<'a> Simulation<'a> {
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
         summary.load =
             crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
+        summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
+        summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
         Ok(RunResult {
             summary,
             requests: self.requests,
@@ -650,6 +697,9 @@ impl<'a> Simulation<'a> {
         }
         self.tenancy
             .check(&self.requests)
+            .map_err(InvariantViolation)?;
+        self.fleet
+            .check(&self.requests, &self.replicas)
             .map_err(InvariantViolation)?;
         for (i, r) in self.requests.iter().enumerate() {
             match r.status {

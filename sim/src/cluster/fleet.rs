@@ -1,0 +1,474 @@
+//! The fleet above the replicas: its pools, the routing group each request
+//! meets (all colocated pools behind `fleet.router`, or a prefill and a
+//! decode pool with a router each), and — when it disaggregates — the KV
+//! hand-off from prefill to decode replicas over the links of
+//! [`super::disagg`]. The simulation calls it at arrivals, iteration ends,
+//! load reports and transfer completions; it never prices iterations.
+
+use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
+use super::pool::Pool;
+use super::routing::Routing;
+use crate::replica::Replica;
+use crate::request::{Request, RequestId, Status};
+use crate::scenario::{PoolRole, Scenario};
+use crate::time::SimTime;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Replicas `first..first + len` behind one router.
+struct Group {
+    routing: Routing,
+    first: usize,
+    len: usize,
+}
+
+impl Group {
+    fn contains(&self, r: usize) -> bool {
+        (self.first..self.first + self.len).contains(&r)
+    }
+}
+
+/// Disaggregation state: links per prefill replica, KV waiting for decode
+/// memory per decode replica, transfers on the wire.
+struct Disagg {
+    model: LinkModel,
+    prefill: usize,
+    decode: usize,
+    /// Global index of the first prefill replica (link 0).
+    prefill_first: usize,
+    links: Vec<Link>,
+    /// Handed-off requests waiting for their decode replica's blocks, FIFO.
+    inbound: Vec<VecDeque<RequestId>>,
+    /// Transfers on the wire, by event slot.
+    wire: Vec<Option<RequestId>>,
+    wire_free: Vec<u32>,
+    bytes_received: u64,
+    local_prefills: u64,
+    scratch: Vec<RequestId>,
+}
+
+/// What the simulation must do after a fleet step.
+#[derive(Debug, Default)]
+pub struct Actions {
+    /// Transfers to complete: (arrival time, slot for `transfer_done`).
+    pub transfers: Vec<(SimTime, u32)>,
+    /// Replicas that may have work now (start them if idle).
+    pub kick: Vec<usize>,
+}
+
+/// Pools, routers and the KV data path of one run.
+pub struct Fleet {
+    groups: Vec<Group>,
+    /// Pool of each replica (index into `Scenario::pools`, 0 without pools).
+    pool_of: Vec<u16>,
+    disagg: Option<Disagg>,
+}
+
+/// Pool `p`'s replicas' scenario (the scenario itself without pools).
+pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
+    s.pools.get(p).map_or(s, |p| &p.scenario)
+}
+
+impl Fleet {
+    /// The replicas of `scenario`, in pool order (see `pool::resolve`).
+    pub fn replicas(scenario: &Scenario) -> Vec<Replica> {
+        let f = &scenario.file;
+        let build = |s: &Scenario, i: u32| {
+            Replica::new(
+                i,
+                &s.file.engine,
+                s.memory.kv_blocks,
+                s.memory.block_bytes(),
+                f.seed,
+            )
+        };
+        if scenario.pools.is_empty() {
+            return (0..f.fleet.replicas).map(|i| build(scenario, i)).collect();
+        }
+        let mut out = Vec::new();
+        for p in &scenario.pools {
+            for i in p.first..p.first + p.replicas {
+                let mut r = build(&p.scenario, i);
+                if p.role == PoolRole::Prefill {
+                    r.set_prefill_only();
+                }
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Fleet {
+        if scenario.pools.is_empty() {
+            return Fleet {
+                groups: vec![Group {
+                    routing: Routing::new(scenario, replicas),
+                    first: 0,
+                    len: replicas.len(),
+                }],
+                pool_of: vec![0; replicas.len()],
+                disagg: None,
+            };
+        }
+        let pools: &[Pool] = &scenario.pools;
+        let mut pool_of = vec![0u16; replicas.len()];
+        for (k, p) in pools.iter().enumerate() {
+            for r in p.first..p.first + p.replicas {
+                pool_of[r as usize] = k as u16;
+            }
+        }
+        let mut groups = Vec::new();
+        let colocated: Vec<&Pool> = pools
+            .iter()
+            .filter(|p| p.role == PoolRole::Colocated)
+            .collect();
+        if !colocated.is_empty() {
+            let len: u32 = colocated.iter().map(|p| p.replicas).sum();
+            groups.push(Group {
+                routing: Routing::new(scenario, &replicas[..len as usize]),
+                first: 0,
+                len: len as usize,
+            });
+        }
+        let mut disagg = None;
+        let find = |role| pools.iter().find(|p| p.role == role);
+        if let (Some(pre), Some(dec)) = (find(PoolRole::Prefill), find(PoolRole::Decode)) {
+            for p in [pre, dec] {
+                let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
+                groups.push(Group {
+                    routing: Routing::new(&p.scenario, &replicas[a..b]),
+                    first: a,
+                    len: b - a,
+                });
+            }
+            let model = LinkModel {
+                cfg: scenario.file.fleet.kv_transfer.clone(),
+                bytes_per_token: scenario.model.kv_bytes_per_token(scenario.kv_dtype),
+                layers: scenario.model.layers,
+            };
+            disagg = Some(Disagg {
+                model,
+                prefill: groups.len() - 2,
+                prefill_first: pre.first as usize,
+                decode: groups.len() - 1,
+                links: vec![Link::default(); pre.replicas as usize],
+                inbound: vec![VecDeque::new(); replicas.len()],
+                wire: Vec::new(),
+                wire_free: Vec::new(),
+                bytes_received: 0,
+                local_prefills: 0,
+                scratch: Vec::new(),
+            });
+        }
+        Fleet {
+            groups,
+            pool_of,
+            disagg,
+        }
+    }
+
+    /// Pool index of replica `r` (0 without pools).
+    #[inline]
+    pub fn pool_of(&self, r: usize) -> usize {
+        self.pool_of[r] as usize
+    }
+
+    pub fn disaggregated(&self) -> bool {
+        self.disagg.is_some()
+    }
+
+    /// Time of the first load report, when reports are periodic.
+    pub fn first_report(&self) -> Option<SimTime> {
+        self.groups.iter().filter_map(|g| g.routing.first_report()).min()
+    }
+
+    /// Places `req` (id `id`): the replica it is queued on. In a
+    /// disaggregated fleet the decode router picks its decode replica first
+    /// (Dynamo's decode worker receives the request); a prompt with at most
+    /// `local_prefill_max_tokens` tokens outside that replica's prefix cache
+    /// prefills there, any other prefills on a replica the prefill router
+    /// picks and its KV follows.
+    pub fn route(&mut self, req: &mut Request, replicas: &[Replica]) -> usize {
+        let Some(d) = &mut self.disagg else {
+            let g = &mut self.groups[0];
+            return g.first + g.routing.route(req);
+        };
+        let dg = &mut self.groups[d.decode];
+        let dec = dg.first + dg.routing.route(req);
+        let uncached = req.prompt_tokens - replicas[dec].cached_prefix_tokens(req);
+        if uncached <= d.model.cfg.local_prefill_max_tokens {
+            d.local_prefills += 1;
+            return dec;
+        }
+        let pg = &mut self.groups[d.prefill];
+        let pre = pg.first + pg.routing.route(req);
+        if req.output_tokens <= 1 {
+            return pre; // its one token comes from the prefill: nothing moves
+        }
+        req.kv_transfer = Some(Box::new(TransferRecord {
+            prefill_replica: pre as u32,
+            decode_replica: dec as u32,
+            bytes: d.model.payload(req.prompt_tokens),
+            ..TransferRecord::default()
+        }));
+        pre
+    }
+
+    fn group_of(&mut self, r: usize) -> &mut Group {
+        self.groups
+            .iter_mut()
+            .find(|g| g.contains(r))
+            .expect("every replica is in a group")
+    }
+
+    /// Replica `r` changed state (took a request, ended an iteration).
+    pub fn observe(&mut self, r: usize, replica: &Replica) {
+        let g = if self.groups.len() == 1 {
+            &mut self.groups[0]
+        } else {
+            self.group_of(r)
+        };
+        g.routing.observe(r - g.first, replica);
+    }
+
+    /// Every replica reports its load; returns when the next report is due.
+    pub fn report(&mut self, now: SimTime, replicas: &[Replica]) -> SimTime {
+        let mut next = None;
+        for g in &mut self.groups {
+            let t = g.routing.report(now, &replicas[g.first..g.first + g.len]);
+            next = Some(next.map_or(t, |n: SimTime| n.min(t)));
+        }
+        next.expect("a fleet has a group")
+    }
+
+    /// After replica `r` ended an iteration: its hand-offs join their decode
+    /// replicas' queues, and decode replicas with room accept KV, which then
+    /// takes the link.
+    pub fn step(
+        &mut self,
+        r: usize,
+        now: SimTime,
+        replicas: &mut [Replica],
+        reqs: &mut [Request],
+        act: &mut Actions,
+    ) {
+        let Some(d) = &mut self.disagg else {
+            return;
+        };
+        let mut handed = std::mem::take(&mut d.scratch);
+        replicas[r].take_handoffs(&mut handed);
+        let mut touched = vec![r];
+        for &id in &handed {
+            let r = &mut reqs[id as usize];
+            let started = r.first_scheduled.unwrap_or(now);
+            let rec = r.kv_transfer.as_mut().expect("handed off with a record");
+            rec.handoff = Some(now);
+            rec.prefill_start = Some(started);
+            let dec = rec.decode_replica as usize;
+            d.inbound[dec].push_back(id);
+            if !touched.contains(&dec) {
+                touched.push(dec);
+            }
+        }
+        handed.clear();
+        d.scratch = handed;
+        for dec in touched {
+            Self::accept(d, dec, now, replicas, reqs, act);
+        }
+    }
+
+    /// Decode replica `dec` accepts queued KV in FIFO order while it fits.
+    fn accept(
+        d: &mut Disagg,
+        dec: usize,
+        now: SimTime,
+        replicas: &mut [Replica],
+        reqs: &mut [Request],
+        act: &mut Actions,
+    ) {
+        while let Some(&id) = d.inbound[dec].front() {
+            if !replicas[dec].accept_transfer(id, now, reqs) {
+                break;
+            }
+            d.inbound[dec].pop_front();
+            let rec = reqs[id as usize].kv_transfer.as_mut().expect("record");
+            rec.accepted = Some(now);
+            let link = rec.prefill_replica as usize - d.prefill_first;
+            let at = d.model.book(&mut d.links[link], rec, now);
+            let slot = match d.wire_free.pop() {
+                Some(s) => {
+                    d.wire[s as usize] = Some(id);
+                    s
+                }
+                None => {
+                    d.wire.push(Some(id));
+                    (d.wire.len() - 1) as u32
+                }
+            };
+            act.transfers.push((at, slot));
+        }
+    }
+
+    /// Transfer `slot` arrived: the prefill side frees its blocks, the
+    /// decode side starts decoding.
+    pub fn transfer_done(
+        &mut self,
+        slot: u32,
+        now: SimTime,
+        replicas: &mut [Replica],
+        reqs: &mut [Request],
+        act: &mut Actions,
+    ) {
+        let d = self.disagg.as_mut().expect("transfers need disaggregation");
+        let id = d.wire[slot as usize].take().expect("transfer on the wire");
+        d.wire_free.push(slot);
+        let rec = reqs[id as usize].kv_transfer.as_mut().expect("record");
+        rec.done = Some(now);
+        let (pre, dec) = (rec.prefill_replica as usize, rec.decode_replica as usize);
+        d.bytes_received += rec.bytes;
+        replicas[pre].release_handoff(id, now, reqs);
+        replicas[dec].activate_transfer(id, now, reqs);
+        reqs[id as usize].replica = dec as u32;
+        act.kick.push(pre);
+        act.kick.push(dec);
+        // Freed prefill memory does not help decode replicas, but the next
+        // queued KV on `dec` may now have its slot.
+        Self::accept(d, dec, now, replicas, reqs, act);
+    }
+
+    /// Whether transfers are still queued or on the wire.
+    pub fn busy(&self) -> bool {
+        self.disagg.as_ref().is_some_and(|d| {
+            d.wire.iter().any(Option::is_some) || d.inbound.iter().any(|q| !q.is_empty())
+        })
+    }
+
+    /// Conservation of the data path: bytes sent = received + on the wire,
+    /// every queued or travelling KV belongs to a request in flight whose
+    /// prefill replica still holds it.
+    pub fn check(&self, reqs: &[Request], replicas: &[Replica]) -> Result<(), String> {
+        let Some(d) = &self.disagg else {
+            return Ok(());
+        };
+        let sent: u64 = d.links.iter().map(|l| l.bytes_sent).sum();
+        let mut on_wire = 0u64;
+        for id in d.wire.iter().flatten() {
+            let r = &reqs[*id as usize];
+            on_wire += r.kv_transfer.as_ref().map_or(0, |t| t.bytes);
+        }
+        if sent != d.bytes_received + on_wire {
+            return Err(format!(
+                "KV bytes sent {sent} != received {} + on the link {on_wire}",
+                d.bytes_received
+            ));
+        }
+        let waiting = d.inbound.iter().flatten();
+        for &id in d.wire.iter().flatten().chain(waiting) {
+            let r = &reqs[id as usize];
+            let pre = r.kv_transfer.as_ref().map_or(0, |t| t.prefill_replica);
+            if r.status != Status::InFlight || !replicas[pre as usize].unfinished().any(|x| x == id)
+            {
+                return Err(format!(
+                    "request {id}'s KV is between replicas but its prefill replica {pre} does not hold it"
+                ));
+            }
+        }
+        let held: usize = replicas.iter().map(Replica::held_for_transfer).sum();
+        let between = d.wire.iter().flatten().count() + d.inbound.iter().map(VecDeque::len).sum::<usize>();
+        if held != between {
+            return Err(format!(
+                "prefill replicas hold {held} handed-off requests, the data path knows {between}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Link totals for the summary (disaggregated fleets only).
+    pub fn transfer_report(&self, reqs: &[Request], end: SimTime) -> Option<TransferReport> {
+        let d = self.disagg.as_ref()?;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut wait = Vec::new();
+        let mut total = Vec::new();
+        for r in reqs {
+            let Some(t) = &r.kv_transfer else { continue };
+            if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
+                wait.push(a.since(h));
+            }
+            if let (Some(h), Some(x)) = (t.handoff, t.done) {
+                total.push(x.since(h));
+            }
+        }
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+        let p99 = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            v.get(((v.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0)
+        };
+        let transfers: u64 = d.links.iter().map(|l| l.transfers).sum();
+        let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
+        Some(TransferReport {
+            mode: format!("{:?}", d.model.cfg.mode).to_lowercase(),
+            bandwidth_gb_s: d.model.cfg.bandwidth_gb_s,
+            links: d.links.len() as u32,
+            transfers,
+            local_prefills: d.local_prefills,
+            bytes_sent: d.links.iter().map(|l| l.bytes_sent).sum(),
+            bytes_received: d.bytes_received,
+            link_utilization: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
+            decode_wait_ms_mean: ms(mean(&wait) as u64),
+            decode_wait_ms_p99: ms(p99(&mut wait)),
+            link_queue_ms_mean: ms(d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)),
+            transfer_ms_mean: ms(mean(&total) as u64),
+            transfer_ms_p99: ms(p99(&mut total)),
+        })
+    }
+
+    /// Per-pool report rows (only with `[[fleet.pools]]`).
+    pub fn pool_reports(&self, s: &Scenario, replicas: &[Replica], end: SimTime) -> Vec<PoolReport> {
+        s.pools
+            .iter()
+            .map(|p| {
+                let reps = &replicas[p.first as usize..(p.first + p.replicas) as usize];
+                let span = end.0.max(1) as f64 * reps.len() as f64;
+                let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
+                let kv: u128 = reps.iter().map(|r| r.stats.kv_block_ns).sum();
+                let ps = &p.scenario;
+                PoolReport {
+                    name: p.name.clone(),
+                    role: p.role.name().to_string(),
+                    hardware: ps.hardware.name.clone(),
+                    replicas: p.replicas,
+                    tensor_parallel: ps.file.fleet.tensor_parallel,
+                    gpus: ps.gpus(),
+                    kv_blocks_per_replica: ps.memory.kv_blocks,
+                    iterations: reps.iter().map(|r| r.stats.iterations).sum(),
+                    busy_fraction: busy as f64 / span,
+                    kv_util_mean: kv as f64 / (span * ps.memory.kv_blocks.max(1) as f64),
+                    kv_util_max: reps
+                        .iter()
+                        .map(|r| r.stats.kv_peak_blocks as f64 / r.kv().total().max(1) as f64)
+                        .fold(0.0, f64::max),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One pool's share of the run (summary.json `pools`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PoolReport {
+    pub name: String,
+    pub role: String,
+    pub hardware: String,
+    pub replicas: u32,
+    pub tensor_parallel: u32,
+    pub gpus: u32,
+    pub kv_blocks_per_replica: u64,
+    pub iterations: u64,
+    /// Mean fraction of the run its replicas were computing.
+    pub busy_fraction: f64,
+    /// Mean and peak fraction of its KV cache in active use.
+    pub kv_util_mean: f64,
+    pub kv_util_max: f64,
+}
