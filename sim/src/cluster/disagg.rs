@@ -123,3 +123,36 @@ pub struct TransferReport {
     pub transfer_ms_mean: f64,
     pub transfer_ms_p99: f64,
 }
+
+/// requests.csv columns a disaggregated run appends: the prefill replica,
+/// KV bytes moved, the wait for decode memory, the link time, and hand-off
+/// to arrival (ms; empty for requests prefilled on their decode replica).
+pub const CSV_COLUMNS: [&str; 5] = [
+    "prefill_replica",
+    "kv_bytes",
+    "kv_decode_wait_ms",
+    "kv_link_ms",
+    "kv_handoff_to_decode_ms",
+];
+
+/// The [`CSV_COLUMNS`] fields of one request.
+pub fn csv_fields(rec: Option<&TransferRecord>) -> [String; 5] {
+    let Some(t) = rec else {
+        return Default::default();
+    };
+    let ms = |a: Option<SimTime>, b: Option<SimTime>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.3}", b.since(a) as f64 / 1e6),
+        _ => String::new(),
+    };
+    [
+        t.prefill_replica.to_string(),
+        t.bytes.to_string(),
+        ms(t.handoff, t.accepted),
+        if t.done.is_some() {
+            format!("{:.3}", t.link_ns as f64 / 1e6)
+        } else {
+            String::new()
+        },
+        ms(t.handoff, t.done),
+    ]
+}

@@ -327,7 +327,7 @@ impl Fleet {
         let (pre, dec) = (rec.prefill_replica as usize, rec.decode_replica as usize);
         d.bytes_received += rec.bytes;
         replicas[pre].release_handoff(id, now, reqs);
-        replicas[dec].activate_transfer(id, now, reqs);
+        replicas[dec].activate_transfer(id);
         reqs[id as usize].replica = dec as u32;
         act.kick.push(pre);
         act.kick.push(dec);

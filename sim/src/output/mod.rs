@@ -79,16 +79,24 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
     write_atomic(&dir.join("requests.csv"), |w| {
-        write_requests(w, &result.requests)
+        let disagg = result.summary.kv_transfer.is_some();
+        write_requests(w, &result.requests, disagg)
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }
 
-fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()> {
+/// `disagg`: the fleet disaggregates, so each row ends with its KV transfer
+/// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
+fn write_requests(out: &mut impl Write, reqs: &[Request], disagg: bool) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(REQUEST_COLUMNS)?;
+    if disagg {
+        let extra = crate::cluster::disagg::CSV_COLUMNS;
+        w.write_record(REQUEST_COLUMNS.iter().chain(extra.iter()))?;
+    } else {
+        w.write_record(REQUEST_COLUMNS)?;
+    }
     for (i, r) in reqs.iter().enumerate() {
         let reason = match r.status {
             Status::Rejected(x) => x.as_str(),
@@ -121,6 +129,11 @@ fn write_requests(out: &mut impl Write, reqs: &[Request]) -> std::io::Result<()>
             w.write_field(field)?;
         }
         write_components(&mut w, r)?;
+        if disagg {
+            for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
+                w.write_field(f)?;
+            }
+        }
         w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;

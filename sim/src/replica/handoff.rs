@@ -22,6 +22,8 @@ pub struct HandoffState {
     handed: Vec<RequestId>,
     /// Blocks reserved here for KV on its way in (not running yet).
     inbound: Vec<RunningSeq>,
+    /// KV arrived; joins the batch at the next iteration boundary.
+    pub(super) arrived: Vec<RunningSeq>,
 }
 
 impl HandoffState {
@@ -30,6 +32,7 @@ impl HandoffState {
         self.held
             .iter()
             .chain(&self.inbound)
+            .chain(&self.arrived)
             .map(|s| s.blocks as u64)
             .sum()
     }
@@ -137,10 +140,9 @@ impl Replica {
         true
     }
 
-    /// `id`'s KV arrived: it joins the running batch and decodes from the
-    /// next iteration. The time since its first token is charged to the
-    /// KV transfer (queueing for decode memory, the link, the copy).
-    pub fn activate_transfer(&mut self, id: RequestId, now: SimTime, reqs: &mut [Request]) {
+    /// `id`'s KV arrived: it joins the running batch at the next iteration
+    /// boundary (an engine adds sequences between steps).
+    pub fn activate_transfer(&mut self, id: RequestId) {
         let i = self
             .st
             .handoff
@@ -149,11 +151,20 @@ impl Replica {
             .position(|s| s.id == id)
             .expect("reserved transfer");
         let s = self.st.handoff.inbound.remove(i);
-        let r = &mut reqs[id as usize];
-        let a = &mut r.attribution;
-        a.add(Component::KvTransfer, now.since(a.mark));
-        self.st.attr.mix.enter_decode(r);
-        r.attribution.mark = now;
-        self.st.running.push(s);
+        self.st.handoff.arrived.push(s);
+    }
+
+    /// At an iteration boundary: arrived KV joins the running batch. The
+    /// time since its first token is charged to the KV transfer (waiting
+    /// for decode memory, for the link, the copy, the next boundary).
+    pub(super) fn join_arrived(&mut self, now: SimTime, reqs: &mut [Request]) {
+        for s in self.st.handoff.arrived.drain(..) {
+            let r = &mut reqs[s.id as usize];
+            let a = &mut r.attribution;
+            a.add(Component::KvTransfer, now.since(a.mark));
+            self.st.attr.mix.enter_decode(r);
+            r.attribution.mark = now;
+            self.st.running.push(s);
+        }
     }
 }

@@ -195,7 +195,10 @@ impl Replica {
     }
 
     pub fn has_work(&self) -> bool {
-        !self.st.running.is_empty() || !self.st.waiting.is_empty() || !self.st.swapped.is_empty()
+        !self.st.running.is_empty()
+            || !self.st.waiting.is_empty()
+            || !self.st.swapped.is_empty()
+            || !self.st.handoff.arrived.is_empty()
     }
 
     /// Requests routed here and not finished: waiting + swapped + running.
@@ -231,6 +234,7 @@ impl Replica {
             .chain(self.st.swapped.iter().map(|s| s.id))
             .chain(self.st.running.iter().filter(|s| !s.done).map(|s| s.id))
             .chain(self.st.handoff.held.iter().map(|s| s.id))
+            .chain(self.st.handoff.arrived.iter().map(|s| s.id))
     }
 
     /// Blocks held by running sequences (for the conservation check).
@@ -277,6 +281,9 @@ impl Replica {
     pub fn form_batch(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<BatchShape> {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
+        if !self.st.handoff.arrived.is_empty() {
+            self.join_arrived(now, reqs);
+        }
         self.st.begin_iteration();
         self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
