@@ -99,3 +99,29 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
     }
     Ok(pools)
 }
+
+/// `servesim check`'s lines for the pools (none without pools).
+pub fn check_lines(s: &Scenario) -> Vec<String> {
+    s.pools
+        .iter()
+        .map(|p| {
+            let ps = &p.scenario;
+            let router = match p.role {
+                PoolRole::Colocated => format!("{} (fleet.router)", s.file.fleet.router.name()),
+                _ => ps.file.fleet.router.name().to_string(),
+            };
+            format!(
+                "pool       {} ({}): {} × {} TP {} = {} GPUs, {} KV blocks per replica, max_num_seqs {}, router {}",
+                p.name,
+                p.role.name(),
+                p.replicas,
+                ps.hardware.name,
+                ps.parallel.tensor,
+                ps.gpus(),
+                ps.memory.kv_blocks,
+                ps.file.engine.max_num_seqs,
+                router
+            )
+        })
+        .collect()
+}
