@@ -124,8 +124,10 @@ impl Fleet {
             .collect();
         if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
+            let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
+            let capacity = weigh.then(|| capacities(&colocated));
             groups.push(Group {
-                routing: Routing::new(scenario, &replicas[..len as usize]),
+                routing: Routing::with_capacity(scenario, &replicas[..len as usize], capacity),
                 first: 0,
                 len: len as usize,
             });
@@ -453,6 +455,33 @@ impl Fleet {
             })
             .collect()
     }
+}
+
+/// Relative speed of each replica of `pools` (the fastest = `view::FULL`):
+/// the inverse of the time its cost model gives a reference iteration
+/// (a 512-token prefill chunk beside 64 decodes at 2048 tokens of context,
+/// a busy chunked-prefill step), so a router can weigh load by capacity.
+fn capacities(pools: &[&Pool]) -> Vec<u64> {
+    use crate::cost::BatchShape;
+    let mut b = BatchShape::default();
+    b.add_prefill(512, 0);
+    for _ in 0..64 {
+        b.add_decode(2049);
+    }
+    let times: Vec<f64> = pools
+        .iter()
+        .map(|p| crate::simulation::cost_model(&p.scenario).iteration_time(&b).max(1) as f64)
+        .collect();
+    let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
+    let full = super::view::FULL;
+    pools
+        .iter()
+        .zip(&times)
+        .flat_map(|(p, &t)| {
+            let c = ((full as f64 * fastest / t).round() as u64).clamp(1, full);
+            std::iter::repeat_n(c, p.replicas as usize)
+        })
+        .collect()
 }
 
 /// One pool's share of the run (summary.json `pools`).

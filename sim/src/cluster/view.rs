@@ -13,6 +13,9 @@ use super::min_tree::MinTree;
 use crate::replica::Replica;
 use std::cmp::Reverse;
 
+/// The capacity of the fastest replica in a view.
+pub const FULL: u64 = 1 << 20;
+
 /// One replica's load as the router sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaLoad {
@@ -57,7 +60,10 @@ impl ReplicaLoad {
 #[derive(Clone, Debug)]
 pub struct FleetView {
     loads: Vec<ReplicaLoad>,
-    by_outstanding: MinTree<u32>,
+    /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]).
+    by_outstanding: MinTree<u64>,
+    /// Relative speed of each replica, [`FULL`] for the fastest.
+    capacity: Vec<u64>,
     /// Most free KV blocks first, then fewest outstanding requests.
     by_free_kv: MinTree<(Reverse<u64>, u32)>,
     /// Every change is seen at once (no report interval).
@@ -68,13 +74,36 @@ impl FleetView {
     /// The view of `replicas` at the start of a run; `live` when there is no
     /// report interval.
     pub fn new(replicas: &[Replica], live: bool) -> FleetView {
+        Self::with_capacity(replicas, live, vec![FULL; replicas.len()])
+    }
+
+    /// A view of replicas of different speeds (heterogeneous pools):
+    /// least-outstanding compares outstanding requests per unit of
+    /// `capacity` (relative speed, [`FULL`] for the fastest), so an H100
+    /// takes about twice the requests of an A100 beside it, as weighted
+    /// least-connections balancers do (Envoy's LEAST_REQUEST with weights).
+    /// Equal capacities order replicas exactly as plain counts do.
+    pub fn with_capacity(replicas: &[Replica], live: bool, capacity: Vec<u64>) -> FleetView {
+        assert_eq!(capacity.len(), replicas.len());
+        assert!(capacity.iter().all(|&c| (1..=FULL).contains(&c)));
         let loads: Vec<ReplicaLoad> = replicas.iter().map(ReplicaLoad::of).collect();
         FleetView {
-            by_outstanding: MinTree::new(loads.iter().map(|l| l.outstanding()).collect()),
+            by_outstanding: MinTree::new(
+                loads
+                    .iter()
+                    .zip(&capacity)
+                    .map(|(l, &c)| Self::per_capacity(l, c))
+                    .collect(),
+            ),
+            capacity,
             by_free_kv: MinTree::new(loads.iter().map(Self::kv_key).collect()),
             loads,
             live,
         }
+    }
+
+    fn per_capacity(l: &ReplicaLoad, capacity: u64) -> u64 {
+        l.outstanding() as u64 * FULL / capacity
     }
 
     fn kv_key(l: &ReplicaLoad) -> (Reverse<u64>, u32) {
@@ -86,7 +115,8 @@ impl FleetView {
             return;
         }
         self.loads[i] = load;
-        self.by_outstanding.set(i, load.outstanding());
+        self.by_outstanding
+            .set(i, Self::per_capacity(&load, self.capacity[i]));
         self.by_free_kv.set(i, Self::kv_key(&load));
     }
 
@@ -121,7 +151,8 @@ impl FleetView {
         &self.loads
     }
 
-    /// The replica with the fewest outstanding requests (lowest index on ties).
+    /// The replica with the fewest outstanding requests per unit of capacity
+    /// (lowest index on ties).
     pub fn least_outstanding(&self) -> usize {
         self.by_outstanding.argmin()
     }

@@ -207,10 +207,18 @@ pub struct FleetCfg {
     /// `[fleet.kv_transfer]`: the prefill→decode link (with a prefill pool).
     #[serde(default)]
     pub kv_transfer: KvTransferCfg,
+    /// With colocated pools of different speeds, least-outstanding counts
+    /// outstanding requests per unit of each replica's capacity (`false`:
+    /// plain counts, as if the replicas were equal).
+    #[serde(default = "yes")]
+    pub capacity_weighted: bool,
 }
 
 fn one() -> u32 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn default_router() -> RouterKind {
     RouterKind::LeastOutstanding
@@ -230,6 +238,7 @@ impl Default for FleetCfg {
             session_affinity: SessionAffinityCfg::default(),
             pools: Vec::new(),
             kv_transfer: KvTransferCfg::default(),
+            capacity_weighted: true,
         }
     }
 }
