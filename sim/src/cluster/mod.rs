@@ -9,3 +9,6 @@ pub mod pool;
 pub mod router;
 pub mod routing;
 pub mod view;
+
+#[cfg(test)]
+mod tests;

@@ -190,4 +190,26 @@ mod tests {
         assert_eq!(stale.least_outstanding(), 1);
         assert_eq!(stale.most_free_kv(), 1, "equal KV: fewest outstanding wins");
     }
+
+    #[test]
+    fn capacity_weights_outstanding_counts() {
+        let mut rs = reps(2);
+        let half = FULL / 2;
+        let mut v = FleetView::with_capacity(&rs, true, vec![FULL, half]);
+        // Replica 0 (twice as fast) holds 1, replica 1 none: replica 1.
+        rs[0].enqueue(0);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 1);
+        // Replica 0 at 1 and replica 1 at 1: 1 per full unit vs 2.
+        rs[1].enqueue(1);
+        v.observe(1, &rs[1]);
+        assert_eq!(v.least_outstanding(), 0);
+        // Replica 0 at 2 ties replica 1 at 1 (2/1 = 1/0.5): the lower index.
+        rs[0].enqueue(2);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 0);
+        rs[0].enqueue(3);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 1);
+    }
 }
