@@ -446,6 +446,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         summary,
         requests: reqs,
         timeseries: Vec::new(),
+        pool_series: Vec::new(),
     }
 }
 

@@ -112,8 +112,12 @@ pub struct TransferReport {
     pub local_prefills: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// Mean fraction of the run each prefill replica's link was busy.
+    /// Bytes sent over what the links could carry in the run (mean over
+    /// links).
     pub link_utilization: f64,
+    /// Mean fraction of the run a link was held by a transfer (layer-wise
+    /// transfers hold it, at the prefill's pace, while the prefill computes).
+    pub link_occupancy: f64,
     /// Mean and p99 wait for decode memory after the prefill, ms.
     pub decode_wait_ms_mean: f64,
     pub decode_wait_ms_p99: f64,

@@ -7,6 +7,7 @@
 
 use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
 use super::pool::Pool;
+use super::pool_series::PoolSample;
 use super::routing::Routing;
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
@@ -62,6 +63,9 @@ pub struct Fleet {
     /// Pool of each replica (index into `Scenario::pools`, 0 without pools).
     pool_of: Vec<u16>,
     disagg: Option<Disagg>,
+    /// Replica range of each pool (empty without pools), for `pools.csv`.
+    pool_ranges: Vec<(usize, usize, PoolRole)>,
+    series: Vec<PoolSample>,
 }
 
 /// Pool `p`'s replicas' scenario (the scenario itself without pools).
@@ -108,6 +112,8 @@ impl Fleet {
                 }],
                 pool_of: vec![0; replicas.len()],
                 disagg: None,
+                pool_ranges: Vec::new(),
+                series: Vec::new(),
             };
         }
         let pools: &[Pool] = &scenario.pools;
@@ -166,7 +172,31 @@ impl Fleet {
             groups,
             pool_of,
             disagg,
+            pool_ranges: pools
+                .iter()
+                .map(|p| (p.first as usize, (p.first + p.replicas) as usize, p.role))
+                .collect(),
+            series: Vec::new(),
         }
+    }
+
+    /// A `pools.csv` tick (fleets with pools only).
+    pub fn sample(&mut self, now: SimTime, replicas: &[Replica]) {
+        for (k, &(a, b, role)) in self.pool_ranges.iter().enumerate() {
+            let mut s = super::pool_series::sample(now, k as u16, &replicas[a..b]);
+            if let (Some(d), PoolRole::Prefill) = (&self.disagg, role) {
+                s.transfers_pending = (d.wire.iter().flatten().count()
+                    + d.inbound.iter().map(VecDeque::len).sum::<usize>())
+                    as u32;
+                s.link_bytes_sent = d.links.iter().map(|l| l.bytes_sent).sum();
+            }
+            self.series.push(s);
+        }
+    }
+
+    /// The `pools.csv` rows sampled so far.
+    pub fn take_series(&mut self) -> Vec<PoolSample> {
+        std::mem::take(&mut self.series)
     }
 
     /// Pool index of replica `r` (0 without pools).
@@ -410,14 +440,16 @@ impl Fleet {
         let transfers: u64 = d.links.iter().map(|l| l.transfers).sum();
         let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
         Some(TransferReport {
-            mode: format!("{:?}", d.model.cfg.mode).to_lowercase(),
+            mode: d.model.cfg.mode.name().to_string(),
             bandwidth_gb_s: d.model.cfg.bandwidth_gb_s,
             links: d.links.len() as u32,
             transfers,
             local_prefills: d.local_prefills,
             bytes_sent: d.links.iter().map(|l| l.bytes_sent).sum(),
             bytes_received: d.bytes_received,
-            link_utilization: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
+            link_utilization: d.links.iter().map(|l| l.bytes_sent as f64).sum::<f64>()
+                / (span / 1e9 * d.model.cfg.bandwidth_gb_s * 1e9),
+            link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
             decode_wait_ms_mean: ms(mean(&wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
             link_queue_ms_mean: ms(d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)),
@@ -439,6 +471,8 @@ impl Fleet {
                 PoolReport {
                     name: p.name.clone(),
                     role: p.role.name().to_string(),
+                    role_kind: p.role,
+                    first_replica: p.first,
                     hardware: ps.hardware.name.clone(),
                     replicas: p.replicas,
                     tensor_parallel: ps.file.fleet.tensor_parallel,
@@ -489,6 +523,10 @@ fn capacities(pools: &[&Pool]) -> Vec<u64> {
 pub struct PoolReport {
     pub name: String,
     pub role: String,
+    #[serde(skip)]
+    pub role_kind: PoolRole,
+    /// Its replicas are `first_replica..first_replica + replicas`.
+    pub first_replica: u32,
     pub hardware: String,
     pub replicas: u32,
     pub tensor_parallel: u32,

@@ -6,6 +6,7 @@ pub mod disagg;
 pub mod fleet;
 pub mod min_tree;
 pub mod pool;
+pub mod pool_series;
 pub mod router;
 pub mod routing;
 pub mod view;

@@ -102,8 +102,14 @@ impl FleetView {
         }
     }
 
+    #[inline]
     fn per_capacity(l: &ReplicaLoad, capacity: u64) -> u64 {
-        l.outstanding() as u64 * FULL / capacity
+        let n = l.outstanding() as u64;
+        if capacity == FULL {
+            n * FULL // no division on the common, homogeneous path
+        } else {
+            n * FULL / capacity
+        }
     }
 
     fn kv_key(l: &ReplicaLoad) -> (Reverse<u64>, u32) {

@@ -83,6 +83,14 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         write_requests(w, &result.requests, disagg)
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
+    if !result.summary.pools.is_empty() {
+        let names: Vec<String> = result.summary.pools.iter().map(|p| p.name.clone()).collect();
+        let roles: Vec<crate::scenario::PoolRole> =
+            result.summary.pools.iter().map(|p| p.role_kind).collect();
+        write_atomic(&dir.join("pools.csv"), |w| {
+            crate::cluster::pool_series::write(w, &result.pool_series, &names, &roles)
+        })?;
+    }
     write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }

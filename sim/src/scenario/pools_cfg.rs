@@ -23,6 +23,15 @@ pub enum PoolRole {
     Decode,
 }
 
+impl TransferMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TransferMode::Whole => "whole",
+            TransferMode::LayerWise => "layer-wise",
+        }
+    }
+}
+
 impl PoolRole {
     pub fn name(self) -> &'static str {
         match self {

@@ -101,6 +101,8 @@ pub struct RunResult {
     pub summary: Summary,
     pub requests: Vec<Request>,
     pub timeseries: Vec<TimeseriesRow>,
+    /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
+    pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
 }
 
 /// A configured run.
@@ -466,6 +468,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn on_sample(&mut self, now: SimTime) {
+        self.fleet.sample(now, &self.replicas);
         if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
             self.timeseries
                 .push(crate::guard::fleet_row(now, &self.replicas));
@@ -640,6 +643,7 @@ impl<'a> Simulation<'a> {
             summary,
             requests: self.requests,
             timeseries: self.timeseries,
+            pool_series: self.fleet.take_series(),
         })
     }
 
