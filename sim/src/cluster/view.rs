@@ -106,7 +106,7 @@ impl FleetView {
     fn per_capacity(l: &ReplicaLoad, capacity: u64) -> u64 {
         let n = l.outstanding() as u64;
         if capacity == FULL {
-            n * FULL // no division on the common, homogeneous path
+            n // no division on the common, homogeneous path
         } else {
             n * FULL / capacity
         }
