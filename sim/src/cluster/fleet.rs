@@ -220,7 +220,7 @@ impl Fleet {
     /// `local_prefill_max_tokens` tokens outside that replica's prefix cache
     /// prefills there, any other prefills on a replica the prefill router
     /// picks and its KV follows.
-    pub fn route(&mut self, req: &mut Request, replicas: &[Replica]) -> usize {
+    pub fn route(&mut self, req: &mut Request, replicas: &mut [Replica]) -> usize {
         let Some(d) = &mut self.disagg else {
             let g = &mut self.groups[0];
             return g.first + g.routing.route(req);
@@ -237,6 +237,8 @@ impl Fleet {
         if req.output_tokens <= 1 {
             return pre; // its one token comes from the prefill: nothing moves
         }
+        replicas[dec].bind_incoming();
+        dg_observe(&mut self.groups[d.decode], dec, &replicas[dec]);
         req.kv_transfer = Some(Box::new(TransferRecord {
             prefill_replica: pre as u32,
             decode_replica: dec as u32,
@@ -405,6 +407,16 @@ impl Fleet {
                 ));
             }
         }
+        let bound: u64 = replicas.iter().map(|r| r.bound_incoming() as u64).sum();
+        let moving = reqs
+            .iter()
+            .filter(|r| r.status == Status::InFlight && r.kv_transfer.is_some())
+            .count() as u64;
+        if bound > moving {
+            return Err(format!(
+                "decode replicas expect {bound} transferred requests, only {moving} are in flight"
+            ));
+        }
         let held: usize = replicas.iter().map(Replica::held_for_transfer).sum();
         let between = d.wire.iter().flatten().count() + d.inbound.iter().map(VecDeque::len).sum::<usize>();
         if held != between {
@@ -489,6 +501,10 @@ impl Fleet {
             })
             .collect()
     }
+}
+
+fn dg_observe(g: &mut Group, r: usize, replica: &Replica) {
+    g.routing.observe(r - g.first, replica);
 }
 
 /// Relative speed of each replica of `pools` (the fastest = `view::FULL`):

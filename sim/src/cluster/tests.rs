@@ -129,7 +129,10 @@ fn a_full_decode_pool_holds_kv_on_the_prefill_side() {
     let pre = &r.summary.pools[0];
     let dec = &r.summary.pools[1];
     assert_eq!(pre.role, "prefill");
-    assert!(pre.kv_util_max > 0.5, "prefill memory fills: {pre:?} {dec:?}");
+    assert!(
+        pre.kv_util_max > 0.3 && pre.kv_util_mean > 5.0 * dec.kv_util_mean,
+        "prefill memory fills: {pre:?} {dec:?}"
+    );
     assert_eq!(r.summary.counts.completed, 300);
 }
 

@@ -32,7 +32,9 @@ pub struct ReplicaLoad {
 impl ReplicaLoad {
     pub fn of(r: &Replica) -> ReplicaLoad {
         ReplicaLoad {
-            waiting: r.waiting_len() as u32,
+            // Decode replicas of a disaggregated fleet also count requests
+            // bound to them that are still prefilling elsewhere.
+            waiting: r.waiting_len() as u32 + r.bound_incoming(),
             running: r.running_len() as u32,
             kv_active: r.active_kv_blocks(),
             kv_total: r.kv().total(),

@@ -24,6 +24,9 @@ pub struct HandoffState {
     inbound: Vec<RunningSeq>,
     /// KV arrived; joins the batch at the next iteration boundary.
     pub(super) arrived: Vec<RunningSeq>,
+    /// Requests bound to this decode replica whose KV has not joined its
+    /// batch yet (still prefilling elsewhere, queued, or on the link).
+    bound: u32,
 }
 
 impl HandoffState {
@@ -60,6 +63,17 @@ impl HandoffState {
 }
 
 impl Replica {
+    /// A request prefilling elsewhere will decode here (Splitwise's
+    /// scheduler counts such pending requests in a machine's queue).
+    pub fn bind_incoming(&mut self) {
+        self.st.handoff.bound += 1;
+    }
+
+    /// Requests bound here whose KV has not joined the batch yet.
+    pub fn bound_incoming(&self) -> u32 {
+        self.st.handoff.bound
+    }
+
     /// Makes this a disaggregated prefill replica.
     pub fn set_prefill_only(&mut self) {
         self.st.cfg.prefill_only = true;
@@ -159,6 +173,7 @@ impl Replica {
     /// for decode memory, for the link, the copy, the next boundary).
     pub(super) fn join_arrived(&mut self, now: SimTime, reqs: &mut [Request]) {
         for s in self.st.handoff.arrived.drain(..) {
+            self.st.handoff.bound -= 1;
             let r = &mut reqs[s.id as usize];
             let a = &mut r.attribution;
             a.add(Component::KvTransfer, now.since(a.mark));

@@ -373,7 +373,7 @@ impl<'a> Simulation<'a> {
                 }
             }
             None => {
-                let r = self.fleet.route(&mut req, &self.replicas);
+                let r = self.fleet.route(&mut req, &mut self.replicas);
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
