@@ -546,6 +546,9 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         e.swap_outs,
         e.preempted_requests
     );
+    for line in sim::cluster::fleet::summary_lines(sum) {
+        outln!("{line}");
+    }
     if let Some(t) = &sum.tenancy {
         tenants(t);
     }

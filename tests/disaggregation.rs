@@ -20,7 +20,11 @@ fn disaggregation_beats_colocation_on_tpot_until_the_link_is_slow() {
     let col = summary("disaggregation-colocated", &tmp.path().join("c"));
     let slow = summary("disaggregation-slow-link", &tmp.path().join("s"));
     assert_eq!(dis["gpus"], col["gpus"]);
-    let (d, c, s) = (p99(&dis, "tpot_ms"), p99(&col, "tpot_ms"), p99(&slow, "tpot_ms"));
+    let (d, c, s) = (
+        p99(&dis, "tpot_ms"),
+        p99(&col, "tpot_ms"),
+        p99(&slow, "tpot_ms"),
+    );
     assert!(d < c * 0.9, "disaggregated TPOT p99 {d} vs colocated {c}");
     assert!(s > c * 2.0, "slow link TPOT p99 {s} vs colocated {c}");
     let t = &dis["kv_transfer"];
@@ -66,9 +70,16 @@ fn check_prints_the_kv_transfer_budget_and_the_pools() {
     let t = stdout(&o);
     assert!(t.contains("131072 KV bytes per prompt token"), "{t}");
     assert!(t.contains("GB/s per link at p50"), "{t}");
-    assert!(t.contains("pool       prefill (prefill): 4 × H100-SXM"), "{t}");
+    assert!(
+        t.contains("pool       prefill (prefill): 4 × H100-SXM"),
+        "{t}"
+    );
     let o = run(&["check", "scenarios/deepseek-v3-ep8.toml"]);
-    assert!(stdout(&o).contains("mixture of experts (EP 8)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("mixture of experts (EP 8)"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

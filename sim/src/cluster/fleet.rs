@@ -211,7 +211,10 @@ impl Fleet {
 
     /// Time of the first load report, when reports are periodic.
     pub fn first_report(&self) -> Option<SimTime> {
-        self.groups.iter().filter_map(|g| g.routing.first_report()).min()
+        self.groups
+            .iter()
+            .filter_map(|g| g.routing.first_report())
+            .min()
     }
 
     /// Places `req` (id `id`): the replica it is queued on. In a
@@ -418,7 +421,8 @@ impl Fleet {
             ));
         }
         let held: usize = replicas.iter().map(Replica::held_for_transfer).sum();
-        let between = d.wire.iter().flatten().count() + d.inbound.iter().map(VecDeque::len).sum::<usize>();
+        let between =
+            d.wire.iter().flatten().count() + d.inbound.iter().map(VecDeque::len).sum::<usize>();
         if held != between {
             return Err(format!(
                 "prefill replicas hold {held} handed-off requests, the data path knows {between}"
@@ -464,14 +468,21 @@ impl Fleet {
             link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
             decode_wait_ms_mean: ms(mean(&wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
-            link_queue_ms_mean: ms(d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)),
+            link_queue_ms_mean: ms(
+                d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)
+            ),
             transfer_ms_mean: ms(mean(&total) as u64),
             transfer_ms_p99: ms(p99(&mut total)),
         })
     }
 
     /// Per-pool report rows (only with `[[fleet.pools]]`).
-    pub fn pool_reports(&self, s: &Scenario, replicas: &[Replica], end: SimTime) -> Vec<PoolReport> {
+    pub fn pool_reports(
+        &self,
+        s: &Scenario,
+        replicas: &[Replica],
+        end: SimTime,
+    ) -> Vec<PoolReport> {
         s.pools
             .iter()
             .map(|p| {
@@ -520,7 +531,11 @@ fn capacities(pools: &[&Pool]) -> Vec<u64> {
     }
     let times: Vec<f64> = pools
         .iter()
-        .map(|p| crate::simulation::cost_model(&p.scenario).iteration_time(&b).max(1) as f64)
+        .map(|p| {
+            crate::simulation::cost_model(&p.scenario)
+                .iteration_time(&b)
+                .max(1) as f64
+        })
         .collect();
     let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
     let full = super::view::FULL;
@@ -532,6 +547,45 @@ fn capacities(pools: &[&Pool]) -> Vec<u64> {
             std::iter::repeat_n(c, p.replicas as usize)
         })
         .collect()
+}
+
+/// The printed summary's lines for pools and KV links (none without pools).
+pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
+    let mut out: Vec<String> = sum
+        .pools
+        .iter()
+        .map(|p| {
+            format!(
+                "pool         {} ({}): {} × {} TP {} = {} GPUs, busy {:.1} %, KV use mean {:.1} %, max {:.1} %",
+                p.name,
+                p.role,
+                p.replicas,
+                p.hardware,
+                p.tensor_parallel,
+                p.gpus,
+                p.busy_fraction * 100.0,
+                p.kv_util_mean * 100.0,
+                p.kv_util_max * 100.0
+            )
+        })
+        .collect();
+    if let Some(t) = &sum.kv_transfer {
+        out.push(format!(
+            "KV transfer  {} transfers ({} prefilled locally), {:.1} GB over {} × {} GB/s {} links ({:.1} % used); wait for decode memory mean {:.1} ms, p99 {:.1} ms; hand-off → decode mean {:.1} ms, p99 {:.1} ms",
+            t.transfers,
+            t.local_prefills,
+            t.bytes_sent as f64 / 1e9,
+            t.links,
+            t.bandwidth_gb_s,
+            t.mode,
+            t.link_utilization * 100.0,
+            t.decode_wait_ms_mean,
+            t.decode_wait_ms_p99,
+            t.transfer_ms_mean,
+            t.transfer_ms_p99
+        ));
+    }
+    out
 }
 
 /// One pool's share of the run (summary.json `pools`).

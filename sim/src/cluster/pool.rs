@@ -56,8 +56,8 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
             f.hardware.profile = None;
         }
         if let Some(over) = &p.engine {
-            let mut t = toml::Value::try_from(&f.engine)
-                .map_err(|e| fail(key("engine"), e.to_string()))?;
+            let mut t =
+                toml::Value::try_from(&f.engine).map_err(|e| fail(key("engine"), e.to_string()))?;
             let table = t.as_table_mut().expect("engine is a table");
             for (k, v) in over {
                 table.insert(k.clone(), v.clone());

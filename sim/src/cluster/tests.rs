@@ -71,7 +71,11 @@ fn disaggregated_run_moves_every_prompt_and_conserves_bytes() {
         assert!(rec.done.unwrap() > rec.handoff.unwrap());
         // 50 GB/s: the copy alone takes bytes / bandwidth.
         let wire = rec.bytes as f64 / 50e9 * 1e9;
-        assert!((rec.link_ns as f64 - wire).abs() <= 1.0, "{} {wire}", rec.link_ns);
+        assert!(
+            (rec.link_ns as f64 - wire).abs() <= 1.0,
+            "{} {wire}",
+            rec.link_ns
+        );
     }
 }
 
@@ -83,8 +87,14 @@ fn a_slower_link_delays_decoding_not_the_first_token() {
         assert_eq!(a.ttft(), b.ttft(), "TTFT ends on the prefill replica");
     }
     let (f, s) = (&fast.summary, &slow.summary);
-    let (tf, ts) = (f.kv_transfer.as_ref().unwrap(), s.kv_transfer.as_ref().unwrap());
-    assert!(ts.link_utilization > 0.5 && tf.link_utilization < 0.1, "{ts:?} {tf:?}");
+    let (tf, ts) = (
+        f.kv_transfer.as_ref().unwrap(),
+        s.kv_transfer.as_ref().unwrap(),
+    );
+    assert!(
+        ts.link_utilization > 0.5 && tf.link_utilization < 0.1,
+        "{ts:?} {tf:?}"
+    );
     assert!(ts.link_queue_ms_mean > tf.link_queue_ms_mean);
     assert!(s.latency.tpot_ms.p99 > f.latency.tpot_ms.p99 * 1.5);
 }
@@ -103,7 +113,11 @@ fn layer_wise_transfer_hides_the_copy_behind_the_prefill() {
 fn conditional_disaggregation_prefills_short_prompts_on_the_decode_replica() {
     let r = run(&link(50.0, "whole", 6000));
     let t = r.summary.kv_transfer.as_ref().unwrap();
-    let local = r.requests.iter().filter(|q| q.kv_transfer.is_none()).count() as u64;
+    let local = r
+        .requests
+        .iter()
+        .filter(|q| q.kv_transfer.is_none())
+        .count() as u64;
     assert_eq!(t.local_prefills, local);
     assert!(local > 50 && t.transfers > 50, "{t:?}");
     for q in &r.requests {

@@ -84,7 +84,12 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     if !result.summary.pools.is_empty() {
-        let names: Vec<String> = result.summary.pools.iter().map(|p| p.name.clone()).collect();
+        let names: Vec<String> = result
+            .summary
+            .pools
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
         let roles: Vec<crate::scenario::PoolRole> =
             result.summary.pools.iter().map(|p| p.role_kind).collect();
         write_atomic(&dir.join("pools.csv"), |w| {

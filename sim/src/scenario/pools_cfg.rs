@@ -155,7 +155,10 @@ pub(super) fn validate_pools(
         if p.name.is_empty() || names.contains(&p.name.as_str()) {
             return err(
                 key("name"),
-                format!("must be a non-empty name no other pool has, got {:?}", p.name),
+                format!(
+                    "must be a non-empty name no other pool has, got {:?}",
+                    p.name
+                ),
             );
         }
         names.push(&p.name);

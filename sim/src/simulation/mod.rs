@@ -207,7 +207,11 @@ impl<'a> Simulation<'a> {
         let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
             vec![cost]
         } else {
-            scenario.pools.iter().map(|p| cost_model(&p.scenario)).collect()
+            scenario
+                .pools
+                .iter()
+                .map(|p| cost_model(&p.scenario))
+                .collect()
         };
         let cost = &costs[0];
         let mut tenancy = Tenancy::new(scenario);
@@ -622,6 +626,11 @@ impl<'a> Simulation<'a> {
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
         eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
+        if !s.pools.is_empty() {
+            // Pools may differ in KV blocks: weigh by each replica's own.
+            let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
+            eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
+        }
         eng.policy = f.engine.policy.name().to_string();
         eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
         eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);

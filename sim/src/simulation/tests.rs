@@ -252,9 +252,16 @@ output_tokens = { dist = "fixed", value = 20 }
     let id = sim
         .requests
         .iter()
-        .position(|r| r.kv_transfer.as_ref().is_some_and(|t| t.accepted.is_some() && t.done.is_none()))
+        .position(|r| {
+            r.kv_transfer
+                .as_ref()
+                .is_some_and(|t| t.accepted.is_some() && t.done.is_none())
+        })
         .unwrap();
     sim.requests[id].status = Status::Completed;
     let e = sim.check_invariants().unwrap_err();
-    assert!(e.0.contains("between replicas") || e.0.contains("held"), "{e}");
+    assert!(
+        e.0.contains("between replicas") || e.0.contains("held"),
+        "{e}"
+    );
 }
