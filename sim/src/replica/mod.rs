@@ -387,24 +387,25 @@ impl Replica {
                 st.waiting.order.on_decode(tenant, emitted);
             }
             let mut keep = true;
-            if emitted > 0 && s.generated >= s.output_tokens && st.cfg.prefill_only {
-                if st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
+            if emitted > 0 && s.generated >= s.output_tokens {
+                if st.cfg.prefill_only && st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
+                    // A disaggregated prefill replica: the KV leaves for a
+                    // decode replica (`handoff`).
                     keep = false;
-                }
-            }
-            if keep && emitted > 0 && s.generated >= s.output_tokens {
-                let r = &mut reqs[s.id as usize];
-                st.attr.mix.leave_decode(r);
-                r.generated = s.generated;
-                r.finished = Some(now);
-                r.last_token = now;
-                r.status = Status::Completed;
-                completed.push(s.id);
-                if keep_done {
-                    s.done = true;
                 } else {
-                    st.retire(s, reqs);
-                    keep = false;
+                    let r = &mut reqs[s.id as usize];
+                    st.attr.mix.leave_decode(r);
+                    r.generated = s.generated;
+                    r.finished = Some(now);
+                    r.last_token = now;
+                    r.status = Status::Completed;
+                    completed.push(s.id);
+                    if keep_done {
+                        s.done = true;
+                    } else {
+                        st.retire(s, reqs);
+                        keep = false;
+                    }
                 }
             }
             if keep {
