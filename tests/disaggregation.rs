@@ -47,7 +47,7 @@ fn the_xpyd_sweep_picks_a_disaggregated_split() {
         "sweep",
         "scenarios/disaggregation.toml",
         "--grid",
-        "scenarios/grids/disaggregation-xpyd.toml",
+        "scenarios/grids/disaggregation.toml",
         "--out",
         tmp.path().to_str().unwrap(),
     ]);

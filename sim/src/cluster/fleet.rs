@@ -230,7 +230,9 @@ impl Fleet {
         };
         let dg = &mut self.groups[d.decode];
         let dec = dg.first + dg.routing.route(req);
-        let uncached = req.prompt_tokens - replicas[dec].cached_prefix_tokens(req);
+        let uncached = req
+            .prompt_tokens
+            .saturating_sub(replicas[dec].cached_prefix_tokens(req));
         if uncached <= d.model.cfg.local_prefill_max_tokens {
             d.local_prefills += 1;
             return dec;

@@ -231,3 +231,59 @@ fn bad_pool_keys_name_their_path() {
     assert!(e.key.starts_with("fleet.pools[0]"), "{e}");
     assert!(e.message.contains("small"), "{e}");
 }
+
+#[test]
+fn a_follow_up_turn_cached_on_its_decode_replica_prefills_there() {
+    // Multi-turn chat with prefix caching: a follow-up's prompt is the
+    // conversation so far, which its decode replica cached when the last
+    // turn finished there; only the new tokens are left to prefill.
+    let s = Scenario::from_toml_str(
+        &format!(
+            r#"
+name = "c"
+seed = 5
+[horizon]
+requests = 400
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+router = "session-affinity"
+[engine]
+prefix_caching = true
+max_model_len = 32768
+[workload]
+arrival = {{ process = "poisson", rate = 4.0 }}
+prompt_tokens = {{ dist = "fixed", value = 3000 }}
+output_tokens = {{ dist = "fixed", value = 50 }}
+conversation = {{ turns = {{ dist = "fixed", value = 4 }}, think_time_s = 2.0, follow_up_tokens = {{ dist = "fixed", value = 200 }} }}
+{PD}[fleet.kv_transfer]
+local_prefill_max_tokens = 1000
+"#
+        ),
+        "c.toml",
+    )
+    .unwrap();
+    let r = Simulation::new(&s).run(|_| {}).unwrap();
+    let local: Vec<_> = r
+        .requests
+        .iter()
+        .filter(|q| q.kv_transfer.is_none())
+        .collect();
+    let remote = r.requests.len() - local.len();
+    // First turns (3000 new tokens) go through the prefill pool; most
+    // follow-ups (long prompts, 200 new tokens) stay on their decode replica.
+    assert!(
+        remote > 50 && local.len() > 150,
+        "{remote} remote, {} local",
+        local.len()
+    );
+    assert!(local
+        .iter()
+        .all(|q| q.prompt_tokens > 1000 && q.replica >= 2));
+    assert_eq!(
+        r.summary.kv_transfer.unwrap().local_prefills,
+        local.len() as u64
+    );
+}
