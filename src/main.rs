@@ -63,6 +63,9 @@ fn run(cli: Cli) -> Result<()> {
             let s = Scenario::load(&scenario)?;
             let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
+            for line in sim::cluster::pool::check_lines(&s) {
+                outln!("{line}");
+            }
             for n in &s.notes {
                 outln!("note       {n}");
             }
@@ -72,6 +75,9 @@ fn run(cli: Cli) -> Result<()> {
             let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
             let first = sim::tenancy::probe(&s, &ctx)?;
             print::first_request(first.as_ref());
+            for line in sim::cluster::budget::KvBudget::of(&s, &ctx)?.lines(&s) {
+                outln!("{line}");
+            }
             Ok(())
         }
         Command::Catalog { what } => {

@@ -448,6 +448,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         timeseries: Vec::new(),
         attribution: true,
         fleet_series: Vec::new(),
+        pool_series: Vec::new(),
     }
 }
 

@@ -64,9 +64,10 @@ pub enum Component {
     /// Before the first token, from a preemption until its recompute prefill
     /// completed.
     PrefillPreempted,
-    /// Hook, zero today: moving its KV cache from a prefill to a decode
-    /// replica (disaggregated serving; the first token comes from the prefill
-    /// side, as in DistServe, so the transfer follows TTFT).
+    /// Moving its KV cache from a prefill to a decode replica (disaggregated
+    /// serving, `cluster::disagg`: waiting for decode memory, for the link,
+    /// the copy, the next decode iteration). The first token comes from the
+    /// prefill side, as in DistServe, so the transfer follows TTFT.
     KvTransfer,
     /// Decode iterations' time, less the share of prefills batched with them.
     DecodeCompute,

@@ -243,6 +243,12 @@ pub struct Summary {
     /// retries (only with `[lifecycle]`, `[autoscale]` or `[failures]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<crate::lifecycle::LifecycleReport>,
+    /// Per-pool GPUs, utilization and KV use (only with `[[fleet.pools]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<crate::cluster::fleet::PoolReport>,
+    /// The KV links of a disaggregated fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_transfer: Option<crate::cluster::disagg::TransferReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

@@ -120,6 +120,9 @@ pub struct Request {
     /// and each decodes `output_tokens` (`replica::fork`). `generated`
     /// counts one sample's tokens; the samples advance together.
     pub samples: u32,
+    /// Its KV cache's trip from a prefill to a decode replica, when a
+    /// disaggregated fleet prefilled it remotely (`cluster::disagg`).
+    pub kv_transfer: Option<Box<crate::cluster::disagg::TransferRecord>>,
 }
 
 impl Request {
@@ -143,6 +146,7 @@ impl Request {
             pinnable_tokens: 0,
             attribution: Attribution::new(arrival),
             samples: 1,
+            kv_transfer: None,
         }
     }
 

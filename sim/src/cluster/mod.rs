@@ -1,7 +1,15 @@
 //! The fleet around the replicas: what the router sees of them (`view`,
 //! kept in indexed trees by `min_tree`) and request routing (`router/`).
 
+pub mod budget;
+pub mod disagg;
+pub mod fleet;
 pub mod min_tree;
+pub mod pool;
+pub mod pool_series;
 pub mod router;
 pub mod routing;
 pub mod view;
+
+#[cfg(test)]
+mod tests;

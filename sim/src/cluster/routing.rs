@@ -19,6 +19,16 @@ pub struct Routing {
 
 impl Routing {
     pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Routing {
+        Self::with_capacity(scenario, replicas, None)
+    }
+
+    /// A routing stage over replicas of different speeds (`capacity`
+    /// relative to the fastest, see `FleetView::with_capacity`).
+    pub fn with_capacity(
+        scenario: &Scenario,
+        replicas: &[Replica],
+        capacity: Option<Vec<u64>>,
+    ) -> Routing {
         let f = &scenario.file;
         let report_every = (f.fleet.report_interval_s > 0.0)
             .then(|| secs_to_nanos(f.fleet.report_interval_s).max(1));
@@ -29,7 +39,10 @@ impl Routing {
         };
         Routing {
             router: router::build(&f.fleet, env),
-            view: FleetView::new(replicas, report_every.is_none()),
+            view: match capacity {
+                Some(c) => FleetView::with_capacity(replicas, report_every.is_none(), c),
+                None => FleetView::new(replicas, report_every.is_none()),
+            },
             report_every,
         }
     }

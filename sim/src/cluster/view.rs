@@ -13,6 +13,9 @@ use super::min_tree::MinTree;
 use crate::replica::Replica;
 use std::cmp::Reverse;
 
+/// The capacity of the fastest replica in a view.
+pub const FULL: u64 = 1 << 20;
+
 /// One replica's load as the router sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaLoad {
@@ -29,7 +32,9 @@ pub struct ReplicaLoad {
 impl ReplicaLoad {
     pub fn of(r: &Replica) -> ReplicaLoad {
         ReplicaLoad {
-            waiting: r.waiting_len() as u32,
+            // Decode replicas of a disaggregated fleet also count requests
+            // bound to them that are still prefilling elsewhere.
+            waiting: r.waiting_len() as u32 + r.bound_incoming(),
             running: r.running_len() as u32,
             kv_active: r.active_kv_blocks(),
             kv_total: r.kv().total(),
@@ -57,7 +62,10 @@ impl ReplicaLoad {
 #[derive(Clone, Debug)]
 pub struct FleetView {
     loads: Vec<ReplicaLoad>,
-    by_outstanding: MinTree<u32>,
+    /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]).
+    by_outstanding: MinTree<u64>,
+    /// Relative speed of each replica, [`FULL`] for the fastest.
+    capacity: Vec<u64>,
     /// Most free KV blocks first, then fewest outstanding requests.
     by_free_kv: MinTree<(Reverse<u64>, u32)>,
     /// Every change is seen at once (no report interval).
@@ -71,13 +79,42 @@ impl FleetView {
     /// The view of `replicas` at the start of a run; `live` when there is no
     /// report interval.
     pub fn new(replicas: &[Replica], live: bool) -> FleetView {
+        Self::with_capacity(replicas, live, vec![FULL; replicas.len()])
+    }
+
+    /// A view of replicas of different speeds (heterogeneous pools):
+    /// least-outstanding compares outstanding requests per unit of
+    /// `capacity` (relative speed, [`FULL`] for the fastest), so an H100
+    /// takes about twice the requests of an A100 beside it, as weighted
+    /// least-connections balancers do (Envoy's LEAST_REQUEST with weights).
+    /// Equal capacities order replicas exactly as plain counts do.
+    pub fn with_capacity(replicas: &[Replica], live: bool, capacity: Vec<u64>) -> FleetView {
+        assert_eq!(capacity.len(), replicas.len());
+        assert!(capacity.iter().all(|&c| (1..=FULL).contains(&c)));
         let loads: Vec<ReplicaLoad> = replicas.iter().map(ReplicaLoad::of).collect();
         FleetView {
-            by_outstanding: MinTree::new(loads.iter().map(|l| l.outstanding()).collect()),
+            by_outstanding: MinTree::new(
+                loads
+                    .iter()
+                    .zip(&capacity)
+                    .map(|(l, &c)| Self::per_capacity(l, c))
+                    .collect(),
+            ),
+            capacity,
             by_free_kv: MinTree::new(loads.iter().map(Self::kv_key).collect()),
             routable: vec![true; loads.len()],
             loads,
             live,
+        }
+    }
+
+    #[inline]
+    fn per_capacity(l: &ReplicaLoad, capacity: u64) -> u64 {
+        let n = l.outstanding() as u64;
+        if capacity == FULL {
+            n // no division on the common, homogeneous path
+        } else {
+            n * FULL / capacity
         }
     }
 
@@ -98,10 +135,11 @@ impl FleetView {
     fn index(&mut self, i: usize) {
         let load = self.loads[i];
         if self.routable[i] {
-            self.by_outstanding.set(i, load.outstanding());
+            self.by_outstanding
+                .set(i, Self::per_capacity(&load, self.capacity[i]));
             self.by_free_kv.set(i, Self::kv_key(&load));
         } else {
-            self.by_outstanding.set(i, u32::MAX);
+            self.by_outstanding.set(i, u64::MAX);
             self.by_free_kv.set(i, (Reverse(0), u32::MAX));
         }
     }
@@ -150,8 +188,8 @@ impl FleetView {
         &self.loads
     }
 
-    /// The replica with the fewest outstanding requests (lowest index on
-    /// ties), among the routable ones when any is.
+    /// The replica with the fewest outstanding requests per unit of capacity
+    /// (lowest index on ties), among the routable ones when any is.
     pub fn least_outstanding(&self) -> usize {
         self.by_outstanding.argmin()
     }
@@ -188,5 +226,27 @@ mod tests {
         stale.report(&rs);
         assert_eq!(stale.least_outstanding(), 1);
         assert_eq!(stale.most_free_kv(), 1, "equal KV: fewest outstanding wins");
+    }
+
+    #[test]
+    fn capacity_weights_outstanding_counts() {
+        let mut rs = reps(2);
+        let half = FULL / 2;
+        let mut v = FleetView::with_capacity(&rs, true, vec![FULL, half]);
+        // Replica 0 (twice as fast) holds 1, replica 1 none: replica 1.
+        rs[0].enqueue(0);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 1);
+        // Replica 0 at 1 and replica 1 at 1: 1 per full unit vs 2.
+        rs[1].enqueue(1);
+        v.observe(1, &rs[1]);
+        assert_eq!(v.least_outstanding(), 0);
+        // Replica 0 at 2 ties replica 1 at 1 (2/1 = 1/0.5): the lower index.
+        rs[0].enqueue(2);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 0);
+        rs[0].enqueue(3);
+        v.observe(0, &rs[0]);
+        assert_eq!(v.least_outstanding(), 1);
     }
 }

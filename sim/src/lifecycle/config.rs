@@ -313,6 +313,25 @@ fn bandwidth(key: &str, v: f64) -> Result<(), Invalid> {
 /// Checks `[lifecycle]`, `[autoscale]` and `[failures]` against each other
 /// and `fleet.replicas`; errors carry the dotted key path.
 pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
+    // The life cycle acts on one set of identical replicas today; pools
+    // (`[[fleet.pools]]`) would each need their own autoscaler.
+    if !f.fleet.pools.is_empty() {
+        for (key, set) in [
+            ("lifecycle", f.lifecycle.is_some()),
+            ("autoscale", f.autoscale.is_some()),
+            ("failures", f.failures.is_some()),
+        ] {
+            if set {
+                return Err((
+                    key.into(),
+                    "cannot be combined with [[fleet.pools]] yet: the life cycle, autoscaler \
+                     and failures act on a fleet of identical replicas (leave out the pools, \
+                     or this table)"
+                        .into(),
+                ));
+            }
+        }
+    }
     if let Some(l) = &f.lifecycle {
         seconds("lifecycle.provision_s", l.provision_s, true)?;
         if !(l.provision_cv.is_finite() && (0.0..=10.0).contains(&l.provision_cv)) {

@@ -80,24 +80,48 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
     write_atomic(&dir.join("requests.csv"), |w| {
-        write_requests(w, &result.requests, result.attribution)
+        let disagg = result.summary.kv_transfer.is_some();
+        write_requests(w, &result.requests, result.attribution, disagg)
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
+    if !result.summary.pools.is_empty() {
+        let names: Vec<String> = result
+            .summary
+            .pools
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let roles: Vec<crate::scenario::PoolRole> =
+            result.summary.pools.iter().map(|p| p.role_kind).collect();
+        write_atomic(&dir.join("pools.csv"), |w| {
+            crate::cluster::pool_series::write(w, &result.pool_series, &names, &roles)
+        })?;
+    }
     write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }
 
+/// `attribution`: the rows carry latency components (`attr_*` columns).
+/// `disagg`: the fleet disaggregates, so each row ends with its KV transfer
+/// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
 fn write_requests(
     out: &mut impl Write,
     reqs: &[Request],
     attribution: bool,
+    disagg: bool,
 ) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    if attribution {
-        w.write_record(REQUEST_COLUMNS)?;
+    let base: &[&str] = if attribution {
+        &REQUEST_COLUMNS
     } else {
-        w.write_record(BASE_COLUMNS)?;
-    }
+        &BASE_COLUMNS
+    };
+    let extra: &[&str] = if disagg {
+        &crate::cluster::disagg::CSV_COLUMNS
+    } else {
+        &[]
+    };
+    w.write_record(base.iter().chain(extra.iter()))?;
     for (i, r) in reqs.iter().enumerate() {
         let reason = match r.status {
             Status::Rejected(x) => x.as_str(),
@@ -131,6 +155,11 @@ fn write_requests(
         }
         if attribution {
             write_components(&mut w, r)?;
+        }
+        if disagg {
+            for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
+                w.write_field(f)?;
+            }
         }
         w.write_record(None::<&[u8]>)?;
     }

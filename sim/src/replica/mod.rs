@@ -14,6 +14,7 @@
 pub mod attribution;
 mod cancel;
 pub mod fork;
+pub mod handoff;
 pub mod policy;
 mod sched;
 pub mod speculative;
@@ -145,6 +146,7 @@ impl Replica {
             swap_capacity_blocks,
             block_bytes,
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
+            prefill_only: false,
         };
         Replica {
             id,
@@ -194,7 +196,10 @@ impl Replica {
     }
 
     pub fn has_work(&self) -> bool {
-        !self.st.running.is_empty() || !self.st.waiting.is_empty() || !self.st.swapped.is_empty()
+        !self.st.running.is_empty()
+            || !self.st.waiting.is_empty()
+            || !self.st.swapped.is_empty()
+            || !self.st.handoff.arrived.is_empty()
     }
 
     /// Requests routed here and not finished: waiting + swapped + running.
@@ -229,6 +234,8 @@ impl Replica {
             .iter()
             .chain(self.st.swapped.iter().map(|s| s.id))
             .chain(self.st.running.iter().filter(|s| !s.done).map(|s| s.id))
+            .chain(self.st.handoff.held.iter().map(|s| s.id))
+            .chain(self.st.handoff.arrived.iter().map(|s| s.id))
     }
 
     /// Blocks held by running sequences (for the conservation check).
@@ -236,7 +243,7 @@ impl Replica {
     /// conservation check: must equal the allocator's used blocks).
     pub fn blocks_held(&self) -> u64 {
         let private: u64 = self.st.running.iter().map(|s| s.blocks as u64).sum();
-        private + self.st.cache.as_ref().map_or(0, |c| c.blocks())
+        private + self.st.cache.as_ref().map_or(0, |c| c.blocks()) + self.st.handoff.blocks()
     }
 
     /// KV blocks in active use: the allocator's used blocks less cached
@@ -275,6 +282,9 @@ impl Replica {
     pub fn form_batch(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<BatchShape> {
         debug_assert!(self.iteration_start.is_none());
         self.account_kv(now);
+        if !self.st.handoff.arrived.is_empty() {
+            self.join_arrived(now, reqs);
+        }
         self.st.begin_iteration();
         self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
@@ -385,18 +395,24 @@ impl Replica {
             }
             let mut keep = true;
             if emitted > 0 && s.generated >= s.output_tokens {
-                let r = &mut reqs[s.id as usize];
-                st.attr.mix.leave_decode(r);
-                r.generated = s.generated;
-                r.finished = Some(now);
-                r.last_token = now;
-                r.status = Status::Completed;
-                completed.push(s.id);
-                if keep_done {
-                    s.done = true;
-                } else {
-                    st.retire(s, reqs);
+                if st.cfg.prefill_only && st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
+                    // A disaggregated prefill replica: the KV leaves for a
+                    // decode replica (`handoff`).
                     keep = false;
+                } else {
+                    let r = &mut reqs[s.id as usize];
+                    st.attr.mix.leave_decode(r);
+                    r.generated = s.generated;
+                    r.finished = Some(now);
+                    r.last_token = now;
+                    r.status = Status::Completed;
+                    completed.push(s.id);
+                    if keep_done {
+                        s.done = true;
+                    } else {
+                        st.retire(s, reqs);
+                        keep = false;
+                    }
                 }
             }
             if keep {

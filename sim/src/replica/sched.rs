@@ -72,6 +72,9 @@ pub struct SchedConfig {
     pub block_bytes: f64,
     /// Speculative draft length k (0 = off).
     pub draft_tokens: u32,
+    /// A disaggregated prefill replica: requests stop after their first
+    /// token and hand their KV off (`cluster::disagg`).
+    pub prefill_only: bool,
 }
 
 /// Queues and memory of one replica: what batch policies manipulate.
@@ -102,6 +105,10 @@ pub struct SchedState {
     /// Whether a request with several samples was ever admitted: only then
     /// do sequence slots need counting sample by sample (`fork`).
     pub(super) forked: bool,
+    /// Disaggregation (`replica::handoff`): prefilled sequences holding
+    /// their blocks until their KV has left, the ids handed off since the
+    /// caller last looked, and blocks reserved for KV on its way in.
+    pub(super) handoff: super::handoff::HandoffState,
 }
 
 impl SchedState {
@@ -122,6 +129,7 @@ impl SchedState {
             swap_outs: 0,
             attr: attribution::QueueClock::default(),
             forked: false,
+            handoff: Default::default(),
         }
     }
 
@@ -540,7 +548,12 @@ impl SchedState {
         }
         let s = RunningSeq {
             id,
-            output_tokens: r.output_tokens,
+            // A prefill replica's sequence ends with its first token.
+            output_tokens: if self.cfg.prefill_only {
+                r.output_tokens.min(r.generated + 1)
+            } else {
+                r.output_tokens
+            },
             generated: r.generated,
             kv_tokens: cached,
             blocks: blocks as u32,

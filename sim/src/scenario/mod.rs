@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 mod enum_hint;
 mod fleet_cfg;
+mod pools_cfg;
 pub mod ranges;
 mod resolve;
 mod tenants_cfg;
@@ -21,6 +22,7 @@ pub mod units;
 mod validate;
 mod workload_cfg;
 pub use fleet_cfg::*;
+pub use pools_cfg::*;
 pub use tenants_cfg::*;
 use validate::*;
 pub use workload_cfg::*;
@@ -207,10 +209,26 @@ pub struct FleetCfg {
     pub weighted: WeightedCfg,
     #[serde(default)]
     pub session_affinity: SessionAffinityCfg,
+    /// `[[fleet.pools]]`: pools of replicas with their own role, hardware,
+    /// parallelism, engine settings and router (empty: one colocated pool
+    /// of `replicas` replicas, as before pools existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolCfg>,
+    /// `[fleet.kv_transfer]`: the prefill→decode link (with a prefill pool).
+    #[serde(default)]
+    pub kv_transfer: KvTransferCfg,
+    /// With colocated pools of different speeds, least-outstanding counts
+    /// outstanding requests per unit of each replica's capacity (`false`:
+    /// plain counts, as if the replicas were equal).
+    #[serde(default = "yes")]
+    pub capacity_weighted: bool,
 }
 
 fn one() -> u32 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn default_router() -> RouterKind {
     RouterKind::LeastOutstanding
@@ -228,6 +246,9 @@ impl Default for FleetCfg {
             prefix_affinity: PrefixAffinityCfg::default(),
             weighted: WeightedCfg::default(),
             session_affinity: SessionAffinityCfg::default(),
+            pools: Vec::new(),
+            kv_transfer: KvTransferCfg::default(),
+            capacity_weighted: true,
         }
     }
 }
@@ -703,6 +724,9 @@ pub struct Scenario {
     pub profile: Option<(String, std::sync::Arc<Profile>)>,
     /// Deprecation notes (old key names still read), for `check` and stderr.
     pub notes: Vec<String>,
+    /// The `[[fleet.pools]]`, each resolved as a scenario of its own (empty
+    /// without pools: the fleet is this scenario's replicas).
+    pub pools: Vec<crate::cluster::pool::Pool>,
 }
 
 type Invalid = (String, String);

@@ -49,10 +49,14 @@ impl Scenario {
     }
 
     /// Validates the values and resolves presets.
-    pub fn from_file(file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
+    pub fn from_file(mut file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
         crate::lifecycle::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
+        if !file.fleet.pools.is_empty() {
+            // The pools make the fleet (validated: `replicas` left out or equal).
+            file.fleet.replicas = file.fleet.pools.iter().map(|p| p.replicas).sum();
+        }
 
         let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
@@ -277,7 +281,9 @@ impl Scenario {
             )
             .map_err(|(k, m)| err(&k, m))?;
 
+        let pools = crate::cluster::pool::resolve(&file, origin)?;
         Ok(Scenario {
+            pools,
             origin: origin.to_string(),
             model,
             model_source,
@@ -304,6 +310,9 @@ impl Scenario {
 
     /// GPUs in the fleet.
     pub fn gpus(&self) -> u32 {
+        if !self.pools.is_empty() {
+            return self.pools.iter().map(|p| p.scenario.gpus()).sum();
+        }
         self.file.fleet.replicas * self.parallel.gpus()
     }
 }

@@ -2,7 +2,7 @@
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
 
-use crate::cluster::routing::Routing;
+use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
@@ -66,6 +66,8 @@ enum Event {
     LoadReport,
     /// Replica life cycle and autoscaling (`fleet`).
     Fleet(crate::lifecycle::FleetEvent),
+    /// A KV transfer reaches its decode replica (slot in the fleet's wire).
+    TransferDone(u32),
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -107,14 +109,19 @@ pub struct RunResult {
     /// Replicas by life-cycle phase per sampling tick (empty without a
     /// life cycle): extra columns of `timeseries.csv`.
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
+    /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
+    pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
 }
 
 /// A configured run.
 pub struct Simulation<'a> {
     scenario: &'a Scenario,
-    cost: Box<dyn CostModel + 'a>,
+    /// One cost model per pool (one in all without pools).
+    costs: Vec<Box<dyn CostModel + 'a>>,
     replicas: Vec<Replica>,
-    routing: Routing,
+    /// Pools, routers and the disaggregated KV data path.
+    fleet: Fleet,
+    actions: Actions,
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     source: Box<dyn RequestSource>,
@@ -137,7 +144,7 @@ pub struct Simulation<'a> {
     tenancy: Tenancy,
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
     /// `[failures]`); `None`: every replica serves the whole run.
-    fleet: Option<fleet::FleetRun>,
+    life: Option<life::FleetRun>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -206,18 +213,22 @@ impl<'a> Simulation<'a> {
         cost: Box<dyn CostModel + 'a>,
     ) -> Simulation<'a> {
         let f = &scenario.file;
-        let blocks = scenario.memory.kv_blocks;
-        let block_bytes = scenario.memory.block_bytes();
-        let fleet = fleet::FleetRun::new(scenario);
-        let slots = fleet
-            .as_ref()
-            .map_or(f.fleet.replicas, |x| x.slots() as u32);
-        let mut replicas: Vec<Replica> = (0..slots)
-            .map(|i| Replica::new(i, &f.engine, blocks, block_bytes, f.seed))
-            .collect();
+        let life = life::FleetRun::new(scenario);
+        let mut replicas = Fleet::replicas(scenario, life.as_ref().map(|x| x.slots() as u32));
         if !f.metrics.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
+        // Pools price their iterations by their own hardware's model.
+        let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
+            vec![cost]
+        } else {
+            scenario
+                .pools
+                .iter()
+                .map(|p| cost_model(&p.scenario))
+                .collect()
+        };
+        let cost = &costs[0];
         let mut tenancy = Tenancy::new(scenario);
         tenancy.install(&mut replicas);
         tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
@@ -246,8 +257,8 @@ impl<'a> Simulation<'a> {
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
-        let routing = Routing::new(scenario, &replicas);
-        if let Some(t) = routing.first_report() {
+        let fleet = Fleet::new(scenario, &replicas);
+        if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
         }
         // A capacity hint; traces and closed loops have no rate to go by.
@@ -262,9 +273,10 @@ impl<'a> Simulation<'a> {
         let expected = if expected == u64::MAX { 4096 } else { expected };
         let mut sim = Simulation {
             scenario,
-            cost,
+            costs,
             replicas,
-            routing,
+            fleet,
+            actions: Actions::default(),
             // Within the memory budget: the guard refuses runs beyond it.
             requests: Vec::with_capacity(
                 expected
@@ -286,7 +298,7 @@ impl<'a> Simulation<'a> {
             itl_samples: Vec::new(),
             timeseries: Vec::new(),
             tenancy,
-            fleet,
+            life,
         };
         sim.fleet_init();
         sim
@@ -295,6 +307,13 @@ impl<'a> Simulation<'a> {
     /// Why a request can never be served, if so. Replicas are identical, so
     /// this is decided once, at arrival.
     fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
+        if !self.scenario.pools.is_empty() {
+            // It must fit every pool it may meet (pools are few).
+            return self.scenario.pools.iter().find_map(|p| {
+                let splits = self.replicas[p.first as usize].splits_prefills();
+                unservable(&p.scenario, spec.prompt_tokens, spec.output_tokens, splits)
+            });
+        }
         unservable(
             self.scenario,
             spec.prompt_tokens,
@@ -310,11 +329,12 @@ impl<'a> Simulation<'a> {
 
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
-            let dt = self.cost.iteration_time(&shape).max(1);
+            let cost = &self.costs[self.fleet.pool_of(r)];
+            let dt = cost.iteration_time(&shape).max(1);
             crate::replica::attribution::price_decode_alone(
                 &mut self.replicas[r],
                 &shape,
-                self.cost.as_ref(),
+                cost.as_ref(),
             );
             self.queue
                 .schedule(now.plus(dt), Event::IterationEnd(r as u32));
@@ -380,12 +400,12 @@ impl<'a> Simulation<'a> {
                     None => self.request_ended(id, now, false),
                 }
             }
-            None if self.fleet.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
+            None if self.life.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
                 self.requests.push(req);
                 self.place(id, now);
             }
             None => {
-                let r = self.routing.route(&req);
+                let r = self.fleet.route(&mut req, &mut self.replicas);
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
@@ -393,7 +413,7 @@ impl<'a> Simulation<'a> {
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
                 }
-                self.routing.observe(r, &self.replicas[r]);
+                self.fleet.observe(r, &self.replicas[r]);
             }
         }
     }
@@ -435,16 +455,43 @@ impl<'a> Simulation<'a> {
         }
         done.clear();
         self.completed_buf = done;
-        if self.replicas[r].has_work() {
+        if self.fleet.disaggregated() {
+            self.fleet_step(Some(r), None, now);
+        }
+        if self.replicas[r].has_work() && !self.replicas[r].is_busy() {
             self.start_iteration(r, now);
         }
-        self.routing.observe(r, &self.replicas[r]);
+        self.fleet.observe(r, &self.replicas[r]);
+    }
+
+    /// The disaggregated data path after replica `r`'s iteration or the
+    /// arrival of transfer `slot`: transfers to schedule, replicas to start.
+    fn fleet_step(&mut self, r: Option<usize>, slot: Option<u32>, now: SimTime) {
+        let mut act = std::mem::take(&mut self.actions);
+        let (reps, reqs) = (&mut self.replicas, &mut self.requests);
+        if let Some(r) = r {
+            self.fleet.step(r, now, reps, reqs, &mut act);
+        }
+        if let Some(slot) = slot {
+            self.fleet.transfer_done(slot, now, reps, reqs, &mut act);
+        }
+        for (at, slot) in act.transfers.drain(..) {
+            self.queue.schedule(at, Event::TransferDone(slot));
+        }
+        for k in act.kick.drain(..) {
+            if self.replicas[k].has_work() && !self.replicas[k].is_busy() {
+                self.start_iteration(k, now);
+            }
+            self.fleet.observe(k, &self.replicas[k]);
+        }
+        self.actions = act;
     }
 
     fn on_load_report(&mut self, now: SimTime) {
-        let next = self.routing.report(now, &self.replicas);
+        let next = self.fleet.report(now, &self.replicas);
         // Reports stop when nothing is left to happen but reports and samples.
-        let work_ahead = self.pending.is_some()
+        let work_ahead = self.fleet.busy()
+            || self.pending.is_some()
             || self.deferred.iter().any(Option::is_some)
             || self.replicas.iter().any(Replica::is_busy);
         if work_ahead && self.deadline.is_none_or(|d| next <= d) {
@@ -453,6 +500,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn on_sample(&mut self, now: SimTime) {
+        self.fleet.sample(now, &self.replicas);
         if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
             self.timeseries
                 .push(crate::guard::fleet_row(now, &self.replicas));
@@ -518,6 +566,7 @@ impl<'a> Simulation<'a> {
                 Event::Sample => self.on_sample(now),
                 Event::LoadReport => self.on_load_report(now),
                 Event::Fleet(e) => self.on_fleet_event(e, now),
+                Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -563,7 +612,7 @@ impl<'a> Simulation<'a> {
         let mut summary = Summary {
             scenario: f.name.clone(),
             seed: f.seed,
-            cost_source: self.cost.source(),
+            cost_source: self.costs[0].source(),
             model: s.model.name.clone(),
             hardware: s.hardware.name.clone(),
             replicas: f.fleet.replicas,
@@ -612,6 +661,11 @@ impl<'a> Simulation<'a> {
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
         eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
+        if !s.pools.is_empty() {
+            // Pools may differ in KV blocks: weigh by each replica's own.
+            let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
+            eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
+        }
         eng.policy = f.engine.policy.name().to_string();
         eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
         eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
@@ -629,16 +683,19 @@ impl<'a> Simulation<'a> {
             crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
         summary.lifecycle = self.fleet_report(end);
         let fleet_series = self
-            .fleet
+            .life
             .as_mut()
             .map(|x| std::mem::take(&mut x.fleet.series))
             .unwrap_or_default();
+        summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
+        summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
         Ok(RunResult {
             summary,
             requests: self.requests,
             timeseries: self.timeseries,
             attribution: f.metrics.attribution,
             fleet_series,
+            pool_series: self.fleet.take_series(),
         })
     }
 
@@ -698,6 +755,9 @@ impl<'a> Simulation<'a> {
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;
+        self.fleet
+            .check(&self.requests, &self.replicas)
+            .map_err(InvariantViolation)?;
         for (i, r) in self.requests.iter().enumerate() {
             match r.status {
                 Status::InFlight if !held[i] => {
@@ -719,7 +779,7 @@ impl<'a> Simulation<'a> {
     }
 }
 
-mod fleet;
+mod life;
 
 #[cfg(test)]
 mod tests;

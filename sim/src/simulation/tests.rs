@@ -189,6 +189,7 @@ output_tokens = { dist = "fixed", value = 3 }
             Event::Sample => sim.on_sample(now),
             Event::LoadReport => sim.on_load_report(now),
             Event::Fleet(_) => unreachable!("no life cycle"),
+            Event::TransferDone(_) => unreachable!("no pools"),
         }
     }
     assert!(sim.check_invariants().is_ok());
@@ -202,4 +203,67 @@ output_tokens = { dist = "fixed", value = 3 }
     sim.replicas[0].enqueue(4);
     let e = sim.check_invariants().unwrap_err();
     assert!(e.0.contains("still held"), "{e}");
+}
+
+#[test]
+fn invariant_check_follows_kv_between_prefill_and_decode() {
+    let s = scenario(
+        r#"
+[horizon]
+requests = 40
+[engine]
+policy = "sarathi"
+[[fleet.pools]]
+name = "p"
+role = "prefill"
+replicas = 1
+[[fleet.pools]]
+name = "d"
+role = "decode"
+replicas = 1
+[fleet.kv_transfer]
+bandwidth_gb_s = 1.0
+[workload]
+arrival = { process = "poisson", rate = 50.0 }
+prompt_tokens = { dist = "fixed", value = 2000 }
+output_tokens = { dist = "fixed", value = 20 }
+"#,
+    );
+    let mut sim = Simulation::new(&s);
+    // Stop while KV caches are on the 1 GB/s link.
+    let mut on_link = false;
+    while let Some((now, ev)) = sim.queue.pop() {
+        match ev {
+            Event::Arrival => sim.on_arrival(now),
+            Event::FollowUp(slot) => sim.on_follow_up(slot, now),
+            Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
+            Event::Retry(_) => unreachable!("no tenants"),
+            Event::Sample => sim.on_sample(now),
+            Event::LoadReport => sim.on_load_report(now),
+            Event::TransferDone(slot) => sim.fleet_step(None, Some(slot), now),
+            Event::Fleet(_) => unreachable!("no life cycle"),
+        }
+        if sim.fleet.busy() && sim.replicas[0].held_for_transfer() > 2 {
+            on_link = true;
+            break;
+        }
+    }
+    assert!(on_link);
+    sim.check_invariants().unwrap();
+    // A request whose KV is on the link must still be in flight.
+    let id = sim
+        .requests
+        .iter()
+        .position(|r| {
+            r.kv_transfer
+                .as_ref()
+                .is_some_and(|t| t.accepted.is_some() && t.done.is_none())
+        })
+        .unwrap();
+    sim.requests[id].status = Status::Completed;
+    let e = sim.check_invariants().unwrap_err();
+    assert!(
+        e.0.contains("between replicas") || e.0.contains("held"),
+        "{e}"
+    );
 }

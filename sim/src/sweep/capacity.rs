@@ -325,6 +325,11 @@ pub fn plan_capacity(
             "{origin}: slo: missing: capacity needs [slo] ttft_ms and tpot_ms targets, which define the load a fleet sustains"
         )));
     };
+    if !base_scenario.pools.is_empty() {
+        return Err(SweepError::new(format!(
+            "{origin}: fleet.pools: capacity scales fleet.replicas, which pools replace; size pools with a sweep over `fleet.pools` (docs/disaggregation.md)"
+        )));
+    }
     check_query(q)?;
     let base: toml::Table = scenario_toml
         .parse()

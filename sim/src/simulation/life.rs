@@ -78,10 +78,10 @@ impl Simulation<'_> {
     /// At construction: only ready replicas are routable; the first
     /// scrapes, decisions and failure clocks are scheduled.
     pub(super) fn fleet_init(&mut self) {
-        let Some(fr) = &mut self.fleet else { return };
+        let Some(fr) = &mut self.life else { return };
         for i in 0..fr.fleet.slots() {
             if !fr.fleet.routable(i) {
-                self.routing.set_routable(i, false);
+                self.fleet.set_routable(i, false);
             }
         }
         fr.last.ready = fr.fleet.count(Phase::Ready);
@@ -110,13 +110,13 @@ impl Simulation<'_> {
             || self.deferred.iter().any(Option::is_some)
             || self.replicas.iter().any(|r| r.is_busy() || r.has_work())
             || self
-                .fleet
+                .life
                 .as_ref()
                 .is_some_and(|f| !f.fleet.buffer.is_empty())
     }
 
     pub(super) fn on_fleet_event(&mut self, ev: FleetEvent, now: SimTime) {
-        let Some(fr) = &mut self.fleet else { return };
+        let Some(fr) = &mut self.life else { return };
         let actions = match ev {
             FleetEvent::Advance { slot, gen } => fr.fleet.on_advance(slot, gen, now),
             FleetEvent::DrainTimeout { slot, gen } => fr.fleet.on_drain_timeout(slot, gen),
@@ -128,7 +128,7 @@ impl Simulation<'_> {
             FleetEvent::FailAt { slot } => fr.fleet.on_fail(slot, None, now),
             FleetEvent::Scrape => {
                 self.scrape(now);
-                let next = now.plus(self.fleet.as_ref().expect("fleet").scrape_every);
+                let next = now.plus(self.life.as_ref().expect("fleet").scrape_every);
                 if self.work_ahead() && self.deadline.is_none_or(|d| next <= d) {
                     self.queue.schedule(next, Event::Fleet(FleetEvent::Scrape));
                 }
@@ -161,7 +161,7 @@ impl Simulation<'_> {
     /// Reads the scaled metric from the ready replicas.
     fn scrape(&mut self, now: SimTime) {
         let arrivals = self.requests.len() as u64;
-        let Some(fr) = &mut self.fleet else { return };
+        let Some(fr) = &mut self.life else { return };
         let dt = now.since(fr.last_scrape).max(1) as f64;
         let mut ready = 0u32;
         let mut sum = 0.0;
@@ -209,24 +209,24 @@ impl Simulation<'_> {
                 }
                 Action::Ready(slot) => {
                     let r = slot as usize;
-                    self.routing.set_routable(r, true);
-                    self.routing.observe(r, &self.replicas[r]);
-                    let fr = self.fleet.as_mut().expect("fleet");
+                    self.fleet.set_routable(r, true);
+                    self.fleet.observe(r, &self.replicas[r]);
+                    let fr = self.life.as_mut().expect("fleet");
                     fr.fleet.note_ready_peak();
                     self.release_buffer(now);
                 }
-                Action::Unroutable(slot) => self.routing.set_routable(slot as usize, false),
+                Action::Unroutable(slot) => self.fleet.set_routable(slot as usize, false),
                 Action::Drain(slot) => {
                     let r = slot as usize;
                     if !self.replicas[r].is_busy() && !self.replicas[r].has_work() {
-                        more = self.fleet.as_mut().expect("fleet").fleet.drained(r, now);
+                        more = self.life.as_mut().expect("fleet").fleet.drained(r, now);
                     }
                 }
                 Action::HandBack(slot, cause) => {
                     let r = slot as usize;
                     self.hand_back(r, cause, now);
                     if cause == HandBackCause::DrainTimeout {
-                        more = self.fleet.as_mut().expect("fleet").fleet.drained(r, now);
+                        more = self.life.as_mut().expect("fleet").fleet.drained(r, now);
                     }
                 }
             }
@@ -238,7 +238,7 @@ impl Simulation<'_> {
     /// their wait is charged as cold start.
     fn release_buffer(&mut self, now: SimTime) {
         loop {
-            let Some(fr) = &mut self.fleet else { return };
+            let Some(fr) = &mut self.life else { return };
             if !fr.fleet.any_ready() {
                 return;
             }
@@ -255,7 +255,7 @@ impl Simulation<'_> {
     /// Routes request `id` (already in the slab) to a ready replica, or
     /// holds it in the activator, or fails it when neither is possible.
     pub(super) fn place(&mut self, id: RequestId, now: SimTime) {
-        let fr = self.fleet.as_mut().expect("fleet");
+        let fr = self.life.as_mut().expect("fleet");
         if !fr.fleet.any_ready() {
             if fr.fleet.activator_has_room() {
                 fr.fleet.buffer.push_back(id);
@@ -275,7 +275,9 @@ impl Simulation<'_> {
             }
             return;
         }
-        let r = self.routing.route(&self.requests[id as usize]);
+        let r = self
+            .fleet
+            .route(&mut self.requests[id as usize], &mut self.replicas);
         let req = &mut self.requests[id as usize];
         req.replica = r as u32;
         let waiting = Tenancy::waiting(id, req);
@@ -283,7 +285,7 @@ impl Simulation<'_> {
         if !self.replicas[r].is_busy() {
             self.start_iteration(r, now);
         }
-        self.routing.observe(r, &self.replicas[r]);
+        self.fleet.observe(r, &self.replicas[r]);
     }
 
     /// Ends request `id` unserved (no replica, or retries exhausted).
@@ -313,13 +315,13 @@ impl Simulation<'_> {
         let mut old = std::mem::replace(&mut self.replicas[r], fresh);
         old.close(now);
         self.replicas[r].stats = std::mem::take(&mut old.stats);
-        let fr = self.fleet.as_mut().expect("fleet");
+        let fr = self.life.as_mut().expect("fleet");
         if old.is_busy() {
             fr.fleet.note_stale_end(r);
         }
         for id in ids {
             let generated = old.generated(id).unwrap_or(0);
-            let fr = self.fleet.as_mut().expect("fleet");
+            let fr = self.life.as_mut().expect("fleet");
             let st = &mut fr.fleet.stats;
             st.handed_back += 1;
             let req = &mut self.requests[id as usize];
@@ -353,13 +355,13 @@ impl Simulation<'_> {
             req.attribution.charge_until(Component::ColdStart, now);
             self.place(id, now);
         }
-        self.routing.observe(r, &self.replicas[r]);
+        self.fleet.observe(r, &self.replicas[r]);
     }
 
     /// An iteration of replica `r` ended: true when it belonged to a replica
     /// that is gone (failed, handed back), so the event is dropped.
     pub(super) fn fleet_stale_end(&mut self, r: usize, now: SimTime) -> bool {
-        let Some(fr) = &mut self.fleet else {
+        let Some(fr) = &mut self.life else {
             return false;
         };
         match fr.fleet.consume_stale_end(r, now) {
@@ -374,7 +376,7 @@ impl Simulation<'_> {
     /// After replica `r` ended an iteration: a draining replica with
     /// nothing left stops (or joins the standby pool).
     pub(super) fn fleet_after_iteration(&mut self, r: usize, now: SimTime) {
-        let Some(fr) = &mut self.fleet else { return };
+        let Some(fr) = &mut self.life else { return };
         if fr.fleet.phase(r) == Phase::Draining
             && !self.replicas[r].is_busy()
             && !self.replicas[r].has_work()
@@ -386,7 +388,7 @@ impl Simulation<'_> {
 
     /// Time-series tick of the life cycle.
     pub(super) fn fleet_sample(&mut self, now: SimTime) {
-        if let Some(fr) = &mut self.fleet {
+        if let Some(fr) = &mut self.life {
             fr.fleet.sample(now);
         }
     }
@@ -394,7 +396,7 @@ impl Simulation<'_> {
     /// Conservation with a life cycle: the activator's requests are in
     /// flight and held nowhere else; the slot books balance.
     pub(super) fn fleet_check(&self, held: &mut [bool]) -> Result<(), InvariantViolation> {
-        let Some(fr) = &self.fleet else { return Ok(()) };
+        let Some(fr) = &self.life else { return Ok(()) };
         for &id in &fr.fleet.buffer {
             let i = id as usize;
             if held[i] {
@@ -415,7 +417,7 @@ impl Simulation<'_> {
 
     /// The summary's `lifecycle` section.
     pub(super) fn fleet_report(&mut self, end: SimTime) -> Option<LifecycleReport> {
-        let fr = self.fleet.as_mut()?;
+        let fr = self.life.as_mut()?;
         let busy: u64 = self.replicas.iter().map(|r| r.stats.busy_ns).sum();
         let out: u64 = self
             .requests

@@ -1,0 +1,127 @@
+//! Pools: a pool is a set of replicas with one configuration (hardware,
+//! parallelism, engine settings), one role (colocated, prefill, decode) and
+//! one router. A scenario without `[[fleet.pools]]` is one colocated pool of
+//! `fleet.replicas` replicas. Each declared pool is resolved as a scenario of
+//! its own — the parent's keys with the pool's overrides — so memory plans,
+//! cost models and the "does the model fit" check are the single-pool ones.
+//! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
+//! apart; heterogeneous pools mix hardware generations behind one router.)
+
+use crate::scenario::{PoolRole, Scenario, ScenarioError, ScenarioFile};
+
+/// One resolved pool; its replicas have global indices
+/// `first..first + replicas` in the run.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub name: String,
+    pub role: PoolRole,
+    pub first: u32,
+    pub replicas: u32,
+    /// The parent scenario with this pool's overrides and no pools.
+    pub scenario: Box<Scenario>,
+}
+
+/// Resolves `file`'s pools. Replicas are numbered colocated pools first,
+/// then the prefill pool, then the decode pool, so each routing group is a
+/// contiguous range. Errors name the pool's key path.
+pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioError> {
+    let mut order: Vec<usize> = (0..file.fleet.pools.len()).collect();
+    order.sort_by_key(|&i| match file.fleet.pools[i].role {
+        PoolRole::Colocated => 0,
+        PoolRole::Prefill => 1,
+        PoolRole::Decode => 2,
+    });
+    let mut pools = Vec::with_capacity(order.len());
+    let mut first = 0u32;
+    for i in order {
+        let p = &file.fleet.pools[i];
+        let key = |k: &str| format!("fleet.pools[{i}]{}{k}", if k.is_empty() { "" } else { "." });
+        let fail = |k: String, m: String| ScenarioError {
+            origin: origin.to_string(),
+            key: k,
+            message: m,
+        };
+        let mut f = file.clone();
+        f.fleet.pools = Vec::new();
+        f.fleet.replicas = p.replicas;
+        if let Some(tp) = p.tensor_parallel {
+            f.fleet.tensor_parallel = tp;
+        }
+        if let Some(r) = p.router {
+            f.fleet.router = r;
+        }
+        if let Some(h) = &p.hardware {
+            f.hardware.preset = Some(h.clone());
+            f.hardware.spec = None;
+            f.hardware.profile = None;
+        }
+        if let Some(over) = &p.engine {
+            let mut t =
+                toml::Value::try_from(&f.engine).map_err(|e| fail(key("engine"), e.to_string()))?;
+            let table = t.as_table_mut().expect("engine is a table");
+            for (k, v) in over {
+                table.insert(k.clone(), v.clone());
+            }
+            f.engine = serde_path_to_error::deserialize(t).map_err(|e| {
+                let path = e.path().to_string();
+                let m = e.into_inner().message().trim().replace('\n', "; ");
+                fail(key(&format!("engine.{path}")), m)
+            })?;
+        }
+        let s = Scenario::from_file(f, origin).map_err(|e| {
+            // Say which pool the inherited or overridden key broke.
+            let own_engine = e
+                .key
+                .strip_prefix("engine.")
+                .and_then(|k| k.split('.').next())
+                .is_some_and(|k| p.engine.as_ref().is_some_and(|t| t.contains_key(k)));
+            let k = if own_engine {
+                key(&e.key)
+            } else if e.key.starts_with("hardware") && p.hardware.is_some() {
+                key("hardware")
+            } else if e.key == "fleet.tensor_parallel" && p.tensor_parallel.is_some() {
+                key("tensor_parallel")
+            } else if e.key.is_empty() {
+                key("")
+            } else {
+                format!("{} ({})", key(""), e.key)
+            };
+            fail(k, format!("pool {:?}: {}", p.name, e.message))
+        })?;
+        pools.push(Pool {
+            name: p.name.clone(),
+            role: p.role,
+            first,
+            replicas: p.replicas,
+            scenario: Box::new(s),
+        });
+        first += p.replicas;
+    }
+    Ok(pools)
+}
+
+/// `servesim check`'s lines for the pools (none without pools).
+pub fn check_lines(s: &Scenario) -> Vec<String> {
+    s.pools
+        .iter()
+        .map(|p| {
+            let ps = &p.scenario;
+            let router = match p.role {
+                PoolRole::Colocated => format!("{} (fleet.router)", s.file.fleet.router.name()),
+                _ => ps.file.fleet.router.name().to_string(),
+            };
+            format!(
+                "pool       {} ({}): {} × {} TP {} = {} GPUs, {} KV blocks per replica, max_num_seqs {}, router {}",
+                p.name,
+                p.role.name(),
+                p.replicas,
+                ps.hardware.name,
+                ps.parallel.tensor,
+                ps.gpus(),
+                ps.memory.kv_blocks,
+                ps.file.engine.max_num_seqs,
+                router
+            )
+        })
+        .collect()
+}
