@@ -548,6 +548,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     );
     if let Some(l) = &sum.lifecycle {
         crate::fleet_print::lifecycle(l);
+    }
     for line in sim::cluster::fleet::summary_lines(sum) {
         outln!("{line}");
     }
