@@ -606,6 +606,24 @@ output_tokens = { dist = "fixed", value = 10 }
     }
 
     #[test]
+    fn the_life_cycle_refuses_pools() {
+        let pooled = BASE.replace(
+            "[fleet]\nreplicas = 2\n",
+            "[fleet]\n[[fleet.pools]]\nname = \"a\"\nreplicas = 2\n",
+        );
+        assert!(Scenario::from_toml_str(&pooled, "s.toml").is_ok());
+        for (table, key) in [
+            ("[lifecycle]\nwarmup_s = 10\n", "lifecycle"),
+            ("[autoscale]\npolicy = \"fixed\"\n", "autoscale"),
+            ("[failures]\nmtbf_s = 100\n", "failures"),
+        ] {
+            let e = Scenario::from_toml_str(&format!("{pooled}{table}"), "s.toml").unwrap_err();
+            assert_eq!(e.key, key, "{}", e.message);
+            assert!(e.message.contains("fleet.pools"), "{}", e.message);
+        }
+    }
+
+    #[test]
     fn random_failures_need_a_duration_and_scale_to_zero_needs_the_activator() {
         let text = BASE.replace("duration_s = 60", "requests = 10");
         let e = Scenario::from_toml_str(&format!("{text}[failures]\nmtbf_s = 100\n"), "s.toml")
