@@ -43,6 +43,8 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
         };
         let mut f = file.clone();
         f.fleet.pools = Vec::new();
+        // The link belongs to the fleet, not to one pool's replicas.
+        f.fleet.kv_transfer = Default::default();
         f.fleet.replicas = p.replicas;
         if let Some(tp) = p.tensor_parallel {
             f.fleet.tensor_parallel = tp;

@@ -180,6 +180,10 @@ fn bad_pool_keys_name_their_path() {
         ),
         ("[[fleet.pools]]\nname = \"a\"\nreplicas = 0".into(), "fleet.pools[0].replicas"),
         (
+            "[fleet.kv_transfer]\nbandwidth_gb_s = 25".into(),
+            "fleet.kv_transfer",
+        ),
+        (
             "[[fleet.pools]]\nname = \"a\"\nreplicas = 1\n[[fleet.pools]]\nname = \"a\"\nreplicas = 1".into(),
             "fleet.pools[1].name",
         ),

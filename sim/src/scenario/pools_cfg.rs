@@ -137,6 +137,14 @@ pub(super) fn validate_pools(
             format!("must be ≥ 0 µs, got {}", kt.latency_us),
         );
     }
+    if !pools.iter().any(|p| p.role == PoolRole::Prefill) && *kt != KvTransferCfg::default() {
+        return err(
+            "fleet.kv_transfer".into(),
+            "applies only to a fleet with a prefill and a decode pool ([[fleet.pools]] with \
+             role = \"prefill\" and \"decode\"); this fleet has none: remove the table or add the pools"
+                .into(),
+        );
+    }
     if pools.is_empty() {
         return Ok(());
     }
