@@ -18,12 +18,14 @@ mod pools_cfg;
 pub mod ranges;
 mod resolve;
 mod tenants_cfg;
+mod trace_cfg;
 pub mod units;
 mod validate;
 mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;
 pub use tenants_cfg::*;
+pub use trace_cfg::*;
 use validate::*;
 pub use workload_cfg::*;
 
