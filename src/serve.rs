@@ -221,7 +221,11 @@ fn serve_live(a: ServeArgs) -> Result<()> {
         lm.dev.spec.label(),
         scenario.file.engine.policy.name(),
         scenario.memory.kv_blocks,
-        if lm.tokenizer.is_some() { "" } else { ", no tokenizer: prompts as token ids" }
+        if lm.tokenizer.is_some() {
+            ""
+        } else {
+            ", no tokenizer: prompts as token ids"
+        }
     );
     let engine = serve::live::start(
         scenario,
@@ -235,12 +239,17 @@ fn serve_live(a: ServeArgs) -> Result<()> {
     let model = cfg.model.clone();
     let keyed = cfg.api_key.is_some();
     let router = serve::server::router(cfg, engine);
-    serve::serve_forever(SocketAddr::new(a.host, a.port), router, secs("idle-timeout-s", a.idle_timeout_s)?, |addr| {
-        eprintln!(
-            "serving {model} ({about}{}) on http://{addr}",
-            if keyed { ", API key required" } else { "" }
-        );
-    })
+    serve::serve_forever(
+        SocketAddr::new(a.host, a.port),
+        router,
+        secs("idle-timeout-s", a.idle_timeout_s)?,
+        |addr| {
+            eprintln!(
+                "serving {model} ({about}{}) on http://{addr}",
+                if keyed { ", API key required" } else { "" }
+            );
+        },
+    )
     .with_context(|| format!("cannot serve on {}:{}", a.host, a.port))
 }
 

@@ -111,11 +111,7 @@ fn observe_the_twin_then_compare_with_simulate() {
 
 /// Starts `servesim serve` with `args` and returns it with its URL.
 fn start_server(args: &[&str]) -> (Server, String) {
-    let mut child = bin()
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = bin().args(args).stderr(Stdio::piped()).spawn().unwrap();
     let err = child.stderr.take().unwrap();
     let server = Server(child);
     let mut line = String::new();

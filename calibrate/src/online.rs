@@ -93,7 +93,12 @@ impl<'m> Online<'m> {
 
     /// Queues a request for `prompt` and `output_tokens` new tokens, arrived
     /// at `now`.
-    pub fn submit(&mut self, now: SimTime, prompt: Vec<u32>, output_tokens: u32) -> Result<RequestId> {
+    pub fn submit(
+        &mut self,
+        now: SimTime,
+        prompt: Vec<u32>,
+        output_tokens: u32,
+    ) -> Result<RequestId> {
         let vocab = self.model.cfg.vocab_size as u32;
         if let Some(&bad) = prompt.iter().find(|&&t| t >= vocab) {
             return Err(input(format!(
@@ -101,7 +106,9 @@ impl<'m> Online<'m> {
             )));
         }
         if prompt.is_empty() || output_tokens == 0 {
-            return Err(input("a request needs a prompt and at least one output token"));
+            return Err(input(
+                "a request needs a prompt and at least one output token",
+            ));
         }
         if prompt.len() + output_tokens as usize > self.capacity {
             return Err(input(format!(

@@ -41,20 +41,26 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> anyhow::Result<
     let origin = scenario.display().to_string();
     let text = std::fs::read_to_string(scenario)
         .map_err(|e| anyhow::anyhow!("cannot read {origin}: {e}"))?;
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("{origin}: TOML syntax error: {}", e.message().trim()))?;
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        anyhow::anyhow!("{origin}: TOML syntax error: {}", e.message().trim())
+    })?;
     let abs = std::fs::canonicalize(profile)
         .map_err(|e| anyhow::anyhow!("--profile {}: {e}", profile.display()))?;
     let mut hw = toml::Table::new();
-    hw.insert("profile".into(), toml::Value::String(abs.display().to_string()));
+    hw.insert(
+        "profile".into(),
+        toml::Value::String(abs.display().to_string()),
+    );
     table.insert("hardware".into(), toml::Value::Table(hw));
     table.remove("model");
     let s = Scenario::from_table(table, &origin)?;
     let f = &s.file;
     let refuse = |key: &str, why: &str| Err(anyhow::anyhow!("{origin}: {key}: {why}"));
     if f.fleet.replicas != 1 {
-        return refuse("fleet.replicas", "the live engine is one replica; set it to 1");
+        return refuse(
+            "fleet.replicas",
+            "the live engine is one replica; set it to 1",
+        );
     }
     if f.engine.policy == BatchPolicyKind::Static {
         return refuse(
@@ -63,10 +69,16 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> anyhow::Result<
         );
     }
     if f.engine.prefix_caching {
-        return refuse("engine.prefix_caching", "the live engine keeps no prefix cache; set it to false");
+        return refuse(
+            "engine.prefix_caching",
+            "the live engine keeps no prefix cache; set it to false",
+        );
     }
     if f.engine.speculative.is_some() {
-        return refuse("engine.speculative", "the live engine does not decode speculatively; remove it");
+        return refuse(
+            "engine.speculative",
+            "the live engine does not decode speculatively; remove it",
+        );
     }
     if f.engine.preemption == PreemptionMode::Swap {
         return refuse(
@@ -106,11 +118,17 @@ pub fn load(
         None => loaded.tokenizer,
         Some(path) => {
             if path.extension().and_then(|e| e.to_str()) != Some("gguf") {
-                anyhow::bail!("--tokenizer {}: must be a .gguf file (its vocabulary and merges are read)", path.display());
+                anyhow::bail!(
+                    "--tokenizer {}: must be a .gguf file (its vocabulary and merges are read)",
+                    path.display()
+                );
             }
             let g = calibrate::gguf::read(path)?;
             let t = g.tokenizer.ok_or_else(|| {
-                anyhow::anyhow!("--tokenizer {}: the file carries no tokenizer", path.display())
+                anyhow::anyhow!(
+                    "--tokenizer {}: the file carries no tokenizer",
+                    path.display()
+                )
             })?;
             if t.vocab_size() > loaded.model.cfg.vocab_size {
                 anyhow::bail!(
@@ -274,11 +292,13 @@ impl Live<'_> {
             let eos = self.tokenizer.and_then(|t| t.eos);
             for &(id, tok) in &st.sampled {
                 let completes = st.completed.contains(&id);
-                let Some(s) = self.subs.get_mut(&id) else { continue };
+                let Some(s) = self.subs.get_mut(&id) else {
+                    continue;
+                };
                 s.ids.push(tok);
                 self.gauges.generation_tokens += 1;
-                let stops = Some(tok) == eos
-                    && s.stop_at_eos_after.is_some_and(|m| s.ids.len() as u32 > m);
+                let stops =
+                    Some(tok) == eos && s.stop_at_eos_after.is_some_and(|m| s.ids.len() as u32 > m);
                 let text = if stops {
                     // The end-of-sequence token counts, its text is not
                     // shown (vLLM's skip_special_tokens).
@@ -410,7 +430,9 @@ mod tests {
         let mut extra = 0u32;
         (0u32..256)
             .map(|b| {
-                let printable = (33..=126).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+                let printable = (33..=126).contains(&b)
+                    || (0xA1..=0xAC).contains(&b)
+                    || (0xAE..=0xFF).contains(&b);
                 let c = if printable {
                     char::from_u32(b).unwrap()
                 } else {
@@ -428,12 +450,18 @@ mod tests {
         let p = Prompt::Chat(vec![("user".into(), "hi".into())]);
         let ids = prompt_ids(Some(&t), 300, &p).unwrap();
         assert_eq!(ids[0], 256);
-        assert_eq!(t.decode(&ids), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            t.decode(&ids),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
         let e = prompt_ids(None, 300, &Prompt::Text("hi".into())).unwrap_err();
         assert!(e.contains("no tokenizer"), "{e}");
         let e = prompt_ids(None, 300, &Prompt::Ids(vec![1, 300])).unwrap_err();
         assert!(e.contains("outside the model's vocabulary of 300"), "{e}");
-        assert_eq!(prompt_ids(None, 300, &Prompt::Ids(vec![1, 299])).unwrap(), vec![1, 299]);
+        assert_eq!(
+            prompt_ids(None, 300, &Prompt::Ids(vec![1, 299])).unwrap(),
+            vec![1, 299]
+        );
     }
 
     #[test]

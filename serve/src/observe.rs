@@ -158,7 +158,13 @@ fn body(cfg: &ObserveConfig, i: usize, spec: &RequestSpec) -> Value {
 /// Sends a fixed list of requests (open loop) and waits for every request
 /// to end (or the time limit). `seed` picks the cancelled clients.
 pub fn run(cfg: &ObserveConfig, specs: Vec<RequestSpec>, seed: u64) -> anyhow::Result<Observed> {
-    run_source(cfg, Box::new(Listed(specs.into_iter())), u64::MAX, None, seed)
+    run_source(
+        cfg,
+        Box::new(Listed(specs.into_iter())),
+        u64::MAX,
+        None,
+        seed,
+    )
 }
 
 /// Sends the scenario's workload as `simulate` generates it — open loop at
@@ -167,10 +173,19 @@ pub fn run(cfg: &ObserveConfig, specs: Vec<RequestSpec>, seed: u64) -> anyhow::R
 /// its previous one ended, the follow-up drawn by the very source
 /// `simulate` runs from the observed end. Cut to `max_requests`, the
 /// scenario's horizon and `cfg.max_duration`.
-pub fn run_scenario(cfg: &ObserveConfig, s: &Scenario, max_requests: u64) -> anyhow::Result<Observed> {
+pub fn run_scenario(
+    cfg: &ObserveConfig,
+    s: &Scenario,
+    max_requests: u64,
+) -> anyhow::Result<Observed> {
     let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
     let src = sim::workload::build(&s.file.workload, &ctx)?;
-    let cap = s.file.horizon.requests.unwrap_or(u64::MAX).min(max_requests);
+    let cap = s
+        .file
+        .horizon
+        .requests
+        .unwrap_or(u64::MAX)
+        .min(max_requests);
     let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
     run_source(cfg, src, cap, deadline, s.seed())
 }
@@ -220,7 +235,8 @@ impl Launcher {
         let b = body(cfg, i, spec);
         let (client, url, slots) = (self.client.clone(), self.url.clone(), self.slots.clone());
         let key = self.key.clone();
-        let cancel_after = (self.rng.random::<f64>() < self.cancel_share).then_some(self.cancel_after);
+        let cancel_after =
+            (self.rng.random::<f64>() < self.cancel_share).then_some(self.cancel_after);
         let (timeout, start, stop, done) = (self.timeout, self.start, self.stop, self.done.clone());
         tokio::spawn(async move {
             let mut o = Observation {
@@ -296,7 +312,9 @@ async fn run_async(
         rng: sim::rng::stream(seed, "observe.cancel"),
         done,
     };
-    let within = |spec: &RequestSpec, n: usize| (n as u64) < cap && deadline.is_none_or(|d| spec.arrival <= d);
+    let within = |spec: &RequestSpec, n: usize| {
+        (n as u64) < cap && deadline.is_none_or(|d| spec.arrival <= d)
+    };
     let mut specs: Vec<RequestSpec> = Vec::new();
     while let Some(r) = src.next_request() {
         if !within(&r, specs.len()) {
@@ -324,7 +342,8 @@ async fn run_async(
         };
         observations[i] = o;
         if let Some(next) = follow {
-            if within(&next, specs.len()) && l.start + Duration::from_nanos(next.arrival.0) < l.stop {
+            if within(&next, specs.len()) && l.start + Duration::from_nanos(next.arrival.0) < l.stop
+            {
                 l.launch(cfg, specs.len(), &next);
                 specs.push(next);
                 observations.push(Observation::default());

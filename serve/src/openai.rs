@@ -78,7 +78,11 @@ fn prompt(p: &Value) -> Result<Prompt, String> {
                 .all(|v| v.as_u64().is_some_and(|n| n <= u32::MAX as u64))
             {
                 return Ok(Prompt::Ids(
-                    items.iter().filter_map(Value::as_u64).map(|n| n as u32).collect(),
+                    items
+                        .iter()
+                        .filter_map(Value::as_u64)
+                        .map(|n| n as u32)
+                        .collect(),
                 ));
             }
             match items.as_slice() {

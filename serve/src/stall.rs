@@ -52,10 +52,7 @@ impl<IO> StallGuard<IO> {
         ready!(sleep.as_mut().poll(cx));
         Poll::Ready(Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            format!(
-                "the client read nothing for {} s",
-                limit.as_secs_f64()
-            ),
+            format!("the client read nothing for {} s", limit.as_secs_f64()),
         )))
     }
 

@@ -7,9 +7,9 @@
 #![cfg(feature = "live")]
 
 use calibrate::tokenizer::Tokenizer;
+use serde_json::Value;
 use serve::engine::EngineHandle;
 use serve::server::{self, ServerConfig};
-use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -56,9 +56,8 @@ fn byte_tokenizer(eos: Option<u32>) -> Tokenizer {
     let mut extra = 0u32;
     let tokens: Vec<String> = (0u32..256)
         .map(|b| {
-            let printable = (33..=126).contains(&b)
-                || (0xA1..=0xAC).contains(&b)
-                || (0xAE..=0xFF).contains(&b);
+            let printable =
+                (33..=126).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
             let c = if printable {
                 char::from_u32(b).unwrap()
             } else {
@@ -82,7 +81,9 @@ fn start(eos: Option<u32>, tokenizer: bool) -> Live {
     let dir = tempfile::tempdir().unwrap();
     let s = serve::live::scenario_with_profile(&scenario_file(dir.path()), &profile()).unwrap();
     let lm = serve::live::load(&profile(), Some("cpu"), None).unwrap();
-    let check = serve::live::load(&profile(), Some("cpu"), None).unwrap().model;
+    let check = serve::live::load(&profile(), Some("cpu"), None)
+        .unwrap()
+        .model;
     let cfg = ServerConfig {
         model: "tiny".into(),
         api_key: None,
@@ -178,7 +179,10 @@ fn text_prompts_are_tokenized_and_tokens_detokenized_as_the_model_generates() {
     );
     assert_eq!(status, 200, "{raw}");
     let v: Value = serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    assert_eq!(v["choices"][0]["text"].as_str().unwrap(), tok.decode(&alone));
+    assert_eq!(
+        v["choices"][0]["text"].as_str().unwrap(),
+        tok.decode(&alone)
+    );
     let (status, raw) = post(
         l.srv.addr,
         "/v1/chat/completions",
@@ -208,7 +212,11 @@ fn end_of_sequence_stops_unless_ignored() {
     let ev = events(&raw);
     assert_eq!(ev.last().unwrap()["usage"]["completion_tokens"], 1, "{raw}");
     assert!(raw.contains(r#""finish_reason":"stop""#), "{raw}");
-    let (_, raw) = post(l.srv.addr, "/v1/completions", &body(r#","ignore_eos":true"#));
+    let (_, raw) = post(
+        l.srv.addr,
+        "/v1/completions",
+        &body(r#","ignore_eos":true"#),
+    );
     let ev = events(&raw);
     assert_eq!(ev.last().unwrap()["usage"]["completion_tokens"], 6, "{raw}");
     assert!(raw.contains(r#""finish_reason":"length""#), "{raw}");
@@ -233,7 +241,10 @@ fn random_weights_without_a_tokenizer_take_token_ids_only() {
         r#"{"model":"tiny","prompt":[1,2,9000],"max_tokens":3}"#,
     );
     assert_eq!(status, 400, "{raw}");
-    assert!(raw.contains("outside the model's vocabulary of 8192"), "{raw}");
+    assert!(
+        raw.contains("outside the model's vocabulary of 8192"),
+        "{raw}"
+    );
     let (status, raw) = post(
         l.srv.addr,
         "/v1/completions",
@@ -268,7 +279,10 @@ fn a_disconnected_live_stream_leaves_the_batch_frees_its_blocks_and_stops_comput
     }
     let g = l.engine.gauges();
     assert_eq!(g.running, 1);
-    assert!(g.kv_blocks_used >= 3, "40 prompt tokens hold 3 blocks of 16");
+    assert!(
+        g.kv_blocks_used >= 3,
+        "40 prompt tokens hold 3 blocks of 16"
+    );
     drop(c);
     let t0 = Instant::now();
     loop {
@@ -276,7 +290,10 @@ fn a_disconnected_live_stream_leaves_the_batch_frees_its_blocks_and_stops_comput
         if g.kv_blocks_used == 0 && g.running == 0 && g.cancelled == 1 {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "not cleaned up: {g:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "not cleaned up: {g:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // The model computes it no more: the iteration count stands still.

@@ -624,7 +624,10 @@ output_tokens = { dist = "uniform", min = 8, max = 24 }
     let want = sim::Simulation::new(&s).run(|_| {}).unwrap();
     let (g, w) = (obs.specs.len() as f64, want.requests.len() as f64);
     eprintln!("closed loop: {g} requests observed, {w} simulated");
-    assert!((g - w).abs() <= 0.15 * w + 2.0, "observed {g} vs simulated {w}");
+    assert!(
+        (g - w).abs() <= 0.15 * w + 2.0,
+        "observed {g} vs simulated {w}"
+    );
     assert_eq!(
         got.summary.counts.completed + got.summary.counts.in_flight,
         obs.specs.len() as u64
