@@ -14,6 +14,8 @@ use std::time::Duration;
 pub enum EngineKind {
     /// The scenario's fleet and cost model, paced to the wall clock.
     Sim,
+    /// A real model (the --profile's) on its device, with its tokenizer.
+    Live,
 }
 
 /// `servesim serve`.
@@ -22,9 +24,21 @@ pub struct ServeArgs {
     /// Engine behind the endpoint.
     #[arg(long, value_enum, default_value_t = EngineKind::Sim)]
     pub engine: EngineKind,
-    /// Scenario TOML file (fleet, engine, model, cost model).
+    /// Scenario TOML file (fleet, engine, model, cost model; live: its
+    /// [engine] only).
     #[arg(long)]
     pub scenario: PathBuf,
+    /// Live engine: profile written by `servesim calibrate` (gives the model,
+    /// its weights and the device).
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Live engine: run on another device than the profile's (e.g. cuda:1).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Live engine: a GGUF file whose tokenizer to use (for a model whose
+    /// weights carry none, e.g. random weights).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Simulated seconds per wall second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -58,6 +72,10 @@ pub struct ServeArgs {
     /// Seconds after which a response is ended and its sequence cancelled.
     #[arg(long, default_value_t = 600.0)]
     pub request_timeout_s: f64,
+    /// Seconds a client may read nothing of its stream (while the server
+    /// has data for it) before it is dropped and its sequence cancelled.
+    #[arg(long, default_value_t = 30.0)]
+    pub idle_timeout_s: f64,
 }
 
 /// `servesim observe`.
@@ -123,22 +141,18 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if a.max_waiting == 0 || a.per_client_limit == 0 {
         bail!("--max-waiting and --per-client-limit must be at least 1");
     }
+    if a.engine == EngineKind::Live {
+        return serve_live(a);
+    }
+    if a.profile.is_some() || a.tokenizer.is_some() || a.device.is_some() {
+        bail!("--profile, --device and --tokenizer are for --engine live");
+    }
     let scenario = Scenario::load(&a.scenario)?;
     let model = a
         .served_model_name
         .clone()
         .unwrap_or_else(|| scenario.model.name.clone());
-    let cfg = serve::server::ServerConfig {
-        model,
-        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
-        max_model_len: scenario.max_model_len,
-        max_tokens_cap: a.max_tokens,
-        max_body_bytes: a.max_body_bytes,
-        per_client_limit: a.per_client_limit,
-        body_timeout: secs("body-timeout-s", a.body_timeout_s)?,
-        request_timeout: secs("request-timeout-s", a.request_timeout_s)?,
-        retry_after_s: 1,
-    };
+    let cfg = server_config(&a, model, scenario.max_model_len)?;
     let name = scenario.name().to_string();
     let replicas = scenario.file.fleet.replicas;
     let engine = serve::twin::start(
@@ -151,7 +165,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let model = cfg.model.clone();
     let keyed = cfg.api_key.is_some();
     let router = serve::server::router(cfg, engine);
-    serve::serve_forever(SocketAddr::new(a.host, a.port), router, |addr| {
+    serve::serve_forever(SocketAddr::new(a.host, a.port), router, secs("idle-timeout-s", a.idle_timeout_s)?, |addr| {
         // One line a script can read the address from.
         eprintln!(
             "serving {model} (simulated twin of {name}: {replicas} replica(s), ×{} speed{}) on http://{addr}",
@@ -159,6 +173,83 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             if keyed { ", API key required" } else { "" }
         );
     })
+    .with_context(|| format!("cannot serve on {}:{}", a.host, a.port))
+}
+
+fn server_config(
+    a: &ServeArgs,
+    model: String,
+    max_model_len: u32,
+) -> Result<serve::server::ServerConfig> {
+    Ok(serve::server::ServerConfig {
+        model,
+        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
+        max_model_len,
+        max_tokens_cap: a.max_tokens,
+        max_body_bytes: a.max_body_bytes,
+        per_client_limit: a.per_client_limit,
+        body_timeout: secs("body-timeout-s", a.body_timeout_s)?,
+        request_timeout: secs("request-timeout-s", a.request_timeout_s)?,
+        retry_after_s: 1,
+    })
+}
+
+#[cfg(not(feature = "calibrate"))]
+fn serve_live(_: ServeArgs) -> Result<()> {
+    bail!("this servesim was built without the live engine (--no-default-features); rebuild with the default features")
+}
+
+/// `serve --engine live`: the profile's model behind the same front end.
+#[cfg(feature = "calibrate")]
+fn serve_live(a: ServeArgs) -> Result<()> {
+    let Some(profile) = &a.profile else {
+        bail!("--engine live needs --profile (a profile written by `servesim calibrate`)");
+    };
+    if a.speed != 1.0 {
+        bail!("--speed is for --engine sim: the live engine runs on the wall clock");
+    }
+    let scenario = serve::live::scenario_with_profile(&a.scenario, profile)?;
+    let lm = serve::live::load(profile, a.device.as_deref(), a.tokenizer.as_deref())?;
+    let model = a
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| scenario.model.name.clone());
+    let cfg = server_config(&a, model, scenario.max_model_len)?;
+    let about = format!(
+        "live, {} on {}, {}, {} KV blocks{}",
+        lm.weights,
+        lm.dev.spec.label(),
+        scenario.file.engine.policy.name(),
+        scenario.memory.kv_blocks,
+        if lm.tokenizer.is_some() {
+            ""
+        } else {
+            ", no tokenizer: prompts as token ids"
+        }
+    );
+    let engine = serve::live::start(
+        scenario,
+        lm.dev,
+        lm.model,
+        lm.tokenizer,
+        serve::live::LiveConfig {
+            max_waiting: a.max_waiting,
+        },
+    );
+    let model = cfg.model.clone();
+    let keyed = cfg.api_key.is_some();
+    let router = serve::server::router(cfg, engine);
+    serve::serve_forever(
+        SocketAddr::new(a.host, a.port),
+        router,
+        secs("idle-timeout-s", a.idle_timeout_s)?,
+        |addr| {
+            eprintln!(
+                "serving {model} ({about}{}) on http://{addr}",
+                if keyed { ", API key required" } else { "" }
+            );
+        },
+    )
     .with_context(|| format!("cannot serve on {}:{}", a.host, a.port))
 }
 
@@ -194,9 +285,14 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         cancel_share: a.cancel_share,
         cancel_after: a.cancel_after.max(1),
     };
-    let specs = serve::observe::workload(&scenario, a.max_requests)?;
-    eprintln!("observing {}: {} requests", a.url, specs.len());
-    let obs = serve::observe::run(&cfg, specs, scenario.seed())?;
+    eprintln!(
+        "observing {} with the workload of {} (at most {} requests, {} s)",
+        a.url,
+        scenario.name(),
+        a.max_requests,
+        a.max_duration_s
+    );
+    let obs = serve::observe::run_scenario(&cfg, &scenario, a.max_requests)?;
     let result = serve::observe::to_result(&scenario, &cfg, &obs);
     let out = a
         .out

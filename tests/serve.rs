@@ -109,6 +109,100 @@ fn observe_the_twin_then_compare_with_simulate() {
     assert!(table.contains("completed") && table.contains("rejected"));
 }
 
+/// Starts `servesim serve` with `args` and returns it with its URL.
+fn start_server(args: &[&str]) -> (Server, String) {
+    let mut child = bin().args(args).stderr(Stdio::piped()).spawn().unwrap();
+    let err = child.stderr.take().unwrap();
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(err).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (server, url)
+}
+
+/// `serve --engine live` with the tiny random-weight model of
+/// scenarios/validate/cpu-profile.toml, observed over loopback: real
+/// forward passes answer every request with its exact token count.
+#[cfg(feature = "calibrate")]
+#[test]
+fn observe_the_live_engine_with_a_tiny_random_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("live.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "live-e2e"
+seed = 5
+[horizon]
+requests = 16
+# observe reads the workload; serve --engine live takes the model and the
+# device from the profile instead of these.
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+policy = "sarathi"
+max_num_seqs = 8
+max_batched_tokens = 128
+block_size = 16
+max_model_len = 512
+[workload]
+arrival = { process = "poisson", rate = 8.0 }
+prompt_tokens = { dist = "uniform", min = 16, max = 96 }
+output_tokens = { dist = "uniform", min = 4, max = 16 }
+"#,
+    )
+    .unwrap();
+    let s = scenario.to_str().unwrap();
+    let profile = common::repo().join("scenarios/validate/cpu-profile.toml");
+    let (server, url) = start_server(&[
+        "serve",
+        "--engine",
+        "live",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--scenario",
+        s,
+        "--port",
+        "0",
+        "--served-model-name",
+        "tiny",
+    ]);
+    let observed = dir.path().join("observed");
+    let o = run(&[
+        "observe",
+        &url,
+        "--scenario",
+        s,
+        "--model",
+        "tiny",
+        "--out",
+        observed.to_str().unwrap(),
+        "--max-duration-s",
+        "120",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("16 completed, 0 rejected, 0 cancelled, 0 failed"),
+        "{}",
+        stdout(&o)
+    );
+    let oc = std::fs::read_to_string(observed.join("observe.csv")).unwrap();
+    for line in oc.lines().skip(1) {
+        // requested_tokens == received_tokens on every row.
+        let cols: Vec<&str> = line.split(',').collect();
+        assert_eq!(cols[4], cols[5], "{line}");
+    }
+    drop(server);
+}
+
 #[test]
 fn bad_flags_and_folders_are_one_line_errors() {
     let o = run(&["compare", "/nonexistent/a", "/nonexistent/b"]);
@@ -134,6 +228,18 @@ fn bad_flags_and_folders_are_one_line_errors() {
     ]);
     assert!(
         stderr(&o).contains("--speed must be positive"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "serve",
+        "--engine",
+        "live",
+        "--scenario",
+        "scenarios/validate/cpu.toml",
+    ]);
+    assert!(
+        stderr(&o).starts_with("error: --engine live needs --profile"),
         "{}",
         stderr(&o)
     );

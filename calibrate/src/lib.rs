@@ -19,6 +19,7 @@
 //! | `spec_bench` | α, accepted length and speed-up of speculation on a text |
 //! | `calibrate` | one calibration, start to profile |
 //! | `engine` | the live engine: `sim`'s scheduler on the wall clock |
+//! | `online` | the live engine one iteration at a time, for `serve --engine live` |
 //! | `validate` | live vs simulated, side by side |
 
 pub mod calibrate;
@@ -33,6 +34,7 @@ pub mod loader;
 pub mod measure;
 pub mod model;
 pub mod noise;
+pub mod online;
 pub mod quality;
 pub mod quant;
 pub mod spec_bench;

@@ -136,6 +136,12 @@ impl Tokenizer {
         self.tokens.len()
     }
 
+    /// The id of a token written exactly so (a special token such as
+    /// `<|im_start|>`, which `encode` would spell out byte by byte).
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.ids.get(token).copied()
+    }
+
     /// Token ids of `text` (no BOS added).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::new();

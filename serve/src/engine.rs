@@ -1,10 +1,12 @@
 //! The seam between the HTTP front end and whatever computes tokens: the
 //! server submits a request and reads its tokens from a channel, and cancels
 //! it when the client goes away. Behind the handle runs one scheduler thread
-//! (no async runtime in `sim`): the simulated twin ([`crate::twin`]) today,
-//! driving `sim`'s very `Replica` scheduler — so queueing, preemption and
-//! rejections happen as in `simulate`.
+//! (no async runtime in `sim`): the simulated twin ([`crate::twin`]) or the
+//! live engine (`crate::live`, feature `live`), both driving `sim`'s very
+//! `Replica` scheduler — so queueing, preemption and rejections happen as
+//! in `simulate`.
 
+use crate::openai::Prompt;
 use sim::request::RejectReason;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -34,11 +36,23 @@ pub struct Admitted {
     pub events: tmpsc::UnboundedReceiver<TokenEvent>,
 }
 
+/// One request as the engine takes it.
+#[derive(Debug, Clone, Default)]
+pub struct Job {
+    pub prompt_tokens: u32,
+    /// `max_tokens`: the most it generates.
+    pub output_tokens: u32,
+    /// The prompt's token ids (the live engine; the twin needs counts only).
+    pub prompt_ids: Vec<u32>,
+    /// Stop at the model's end-of-sequence token once this many tokens are
+    /// out (`None`: vLLM's `ignore_eos`). The twin has no tokens to stop at.
+    pub stop_at_eos_after: Option<u32>,
+}
+
 /// A message to the scheduler thread.
 pub enum Command {
     Submit {
-        prompt_tokens: u32,
-        output_tokens: u32,
+        job: Job,
         reply: oneshot::Sender<Result<Admitted, Refusal>>,
     },
     /// The client went away: the sequence leaves at the next iteration.
@@ -62,32 +76,42 @@ pub struct Gauges {
     pub generation_tokens: u64,
 }
 
+/// Turns a prompt into the model's token ids (`Err`: the message of a 400).
+pub type Tokenize = Arc<dyn Fn(&Prompt) -> Result<Vec<u32>, String> + Send + Sync>;
+
 /// The server's end of the scheduler thread.
 #[derive(Clone)]
 pub struct EngineHandle {
     tx: mpsc::Sender<Command>,
     pub gauges: Arc<Mutex<Gauges>>,
+    /// The engine's tokenizer; `None`: the twin, which counts words.
+    tokenize: Option<Tokenize>,
 }
 
 impl EngineHandle {
     pub fn new(tx: mpsc::Sender<Command>, gauges: Arc<Mutex<Gauges>>) -> EngineHandle {
-        EngineHandle { tx, gauges }
+        EngineHandle {
+            tx,
+            gauges,
+            tokenize: None,
+        }
+    }
+
+    /// The handle of an engine that runs a real tokenizer.
+    pub fn with_tokenizer(mut self, tokenize: Tokenize) -> EngineHandle {
+        self.tokenize = Some(tokenize);
+        self
+    }
+
+    /// The prompt's token ids when the engine tokenizes (`None`: the twin).
+    pub fn tokenize(&self, prompt: &Prompt) -> Option<Result<Vec<u32>, String>> {
+        self.tokenize.as_ref().map(|t| t(prompt))
     }
 
     /// Submits a request; `None` when the scheduler thread has stopped.
-    pub async fn submit(
-        &self,
-        prompt_tokens: u32,
-        output_tokens: u32,
-    ) -> Option<Result<Admitted, Refusal>> {
+    pub async fn submit(&self, job: Job) -> Option<Result<Admitted, Refusal>> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Submit {
-                prompt_tokens,
-                output_tokens,
-                reply,
-            })
-            .ok()?;
+        self.tx.send(Command::Submit { job, reply }).ok()?;
         rx.await.ok()
     }
 

@@ -8,10 +8,13 @@
 
 pub mod compare;
 pub mod engine;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod observe;
 pub mod openai;
 pub mod prom;
 pub mod server;
+pub mod stall;
 pub mod twin;
 
 use std::net::SocketAddr;
@@ -51,6 +54,16 @@ impl Drop for Running {
 /// Binds `addr` (port 0: any free one) and serves `router` on a thread of
 /// its own until stopped.
 pub fn spawn(addr: SocketAddr, router: axum::Router) -> std::io::Result<Running> {
+    spawn_with(addr, router, stall::DEFAULT_WRITE_STALL)
+}
+
+/// [`spawn`] with the time after which a client that stops reading is
+/// dropped.
+pub fn spawn_with(
+    addr: SocketAddr,
+    router: axum::Router,
+    write_stall: std::time::Duration,
+) -> std::io::Result<Running> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,7 +74,7 @@ pub fn spawn(addr: SocketAddr, router: axum::Router) -> std::io::Result<Running>
     let thread = std::thread::Builder::new()
         .name("servesim-http".into())
         .spawn(move || {
-            rt.block_on(server::serve(listener, router, async {
+            rt.block_on(server::serve(listener, router, write_stall, async {
                 let _ = rx.await;
             }))
         })?;
@@ -73,9 +86,11 @@ pub fn spawn(addr: SocketAddr, router: axum::Router) -> std::io::Result<Running>
 }
 
 /// Serves `router` on `addr` until Ctrl-C; `ready` is told the bound address.
+/// A client that reads nothing for `write_stall` is dropped.
 pub fn serve_forever(
     addr: SocketAddr,
     router: axum::Router,
+    write_stall: std::time::Duration,
     ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -84,7 +99,7 @@ pub fn serve_forever(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
-        server::serve(listener, router, async {
+        server::serve(listener, router, write_stall, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await

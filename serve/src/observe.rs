@@ -1,7 +1,8 @@
 //! `servesim observe`: a load generator that sends a scenario's workload to
 //! any OpenAI-compatible server as real streaming requests and records what
 //! came back, as `vllm bench serve` and `genai-perf` do: open loop at the
-//! workload's arrival times, bounded in count, time and open connections,
+//! workload's arrival times or closed loop (each user's next request a
+//! think time after its previous one ended), bounded in count, time and open connections,
 //! output lengths forced with `max_tokens` + `ignore_eos` + `min_tokens`,
 //! optionally a share of clients that disconnect after k tokens. Every
 //! request ends in the record — completed, rejected (with its HTTP status),
@@ -19,7 +20,7 @@ use sim::metrics::{summarize_requests, ObservedLoad, Summary};
 use sim::request::{RejectReason, Request, Status};
 use sim::simulation::RunResult;
 use sim::time::SimTime;
-use sim::workload::RequestSpec;
+use sim::workload::{RequestSource, RequestSpec};
 use sim::Scenario;
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -154,18 +155,137 @@ fn body(cfg: &ObserveConfig, i: usize, spec: &RequestSpec) -> Value {
     b
 }
 
-/// Sends the workload and waits for every request to end (or the time
-/// limit). `seed` picks the cancelled clients.
+/// Sends a fixed list of requests (open loop) and waits for every request
+/// to end (or the time limit). `seed` picks the cancelled clients.
 pub fn run(cfg: &ObserveConfig, specs: Vec<RequestSpec>, seed: u64) -> anyhow::Result<Observed> {
+    run_source(
+        cfg,
+        Box::new(Listed(specs.into_iter())),
+        u64::MAX,
+        None,
+        seed,
+    )
+}
+
+/// Sends the scenario's workload as `simulate` generates it — open loop at
+/// its arrival times, or closed loop: each user (a `process = "closed"`
+/// arrival, or a conversation) sends its next request a think time after
+/// its previous one ended, the follow-up drawn by the very source
+/// `simulate` runs from the observed end. Cut to `max_requests`, the
+/// scenario's horizon and `cfg.max_duration`.
+pub fn run_scenario(
+    cfg: &ObserveConfig,
+    s: &Scenario,
+    max_requests: u64,
+) -> anyhow::Result<Observed> {
+    let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+    let src = sim::workload::build(&s.file.workload, &ctx)?;
+    let cap = s
+        .file
+        .horizon
+        .requests
+        .unwrap_or(u64::MAX)
+        .min(max_requests);
+    let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
+    run_source(cfg, src, cap, deadline, s.seed())
+}
+
+/// A fixed list of requests as a source.
+struct Listed(std::vec::IntoIter<RequestSpec>);
+
+impl RequestSource for Listed {
+    fn next_request(&mut self) -> Option<RequestSpec> {
+        self.0.next()
+    }
+}
+
+/// Sends `src`'s requests (at most `cap`, none arriving after `deadline`)
+/// and waits for every request to end (or the time limit).
+pub fn run_source(
+    cfg: &ObserveConfig,
+    src: Box<dyn RequestSource>,
+    cap: u64,
+    deadline: Option<SimTime>,
+    seed: u64,
+) -> anyhow::Result<Observed> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(run_async(cfg, specs, seed))
+    rt.block_on(run_async(cfg, src, cap, deadline, seed))
+}
+
+/// Starts one task per request; each reports its observation on `done`.
+struct Launcher {
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    slots: Arc<Semaphore>,
+    start: tokio::time::Instant,
+    stop: tokio::time::Instant,
+    timeout: Duration,
+    cancel_share: f64,
+    cancel_after: u32,
+    rng: sim::rng::StreamRng,
+    done: tokio::sync::mpsc::UnboundedSender<(usize, Observation)>,
+}
+
+impl Launcher {
+    fn launch(&mut self, cfg: &ObserveConfig, i: usize, spec: &RequestSpec) {
+        let scheduled = Duration::from_nanos(spec.arrival.0);
+        let b = body(cfg, i, spec);
+        let (client, url, slots) = (self.client.clone(), self.url.clone(), self.slots.clone());
+        let key = self.key.clone();
+        let cancel_after =
+            (self.rng.random::<f64>() < self.cancel_share).then_some(self.cancel_after);
+        let (timeout, start, stop, done) = (self.timeout, self.start, self.stop, self.done.clone());
+        tokio::spawn(async move {
+            let mut o = Observation {
+                scheduled,
+                ..Observation::default()
+            };
+            let at = start + scheduled;
+            if at < stop {
+                tokio::time::sleep_until(at).await;
+                let work = async {
+                    let Ok(_permit) = slots.acquire().await else {
+                        return;
+                    };
+                    if tokio::time::Instant::now() >= stop {
+                        return;
+                    }
+                    o.sent = Some(start.elapsed());
+                    let end = (tokio::time::Instant::now() + timeout).min(stop);
+                    let one = one_request(
+                        &client,
+                        &url,
+                        key.as_deref(),
+                        b,
+                        cancel_after,
+                        start,
+                        &mut o,
+                    );
+                    if tokio::time::timeout_at(end, one).await.is_err() && end < stop {
+                        o.outcome = Outcome::Failed;
+                        o.error = format!(
+                            "no end within the {} s request timeout",
+                            timeout.as_secs_f64()
+                        );
+                        o.end = Some(start.elapsed());
+                    }
+                };
+                // The run's time limit: whatever is open then stays in flight.
+                let _ = tokio::time::timeout_at(stop, work).await;
+            }
+            let _ = done.send((i, o));
+        });
+    }
 }
 
 async fn run_async(
     cfg: &ObserveConfig,
-    specs: Vec<RequestSpec>,
+    mut src: Box<dyn RequestSource>,
+    cap: u64,
+    deadline: Option<SimTime>,
     seed: u64,
 ) -> anyhow::Result<Observed> {
     let client = reqwest::Client::builder()
@@ -177,73 +297,59 @@ async fn run_async(
         Endpoint::Completions => "/v1/completions",
         Endpoint::Chat => "/v1/chat/completions",
     };
-    let url = format!("{}{endpoint}", cfg.url.trim_end_matches('/'));
-    let mut rng = sim::rng::stream(seed, "observe.cancel");
-    let cancels: Vec<bool> = specs
-        .iter()
-        .map(|_| rng.random::<f64>() < cfg.cancel_share)
-        .collect();
-    let slots = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
+    let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
     let start = tokio::time::Instant::now() + Duration::from_millis(20);
-    let stop = start + cfg.max_duration;
-    let mut tasks = Vec::with_capacity(specs.len());
-    for (i, spec) in specs.iter().enumerate() {
-        let scheduled = Duration::from_nanos(spec.arrival.0);
-        let b = body(cfg, i, spec);
-        let (client, url, slots) = (client.clone(), url.clone(), slots.clone());
-        let key = cfg.api_key.clone();
-        let cancel_after = cancels[i].then_some(cfg.cancel_after);
-        let timeout = cfg.request_timeout;
-        tasks.push(tokio::spawn(async move {
-            let mut o = Observation {
-                scheduled,
-                ..Observation::default()
-            };
-            let at = start + scheduled;
-            if at >= stop {
-                return o;
-            }
-            tokio::time::sleep_until(at).await;
-            let work = async {
-                let Ok(_permit) = slots.acquire().await else {
-                    return;
-                };
-                if tokio::time::Instant::now() >= stop {
-                    return;
-                }
-                o.sent = Some(start.elapsed());
-                let end = (tokio::time::Instant::now() + timeout).min(stop);
-                let one = one_request(
-                    &client,
-                    &url,
-                    key.as_deref(),
-                    b,
-                    cancel_after,
-                    start,
-                    &mut o,
-                );
-                if tokio::time::timeout_at(end, one).await.is_err() && end < stop {
-                    o.outcome = Outcome::Failed;
-                    o.error = format!(
-                        "no end within the {} s request timeout",
-                        timeout.as_secs_f64()
-                    );
-                    o.end = Some(start.elapsed());
-                }
-            };
-            // The run's time limit: whatever is open then stays in flight.
-            let _ = tokio::time::timeout_at(stop, work).await;
-            o
-        }));
+    let mut l = Launcher {
+        client,
+        url: format!("{}{endpoint}", cfg.url.trim_end_matches('/')),
+        key: cfg.api_key.clone(),
+        slots: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
+        start,
+        stop: start + cfg.max_duration,
+        timeout: cfg.request_timeout,
+        cancel_share: cfg.cancel_share,
+        cancel_after: cfg.cancel_after,
+        rng: sim::rng::stream(seed, "observe.cancel"),
+        done,
+    };
+    let within = |spec: &RequestSpec, n: usize| {
+        (n as u64) < cap && deadline.is_none_or(|d| spec.arrival <= d)
+    };
+    let mut specs: Vec<RequestSpec> = Vec::new();
+    while let Some(r) = src.next_request() {
+        if !within(&r, specs.len()) {
+            break;
+        }
+        l.launch(cfg, specs.len(), &r);
+        specs.push(r);
     }
+    let mut observations = vec![Observation::default(); specs.len()];
+    let mut open = specs.len();
     let wall0 = Instant::now();
-    let mut observations = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        observations.push(t.await.unwrap_or_else(|e| Observation {
-            outcome: Outcome::Failed,
-            error: format!("the request's task failed: {e}"),
-            ..Observation::default()
-        }));
+    while open > 0 {
+        let Some((i, o)) = finished.recv().await else {
+            break;
+        };
+        open -= 1;
+        // A closed-loop user follows up on a request that ended (not one
+        // still open when time ran out), from when it ended.
+        let follow = match (o.outcome, o.end) {
+            (Outcome::InFlight, _) | (_, None) => None,
+            (outcome, Some(end)) => {
+                let req = Request::from_spec(specs[i].clone());
+                src.on_request_end(&req, ns(end), outcome == Outcome::Completed)
+            }
+        };
+        observations[i] = o;
+        if let Some(next) = follow {
+            if within(&next, specs.len()) && l.start + Duration::from_nanos(next.arrival.0) < l.stop
+            {
+                l.launch(cfg, specs.len(), &next);
+                specs.push(next);
+                observations.push(Observation::default());
+                open += 1;
+            }
+        }
     }
     Ok(Observed {
         specs,
@@ -425,8 +531,9 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
     summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary);
     let span = obs
         .specs
-        .last()
-        .map_or(0.0, |r| r.arrival.as_secs_f64())
+        .iter()
+        .map(|r| r.arrival.as_secs_f64())
+        .fold(0.0, f64::max)
         .max(1e-9);
     let sent = lag.1;
     let send_span = obs

@@ -14,15 +14,33 @@ pub enum Endpoint {
     Chat,
 }
 
+/// A request's prompt as the client sent it: the live engine tokenizes
+/// text with the model's tokenizer; the twin counts words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// `/v1/completions` with token ids.
+    Ids(Vec<u32>),
+    /// `/v1/completions` with text.
+    Text(String),
+    /// `/v1/chat/completions`: (role, content) per message.
+    Chat(Vec<(String, String)>),
+}
+
 /// The parts of a request body the server acts on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
     pub model: String,
+    pub prompt: Prompt,
+    /// The prompt's length as the twin counts it (token ids, or words).
     pub prompt_tokens: u32,
     /// `max_tokens` (or chat's `max_completion_tokens`), if given.
     pub max_tokens: Option<u32>,
     pub stream: bool,
     pub include_usage: bool,
+    /// vLLM's `ignore_eos`: generate `max_tokens` whatever the model samples.
+    pub ignore_eos: bool,
+    /// vLLM's `min_tokens`: end-of-sequence cannot stop it before these.
+    pub min_tokens: u32,
 }
 
 /// Tokens in a text prompt. The twin has no tokenizer: it counts
@@ -51,15 +69,24 @@ fn field_bool(body: &Value, key: &str) -> Result<bool, String> {
     }
 }
 
-fn prompt_tokens(p: &Value) -> Result<u32, String> {
+fn prompt(p: &Value) -> Result<Prompt, String> {
     match p {
-        Value::String(s) => Ok(count_words(s)),
+        Value::String(s) => Ok(Prompt::Text(s.clone())),
         Value::Array(items) => {
-            if items.iter().all(|v| v.is_u64()) {
-                return Ok(items.len() as u32);
+            if items
+                .iter()
+                .all(|v| v.as_u64().is_some_and(|n| n <= u32::MAX as u64))
+            {
+                return Ok(Prompt::Ids(
+                    items
+                        .iter()
+                        .filter_map(Value::as_u64)
+                        .map(|n| n as u32)
+                        .collect(),
+                ));
             }
             match items.as_slice() {
-                [one] if one.is_string() || one.is_array() => prompt_tokens(one),
+                [one] if one.is_string() || one.is_array() => prompt(one),
                 _ => Err("'prompt' must be a string, a list of token ids, or a list of one of those (batched prompts are not supported)".into()),
             }
         }
@@ -67,29 +94,45 @@ fn prompt_tokens(p: &Value) -> Result<u32, String> {
     }
 }
 
-fn message_tokens(messages: &Value) -> Result<u32, String> {
+fn messages(messages: &Value) -> Result<Prompt, String> {
     let list = messages
         .as_array()
         .filter(|l| !l.is_empty())
         .ok_or("'messages' must be a non-empty list")?;
-    let mut n = 0u32;
+    let mut out = Vec::with_capacity(list.len());
     for m in list {
-        match m.get("content") {
-            Some(Value::String(s)) => n += count_words(s),
-            Some(Value::Array(parts)) => {
-                for p in parts {
-                    if let Some(t) = p.get("text").and_then(Value::as_str) {
-                        n += count_words(t);
-                    }
-                }
-            }
-            Some(Value::Null) | None => {}
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("user")
+            .to_string();
+        let content = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Some(Value::Null) | None => String::new(),
             Some(_) => {
                 return Err("a message's 'content' must be a string or a list of parts".into())
             }
+        };
+        out.push((role, content));
+    }
+    Ok(Prompt::Chat(out))
+}
+
+impl Prompt {
+    /// The length the twin gives it: token ids, or whitespace-separated
+    /// words of the text (of every message's content).
+    pub fn words(&self) -> u32 {
+        match self {
+            Prompt::Ids(ids) => ids.len() as u32,
+            Prompt::Text(t) => count_words(t),
+            Prompt::Chat(m) => m.iter().map(|(_, c)| count_words(c)).sum(),
         }
     }
-    Ok(n)
 }
 
 /// Reads a request body; `Err` is the message of a 400.
@@ -103,10 +146,11 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
         Some(Value::String(m)) => m.clone(),
         _ => return Err("'model' is required and must be a string".into()),
     };
-    let prompt_tokens = match endpoint {
-        Endpoint::Completions => prompt_tokens(body.get("prompt").ok_or("'prompt' is required")?)?,
-        Endpoint::Chat => message_tokens(body.get("messages").ok_or("'messages' is required")?)?,
+    let prompt = match endpoint {
+        Endpoint::Completions => prompt(body.get("prompt").ok_or("'prompt' is required")?)?,
+        Endpoint::Chat => messages(body.get("messages").ok_or("'messages' is required")?)?,
     };
+    let prompt_tokens = prompt.words();
     let max_tokens = match endpoint {
         Endpoint::Chat => match field_u32(&body, "max_completion_tokens")? {
             Some(n) => Some(n),
@@ -122,8 +166,9 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
             return Err("only 'n' = 1 is supported".into());
         }
     }
-    // vLLM's extensions: accepted; the twin never stops early anyway.
-    field_bool(&body, "ignore_eos")?;
+    // vLLM's extensions (the twin never stops early; the live engine does
+    // at end-of-sequence unless told to ignore it).
+    let ignore_eos = field_bool(&body, "ignore_eos")?;
     let min_tokens = field_u32(&body, "min_tokens")?;
     if let (Some(min), Some(max)) = (min_tokens, max_tokens) {
         if min > max {
@@ -138,10 +183,13 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
     };
     Ok(Parsed {
         model,
+        prompt,
         prompt_tokens,
         max_tokens,
         stream,
         include_usage,
+        ignore_eos,
+        min_tokens: min_tokens.unwrap_or(0),
     })
 }
 

@@ -6,7 +6,7 @@
 //! size, prompt length and `max_tokens` — and a client that disconnects
 //! mid-stream has its sequence cancelled at the next iteration.
 
-use crate::engine::{EngineHandle, Refusal, TokenEvent};
+use crate::engine::{EngineHandle, Job, Refusal, TokenEvent};
 use crate::openai::{self, Endpoint};
 use crate::prom::{self, Latencies};
 use axum::body::{Body, Bytes};
@@ -86,18 +86,19 @@ pub fn router(cfg: ServerConfig, engine: EngineHandle) -> Router {
         .with_state(app)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves.
+/// Serves `router` on `listener` until `shutdown` resolves; a connection
+/// whose client reads nothing for `write_stall` is closed (see
+/// [`crate::stall`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    write_stall: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt as _;
-    // Each token is a small write: without TCP_NODELAY, Nagle's algorithm
-    // holds it until the client's delayed ACK (~40 ms on Linux).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    // `tap_io` (a no-op here) gives the guarded listener axum's peer
+    // address for `ConnectInfo`.
+    let listener = crate::stall::GuardedListener::new(listener, write_stall).tap_io(|_| {});
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
@@ -259,9 +260,19 @@ async fn complete(
         }
         Ok(Ok(b)) => b,
     };
-    let req = match openai::parse(endpoint, &bytes) {
+    let mut req = match openai::parse(endpoint, &bytes) {
         Ok(r) => r,
         Err(m) => return invalid(&app, StatusCode::BAD_REQUEST, &m),
+    };
+    // The live engine's tokenizer gives the real length (the twin counts
+    // words).
+    let prompt_ids = match app.engine.tokenize(&req.prompt) {
+        None => Vec::new(),
+        Some(Err(m)) => return invalid(&app, StatusCode::BAD_REQUEST, &m),
+        Some(Ok(ids)) => {
+            req.prompt_tokens = ids.len() as u32;
+            ids
+        }
     };
     if req.model != cfg.model {
         app.latencies.lock().expect("lock").refused_invalid += 1;
@@ -324,7 +335,13 @@ async fn complete(
             ),
         );
     };
-    let admitted = match app.engine.submit(req.prompt_tokens, max_tokens).await {
+    let job = Job {
+        prompt_tokens: req.prompt_tokens,
+        output_tokens: max_tokens,
+        prompt_ids,
+        stop_at_eos_after: (!req.ignore_eos).then_some(req.min_tokens),
+    };
+    let admitted = match app.engine.submit(job).await {
         None => {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,

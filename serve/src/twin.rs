@@ -151,12 +151,8 @@ fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: 
 impl Fleet<'_> {
     fn command(&mut self, c: Command, now: SimTime) {
         match c {
-            Command::Submit {
-                prompt_tokens,
-                output_tokens,
-                reply,
-            } => {
-                let res = self.submit(prompt_tokens, output_tokens, now);
+            Command::Submit { job, reply } => {
+                let res = self.submit(job.prompt_tokens, job.output_tokens, now);
                 if let Err(Refusal::QueueFull) = res {
                     self.gauges.queue_full += 1;
                 } else if res.is_err() {

@@ -495,3 +495,142 @@ print(n, usage.prompt_tokens, usage.completion_tokens, r.usage.completion_tokens
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6 4 6 4 ['m']");
     srv.stop().unwrap();
 }
+
+/// A client that stops reading its stream is dropped once its socket has
+/// taken nothing for the idle limit (the kernel's buffers and the server's
+/// write buffer full), and its sequence is cancelled while it still had
+/// tokens to generate; a client that reads on is untouched.
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_its_sequence_cancelled() {
+    let text = r#"
+name = "stall"
+seed = 3
+[horizon]
+requests = 1
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_num_seqs = 8
+max_model_len = 65536
+[workload]
+arrival = { process = "poisson", rate = 1.0 }
+prompt_tokens = { dist = "fixed", value = 16 }
+output_tokens = { dist = "fixed", value = 16 }
+"#;
+    let s = Scenario::from_toml_str(text, "stall.toml").unwrap();
+    // ~7 ms decodes at ×50: 40000 tokens take ~6 s of wall time.
+    let engine = twin::start(
+        s,
+        TwinConfig {
+            speed: 50.0,
+            max_waiting: 10,
+        },
+    );
+    let mut cfg = config("m");
+    cfg.max_model_len = 65536;
+    cfg.max_tokens_cap = 60000;
+    let router = server::router(cfg, engine.clone());
+    let srv = serve::spawn_with(
+        "127.0.0.1:0".parse().unwrap(),
+        router,
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = r#"{"model":"m","prompt":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"max_tokens":40000,"stream":true}"#;
+    write!(
+        c,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = c.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Stop reading: the engine cancels the sequence well before its end.
+    let t0 = Instant::now();
+    loop {
+        let g = engine.gauges();
+        if g.cancelled == 1 && g.running == 0 && g.kv_blocks_used == 0 {
+            assert_eq!(g.completed, 0);
+            assert!(g.generation_tokens < 40000, "{g:?}");
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "the stalled client was not dropped: {g:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The connection is closed: what is left to read ends without [DONE].
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(!String::from_utf8_lossy(&rest).contains("data: [DONE]"));
+    srv.stop().unwrap();
+}
+
+/// Closed-loop users observed over HTTP: each user's next request is
+/// scheduled exactly its think time after its previous one ended (as
+/// `simulate`'s source draws it), never more than one per user is open, and
+/// the number sent in the horizon is close to `simulate`'s.
+#[test]
+fn closed_loop_users_send_their_next_request_a_think_time_after_the_last_ends() {
+    let text = r#"
+name = "closed"
+seed = 4
+[horizon]
+duration_s = 3.0
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_num_seqs = 4
+max_model_len = 4096
+[workload]
+arrival = { process = "closed", users = 6, think_time = { dist = "fixed", value_s = 0.15 }, ramp_up_s = 0.3 }
+prompt_tokens = { dist = "uniform", min = 64, max = 256 }
+output_tokens = { dist = "uniform", min = 8, max = 24 }
+"#;
+    let s = Scenario::from_toml_str(text, "closed.toml").unwrap();
+    let (srv, _) = start(&s, config("m"), 1000);
+    let cfg = observe_cfg(srv.addr);
+    let obs = observe::run_scenario(&cfg, &s, 10_000).unwrap();
+    let mut by_user: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+    for (i, spec) in obs.specs.iter().enumerate() {
+        by_user.entry(spec.session).or_default().push(i);
+    }
+    assert_eq!(by_user.len(), 6, "six users");
+    for (user, ids) in &by_user {
+        assert!(ids.len() >= 3, "user {user} sent {}", ids.len());
+        for w in ids.windows(2) {
+            let (prev, next) = (&obs.observations[w[0]], &obs.observations[w[1]]);
+            assert_eq!(prev.outcome, Outcome::Completed, "user {user}");
+            let end = prev.end.unwrap();
+            // Scheduled from the observed end plus the think time, to the
+            // nanosecond, and not sent before.
+            assert_eq!(
+                next.scheduled.as_nanos(),
+                end.as_nanos() + 150_000_000,
+                "user {user}"
+            );
+            assert!(next.sent.unwrap() >= next.scheduled);
+        }
+    }
+    let got = observe::to_result(&s, &cfg, &obs);
+    let want = sim::Simulation::new(&s).run(|_| {}).unwrap();
+    let (g, w) = (obs.specs.len() as f64, want.requests.len() as f64);
+    eprintln!("closed loop: {g} requests observed, {w} simulated");
+    assert!(
+        (g - w).abs() <= 0.15 * w + 2.0,
+        "observed {g} vs simulated {w}"
+    );
+    assert_eq!(
+        got.summary.counts.completed + got.summary.counts.in_flight,
+        obs.specs.len() as u64
+    );
+    srv.stop().unwrap();
+}
