@@ -148,7 +148,7 @@ impl KvBudget {
             ),
         ];
         if let Some(cfg) = self.links.map(|_| &s.file.fleet.kv_transfer) {
-            let have = cfg.bandwidth_gb_s;
+            let have = cfg.bandwidth_gbyte_s;
             let util = gb(load) / links as f64 / have;
             out.push(format!(
                 "           fleet.kv_transfer: {have} GB/s per link → {:.0} % busy at the offered load{}",

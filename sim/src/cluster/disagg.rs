@@ -65,7 +65,7 @@ impl LinkModel {
     }
 
     fn wire_ns(&self, bytes: f64) -> Nanos {
-        secs_to_nanos(bytes / (self.cfg.bandwidth_gb_s * 1e9))
+        secs_to_nanos(bytes / (self.cfg.bandwidth_gbyte_s * 1e9))
     }
 
     /// Books `rec`'s transfer on `link`, accepted by the decode side at
@@ -105,7 +105,7 @@ impl LinkModel {
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct TransferReport {
     pub mode: String,
-    pub bandwidth_gb_s: f64,
+    pub bandwidth_gbyte_s: f64,
     pub links: u32,
     pub transfers: u64,
     /// Requests the conditional rule prefilled on their decode replica.

@@ -473,14 +473,14 @@ impl Fleet {
         let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
         Some(TransferReport {
             mode: d.model.cfg.mode.name().to_string(),
-            bandwidth_gb_s: d.model.cfg.bandwidth_gb_s,
+            bandwidth_gbyte_s: d.model.cfg.bandwidth_gbyte_s,
             links: d.links.len() as u32,
             transfers,
             local_prefills: d.local_prefills,
             bytes_sent: d.links.iter().map(|l| l.bytes_sent).sum(),
             bytes_received: d.bytes_received,
             link_utilization: d.links.iter().map(|l| l.bytes_sent as f64).sum::<f64>()
-                / (span / 1e9 * d.model.cfg.bandwidth_gb_s * 1e9),
+                / (span / 1e9 * d.model.cfg.bandwidth_gbyte_s * 1e9),
             link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
             decode_wait_ms_mean: ms(mean(&wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
@@ -592,7 +592,7 @@ pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
             t.local_prefills,
             t.bytes_sent as f64 / 1e9,
             t.links,
-            t.bandwidth_gb_s,
+            t.bandwidth_gbyte_s,
             t.mode,
             t.link_utilization * 100.0,
             t.decode_wait_ms_mean,

@@ -47,7 +47,7 @@ fn run(extra: &str) -> RunResult {
 
 fn link(bw: f64, mode: &str, local: u32) -> String {
     format!(
-        "{PD}[fleet.kv_transfer]\nbandwidth_gb_s = {bw}\nmode = \"{mode}\"\nlocal_prefill_max_tokens = {local}\n"
+        "{PD}[fleet.kv_transfer]\nbandwidth_gbyte_s = {bw}\nmode = \"{mode}\"\nlocal_prefill_max_tokens = {local}\n"
     )
 }
 
@@ -171,8 +171,8 @@ fn one_colocated_pool_is_the_plain_fleet() {
 fn bad_pool_keys_name_their_path() {
     let cases = [
         (
-            format!("{PD}[fleet.kv_transfer]\nbandwidth_gb_s = 0"),
-            "fleet.kv_transfer.bandwidth_gb_s",
+            format!("{PD}[fleet.kv_transfer]\nbandwidth_gbyte_s = 0"),
+            "fleet.kv_transfer.bandwidth_gbyte_s",
         ),
         (
             format!("{PD}[fleet.kv_transfer]\nlatency_us = -1"),
@@ -180,7 +180,7 @@ fn bad_pool_keys_name_their_path() {
         ),
         ("[[fleet.pools]]\nname = \"a\"\nreplicas = 0".into(), "fleet.pools[0].replicas"),
         (
-            "[fleet.kv_transfer]\nbandwidth_gb_s = 25".into(),
+            "[fleet.kv_transfer]\nbandwidth_gbyte_s = 25".into(),
             "fleet.kv_transfer",
         ),
         (

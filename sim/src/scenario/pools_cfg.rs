@@ -86,7 +86,7 @@ pub struct KvTransferCfg {
     /// Link bandwidth per prefill replica, GB/s (10^9 bytes per second).
     /// NVLink-class: 450; 8×400 Gb/s RDMA: 400; one 200 Gb/s NIC: 25.
     #[serde(default = "default_bandwidth")]
-    pub bandwidth_gb_s: f64,
+    pub bandwidth_gbyte_s: f64,
     /// Fixed cost of one transfer (connection, descriptor exchange), µs.
     #[serde(default = "default_latency")]
     pub latency_us: f64,
@@ -110,7 +110,7 @@ fn default_latency() -> f64 {
 impl Default for KvTransferCfg {
     fn default() -> Self {
         KvTransferCfg {
-            bandwidth_gb_s: default_bandwidth(),
+            bandwidth_gbyte_s: default_bandwidth(),
             latency_us: default_latency(),
             mode: TransferMode::Whole,
             local_prefill_max_tokens: 0,
@@ -125,10 +125,10 @@ pub(super) fn validate_pools(
     kt: &KvTransferCfg,
 ) -> Result<(), (String, String)> {
     let err = |k: String, m: String| Err((k, m));
-    if !(kt.bandwidth_gb_s.is_finite() && kt.bandwidth_gb_s > 0.0) {
+    if !(kt.bandwidth_gbyte_s.is_finite() && kt.bandwidth_gbyte_s > 0.0) {
         return err(
-            "fleet.kv_transfer.bandwidth_gb_s".into(),
-            format!("must be > 0 GB/s, got {}", kt.bandwidth_gb_s),
+            "fleet.kv_transfer.bandwidth_gbyte_s".into(),
+            format!("must be > 0 GB/s, got {}", kt.bandwidth_gbyte_s),
         );
     }
     if !(kt.latency_us.is_finite() && kt.latency_us >= 0.0) {

@@ -222,7 +222,7 @@ name = "d"
 role = "decode"
 replicas = 1
 [fleet.kv_transfer]
-bandwidth_gb_s = 1.0
+bandwidth_gbyte_s = 1.0
 [workload]
 arrival = { process = "poisson", rate = 50.0 }
 prompt_tokens = { dist = "fixed", value = 2000 }
