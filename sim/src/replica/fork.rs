@@ -79,6 +79,15 @@ impl RunningSeq {
     /// Whether the blocks it holds cover `tokens` tokens per sample.
     #[inline]
     pub fn fits(&self, tokens: u32, block_size: u32) -> bool {
+        if self.samples <= 1 {
+            // One chain of blocks: the decode hot path, kept to a multiply.
+            return tokens <= (self.shared + self.blocks) * block_size;
+        }
+        self.group_fits(tokens, block_size)
+    }
+
+    #[cold]
+    fn group_fits(&self, tokens: u32, block_size: u32) -> bool {
         self.group_blocks(tokens, block_size) <= self.shared + self.blocks
     }
 

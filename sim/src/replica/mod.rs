@@ -57,17 +57,18 @@ pub struct TokenGaps {
 }
 
 impl TokenGaps {
+    /// `n` tokens (the samples of one group) that waited `gap`.
     #[inline]
-    fn add(&mut self, gap: Nanos) {
+    fn add(&mut self, gap: Nanos, n: u32) {
         if let Some(last) = self.gaps.last_mut() {
             if last.0 == gap {
-                last.1 += 1;
+                last.1 += n;
                 return;
             }
         }
         match self.gaps.iter_mut().find(|(g, _)| *g == gap) {
-            Some(e) => e.1 += 1,
-            None => self.gaps.push((gap, 1)),
+            Some(e) => e.1 += n,
+            None => self.gaps.push((gap, n)),
         }
     }
 }
@@ -352,9 +353,7 @@ impl Replica {
                         r.first_token = Some(now);
                     } else {
                         // Resumed after a recompute preemption.
-                        for _ in 0..s.samples {
-                            gaps.add(now.since(r.last_token));
-                        }
+                        gaps.add(now.since(r.last_token), s.samples);
                     }
                     s.last_token = now.0;
                     1
@@ -367,9 +366,7 @@ impl Replica {
                 if s.last_token == start.0 {
                     back_to_back += s.samples;
                 } else {
-                    for _ in 0..s.samples {
-                        gaps.add(now.0.saturating_sub(s.last_token));
-                    }
+                    gaps.add(now.0.saturating_sub(s.last_token), s.samples);
                 }
                 s.last_token = now.0;
                 let n = match &mut self.speculation {

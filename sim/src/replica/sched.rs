@@ -272,7 +272,13 @@ impl SchedState {
                 s.decode = true;
                 decodes += 1;
                 let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
-                fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
+                if s.samples > 1 {
+                    fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
+                } else if k == 0 {
+                    self.acc.add_decode(ctx + 1);
+                } else {
+                    self.acc.add_verify(drafts, ctx);
+                }
             }
             // Slow path: allocate, preempting from the back if blocks run out.
             let Some((i, tokens)) = needs_block else {
