@@ -103,6 +103,16 @@ impl RunningSeq {
     }
 }
 
+impl super::Replica {
+    /// Sends every decode step through the group arithmetic, as if a
+    /// request with several samples had been admitted: the equivalence test
+    /// of the single-sample fast path (`SchedState::schedule_decodes`).
+    #[cfg(test)]
+    pub fn force_group_path(&mut self) {
+        self.st.forked = true;
+    }
+}
+
 impl SchedState {
     /// Whether `max_num_seqs` leaves no room for a group of `samples`
     /// sequences: vLLM counts every sample of a group against the limit

@@ -137,6 +137,7 @@ impl Replica {
         if !self.st.make_free(blocks + reserve) || !self.st.kv.allocate(blocks) {
             return false;
         }
+        self.st.forked |= r.samples > 1;
         self.st.handoff.inbound.push(RunningSeq {
             id,
             output_tokens: r.output_tokens,

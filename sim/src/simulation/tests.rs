@@ -267,3 +267,40 @@ output_tokens = { dist = "fixed", value = 20 }
         "{e}"
     );
 }
+
+/// The single-sample decode loop and the group loop of `replica::fork` give
+/// the same run, request by request, under preemption and speculation.
+#[test]
+fn the_single_sample_fast_path_equals_the_group_path() {
+    for extra in [
+        "[engine]\nblock_size = 16\ngpu_memory_utilization = 0.22\nmax_model_len = 8000\n",
+        "[engine]\npolicy = \"sarathi\"\nspeculative = { num_draft_tokens = 3, acceptance_rate = 0.7, draft_model = \"llama-3.2-1b\" }\n",
+    ] {
+        let s = scenario(&format!(
+            r#"
+[horizon]
+requests = 600
+[fleet]
+replicas = 2
+[workload]
+arrival = {{ process = "poisson", rate = 60.0 }}
+prompt_tokens = {{ dist = "lognormal", mean = 900, cv = 1.0, min = 8, max = 6000 }}
+output_tokens = {{ dist = "lognormal", mean = 300, cv = 1.0, min = 2, max = 2000 }}
+{extra}"#
+        ));
+        let fast = Simulation::new(&s).run(|_| {}).unwrap();
+        let mut sim = Simulation::new(&s);
+        sim.replicas.iter_mut().for_each(Replica::force_group_path);
+        let group = sim.run(|_| {}).unwrap();
+        assert_eq!(fast.summary, group.summary, "{extra}");
+        let key = |r: &RunResult| {
+            r.requests
+                .iter()
+                .map(|q| (q.ttft(), q.e2e(), q.preemptions, q.replica))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&fast), key(&group), "{extra}");
+        let preempted: u32 = fast.requests.iter().map(|q| q.preemptions).sum();
+        assert!(preempted > 0 || extra.contains("speculative"), "{extra}");
+    }
+}
