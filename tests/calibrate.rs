@@ -254,7 +254,7 @@ fn bad_validate_input_is_one_clear_line() {
         s.to_str().unwrap(),
     ]);
     assert!(
-        e.contains("fleet.replicas: validate serves one replica"),
+        e.contains("fleet.replicas: the live engine is one replica"),
         "{e}"
     );
     let s = write_scenario(

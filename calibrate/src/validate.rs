@@ -98,9 +98,11 @@ pub struct IterationRecord {
     pub predicted_ms: f64,
 }
 
-/// Loads the scenario with the profile as its hardware and model, and
-/// checks the live engine can serve it.
-pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario> {
+/// Loads the scenario with the profile as its hardware and model (the
+/// profile replaces `[hardware]` and `[model]`), and refuses, naming the
+/// key, what the live engine cannot run. `validate` and `serve --engine
+/// live` both serve a scenario this way.
+pub fn live_scenario(scenario: &Path, profile: &Path) -> Result<Scenario> {
     let origin = scenario.display().to_string();
     let text = std::fs::read_to_string(scenario).map_err(|e| crate::error::io(scenario, e))?;
     let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
@@ -125,7 +127,7 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario
     if f.fleet.replicas != 1 {
         return refuse(
             "fleet.replicas",
-            "validate serves one replica live; set it to 1",
+            "the live engine is one replica; set it to 1",
         );
     }
     if f.engine.policy == BatchPolicyKind::Static {
@@ -152,6 +154,16 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario
             "the live engine recomputes preempted sequences; use \"recompute\"",
         );
     }
+    Ok(s)
+}
+
+/// [`live_scenario`], and what `validate` needs of the workload: open-loop
+/// requests, a count to replay.
+pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario> {
+    let s = live_scenario(scenario, profile)?;
+    let f = &s.file;
+    let origin = scenario.display();
+    let refuse = |key: &str, why: &str| Err(input(format!("{origin}: {key}: {why}")));
     if f.workload.conversation.is_some() || f.workload.shared_prefix.is_some() {
         return refuse(
             "workload",

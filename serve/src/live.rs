@@ -34,59 +34,11 @@ pub struct LiveConfig {
 }
 
 /// The scenario a profile's model is served with: the profile replaces the
-/// scenario's `[hardware]` and `[model]` (as `validate` does), and what the
-/// live engine cannot run is refused with the key that asks for it.
+/// scenario's `[hardware]` and `[model]` and what the live engine cannot run
+/// is refused with its key (`calibrate::validate::live_scenario`, shared with
+/// `validate`).
 pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> anyhow::Result<Scenario> {
-    use sim::scenario::{BatchPolicyKind, PreemptionMode};
-    let origin = scenario.display().to_string();
-    let text = std::fs::read_to_string(scenario)
-        .map_err(|e| anyhow::anyhow!("cannot read {origin}: {e}"))?;
-    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        anyhow::anyhow!("{origin}: TOML syntax error: {}", e.message().trim())
-    })?;
-    let abs = std::fs::canonicalize(profile)
-        .map_err(|e| anyhow::anyhow!("--profile {}: {e}", profile.display()))?;
-    let mut hw = toml::Table::new();
-    hw.insert(
-        "profile".into(),
-        toml::Value::String(abs.display().to_string()),
-    );
-    table.insert("hardware".into(), toml::Value::Table(hw));
-    table.remove("model");
-    let s = Scenario::from_table(table, &origin)?;
-    let f = &s.file;
-    let refuse = |key: &str, why: &str| Err(anyhow::anyhow!("{origin}: {key}: {why}"));
-    if f.fleet.replicas != 1 {
-        return refuse(
-            "fleet.replicas",
-            "the live engine is one replica; set it to 1",
-        );
-    }
-    if f.engine.policy == BatchPolicyKind::Static {
-        return refuse(
-            "engine.policy",
-            "static batching pads prompts, which the live engine does not run; use continuous, vllm, sarathi or orca",
-        );
-    }
-    if f.engine.prefix_caching {
-        return refuse(
-            "engine.prefix_caching",
-            "the live engine keeps no prefix cache; set it to false",
-        );
-    }
-    if f.engine.speculative.is_some() {
-        return refuse(
-            "engine.speculative",
-            "the live engine does not decode speculatively; remove it",
-        );
-    }
-    if f.engine.preemption == PreemptionMode::Swap {
-        return refuse(
-            "engine.preemption",
-            "the live engine recomputes preempted sequences; use \"recompute\"",
-        );
-    }
-    Ok(s)
+    Ok(calibrate::validate::live_scenario(scenario, profile)?)
 }
 
 /// What `serve --engine live` runs: the device and model of a profile
