@@ -243,70 +243,36 @@ impl SchedState {
         self.contribute(&s);
     }
 
-    /// `schedule_decodes` for a replica that never admitted a request with
-    /// several samples (every run without `workload.n`): one chain of
-    /// blocks per sequence, so the fit is a multiply and each sequence adds
-    /// one decode. Kept apart from the group arithmetic because it is the
-    /// simulator's hottest loop (the bench spent twice the instructions in
-    /// it when both went through `fork`).
-    fn schedule_single_decodes(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
-        let bs = self.cfg.block_size;
-        let k = self.cfg.draft_tokens;
-        let mut decodes = 0;
-        let mut from = 0;
-        loop {
-            let mut needs_block = None;
-            for (j, s) in self.running[from..].iter_mut().enumerate() {
-                if s.prefilling() {
-                    continue;
-                }
-                if s.done {
-                    self.acc.add_decode(s.kv_tokens as u64 + 1);
-                    continue;
-                }
-                let write = (1 + k).min(s.remaining()).max(1);
-                if s.kv_tokens + write > s.capacity(bs) && !s.reserved {
-                    needs_block = Some((from + j, s.kv_tokens + write));
-                    break;
-                }
-                s.decode = true;
-                decodes += 1;
-                if k == 0 {
-                    self.acc.add_decode(s.kv_tokens as u64 + 1);
-                } else {
-                    self.acc.add_verify(write as u64 - 1, s.kv_tokens as u64);
-                }
-            }
-            let Some((i, tokens)) = needs_block else {
-                break;
-            };
-            if !self.grow(i, tokens, now, reqs) {
-                break;
-            }
-            let s = &mut self.running[i];
-            s.decode = true;
-            decodes += 1;
-            let write = tokens - s.kv_tokens;
-            if k == 0 {
-                self.acc.add_decode(s.kv_tokens as u64 + 1);
-            } else {
-                self.acc.add_verify(write as u64 - 1, s.kv_tokens as u64);
-            }
-            from = i + 1;
-        }
-        decodes
-    }
-
     /// Marks every running, fully prefilled sequence as decoding this
     /// iteration and secures its KV slots, preempting from the back when
     /// blocks run out (vLLM: the lowest-priority, i.e. latest admitted).
     /// Returns the number of decoding sequences.
     pub fn schedule_decodes(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
-        if !self.forked {
-            return self.schedule_single_decodes(now, reqs);
+        // The simulator's hottest loop, compiled twice: a replica that never
+        // admitted a request with several samples (every run without
+        // `workload.n`) keeps to one chain of blocks per sequence, so its
+        // fit is a multiply and each sequence adds one decode. Through the
+        // group arithmetic of `fork` the bench ran +33 % instructions.
+        if self.forked {
+            self.decode_loop::<true>(now, reqs)
+        } else {
+            self.decode_loop::<false>(now, reqs)
         }
+    }
+
+    fn decode_loop<const GROUPS: bool>(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
         let bs = self.cfg.block_size;
         let k = self.cfg.draft_tokens;
+        let add = |acc: &mut BatchShape, s: &RunningSeq, write: u32| {
+            let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
+            if GROUPS && s.samples > 1 {
+                fork::add_decodes(acc, s.samples, ctx, drafts, k > 0);
+            } else if k == 0 {
+                acc.add_decode(ctx + 1);
+            } else {
+                acc.add_verify(drafts, ctx);
+            }
+        };
         let mut decodes = 0;
         let mut from = 0;
         loop {
@@ -318,24 +284,26 @@ impl SchedState {
                     continue;
                 }
                 if s.done {
-                    fork::add_decodes(&mut self.acc, s.samples, s.kv_tokens as u64, 0, false);
+                    // Static-batch padding: a plain decode step per sample.
+                    let n = if GROUPS { s.samples.max(1) } else { 1 };
+                    for _ in 0..n {
+                        self.acc.add_decode(s.kv_tokens as u64 + 1);
+                    }
                     continue;
                 }
                 let write = (1 + k).min(s.remaining()).max(1);
-                if !s.fits(s.kv_tokens + write, bs) && !s.reserved {
+                let fits = if GROUPS {
+                    s.fits(s.kv_tokens + write, bs)
+                } else {
+                    s.kv_tokens + write <= s.capacity(bs)
+                };
+                if !fits && !s.reserved {
                     needs_block = Some((from + j, s.kv_tokens + write));
                     break;
                 }
                 s.decode = true;
                 decodes += 1;
-                let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
-                if s.samples > 1 {
-                    fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
-                } else if k == 0 {
-                    self.acc.add_decode(ctx + 1);
-                } else {
-                    self.acc.add_verify(drafts, ctx);
-                }
+                add(&mut self.acc, s, write);
             }
             // Slow path: allocate, preempting from the back if blocks run out.
             let Some((i, tokens)) = needs_block else {
@@ -348,8 +316,7 @@ impl SchedState {
             s.decode = true;
             decodes += 1;
             let write = tokens - s.kv_tokens;
-            let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
-            fork::add_decodes(&mut self.acc, s.samples, ctx, drafts, k > 0);
+            add(&mut self.acc, s, write);
             from = i + 1;
         }
         decodes
