@@ -112,69 +112,18 @@ pub fn serve(
             continue;
         };
         let batch: Vec<BatchEntry> = rep.batch().collect();
-        let mut inputs: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
-        for e in &batch {
-            let id = e.id as usize;
-            let cache = match &mut caches[id] {
-                Some(c) => c,
-                slot => {
-                    // Recompute-preempted sequences keep their slot, so the
-                    // pool can run dry under memory pressure: allocate then.
-                    let c = match pool.pop() {
-                        Some(c) => c,
-                        None => SeqCache::new(model, longest)?,
-                    };
-                    slot.insert(c)
-                }
-            };
-            // A recompute preemption dropped the sequence's blocks: its
-            // cache restarts from what the scheduler says is cached.
-            cache.truncate(e.kv_tokens as usize);
-            if cache.len() != e.kv_tokens as usize {
-                return Err(input(format!(
-                    "live engine out of step with the scheduler: request {id} has {} cached tokens, the scheduler says {}",
-                    cache.len(),
-                    e.kv_tokens
-                )));
-            }
-            let known = |i: usize| -> u32 {
-                let p = &prompts[id];
-                if i < p.len() {
-                    p[i]
-                } else {
-                    outputs[id][i - p.len()]
-                }
-            };
-            let from = e.kv_tokens as usize;
-            let n = if e.decode { 1 } else { e.chunk as usize };
-            inputs.push((from..from + n).map(known).collect());
-        }
-        let mut steps: Vec<Step<'_>> = Vec::with_capacity(batch.len());
-        {
-            // Borrow each batch member's cache once.
-            let mut slots: Vec<Option<&mut SeqCache>> =
-                caches.iter_mut().map(|c| c.as_mut()).collect();
-            for (e, toks) in batch.iter().zip(&inputs) {
-                let cache = slots[e.id as usize]
-                    .take()
-                    .expect("cache of a batch member");
-                steps.push(Step {
-                    cache,
-                    tokens: toks,
-                });
-            }
-            let sampled = run_step(dev, model, &mut steps)?;
-            drop(steps);
-            for ((e, tok), toks) in batch.iter().zip(sampled).zip(&inputs) {
-                let id = e.id as usize;
-                let r = &reqs[id];
-                let target = (r.prompt_tokens as usize) + outputs[id].len();
-                // A decode, or the chunk that completes the prefill, samples.
-                if e.decode || e.kv_tokens as usize + toks.len() >= target {
-                    outputs[id].push(tok);
-                }
-            }
-        }
+        run_batch(
+            dev,
+            model,
+            &batch,
+            BatchState {
+                caches: &mut caches,
+                pool: &mut pool,
+                capacity: longest,
+                prompts: &prompts,
+                outputs: &mut outputs,
+            },
+        )?;
         let end = clock();
         iterations.push(Iteration {
             start: now,
@@ -217,6 +166,86 @@ pub fn serve(
         outputs,
         preemptions: rep.preemptions(),
     })
+}
+
+/// The live engine's per-sequence state one batch runs on.
+pub(crate) struct BatchState<'a> {
+    /// Each request's KV cache while it has one.
+    pub caches: &'a mut [Option<SeqCache>],
+    /// Caches made before the clock started, reused (cleared) at completion.
+    pub pool: &'a mut Vec<SeqCache>,
+    /// Tokens a cache made on the spot can hold.
+    pub capacity: usize,
+    pub prompts: &'a [Vec<u32>],
+    /// Tokens sampled so far, by request.
+    pub outputs: &'a mut [Vec<u32>],
+}
+
+/// Runs one batch the scheduler formed: each member's cache (from the pool,
+/// or a new one: recompute-preempted sequences keep their slot, so the pool
+/// can run dry under memory pressure) cut back to what the scheduler says is
+/// cached, its new tokens (the prompt chunk, or the last output token) in one
+/// forward pass; a decode, or the chunk that completes the prefill, appends
+/// its sampled token to `outputs`. Returns those (request, token) pairs.
+/// `validate` and `serve --engine live` (`online`) both step this way.
+pub(crate) fn run_batch(
+    dev: &OpenDevice,
+    model: &Model,
+    batch: &[BatchEntry],
+    st: BatchState<'_>,
+) -> Result<Vec<(RequestId, u32)>> {
+    let mut inputs: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
+    for e in batch {
+        let id = e.id as usize;
+        let cache = match &mut st.caches[id] {
+            Some(c) => c,
+            slot => {
+                let c = match st.pool.pop() {
+                    Some(c) => c,
+                    None => SeqCache::new(model, st.capacity)?,
+                };
+                slot.insert(c)
+            }
+        };
+        // A recompute preemption dropped the sequence's blocks: its cache
+        // restarts from what the scheduler says is cached.
+        cache.truncate(e.kv_tokens as usize);
+        if cache.len() != e.kv_tokens as usize {
+            return Err(input(format!(
+                "live engine out of step with the scheduler: request {id} has {} cached tokens, the scheduler says {}",
+                cache.len(),
+                e.kv_tokens
+            )));
+        }
+        let (p, o) = (&st.prompts[id], &st.outputs[id]);
+        let known = |i: usize| if i < p.len() { p[i] } else { o[i - p.len()] };
+        let from = e.kv_tokens as usize;
+        let n = if e.decode { 1 } else { e.chunk as usize };
+        inputs.push((from..from + n).map(known).collect());
+    }
+    // Borrow each batch member's cache once.
+    let mut slots: Vec<Option<&mut SeqCache>> = st.caches.iter_mut().map(|c| c.as_mut()).collect();
+    let mut steps: Vec<Step<'_>> = Vec::with_capacity(batch.len());
+    for (e, toks) in batch.iter().zip(&inputs) {
+        let cache = slots[e.id as usize]
+            .take()
+            .expect("cache of a batch member");
+        steps.push(Step {
+            cache,
+            tokens: toks,
+        });
+    }
+    let tokens = run_step(dev, model, &mut steps)?;
+    let mut sampled = Vec::new();
+    for ((e, tok), inp) in batch.iter().zip(tokens).zip(&inputs) {
+        let id = e.id as usize;
+        let target = st.prompts[id].len() + st.outputs[id].len();
+        if e.decode || e.kv_tokens as usize + inp.len() >= target {
+            st.outputs[id].push(tok);
+            sampled.push((e.id, tok));
+        }
+    }
+    Ok(sampled)
 }
 
 #[cfg(test)]

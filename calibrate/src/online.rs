@@ -9,10 +9,10 @@
 //! iteration, its KV blocks are freed and the model stops computing it.
 
 use crate::device::OpenDevice;
-use crate::engine::Iteration;
+use crate::engine::{run_batch, BatchState, Iteration};
 use crate::error::{input, Result};
-use crate::measure::run_step;
-use crate::model::{Model, SeqCache, Step};
+
+use crate::model::{Model, SeqCache};
 use sim::replica::{BatchEntry, Replica, TokenGaps};
 use sim::request::{Request, RequestId, Status};
 use sim::time::SimTime;
@@ -173,58 +173,18 @@ impl<'m> Online<'m> {
             return Ok(Stepped::default());
         };
         let batch: Vec<BatchEntry> = self.rep.batch().collect();
-        let mut inputs: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
-        for e in &batch {
-            let id = e.id as usize;
-            if self.caches[id].is_none() {
-                self.caches[id] = Some(match self.pool.pop() {
-                    Some(c) => c,
-                    None => SeqCache::new(self.model, self.capacity)?,
-                });
-            }
-            let cache = self.caches[id].as_mut().expect("just filled");
-            // A recompute preemption dropped the sequence's blocks: its
-            // cache restarts from what the scheduler says is cached.
-            cache.truncate(e.kv_tokens as usize);
-            if cache.len() != e.kv_tokens as usize {
-                return Err(input(format!(
-                    "live engine out of step with the scheduler: request {id} has {} cached tokens, the scheduler says {}",
-                    cache.len(),
-                    e.kv_tokens
-                )));
-            }
-            let (p, o) = (&self.prompts[id], &self.outputs[id]);
-            let known = |i: usize| if i < p.len() { p[i] } else { o[i - p.len()] };
-            let from = e.kv_tokens as usize;
-            let n = if e.decode { 1 } else { e.chunk as usize };
-            inputs.push((from..from + n).map(known).collect());
-        }
-        let mut sampled = Vec::new();
-        {
-            let mut slots: Vec<Option<&mut SeqCache>> =
-                self.caches.iter_mut().map(|c| c.as_mut()).collect();
-            let mut steps: Vec<Step<'_>> = Vec::with_capacity(batch.len());
-            for (e, toks) in batch.iter().zip(&inputs) {
-                let cache = slots[e.id as usize]
-                    .take()
-                    .expect("cache of a batch member");
-                steps.push(Step {
-                    cache,
-                    tokens: toks,
-                });
-            }
-            let toks = run_step(self.dev, self.model, &mut steps)?;
-            drop(steps);
-            for ((e, tok), inp) in batch.iter().zip(toks).zip(&inputs) {
-                let id = e.id as usize;
-                let target = self.prompts[id].len() + self.outputs[id].len();
-                // A decode, or the chunk that completes the prefill, samples.
-                if e.decode || e.kv_tokens as usize + inp.len() >= target {
-                    self.outputs[id].push(tok);
-                    sampled.push((e.id, tok));
-                }
-            }
-        }
+        let sampled = run_batch(
+            self.dev,
+            self.model,
+            &batch,
+            BatchState {
+                caches: &mut self.caches,
+                pool: &mut self.pool,
+                capacity: self.capacity,
+                prompts: &self.prompts,
+                outputs: &mut self.outputs,
+            },
+        )?;
         let end = clock();
         self.gaps.gaps.clear();
         self.completed.clear();
