@@ -408,6 +408,11 @@ pub struct ValidateCmd {
     /// Requests re-run alone to check batching leaves their greedy tokens unchanged.
     #[arg(long, default_value_t = 4)]
     pub alone_checks: usize,
+    /// Serve the workload live this many times: the table then compares the
+    /// simulation with the runs' mean and shows how far the live runs differ
+    /// from each other (the machine's own noise).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub live_runs: u32,
     /// Print the result as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
