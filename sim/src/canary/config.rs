@@ -114,6 +114,33 @@ fn default_percentile() -> f64 {
 
 type Invalid = (String, String);
 
+/// `servesim check`'s line for the rollout (none without `[canary]`).
+pub fn check_lines(f: &crate::scenario::ScenarioFile) -> Vec<String> {
+    let Some(c) = &f.canary else {
+        return Vec::new();
+    };
+    let steps: Vec<String> = c
+        .steps
+        .iter()
+        .map(|s| format!("{} % for {} s", s.weight, s.hold_s))
+        .collect();
+    let t = &c.tolerance;
+    vec![format!(
+        "canary     pool {} vs baseline {} from {} s: {}, then promote; gate on p{} TTFT/TPOT/E2E within +{} %/+{} %/+{} % and errors within +{} pt, ≥ {} requests per version, roll back after {} failed check(s)",
+        c.canary,
+        c.baseline,
+        c.start_s,
+        steps.join(" → "),
+        c.percentile,
+        t.ttft * 100.0,
+        t.tpot * 100.0,
+        t.e2e * 100.0,
+        t.error_rate * 100.0,
+        c.min_samples,
+        c.max_failed_checks
+    )]
+}
+
 /// Checks `[canary]` against the pools; errors carry the dotted key path.
 pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     let Some(c) = &f.canary else {
@@ -154,7 +181,10 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
             "a canary rollout splits traffic between colocated pools; prefill/decode pools are not modelled with [canary]".into(),
         );
     }
-    for (key, name) in [("canary.baseline", &c.baseline), ("canary.canary", &c.canary)] {
+    for (key, name) in [
+        ("canary.baseline", &c.baseline),
+        ("canary.canary", &c.canary),
+    ] {
         if !names.contains(&name.as_str()) {
             return err(
                 key,
@@ -165,7 +195,10 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     if c.baseline == c.canary {
         return err(
             "canary.canary",
-            format!("must name the other pool than canary.baseline ({:?})", c.baseline),
+            format!(
+                "must name the other pool than canary.baseline ({:?})",
+                c.baseline
+            ),
         );
     }
     if !(c.start_s.is_finite() && c.start_s >= 0.0) {
@@ -201,7 +234,10 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
         if !(s.hold_s.is_finite() && s.hold_s > 0.0 && s.hold_s <= 1e9) {
             return err(
                 &format!("canary.steps[{i}].hold_s"),
-                format!("must be a number of seconds > 0 and ≤ 1e9, got {}", s.hold_s),
+                format!(
+                    "must be a number of seconds > 0 and ≤ 1e9, got {}",
+                    s.hold_s
+                ),
             );
         }
     }

@@ -121,10 +121,7 @@ impl Gate {
         ] {
             b.sort_unstable_by(f64::total_cmp);
             c.sort_unstable_by(f64::total_cmp);
-            let (bv, cv) = (
-                quantile_sorted(b, p / 100.0),
-                quantile_sorted(c, p / 100.0),
-            );
+            let (bv, cv) = (quantile_sorted(b, p / 100.0), quantile_sorted(c, p / 100.0));
             let limit = bv * (1.0 + tol);
             checks.push(self.check(
                 format!("{name}_p{label}"),
@@ -225,7 +222,11 @@ mod tests {
         let (v, checks) = gate(50).judge(&mut window(100, 1.0, 0), &mut window(100, 1.3, 0));
         assert_eq!(v, Verdict::Fail);
         assert_eq!(checks[0].verdict, Verdict::Fail);
-        assert_eq!(checks[3].verdict, Verdict::Pass, "no rejections either side");
+        assert_eq!(
+            checks[3].verdict,
+            Verdict::Pass,
+            "no rejections either side"
+        );
     }
 
     #[test]

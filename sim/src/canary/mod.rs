@@ -254,7 +254,7 @@ impl Canary {
         };
         let mut versions = self.versions.clone();
         for v in &mut versions {
-            v.in_flight = v.requests - v.completed - v.rejected;
+            v.in_flight = v.requests.saturating_sub(v.completed + v.rejected);
         }
         CanaryReport {
             baseline: self.names[0].clone(),
@@ -272,3 +272,6 @@ impl Canary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -157,9 +157,10 @@ impl CanaryReport {
                     }
                 })
                 .collect();
-            let n = d.checks.last().map_or((0, 0), |c| {
-                (c.canary_samples, c.baseline_samples)
-            });
+            let n = d
+                .checks
+                .last()
+                .map_or((0, 0), |c| (c.canary_samples, c.baseline_samples));
             out.push(format!(
                 "  gate {:>8.1} s  step {} at {:>3} %: {} → {} ({} %); canary vs baseline over {:.0} s, {} vs {} requests: {}",
                 d.time_s,
@@ -180,5 +181,8 @@ impl CanaryReport {
 
 /// The printed summary's canary lines (none without `[canary]`).
 pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
-    sum.canary.as_ref().map(CanaryReport::lines).unwrap_or_default()
+    sum.canary
+        .as_ref()
+        .map(CanaryReport::lines)
+        .unwrap_or_default()
 }

@@ -37,7 +37,11 @@ impl Simulation<'_> {
     /// Why a request can never be served: by the pool the split chose when
     /// there is one (a canary with less KV memory turns away what the
     /// baseline serves), otherwise by every pool.
-    pub(super) fn rejection_in(&self, pool: Option<usize>, spec: &RequestSpec) -> Option<RejectReason> {
+    pub(super) fn rejection_in(
+        &self,
+        pool: Option<usize>,
+        spec: &RequestSpec,
+    ) -> Option<RejectReason> {
         let Some(p) = pool else {
             return self.rejection(spec);
         };
