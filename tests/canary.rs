@@ -29,7 +29,8 @@ fn weights(out: &Path) -> Vec<(f64, u32)> {
 /// Requests per version add up to the run's counts.
 fn assert_conserved(s: &serde_json::Value) {
     let c = &s["canary"];
-    let sum = |k: &str| -> f64 { (0..2).map(|i| f(&c["versions"][i], k)).sum() };
+    let versions = c["versions"].as_array().unwrap();
+    let sum = |k: &str| -> f64 { versions.iter().map(|v| f(v, k)).sum() };
     assert_eq!(sum("requests"), f(s, "counts.arrived"));
     assert_eq!(sum("completed"), f(s, "counts.completed"));
     assert_eq!(sum("rejected"), f(s, "counts.rejected"));
@@ -107,6 +108,32 @@ fn a_faster_canary_is_promoted_after_every_step_passes() {
     let text = stdout(&o);
     assert!(text.contains("promoted at 210.0 s"), "{text}");
     assert!(text.contains("version h200:"), "{text}");
+}
+
+#[test]
+fn a_control_of_the_canarys_size_catches_the_slower_canary_a_step_earlier() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = simulate(&repo().join("scenarios/canary-control.toml"), &out, &[]);
+    let s = summary(&out);
+    let c = &s["canary"];
+    assert_eq!(c["control"], "control");
+    assert_eq!(c["outcome"], "rolled_back", "{c}");
+    // canary-rollback.toml, judged against the busier baseline, rolls back
+    // at 50 % (210 s); against the control it does at 25 %.
+    assert_eq!(f(c, "outcome_at_s"), 150.0, "{c}");
+    let last = c["decisions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["weight"], 25);
+    assert_conserved(&s);
+    // While the rollout ran the control took as many requests as the canary
+    // (the same hash range), within sampling noise.
+    let v = c["versions"].as_array().unwrap();
+    assert_eq!(v[2]["pool"], "control");
+    let (can, ctl) = (f(&v[1], "requests"), f(&v[2], "requests"));
+    assert!((can - ctl).abs() < 0.15 * can, "{can} vs {ctl}");
+    let text = stdout(&o);
+    assert!(text.contains("judged against control control"), "{text}");
+    assert!(text.contains("canary vs control over 60 s"), "{text}");
 }
 
 #[test]

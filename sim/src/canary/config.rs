@@ -75,6 +75,15 @@ pub struct CanaryCfg {
     pub baseline: String,
     /// Name of the pool serving the new version.
     pub canary: String,
+    /// A third pool running the baseline's version, sized like the canary,
+    /// that takes the same share of traffic as the canary (out of the
+    /// baseline's) while the rollout runs; the gate then compares the
+    /// canary with it instead of with the baseline. Spinnaker's canary
+    /// best practices: compare against a baseline of the same size and
+    /// traffic, deployed at the same time, not against production, whose
+    /// load differs. Weights are then at most 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
     /// When the rollout begins, seconds; before it the canary gets nothing.
     #[serde(default)]
     pub start_s: f64,
@@ -125,8 +134,13 @@ pub fn check_lines(f: &crate::scenario::ScenarioFile) -> Vec<String> {
         .map(|s| format!("{} % for {} s", s.weight, s.hold_s))
         .collect();
     let t = &c.tolerance;
+    let control = c
+        .control
+        .as_ref()
+        .map(|x| format!(" (judged against control {x})"))
+        .unwrap_or_default();
     vec![format!(
-        "canary     pool {} vs baseline {} from {} s: {}, then promote; gate on p{} TTFT/TPOT/E2E within +{} %/+{} %/+{} % and errors within +{} pt, ≥ {} requests per version, roll back after {} failed check(s)",
+        "canary     pool {} vs baseline {}{control} from {} s: {}, then promote; gate on p{} TTFT/TPOT/E2E within +{} %/+{} %/+{} % and errors within +{} pt, ≥ {} requests per version, roll back after {} failed check(s)",
         c.canary,
         c.baseline,
         c.start_s,
@@ -163,13 +177,16 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     }
     let pools = &f.fleet.pools;
     let names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
-    if pools.len() != 2 {
+    let want = if c.control.is_some() { 3 } else { 2 };
+    if pools.len() != want {
+        let which = if want == 3 {
+            "three [[fleet.pools]], the baseline, the canary and the control"
+        } else {
+            "two [[fleet.pools]], the baseline and the canary (three with canary.control)"
+        };
         return err(
             "canary",
-            format!(
-                "needs exactly two [[fleet.pools]], the baseline and the canary, got {}",
-                pools.len()
-            ),
+            format!("needs exactly {which}, got {}", pools.len()),
         );
     }
     if let Some(i) = pools
@@ -181,10 +198,14 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
             "a canary rollout splits traffic between colocated pools; prefill/decode pools are not modelled with [canary]".into(),
         );
     }
-    for (key, name) in [
+    let named = [
         ("canary.baseline", &c.baseline),
         ("canary.canary", &c.canary),
-    ] {
+    ];
+    for (key, name) in named
+        .into_iter()
+        .chain(c.control.as_ref().map(|x| ("canary.control", x)))
+    {
         if !names.contains(&name.as_str()) {
             return err(
                 key,
@@ -200,6 +221,14 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
                 c.baseline
             ),
         );
+    }
+    if let Some(x) = &c.control {
+        if x == &c.baseline || x == &c.canary {
+            return err(
+                "canary.control",
+                format!("must name the third pool, not the baseline or the canary, got {x:?}"),
+            );
+        }
     }
     if !(c.start_s.is_finite() && c.start_s >= 0.0) {
         return err(
@@ -226,6 +255,15 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
                 &format!("canary.steps[{i}].weight"),
                 format!(
                     "weights must increase step by step, got {} after {last}",
+                    s.weight
+                ),
+            );
+        }
+        if c.control.is_some() && s.weight > 50 {
+            return err(
+                &format!("canary.steps[{i}].weight"),
+                format!(
+                    "with canary.control, at most 50 (the control takes as much as the canary), got {}",
                     s.weight
                 ),
             );

@@ -45,19 +45,19 @@ enum Phase {
 pub struct Canary {
     cfg: CanaryCfg,
     gate: Gate,
-    /// Pool indices (into `Scenario::pools`) of the baseline and the canary.
-    pools: [usize; 2],
-    names: [String; 2],
+    /// Pool indices (into `Scenario::pools`) of the versions: the baseline,
+    /// the canary and, with `control`, the control.
+    pools: Vec<usize>,
     salt: u64,
     phase: Phase,
     weight: u32,
     window_start: SimTime,
-    /// Requests that ended in the current window, baseline then canary.
-    windows: [Window; 2],
+    /// Requests that ended in the current window, per version.
+    windows: Vec<Window>,
     failed: u32,
     decisions: Vec<Decision>,
     weights: Vec<WeightChange>,
-    versions: [VersionReport; 2],
+    versions: Vec<VersionReport>,
 }
 
 /// SplitMix64's finalizer (Steele et al., 2014): a bijective mixer, stable
@@ -81,33 +81,33 @@ impl Canary {
                 .position(|p| p.name == name)
                 .expect("validated pool name")
         };
-        let pools = [index(&cfg.baseline), index(&cfg.canary)];
+        let names: Vec<&String> = [&cfg.baseline, &cfg.canary]
+            .into_iter()
+            .chain(cfg.control.as_ref())
+            .collect();
+        let pools: Vec<usize> = names.iter().map(|n| index(n)).collect();
         let salt = {
             use rand::Rng;
             crate::rng::stream(s.file.seed, "canary-split").random::<u64>()
         };
         Some(Canary {
             gate: Gate::new(&cfg),
+            windows: vec![Window::default(); pools.len()],
+            versions: names
+                .iter()
+                .map(|n| VersionReport {
+                    pool: n.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
             pools,
-            names: [cfg.baseline.clone(), cfg.canary.clone()],
             salt,
             phase: Phase::Waiting,
             weight: 0,
             window_start: SimTime::ZERO,
-            windows: Default::default(),
             failed: 0,
             decisions: Vec::new(),
             weights: Vec::new(),
-            versions: [
-                VersionReport {
-                    pool: cfg.baseline.clone(),
-                    ..Default::default()
-                },
-                VersionReport {
-                    pool: cfg.canary.clone(),
-                    ..Default::default()
-                },
-            ],
             cfg,
         })
     }
@@ -117,11 +117,20 @@ impl Canary {
         SimTime::from_secs_f64(self.cfg.start_s)
     }
 
-    /// The version (0 baseline, 1 canary) a request with `key` (its session,
-    /// or its id without sessions) goes to now, counted as sent there.
+    /// The version (0 baseline, 1 canary, 2 control) a request with `key`
+    /// (its session, or its id without sessions) goes to now, counted as
+    /// sent there. The control takes as much as the canary, from the
+    /// baseline's share, until the rollout concludes.
     pub fn split(&mut self, key: u64) -> usize {
         let u = mix(self.salt ^ mix(key)) % 100;
-        let v = usize::from(u < self.weight as u64);
+        let w = self.weight as u64;
+        let v = if u < w {
+            1
+        } else if self.pools.len() == 3 && u < 2 * w && self.judging() {
+            2
+        } else {
+            0
+        };
         self.versions[v].requests += 1;
         v
     }
@@ -188,8 +197,13 @@ impl Canary {
             Phase::Step(i) => i,
             Phase::Promoted(_) | Phase::RolledBack(_) => return None,
         };
-        let [base, can] = &mut self.windows;
-        let (verdict, checks) = self.gate.judge(base, can);
+        // The canary is judged against the control when there is one (the
+        // same size and share of traffic: Spinnaker's canary best practices),
+        // otherwise against the baseline.
+        let (head, tail) = self.windows.split_at_mut(1);
+        let (can, rest) = tail.split_at_mut(1);
+        let base = rest.first_mut().unwrap_or(&mut head[0]);
+        let (verdict, checks) = self.gate.judge(base, &mut can[0]);
         let last = step + 1 == self.cfg.steps.len();
         let (action, next_step) = match verdict {
             Verdict::Pass if last => (Action::Promote, None),
@@ -257,8 +271,9 @@ impl Canary {
             v.in_flight = v.requests.saturating_sub(v.completed + v.rejected);
         }
         CanaryReport {
-            baseline: self.names[0].clone(),
-            canary: self.names[1].clone(),
+            baseline: self.cfg.baseline.clone(),
+            canary: self.cfg.canary.clone(),
+            control: self.cfg.control.clone(),
             outcome: outcome.to_string(),
             outcome_at_s: at,
             final_weight: self.weight,

@@ -83,6 +83,9 @@ pub struct WeightChange {
 pub struct CanaryReport {
     pub baseline: String,
     pub canary: String,
+    /// The pool the gate compares the canary with, when not the baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
     /// `promoted`, `rolled_back`, `in_progress` (the horizon came first) or
     /// `not_started` (`start_s` is past the end).
     pub outcome: String,
@@ -95,8 +98,8 @@ pub struct CanaryReport {
     pub tolerance: ToleranceCfg,
     pub decisions: Vec<Decision>,
     pub weights: Vec<WeightChange>,
-    /// Baseline first, then the canary.
-    pub versions: [VersionReport; 2],
+    /// Baseline first, then the canary, then the control if any.
+    pub versions: Vec<VersionReport>,
 }
 
 impl CanaryReport {
@@ -116,10 +119,13 @@ impl CanaryReport {
             .outcome_at_s
             .map(|t| format!(" at {t:.1} s"))
             .unwrap_or_default();
+        let against = match &self.control {
+            Some(c) => format!("baseline {}, judged against control {c}", self.baseline),
+            None => format!("baseline {}", self.baseline),
+        };
         out.push(format!(
-            "canary       {} vs baseline {}: {}{when}, weight now {} %; gate on p{} within +{:.0} % TTFT, +{:.0} % TPOT, +{:.0} % E2E, +{:.1} pt errors, ≥ {} requests each",
+            "canary       {} vs {against}: {}{when}, weight now {} %; gate on p{} within +{:.0} % TTFT, +{:.0} % TPOT, +{:.0} % E2E, +{:.1} pt errors, ≥ {} requests each",
             self.canary,
-            self.baseline,
             self.outcome.replace('_', " "),
             self.final_weight,
             self.percentile,
@@ -162,13 +168,14 @@ impl CanaryReport {
                 .last()
                 .map_or((0, 0), |c| (c.canary_samples, c.baseline_samples));
             out.push(format!(
-                "  gate {:>8.1} s  step {} at {:>3} %: {} → {} ({} %); canary vs baseline over {:.0} s, {} vs {} requests: {}",
+                "  gate {:>8.1} s  step {} at {:>3} %: {} → {} ({} %); canary vs {} over {:.0} s, {} vs {} requests: {}",
                 d.time_s,
                 d.step + 1,
                 d.weight,
                 d.verdict.name(),
                 d.action.name(),
                 d.next_weight,
+                if self.control.is_some() { "control" } else { "baseline" },
                 d.time_s - d.window_start_s,
                 n.0,
                 n.1,

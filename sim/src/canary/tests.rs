@@ -104,6 +104,7 @@ fn bad_canary_values_name_their_key() {
         ),
         (c("colour = \"blue\""), "canary.colour"),
         (format!("{CANARY}[failures]\nmtbf_s = 100\n"), "failures"),
+        (c("control = \"old\""), "canary"),
     ];
     for (extra, key) in cases {
         let (k, m) = key_of(&extra);
@@ -126,6 +127,59 @@ fn a_canary_needs_two_colocated_pools() {
     let e = Scenario::from_toml_str(&format!("{pd}{CANARY}"), "c.toml").unwrap_err();
     assert_eq!(e.key, "fleet.pools[0].role", "{}", e.message);
     assert!(load(CANARY).is_ok());
+}
+
+/// BASE with a third pool, `ctl`.
+fn three() -> String {
+    format!("{BASE}[[fleet.pools]]\nname = \"ctl\"\nreplicas = 2\n")
+}
+
+#[test]
+fn a_control_is_a_third_pool_and_caps_the_weights_at_half() {
+    let load3 = |extra: &str| Scenario::from_toml_str(&format!("{}{extra}", three()), "c.toml");
+    let ok = format!("{CANARY}control = \"ctl\"\n");
+    assert!(load3(&ok).is_ok());
+    let cases = [
+        (format!("{CANARY}control = \"new\"\n"), "canary.control"),
+        (format!("{CANARY}control = \"gone\"\n"), "canary.control"),
+        (
+            ok.replace("weight = 50", "weight = 60"),
+            "canary.steps[1].weight",
+        ),
+        (CANARY.to_string(), "canary"),
+    ];
+    for (extra, key) in cases {
+        let e = load3(&extra).unwrap_err();
+        assert_eq!(e.key, key, "{extra}: {}", e.message);
+    }
+}
+
+#[test]
+fn the_control_takes_the_canarys_share_from_the_baseline() {
+    let s = Scenario::from_toml_str(&format!("{}{CANARY}control = \"ctl\"\n", three()), "c.toml")
+        .unwrap();
+    let mut c = Canary::new(&s).unwrap();
+    assert_eq!((c.pool(1), c.pool(2)), (1, 2));
+    c.on_event(SimTime::ZERO); // 20 %
+    let mut n = [0usize; 3];
+    for k in 0..10_000 {
+        n[c.split(k)] += 1;
+    }
+    assert!(
+        (1800..2200).contains(&n[1]) && (1800..2200).contains(&n[2]),
+        "{n:?}"
+    );
+    // The gate judges the canary against the control: a slow baseline does
+    // not make a slow canary pass, a fast one does not fail it.
+    let t = |s: u64| SimTime(s * 1_000_000_000);
+    feed(&mut c, 0, 100, 1000.0);
+    feed(&mut c, 2, 100, 100.0);
+    feed(&mut c, 1, 100, 150.0);
+    assert_eq!(c.on_event(t(20)), None, "rolled back against the control");
+    let r = c.report();
+    assert_eq!(r.decisions[0].checks[0].baseline, 100.0);
+    assert_eq!(r.outcome, "rolled_back");
+    assert_eq!(r.versions.len(), 3);
 }
 
 #[test]
