@@ -18,6 +18,11 @@
 //! as the weight grows — the hash is compared with the weight, so raising
 //! the weight only moves requests from the baseline to the canary).
 //!
+//! With `control`, a third pool of the baseline's configuration and the
+//! canary's size takes the canary's share out of the baseline's and the gate
+//! judges the canary against it (Spinnaker's canary best practices: compare
+//! with a baseline of the same size and traffic, not with production).
+//!
 //! `config` holds the keys, `gate` one judgement, `report` the output; the
 //! simulation's side is `simulation::canary_run`.
 
@@ -72,7 +77,7 @@ fn mix(mut z: u64) -> u64 {
 
 impl Canary {
     /// The rollout of `s`, when it has `[canary]` (validated: two colocated
-    /// pools with these names).
+    /// pools with these names, three with a control).
     pub fn new(s: &crate::scenario::Scenario) -> Option<Canary> {
         let cfg = s.file.canary.clone()?;
         let index = |name: &str| {
