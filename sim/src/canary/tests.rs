@@ -337,3 +337,38 @@ fn a_canary_that_turns_requests_away_is_rolled_back_on_its_error_rate() {
     assert!(a.summary.counts.rejected > 0);
     assert_eq!(r.versions[0].rejected, 0);
 }
+
+#[test]
+fn a_session_stays_on_one_version() {
+    // 40 closed-loop users at a fixed 50 % (the gate is past the horizon):
+    // each user's requests all go to the same pool. (Their first requests
+    // at t = 0 come before the rollout's start event, on the baseline.)
+    let text = format!(
+        "{}{}",
+        BASE.replace(
+            "arrival = { process = \"poisson\", rate = 20.0 }",
+            "arrival = { process = \"closed\", users = 40, think_time = { dist = \"exponential\", mean_s = 1.0 } }"
+        ),
+        CANARY.replace(
+            "steps = [{ weight = 20, hold_s = 20 }, { weight = 50, hold_s = 20 }]",
+            "steps = [{ weight = 50, hold_s = 1000 }]"
+        )
+    );
+    let s = Scenario::from_toml_str(&text, "c.toml").unwrap();
+    let a = Simulation::new(&s).run(|_| {}).unwrap();
+    let mut side = std::collections::BTreeMap::new();
+    let started = a.requests.iter().filter(|q| q.arrival > SimTime::ZERO);
+    for q in started.filter(|q| q.replica != u32::MAX) {
+        assert_ne!(q.session, 0, "closed-loop requests carry their user");
+        let v = q.replica >= 2;
+        assert_eq!(*side.entry(q.session).or_insert(v), v, "user {}", q.session);
+    }
+    let canary_users = side.values().filter(|&&v| v).count();
+    assert!(side.len() >= 30, "{} users seen", side.len());
+    assert!(
+        (8..=32).contains(&canary_users),
+        "{canary_users} of {} users on the canary",
+        side.len()
+    );
+    assert_eq!(a.summary.canary.as_ref().unwrap().outcome, "in_progress");
+}
