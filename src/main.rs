@@ -66,6 +66,9 @@ fn run(cli: Cli) -> Result<()> {
             for line in sim::cluster::pool::check_lines(&s) {
                 outln!("{line}");
             }
+            for line in sim::canary::config::check_lines(&s.file) {
+                outln!("{line}");
+            }
             for n in &s.notes {
                 outln!("note       {n}");
             }

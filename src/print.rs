@@ -552,6 +552,9 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     for line in sim::cluster::fleet::summary_lines(sum) {
         outln!("{line}");
     }
+    for line in sim::canary::report::summary_lines(sum) {
+        outln!("{line}");
+    }
     if let Some(t) = &sum.tenancy {
         tenants(t);
     }

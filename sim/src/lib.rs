@@ -4,6 +4,7 @@
 pub mod attribution;
 pub mod autoscale;
 pub mod breakeven;
+pub mod canary;
 pub mod catalog;
 pub mod cluster;
 pub mod cost;

@@ -249,6 +249,9 @@ pub struct Summary {
     /// The KV links of a disaggregated fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_transfer: Option<crate::cluster::disagg::TransferReport>,
+    /// Only with `[canary]`: the rollout's gate decisions and outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::canary::report::CanaryReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

@@ -131,7 +131,18 @@ impl Fleet {
             .iter()
             .filter(|p| p.role == PoolRole::Colocated)
             .collect();
-        if !colocated.is_empty() {
+        if scenario.file.canary.is_some() {
+            // A canary rollout splits traffic between versions before each
+            // pool's own router (`canary`): one routing group per pool.
+            for p in &colocated {
+                let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
+                groups.push(Group {
+                    routing: Routing::new(&p.scenario, &replicas[a..b]),
+                    first: a,
+                    len: b - a,
+                });
+            }
+        } else if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
             let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
             let capacity = weigh.then(|| capacities(&colocated));
@@ -254,6 +265,13 @@ impl Fleet {
             ..TransferRecord::default()
         }));
         pre
+    }
+
+    /// Places `req` on a replica of colocated pool `pool`, by that pool's
+    /// router (runs with `[canary]`, whose pools each have their group).
+    pub fn route_pool(&mut self, pool: usize, req: &mut Request) -> usize {
+        let g = &mut self.groups[pool];
+        g.first + g.routing.route(req)
     }
 
     fn group_of(&mut self, r: usize) -> &mut Group {

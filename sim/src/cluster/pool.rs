@@ -45,6 +45,8 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
         f.fleet.pools = Vec::new();
         // The link belongs to the fleet, not to one pool's replicas.
         f.fleet.kv_transfer = Default::default();
+        // So does a canary rollout between pools.
+        f.canary = None;
         f.fleet.replicas = p.replicas;
         if let Some(tp) = p.tensor_parallel {
             f.fleet.tensor_parallel = tp;

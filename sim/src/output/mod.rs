@@ -188,11 +188,17 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
     // phase (`lifecycle::FleetSample::COLUMNS`).
     let fleet = &result.fleet_series;
     if fleet.is_empty() {
-        writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
+        write!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
     } else {
         let cols = crate::lifecycle::FleetSample::COLUMNS;
-        writeln!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
+        write!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
     }
+    // With `[canary]`, the canary's traffic weight (percent) at the tick.
+    let canary = result.summary.canary.as_ref();
+    if canary.is_some() {
+        write!(w, ",canary_weight")?;
+    }
+    writeln!(w)?;
     let mut k = 0;
     for row in &result.timeseries {
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
@@ -219,6 +225,9 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
             for v in fleet[k].values() {
                 write!(w, ",{v}")?;
             }
+        }
+        if let Some(c) = canary {
+            write!(w, ",{}", c.weight_at(row.time))?;
         }
         writeln!(w)?;
     }

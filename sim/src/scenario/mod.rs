@@ -97,6 +97,9 @@ pub struct ScenarioFile {
     /// Replica failures and request retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failures: Option<crate::lifecycle::config::FailureCfg>,
+    /// A canary rollout between two pools (`canary::config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::canary::config::CanaryCfg>,
 }
 
 /// When the run stops: after `requests` arrivals and/or at `duration_s`.

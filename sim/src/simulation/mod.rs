@@ -68,6 +68,8 @@ enum Event {
     Fleet(crate::lifecycle::FleetEvent),
     /// A KV transfer reaches its decode replica (slot in the fleet's wire).
     TransferDone(u32),
+    /// A canary rollout starts or its gate is due (`[canary]`).
+    Canary,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -145,6 +147,8 @@ pub struct Simulation<'a> {
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
+    /// The canary rollout (`[canary]`); `None`: no split.
+    canary: Option<crate::canary::Canary>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -299,8 +303,10 @@ impl<'a> Simulation<'a> {
             timeseries: Vec::new(),
             tenancy,
             life,
+            canary: crate::canary::Canary::new(scenario),
         };
         sim.fleet_init();
+        sim.canary_init();
         sim
     }
 
@@ -374,8 +380,9 @@ impl<'a> Simulation<'a> {
     /// served, otherwise routed and queued.
     fn admit(&mut self, spec: RequestSpec, now: SimTime) {
         let id = self.requests.len() as RequestId;
+        let pool = self.canary_split(id, &spec);
         let reason = self
-            .rejection(&spec)
+            .rejection_in(pool, &spec)
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
         let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
         let mut req = Request::from_spec(spec);
@@ -395,6 +402,7 @@ impl<'a> Simulation<'a> {
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.requests.push(req);
+                self.canary_rejected(pool);
                 match retry {
                     Some((at, slot)) => self.queue.schedule(at, Event::Retry(slot)),
                     None => self.request_ended(id, now, false),
@@ -405,7 +413,10 @@ impl<'a> Simulation<'a> {
                 self.place(id, now);
             }
             None => {
-                let r = self.fleet.route(&mut req, &mut self.replicas);
+                let r = match pool {
+                    Some(p) => self.fleet.route_pool(p, &mut req),
+                    None => self.fleet.route(&mut req, &mut self.replicas),
+                };
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.requests.push(req);
@@ -420,6 +431,9 @@ impl<'a> Simulation<'a> {
 
     /// Tells the source a request ended; schedules its follow-up, if any.
     fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
+        if completed {
+            self.canary_completed(id);
+        }
         self.tenancy.on_end(&self.requests[id as usize], now);
         let Some(mut next) =
             self.source
@@ -547,7 +561,10 @@ impl<'a> Simulation<'a> {
             })?;
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
-            if !matches!(ev, Event::Sample | Event::LoadReport | Event::Fleet(_)) {
+            if !matches!(
+                ev,
+                Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
+            ) {
                 end = now;
             }
             match ev {
@@ -567,6 +584,7 @@ impl<'a> Simulation<'a> {
                 Event::LoadReport => self.on_load_report(now),
                 Event::Fleet(e) => self.on_fleet_event(e, now),
                 Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
+                Event::Canary => self.on_canary(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -689,6 +707,7 @@ impl<'a> Simulation<'a> {
             .unwrap_or_default();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
         summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
+        summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
         Ok(RunResult {
             summary,
             requests: self.requests,
@@ -779,6 +798,7 @@ impl<'a> Simulation<'a> {
     }
 }
 
+mod canary_run;
 mod life;
 
 #[cfg(test)]
