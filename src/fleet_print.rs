@@ -30,6 +30,23 @@ pub fn lifecycle(l: &LifecycleReport) {
         g.starting,
         l.mean_billed_gpus
     );
+    for p in &l.pools {
+        let g = &p.gpu_hours;
+        outln!(
+            "  pool {}  {}: {} requested, {} ready at the end (peak {}), {} cold starts; GPU-hours {:.3} billed ({:.3} serving, {:.3} idle ready, {:.3} standby, {:.3} starting)",
+            p.pool,
+            p.autoscaler,
+            p.requested_at_end,
+            p.ready_at_end,
+            p.peak_ready,
+            p.cold_starts,
+            g.billed,
+            g.serving,
+            g.idle_ready,
+            g.standby_billed,
+            g.starting
+        );
+    }
     if l.failures > 0 || l.retries.handed_back > 0 {
         let r = &l.retries;
         outln!(

@@ -197,6 +197,16 @@ impl Fleet {
         }
     }
 
+    /// The life cycle's replica counts by phase of each pool at the tick
+    /// just sampled (`sample` ran first): `pools.csv`'s phase columns.
+    pub fn set_phase_counts(&mut self, per_pool: &[crate::lifecycle::FleetSample]) {
+        let n = self.series.len();
+        let k = per_pool.len().min(n);
+        for (row, p) in self.series[n - k..].iter_mut().zip(&per_pool[per_pool.len() - k..]) {
+            row.phases = Some(*p);
+        }
+    }
+
     /// The `pools.csv` rows sampled so far.
     pub fn take_series(&mut self) -> Vec<PoolSample> {
         std::mem::take(&mut self.series)

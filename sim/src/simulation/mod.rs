@@ -400,7 +400,7 @@ impl<'a> Simulation<'a> {
                     None => self.request_ended(id, now, false),
                 }
             }
-            None if self.life.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
+            None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
                 self.requests.push(req);
                 self.place(id, now);
             }
@@ -682,11 +682,7 @@ impl<'a> Simulation<'a> {
         summary.load =
             crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
         summary.lifecycle = self.fleet_report(end);
-        let fleet_series = self
-            .life
-            .as_mut()
-            .map(|x| std::mem::take(&mut x.fleet.series))
-            .unwrap_or_default();
+        let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
         summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
         Ok(RunResult {
@@ -789,3 +785,6 @@ mod prefix_tests;
 
 #[cfg(test)]
 mod fleet_tests;
+
+#[cfg(test)]
+mod pool_life_tests;
