@@ -84,3 +84,26 @@ pub fn lifecycle(l: &LifecycleReport) {
         }
     }
 }
+
+/// One line per region (`[[fleet.regions]]`): demand by origin, where it was
+/// served, overflow, SLO attainment and cost.
+pub fn regions(sum: &sim::metrics::Summary) {
+    for r in &sum.regions {
+        let slo = r
+            .slo_attainment
+            .map(|a| format!(", SLO {:.1} % met", a * 100.0))
+            .unwrap_or_default();
+        let cost = r.cost.map(|c| format!(", cost {c:.2}")).unwrap_or_default();
+        outln!(
+            "region       {}: {} requests from here ({} completed), {} served here; overflow {} out, {} in; TTFT p50 {:.0} ms, p99 {:.0} ms{slo}; {:.2} GPU-hours{cost}",
+            r.name,
+            r.requests,
+            r.completed,
+            r.served,
+            r.overflow_out,
+            r.overflow_in,
+            r.ttft_ms.p50,
+            r.ttft_ms.p99
+        , r.gpu_hours);
+    }
+}

@@ -21,6 +21,8 @@ pub struct Pool {
     pub replicas: u32,
     /// Replicas serving at t = 0 (the pool's `replicas` key).
     pub start: u32,
+    /// Index of its region in `fleet.regions` (0 without regions).
+    pub region: u16,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
 }
@@ -30,10 +32,22 @@ pub struct Pool {
 /// contiguous range. Errors name the pool's key path.
 pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioError> {
     let mut order: Vec<usize> = (0..file.fleet.pools.len()).collect();
-    order.sort_by_key(|&i| match file.fleet.pools[i].role {
-        PoolRole::Colocated => 0,
-        PoolRole::Prefill => 1,
-        PoolRole::Decode => 2,
+    // With regions, a region's pools are contiguous (one routing group each).
+    let region_of = |i: usize| {
+        let name = file.fleet.pools[i].region.as_deref();
+        file.fleet
+            .regions
+            .iter()
+            .position(|r| Some(r.name.as_str()) == name)
+            .unwrap_or(0)
+    };
+    order.sort_by_key(|&i| {
+        let role = match file.fleet.pools[i].role {
+            PoolRole::Colocated => 0,
+            PoolRole::Prefill => 1,
+            PoolRole::Decode => 2,
+        };
+        (role, region_of(i))
     });
     let mut pools = Vec::with_capacity(order.len());
     let mut first = 0u32;
@@ -47,6 +61,9 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
         };
         let mut f = file.clone();
         f.fleet.pools = Vec::new();
+        // Regions and the global router belong to the fleet too.
+        f.fleet.regions = Vec::new();
+        f.fleet.overflow = Default::default();
         // The link belongs to the fleet, not to one pool's replicas.
         f.fleet.kv_transfer = Default::default();
         f.fleet.replicas = p.replicas;
@@ -142,6 +159,7 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
             first,
             replicas: slots,
             start: p.replicas,
+            region: region_of(i) as u16,
             scenario: Box::new(s),
         });
         first += slots;

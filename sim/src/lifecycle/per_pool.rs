@@ -65,7 +65,9 @@ pub fn combine(
         return reports.pop().expect("one report");
     }
     let mut t = LifecycleReport::default();
-    let same = reports.windows(2).all(|w| w[0].autoscaler == w[1].autoscaler);
+    let same = reports
+        .windows(2)
+        .all(|w| w[0].autoscaler == w[1].autoscaler);
     t.autoscaler = if same {
         reports[0].autoscaler.clone()
     } else {
@@ -131,4 +133,3 @@ pub fn combine(
         .collect();
     t
 }
-

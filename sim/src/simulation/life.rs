@@ -97,10 +97,9 @@ fn global(actions: Vec<Action>, first: usize) -> Vec<Action> {
                 at,
                 match ev {
                     FleetEvent::Advance { slot, gen } => FleetEvent::Advance { slot: g(slot), gen },
-                    FleetEvent::DrainTimeout { slot, gen } => FleetEvent::DrainTimeout {
-                        slot: g(slot),
-                        gen,
-                    },
+                    FleetEvent::DrainTimeout { slot, gen } => {
+                        FleetEvent::DrainTimeout { slot: g(slot), gen }
+                    }
                     FleetEvent::Fail { slot, gen } => FleetEvent::Fail { slot: g(slot), gen },
                     FleetEvent::FailAt { slot } => FleetEvent::FailAt { slot: g(slot) },
                     other => other,
@@ -188,6 +187,12 @@ impl FleetRun {
 
     fn holder(&mut self) -> &mut Fleet {
         &mut self.units[self.holder].fleet
+    }
+
+    /// Whether replica `r` takes requests (ready).
+    pub fn routable(&self, r: usize) -> bool {
+        let (u, i) = self.unit_of(r);
+        self.units[u].fleet.routable(i)
     }
 
     fn phase(&self, r: usize) -> Phase {
@@ -654,7 +659,10 @@ impl Simulation<'_> {
                 .parallel
                 .gpus();
             let name = u.scaler.name();
-            reports.push(u.fleet.report(end, name, busy, gpus, u.standby_fraction, out));
+            reports.push(
+                u.fleet
+                    .report(end, name, busy, gpus, u.standby_fraction, out),
+            );
         }
         let names: Vec<String> = self.scenario.pools.iter().map(|p| p.name.clone()).collect();
         let mut rep = crate::lifecycle::combine(reports, &names, end, lost);

@@ -68,6 +68,8 @@ enum Event {
     Fleet(crate::lifecycle::FleetEvent),
     /// A KV transfer reaches its decode replica (slot in the fleet's wire).
     TransferDone(u32),
+    /// An overflowed request reaches its serving region (`region`).
+    Overflow,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -145,6 +147,8 @@ pub struct Simulation<'a> {
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
+    /// Regions and the global router (`[[fleet.regions]]`).
+    regions: Option<crate::region::Regions>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -238,7 +242,12 @@ impl<'a> Simulation<'a> {
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-        let (mut source, init_error) = match crate::tenancy::build_source(scenario, &ctx) {
+        let built = if f.fleet.regions.is_empty() {
+            crate::tenancy::build_source(scenario, &ctx)
+        } else {
+            crate::region::source::build_source(scenario, &ctx)
+        };
+        let (mut source, init_error) = match built {
             Ok(s) => (s, None),
             Err(e) => (
                 Box::new(workload::NoRequests) as Box<dyn RequestSource>,
@@ -299,6 +308,7 @@ impl<'a> Simulation<'a> {
             timeseries: Vec::new(),
             tenancy,
             life,
+            regions: crate::region::Regions::new(scenario),
         };
         sim.fleet_init();
         sim
@@ -387,6 +397,13 @@ impl<'a> Simulation<'a> {
             let covered = req.prompt_tokens + req.output_tokens;
             req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
             req.hash_block_tokens = bs;
+        }
+        if reason.is_none() {
+            if let Some(at) = self.region_overflow(&req, id, now) {
+                self.requests.push(req);
+                self.queue.schedule(at, Event::Overflow);
+                return;
+            }
         }
         match reason {
             Some(reason) => {
@@ -567,6 +584,7 @@ impl<'a> Simulation<'a> {
                 Event::LoadReport => self.on_load_report(now),
                 Event::Fleet(e) => self.on_fleet_event(e, now),
                 Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
+                Event::Overflow => self.on_overflow(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -685,6 +703,7 @@ impl<'a> Simulation<'a> {
         let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
         summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
+        summary.regions = self.region_report(&summary, end);
         Ok(RunResult {
             summary,
             requests: self.requests,
@@ -748,6 +767,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.fleet_check(&mut held)?;
+        self.region_check(&mut held)?;
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;
@@ -776,6 +796,7 @@ impl<'a> Simulation<'a> {
 }
 
 mod life;
+mod regions;
 
 #[cfg(test)]
 mod tests;
@@ -788,3 +809,6 @@ mod fleet_tests;
 
 #[cfg(test)]
 mod pool_life_tests;
+
+#[cfg(test)]
+mod region_tests;

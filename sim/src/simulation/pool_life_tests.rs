@@ -49,10 +49,15 @@ fn run(extra: &str) -> RunResult {
 fn files(r: &RunResult) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
     output::write_all(dir.path(), r).unwrap();
-    ["summary.json", "requests.csv", "timeseries.csv", "pools.csv"]
-        .iter()
-        .map(|f| (f.to_string(), std::fs::read(dir.path().join(f)).unwrap()))
-        .collect()
+    [
+        "summary.json",
+        "requests.csv",
+        "timeseries.csv",
+        "pools.csv",
+    ]
+    .iter()
+    .map(|f| (f.to_string(), std::fs::read(dir.path().join(f)).unwrap()))
+    .collect()
 }
 
 #[test]
@@ -68,7 +73,10 @@ fn each_pool_scales_on_its_own_and_gpu_hours_split_per_pool() {
     // Only the elastic pool reacts to the step, through cold starts.
     assert_eq!(steady.scale_ups, 0);
     assert_eq!(steady.peak_ready, 1);
-    assert!(elastic.scale_ups >= 1 && elastic.cold_starts >= 1, "{elastic:?}");
+    assert!(
+        elastic.scale_ups >= 1 && elastic.cold_starts >= 1,
+        "{elastic:?}"
+    );
     assert!(elastic.peak_ready > 1, "{elastic:?}");
     assert_eq!(steady.slots, 1);
     assert_eq!(elastic.slots, 5);
@@ -110,7 +118,10 @@ fn global_tables_apply_to_each_pool_and_runs_repeat_byte_for_byte() {
     let s = scenario(&global);
     let r = Simulation::new(&s).run(|_| {}).unwrap();
     let l = r.summary.lifecycle.as_ref().unwrap();
-    assert!(l.pools.iter().all(|p| p.autoscaler == "target" && p.slots == 5));
+    assert!(l
+        .pools
+        .iter()
+        .all(|p| p.autoscaler == "target" && p.slots == 5));
     let a = files(&run(""));
     let b = files(&run(""));
     assert_eq!(a, b);
