@@ -9,7 +9,10 @@
 //! Saturation follows the Gateway API Inference Extension's saturation
 //! detector (the endpoint picker llm-d builds on): a ready replica is
 //! saturated when its waiting queue reaches `queue_threshold` (default 5)
-//! or its KV-cache use reaches `kv_threshold` (default 0.8); a region is
+//! or its KV-cache use reaches `kv_threshold` (default 0.8); with
+//! `queue_threshold = 0`, as soon as a new request would wait (its running
+//! batch holds `max_num_seqs` or others wait: for a TTFT target shorter
+//! than one queue slot's wait); a region is
 //! saturated when every ready replica in it is (or none is ready). This
 //! is the "spill over when local capacity is exhausted" rule of
 //! multi-region serving systems (SkyServe, EuroSys'25, places replicas
@@ -37,6 +40,8 @@ pub struct Regions {
     enabled: bool,
     queue_threshold: u32,
     kv_threshold: f64,
+    /// `max_num_seqs` of each replica (its pool's engine).
+    max_seqs: Vec<usize>,
     /// Overflowed requests on their way to their serving region, in
     /// arrival order there (every trip takes the same round trip).
     pub in_transit: VecDeque<(RequestId, u16)>,
@@ -54,7 +59,10 @@ impl Regions {
         let n = f.fleet.regions.len();
         let mut ranges = vec![(usize::MAX, 0); n];
         let mut pools = vec![Vec::new(); n];
+        let mut max_seqs = Vec::new();
         for (k, p) in s.pools.iter().enumerate() {
+            let m = p.scenario.file.engine.max_num_seqs as usize;
+            max_seqs.extend(std::iter::repeat_n(m, p.replicas as usize));
             let g = p.region as usize;
             let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
             ranges[g] = (ranges[g].0.min(a), ranges[g].1.max(b));
@@ -69,6 +77,7 @@ impl Regions {
             enabled: o.enabled,
             queue_threshold: o.queue_threshold,
             kv_threshold: o.kv_threshold,
+            max_seqs,
             in_transit: VecDeque::new(),
             overflow_out: vec![0; n],
             overflow_in: vec![0; n],
@@ -101,7 +110,13 @@ impl Regions {
             let rep = &replicas[r];
             n += 1;
             let kv = rep.active_kv_blocks() as f64 / rep.kv().total().max(1) as f64;
-            if rep.waiting_len() as u32 >= self.queue_threshold || kv >= self.kv_threshold {
+            // Threshold 0: saturated as soon as a new request would wait
+            // (its batch is full or others already wait).
+            let queue = match self.queue_threshold {
+                0 => rep.waiting_len() > 0 || rep.running_len() >= self.max_seqs[r],
+                q => rep.waiting_len() as u32 >= q,
+            };
+            if queue || kv >= self.kv_threshold {
                 sat += 1;
             }
             out += (rep.waiting_len() + rep.running_len()) as u64;

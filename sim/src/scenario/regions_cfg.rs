@@ -47,7 +47,8 @@ pub struct OverflowCfg {
     pub rtt_ms: f64,
     /// A ready replica is saturated with at least this many requests
     /// waiting (the Gateway API Inference Extension's saturation detector,
-    /// `queueDepthThreshold`, default 5).
+    /// `queueDepthThreshold`, default 5). 0: as soon as a new request would
+    /// wait (its batch holds `max_num_seqs`, or requests already wait).
     #[serde(default = "d_queue")]
     pub queue_threshold: u32,
     /// … or with at least this fraction of its KV blocks in use (the same
@@ -116,10 +117,13 @@ pub(super) fn validate_regions(f: &ScenarioFile) -> Result<(), Invalid> {
             ),
         );
     }
-    if o.queue_threshold == 0 {
+    if o.queue_threshold > 1_000_000 {
         return err(
             "fleet.overflow.queue_threshold".into(),
-            "must be at least 1 (0 would call every replica saturated)".into(),
+            format!(
+                "at most 1000000 waiting requests, got {}",
+                o.queue_threshold
+            ),
         );
     }
     if !(o.kv_threshold.is_finite() && o.kv_threshold > 0.0 && o.kv_threshold <= 1.0) {
