@@ -135,11 +135,10 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
                 .strip_prefix("engine.")
                 .and_then(|k| k.split('.').next())
                 .is_some_and(|k| p.engine.as_ref().is_some_and(|t| t.contains_key(k)));
-            let k = if own_engine {
-                key(&e.key)
-            } else if (e.key.starts_with("lifecycle") && p.lifecycle.is_some())
-                || (e.key.starts_with("autoscale") && p.autoscale.is_some())
-            {
+            // Keys of tables the pool sets itself are the pool's.
+            let own_table = (e.key.starts_with("lifecycle") && p.lifecycle.is_some())
+                || (e.key.starts_with("autoscale") && p.autoscale.is_some());
+            let k = if own_engine || own_table {
                 key(&e.key)
             } else if e.key.starts_with("hardware") && p.hardware.is_some() {
                 key("hardware")
