@@ -697,8 +697,12 @@ impl<'a> Simulation<'a> {
         let itl = std::mem::take(&mut self.itl_samples);
         metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
-        summary.load =
-            crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
+        // Each region draws the whole `[workload]`: the fleet is offered it
+        // once per region.
+        let offered = f
+            .offered_rate()
+            .map(|r| r * f.fleet.regions.len().max(1) as f64);
+        summary.load = crate::load::load_report(&self.requests, end, f.fleet.replicas, offered);
         summary.lifecycle = self.fleet_report(end);
         let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
