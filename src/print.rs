@@ -549,6 +549,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     if let Some(l) = &sum.lifecycle {
         crate::fleet_print::lifecycle(l);
     }
+    crate::fleet_print::regions(sum);
     for line in sim::cluster::fleet::summary_lines(sum) {
         outln!("{line}");
     }

@@ -193,7 +193,10 @@ fn repeated_live_runs_show_their_spread_beside_the_error() {
     assert!(o.status.success(), "validate failed: {}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("live runs  2 × 16 requests"), "{text}");
-    assert!(text.contains("measured (mean)") && text.contains("run-to-run: "), "{text}");
+    assert!(
+        text.contains("measured (mean)") && text.contains("run-to-run: "),
+        "{text}"
+    );
     let v: serde_json::Value = serde_json::from_str(&read(&out.join("validation.json"))).unwrap();
     assert_eq!(v["live_runs"], 2);
     for row in v["rows"].as_array().unwrap() {
@@ -225,7 +228,10 @@ fn repeated_live_runs_show_their_spread_beside_the_error() {
     let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
     let e = stderr(&o);
     assert!(!o.status.success() && !e.contains("panicked"), "{e}");
-    assert!(e.contains("'--live-runs <LIVE_RUNS>'") && e.contains("1..=20"), "{e}");
+    assert!(
+        e.contains("'--live-runs <LIVE_RUNS>'") && e.contains("1..=20"),
+        "{e}"
+    );
 }
 
 fn error_of(args: &[&str]) -> String {

@@ -165,6 +165,15 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
         ("lifecycle", f.lifecycle.is_some()),
         ("autoscale", f.autoscale.is_some()),
         ("failures", f.failures.is_some()),
+        ("fleet.regions", !f.fleet.regions.is_empty()),
+        (
+            "fleet.pools.lifecycle",
+            f.fleet.pools.iter().any(|p| p.lifecycle.is_some()),
+        ),
+        (
+            "fleet.pools.autoscale",
+            f.fleet.pools.iter().any(|p| p.autoscale.is_some()),
+        ),
     ] {
         if set {
             return err(

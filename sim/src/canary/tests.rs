@@ -372,3 +372,23 @@ fn a_session_stays_on_one_version() {
     );
     assert_eq!(a.summary.canary.as_ref().unwrap().outcome, "in_progress");
 }
+
+#[test]
+fn a_canary_refuses_regions_and_pool_life_cycles() {
+    // Both route around the split: each region (or autoscaled pool) places
+    // its own requests.
+    let regions = BASE
+        .replace("name = \"old\"", "name = \"old\"\nregion = \"eu\"")
+        .replace("name = \"new\"", "name = \"new\"\nregion = \"us\"")
+        .replace(
+            "[[fleet.pools]]\nname = \"old\"",
+            "[[fleet.regions]]\nname = \"eu\"\ngpu_price_per_hour = 1.0\n[[fleet.regions]]\nname = \"us\"\ngpu_price_per_hour = 1.0\n[[fleet.pools]]\nname = \"old\"",
+        );
+    assert!(Scenario::from_toml_str(&regions, "c.toml").is_ok());
+    let e = Scenario::from_toml_str(&format!("{regions}{CANARY}"), "c.toml").unwrap_err();
+    assert_eq!(e.key, "fleet.regions", "{}", e.message);
+    let life = BASE.replace("[workload]", "[fleet.pools.lifecycle]\nstandby = 1\n[workload]");
+    assert!(Scenario::from_toml_str(&life, "c.toml").is_ok());
+    let e = Scenario::from_toml_str(&format!("{life}{CANARY}"), "c.toml").unwrap_err();
+    assert_eq!(e.key, "fleet.pools.lifecycle", "{}", e.message);
+}

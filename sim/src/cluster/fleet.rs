@@ -142,6 +142,29 @@ impl Fleet {
                     len: b - a,
                 });
             }
+        } else if !scenario.file.fleet.regions.is_empty() {
+            // One routing group per region (`region`: the global router
+            // picks the region, the region's router its replica).
+            for g in 0..scenario.file.fleet.regions.len() {
+                let mine: Vec<&Pool> = colocated
+                    .iter()
+                    .copied()
+                    .filter(|p| p.region as usize == g)
+                    .collect();
+                let a = mine[0].first as usize;
+                let len: u32 = mine.iter().map(|p| p.replicas).sum();
+                let weigh = mine.len() > 1 && scenario.file.fleet.capacity_weighted;
+                let capacity = weigh.then(|| capacities(&mine));
+                groups.push(Group {
+                    routing: Routing::with_capacity(
+                        scenario,
+                        &replicas[a..a + len as usize],
+                        capacity,
+                    ),
+                    first: a,
+                    len: len as usize,
+                });
+            }
         } else if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
             let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
@@ -208,6 +231,19 @@ impl Fleet {
         }
     }
 
+    /// The life cycle's replica counts by phase of each pool at the tick
+    /// just sampled (`sample` ran first): `pools.csv`'s phase columns.
+    pub fn set_phase_counts(&mut self, per_pool: &[crate::lifecycle::FleetSample]) {
+        let n = self.series.len();
+        let k = per_pool.len().min(n);
+        for (row, p) in self.series[n - k..]
+            .iter_mut()
+            .zip(&per_pool[per_pool.len() - k..])
+        {
+            row.phases = Some(*p);
+        }
+    }
+
     /// The `pools.csv` rows sampled so far.
     pub fn take_series(&mut self) -> Vec<PoolSample> {
         std::mem::take(&mut self.series)
@@ -239,7 +275,14 @@ impl Fleet {
     /// picks and its KV follows.
     pub fn route(&mut self, req: &mut Request, replicas: &mut [Replica]) -> usize {
         let Some(d) = &mut self.disagg else {
-            let g = &mut self.groups[0];
+            // With regions, a request is served in its home region unless
+            // the global router sent it elsewhere (`route_in`).
+            let k = if self.groups.len() > 1 {
+                req.region as usize
+            } else {
+                0
+            };
+            let g = &mut self.groups[k];
             return g.first + g.routing.route(req);
         };
         let dg = &mut self.groups[d.decode];
@@ -267,10 +310,11 @@ impl Fleet {
         pre
     }
 
-    /// Places `req` on a replica of colocated pool `pool`, by that pool's
-    /// router (runs with `[canary]`, whose pools each have their group).
-    pub fn route_pool(&mut self, pool: usize, req: &mut Request) -> usize {
-        let g = &mut self.groups[pool];
+    /// Places `req` in routing group `k` (a region's replicas, see
+    /// `region`; or a colocated pool's with `[canary]`, whose pools each
+    /// have their group): the replica it is queued on.
+    pub fn route_in(&mut self, k: usize, req: &Request) -> usize {
+        let g = &mut self.groups[k];
         g.first + g.routing.route(req)
     }
 

@@ -81,7 +81,13 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     json.push('\n');
     write_atomic(&dir.join("requests.csv"), |w| {
         let disagg = result.summary.kv_transfer.is_some();
-        write_requests(w, &result.requests, result.attribution, disagg)
+        let regions: Vec<&str> = result
+            .summary
+            .regions
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        write_requests(w, &result.requests, result.attribution, disagg, &regions)
     })?;
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     if !result.summary.pools.is_empty() {
@@ -104,11 +110,14 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
 /// `attribution`: the rows carry latency components (`attr_*` columns).
 /// `disagg`: the fleet disaggregates, so each row ends with its KV transfer
 /// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
+/// `regions`: the fleet's region names (`[[fleet.regions]]`), when it has
+/// regions: each row ends with its origin region (`origin_region`).
 fn write_requests(
     out: &mut impl Write,
     reqs: &[Request],
     attribution: bool,
     disagg: bool,
+    regions: &[&str],
 ) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     let base: &[&str] = if attribution {
@@ -121,7 +130,12 @@ fn write_requests(
     } else {
         &[]
     };
-    w.write_record(base.iter().chain(extra.iter()))?;
+    let origin: &[&str] = if regions.is_empty() {
+        &[]
+    } else {
+        &["origin_region"]
+    };
+    w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
     for (i, r) in reqs.iter().enumerate() {
         let reason = match r.status {
             Status::Rejected(x) => x.as_str(),
@@ -160,6 +174,9 @@ fn write_requests(
             for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
                 w.write_field(f)?;
             }
+        }
+        if !regions.is_empty() {
+            w.write_field(regions[r.region as usize])?;
         }
         w.write_record(None::<&[u8]>)?;
     }

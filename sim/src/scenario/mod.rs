@@ -16,6 +16,7 @@ mod enum_hint;
 mod fleet_cfg;
 mod pools_cfg;
 pub mod ranges;
+mod regions_cfg;
 mod resolve;
 mod tenants_cfg;
 mod trace_cfg;
@@ -24,6 +25,7 @@ mod validate;
 mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;
+pub use regions_cfg::{OverflowCfg, RegionCfg};
 pub use tenants_cfg::*;
 pub use trace_cfg::*;
 use validate::*;
@@ -227,6 +229,13 @@ pub struct FleetCfg {
     /// plain counts, as if the replicas were equal).
     #[serde(default = "yes")]
     pub capacity_weighted: bool,
+    /// `[[fleet.regions]]`: regions with their own demand and price, whose
+    /// pools name them (`region`); empty: one region, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionCfg>,
+    /// `[fleet.overflow]`: the global router's overflow rule (with regions).
+    #[serde(default, skip_serializing_if = "OverflowCfg::is_default")]
+    pub overflow: OverflowCfg,
 }
 
 fn one() -> u32 {
@@ -254,6 +263,8 @@ impl Default for FleetCfg {
             pools: Vec::new(),
             kv_transfer: KvTransferCfg::default(),
             capacity_weighted: true,
+            regions: Vec::new(),
+            overflow: OverflowCfg::default(),
         }
     }
 }

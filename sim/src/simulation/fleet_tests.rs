@@ -308,7 +308,10 @@ max_replicas = 2
     let mut req = Request::new(SimTime::ZERO, 10, 2);
     req.status = Status::Rejected(RejectReason::QueueFull);
     sim.requests.push(req);
-    sim.life.as_mut().unwrap().fleet.buffer.push_back(0);
+    sim.life.as_mut().unwrap().units[0]
+        .fleet
+        .buffer
+        .push_back(0);
     let e = sim.check_invariants().unwrap_err();
     assert!(e.0.contains("still held by the activator"), "{e}");
     // ... and held nowhere else.

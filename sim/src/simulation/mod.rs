@@ -70,6 +70,8 @@ enum Event {
     TransferDone(u32),
     /// A canary rollout starts or its gate is due (`[canary]`).
     Canary,
+    /// An overflowed request reaches its serving region (`region`).
+    Overflow,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -149,6 +151,8 @@ pub struct Simulation<'a> {
     life: Option<life::FleetRun>,
     /// The canary rollout (`[canary]`); `None`: no split.
     canary: Option<crate::canary::Canary>,
+    /// Regions and the global router (`[[fleet.regions]]`).
+    regions: Option<crate::region::Regions>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -242,7 +246,12 @@ impl<'a> Simulation<'a> {
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-        let (mut source, init_error) = match crate::tenancy::build_source(scenario, &ctx) {
+        let built = if f.fleet.regions.is_empty() {
+            crate::tenancy::build_source(scenario, &ctx)
+        } else {
+            crate::region::source::build_source(scenario, &ctx)
+        };
+        let (mut source, init_error) = match built {
             Ok(s) => (s, None),
             Err(e) => (
                 Box::new(workload::NoRequests) as Box<dyn RequestSource>,
@@ -304,6 +313,7 @@ impl<'a> Simulation<'a> {
             tenancy,
             life,
             canary: crate::canary::Canary::new(scenario),
+            regions: crate::region::Regions::new(scenario),
         };
         sim.fleet_init();
         sim.canary_init();
@@ -395,6 +405,13 @@ impl<'a> Simulation<'a> {
             req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
             req.hash_block_tokens = bs;
         }
+        if reason.is_none() {
+            if let Some(at) = self.region_overflow(&req, id, now) {
+                self.requests.push(req);
+                self.queue.schedule(at, Event::Overflow);
+                return;
+            }
+        }
         match reason {
             Some(reason) => {
                 // A rejected request's block hashes are never looked up.
@@ -408,13 +425,13 @@ impl<'a> Simulation<'a> {
                     None => self.request_ended(id, now, false),
                 }
             }
-            None if self.life.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
+            None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
                 self.requests.push(req);
                 self.place(id, now);
             }
             None => {
                 let r = match pool {
-                    Some(p) => self.fleet.route_pool(p, &mut req),
+                    Some(p) => self.fleet.route_in(p, &req),
                     None => self.fleet.route(&mut req, &mut self.replicas),
                 };
                 req.replica = r as u32;
@@ -585,6 +602,7 @@ impl<'a> Simulation<'a> {
                 Event::Fleet(e) => self.on_fleet_event(e, now),
                 Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
                 Event::Canary => self.on_canary(now),
+                Event::Overflow => self.on_overflow(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -697,17 +715,18 @@ impl<'a> Simulation<'a> {
         let itl = std::mem::take(&mut self.itl_samples);
         metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
-        summary.load =
-            crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
+        // Each region draws the whole `[workload]`: the fleet is offered it
+        // once per region.
+        let offered = f
+            .offered_rate()
+            .map(|r| r * f.fleet.regions.len().max(1) as f64);
+        summary.load = crate::load::load_report(&self.requests, end, f.fleet.replicas, offered);
         summary.lifecycle = self.fleet_report(end);
-        let fleet_series = self
-            .life
-            .as_mut()
-            .map(|x| std::mem::take(&mut x.fleet.series))
-            .unwrap_or_default();
+        let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
         summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
         summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
+        summary.regions = self.region_report(&summary, end);
         Ok(RunResult {
             summary,
             requests: self.requests,
@@ -771,6 +790,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.fleet_check(&mut held)?;
+        self.region_check(&mut held)?;
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;
@@ -800,6 +820,7 @@ impl<'a> Simulation<'a> {
 
 mod canary_run;
 mod life;
+mod regions;
 
 #[cfg(test)]
 mod tests;
@@ -809,3 +830,9 @@ mod prefix_tests;
 
 #[cfg(test)]
 mod fleet_tests;
+
+#[cfg(test)]
+mod pool_life_tests;
+
+#[cfg(test)]
+mod region_tests;

@@ -191,6 +191,7 @@ output_tokens = { dist = "fixed", value = 3 }
             Event::Fleet(_) => unreachable!("no life cycle"),
             Event::TransferDone(_) => unreachable!("no pools"),
             Event::Canary => unreachable!("no canary"),
+            Event::Overflow => unreachable!("no regions"),
         }
     }
     assert!(sim.check_invariants().is_ok());
@@ -244,6 +245,7 @@ output_tokens = { dist = "fixed", value = 20 }
             Event::TransferDone(slot) => sim.fleet_step(None, Some(slot), now),
             Event::Fleet(_) => unreachable!("no life cycle"),
             Event::Canary => unreachable!("no canary"),
+            Event::Overflow => unreachable!("no regions"),
         }
         if sim.fleet.busy() && sim.replicas[0].held_for_transfer() > 2 {
             on_link = true;
