@@ -144,17 +144,8 @@ impl ReferenceCache {
         }
     }
 
-    /// Adds `hash` (whose parent block is `parent_hash`, `None` for the first
-    /// block) as a cached block referenced once by the caller, who hands over
-    /// the KV block that holds it. `pinnable` blocks are pinned while the
-    /// budget lasts. Returns false (nothing changes) if the hash is already
-    /// cached or its parent is not.
-    pub fn insert(&mut self, hash: u64, parent_hash: Option<u64>, pinnable: bool) -> bool {
-        self.insert_run(&[hash], parent_hash, pinnable as usize) == 1
-    }
-
     /// Inserts the chain `hashes` (block i's parent is block i − 1, the
-    /// first one's is `parent_hash`) as [`Self::insert`] would one by one,
+    /// first one's is `parent_hash`) as `insert` would one by one,
     /// stopping at the first block that is already cached or whose parent is
     /// not; the first `pinnable` blocks may be pinned. Returns how many were
     /// inserted. One index probe per block: each parent is the node just

@@ -656,8 +656,7 @@ pub(super) fn adopt_full_blocks(
         return;
     }
     let end = full.min(j + s.blocks as usize);
-    let parent = (j > 0).then(|| r.prefix_hashes[j - 1]);
-    let n = cache.insert_run(&r.prefix_hashes[j..end], parent, pinnable.saturating_sub(j));
+    let n = cache.insert_run(&r.prefix_hashes[..end], j, pinnable);
     s.shared += n as u32;
     s.blocks -= n as u32;
 }
