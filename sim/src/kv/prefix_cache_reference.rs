@@ -290,7 +290,6 @@ impl ReferenceCache {
     }
 }
 
-
 impl ReferenceCache {
     /// The cached hashes, sorted (what the equivalence tests compare).
     pub fn cached_hashes(&self) -> Vec<u64> {
