@@ -1,7 +1,7 @@
 //! The prefix cache as it was before the intrusive LRU list (commit
 //! 2efc59e): eviction order kept in an ordered set of (last use, node). Kept
 //! for tests only, as the reference the fast cache must agree with block
-//! for block (`prefix_cache::tests`).
+//! for block (the tests below).
 
 use super::prefix_cache::PrefixCacheStats;
 use std::collections::BTreeSet;
@@ -296,5 +296,109 @@ impl ReferenceCache {
         let mut v: Vec<u64> = self.by_hash.keys().copied().collect();
         v.sort_unstable();
         v
+    }
+}
+
+/// The fast cache against this reference.
+#[cfg(test)]
+mod tests {
+    use super::ReferenceCache;
+    use crate::kv::prefix_cache::{mix, PrefixCache};
+
+    /// The fast cache and the ordered-set reference side by side, driven the
+    /// way a replica drives its cache.
+    struct Pair {
+        fast: PrefixCache,
+        slow: ReferenceCache,
+    }
+
+    impl Pair {
+        fn same(&self) -> Result<(), proptest::test_runner::TestCaseError> {
+            let (f, s) = (&self.fast, &self.slow);
+            proptest::prop_assert_eq!(f.cached_hashes(), s.cached_hashes());
+            proptest::prop_assert_eq!(f.blocks(), s.blocks());
+            proptest::prop_assert_eq!(f.unreferenced_blocks(), s.unreferenced_blocks());
+            proptest::prop_assert_eq!(f.evictable_blocks(), s.evictable_blocks());
+            proptest::prop_assert_eq!(f.pinned_blocks(), s.pinned_blocks());
+            proptest::prop_assert_eq!(f.total_refs(), s.total_refs());
+            proptest::prop_assert_eq!(&f.stats, &s.stats);
+            proptest::prop_assert!(f.check().is_ok(), "{:?}", f.check());
+            proptest::prop_assert!(s.check().is_ok(), "{:?}", s.check());
+            Ok(())
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+        /// Random sequences over a few branching chains (shared roots,
+        /// varied lengths and forks, pinnable prefixes under a small pin
+        /// budget) are admitted (match, acquire), publish their blocks in
+        /// one or two runs, retire (release) in random order, and blocks are
+        /// evicted in random amounts: the segment tree gives the same matches,
+        /// insertions, evictions, cached blocks and counters as the ordered
+        /// set of single blocks after every step.
+        #[test]
+        fn segments_match_the_per_block_reference(
+            pin_budget in 0u64..6,
+            ops in proptest::collection::vec(
+                (0u64..4, 0u64..4, 1usize..14, 0usize..14, 0u64..24, 0usize..4, proptest::bool::ANY),
+                1..80,
+            )
+        ) {
+            let mut p = Pair { fast: PrefixCache::new(pin_budget), slow: ReferenceCache::new(pin_budget) };
+            // (hashes, shared) of the live sequences.
+            let mut held: Vec<(Vec<u64>, usize)> = Vec::new();
+            for (root, fork, len, split, evict, pinnable, via_match) in ops {
+                // A chain: a few roots, a fork point after which blocks
+                // differ by `fork`, so chains share prefixes of many lengths.
+                let mut h = root;
+                let hs: Vec<u64> = (0..len)
+                    .map(|i| {
+                        h = mix(h, if i >= 3 { i as u64 + 100 * fork } else { i as u64 });
+                        h
+                    })
+                    .collect();
+                let m = p.slow.match_len(&hs);
+                proptest::prop_assert_eq!(p.fast.match_len(&hs), m);
+                p.slow.acquire(&hs[..m]);
+                if via_match {
+                    p.fast.acquire(&hs[..m]);
+                } else {
+                    proptest::prop_assert_eq!(p.fast.acquire_prefix(&hs), m);
+                }
+                // Publish the rest as the replica does: one run at prefill,
+                // perhaps a second at retirement.
+                let mut shared = m;
+                let cut = m + split.min(len - m);
+                for end in [cut, len] {
+                    if shared >= end {
+                        continue;
+                    }
+                    let parent = (shared > 0).then(|| hs[shared - 1]);
+                    let a = p.fast.insert_run(&hs[..end], shared, pinnable);
+                    let b = p.slow.insert_run(&hs[shared..end], parent, pinnable.saturating_sub(shared));
+                    proptest::prop_assert_eq!(a, b);
+                    shared += a;
+                    if shared < end {
+                        break; // someone else's copy: the rest stays private
+                    }
+                }
+                held.push((hs, shared));
+                if held.len() > 3 {
+                    let (h, shared) = held.remove((evict as usize) % held.len());
+                    p.fast.release(&h[..shared]);
+                    p.slow.release(&h[..shared]);
+                }
+                p.same()?;
+                proptest::prop_assert_eq!(p.fast.evict(evict), p.slow.evict(evict));
+                p.same()?;
+            }
+            for (h, shared) in held {
+                p.fast.release(&h[..shared]);
+                p.slow.release(&h[..shared]);
+            }
+            proptest::prop_assert_eq!(p.fast.evict(u64::MAX), p.slow.evict(u64::MAX));
+            p.same()?;
+        }
     }
 }
