@@ -68,12 +68,19 @@ pub struct DecodeRun {
     last_end: u64,
     /// Sequences by free KV slots at the start (`d_i`, below a block).
     hist: Vec<u32>,
+    /// Steps taken in closed form over the replica's life (for tests).
+    steps: u64,
 }
 
 impl Replica {
     /// Lets this replica run decode-only steps in closed form.
     pub fn enable_decode_runs(&mut self) {
         self.run.enabled = true;
+    }
+
+    /// Iterations this replica took in closed form so far.
+    pub fn decode_run_steps(&self) -> u64 {
+        self.run.steps
     }
 
     /// Whether the iteration in progress is a closed-form step.
@@ -180,6 +187,7 @@ impl Replica {
         self.stats.batch_seqs += shape.seqs() as u64;
         self.stats.batch_tokens += shape.tokens();
         self.run.formed = j;
+        self.run.steps += 1;
         Some(shape)
     }
 
@@ -253,7 +261,7 @@ mod tests {
 
     /// Drives one replica to the end with fixed 1000-ns iterations (priced by
     /// the shape, so a wrong shape shows), returning every observable.
-    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>) {
+    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64) {
         let e = engine(8, 4096, block_size);
         let mut rep = replica(&e, kv_blocks);
         if runs {
@@ -293,14 +301,16 @@ mod tests {
         }
         rep.close(t);
         log.push(format!("{} {}", rep.blocks_held(), rep.kv().used()));
-        (log, reqs)
+        (log, reqs, rep.decode_run_steps())
     }
 
     #[test]
     fn a_replica_runs_the_same_with_and_without_closed_form_steps() {
         for (bs, blocks) in [(16, 1000), (4, 1000), (16, 14), (1, 200)] {
-            let (a, ra) = drive(false, bs, blocks);
-            let (b, rb) = drive(true, bs, blocks);
+            let (a, ra, none) = drive(false, bs, blocks);
+            let (b, rb, steps) = drive(true, bs, blocks);
+            assert_eq!(none, 0);
+            assert!(steps * 3 > b.len() as u64, "most steps closed-form: {steps}");
             assert_eq!(a, b, "block size {bs}, {blocks} blocks");
             for (x, y) in ra.iter().zip(&rb) {
                 assert_eq!(format!("{x:?}"), format!("{y:?}"));

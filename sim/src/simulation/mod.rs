@@ -111,6 +111,9 @@ pub struct RunResult {
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
     /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
+    /// Iterations taken in closed form (`replica::decode_run`); written to
+    /// no file.
+    pub decode_run_steps: u64,
 }
 
 /// A configured run.
@@ -711,6 +714,7 @@ impl<'a> Simulation<'a> {
             attribution: f.metrics.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
+            decode_run_steps: self.replicas.iter().map(Replica::decode_run_steps).sum(),
         })
     }
 
@@ -805,3 +809,6 @@ mod prefix_tests;
 
 #[cfg(test)]
 mod fleet_tests;
+
+#[cfg(test)]
+mod decode_run_props;
