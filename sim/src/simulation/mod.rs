@@ -111,9 +111,6 @@ pub struct RunResult {
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
     /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
-    /// Iterations taken in closed form (`replica::decode_run`); written to
-    /// no file.
-    pub decode_run_steps: u64,
 }
 
 /// A configured run.
@@ -714,7 +711,6 @@ impl<'a> Simulation<'a> {
             attribution: f.metrics.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
-            decode_run_steps: self.replicas.iter().map(Replica::decode_run_steps).sum(),
         })
     }
 
