@@ -31,14 +31,24 @@ fn same_files(a: &Path, b: &Path, name: &str) {
     assert_eq!(files, other, "{name}: the same files");
     assert!(files.len() >= 3, "{name}: {files:?}");
     for f in files {
-        let (x, y) = (std::fs::read(a.join(&f)).unwrap(), std::fs::read(b.join(&f)).unwrap());
-        assert!(x == y, "{name}: {} differs with --step-by-step", f.to_string_lossy());
+        let (x, y) = (
+            std::fs::read(a.join(&f)).unwrap(),
+            std::fs::read(b.join(&f)).unwrap(),
+        );
+        assert!(
+            x == y,
+            "{name}: {} differs with --step-by-step",
+            f.to_string_lossy()
+        );
     }
 }
 
 fn both_ways(scenario: &Path, tmp: &Path) {
     let name = scenario.file_stem().unwrap().to_str().unwrap().to_string();
-    let (runs, steps) = (tmp.join(format!("{name}-runs")), tmp.join(format!("{name}-steps")));
+    let (runs, steps) = (
+        tmp.join(format!("{name}-runs")),
+        tmp.join(format!("{name}-steps")),
+    );
     simulate(scenario, &runs, &[]);
     simulate(scenario, &steps, &["--step-by-step"]);
     same_files(&runs, &steps, &name);

@@ -117,7 +117,14 @@ impl Replica {
         run.hist.resize(bs as usize, 0);
         let (mut n, mut ctx1, mut min_rem) = (0u32, 0u64, u32::MAX);
         for s in &self.st.running {
-            if s.prefilling() || s.done || s.samples != 1 || s.last_token != now.0 {
+            // A sequence that finishes at the next step ends the run before
+            // it starts: give up at once.
+            if s.prefilling()
+                || s.done
+                || s.samples != 1
+                || s.last_token != now.0
+                || s.remaining() <= 1
+            {
                 return false;
             }
             if !s.reserved {
@@ -129,9 +136,6 @@ impl Replica {
             min_rem = min_rem.min(s.remaining());
             n += 1;
             ctx1 += s.kv_tokens as u64 + 1;
-        }
-        if min_rem <= 1 {
-            return false; // the next step completes a sequence
         }
         run.active = true;
         run.formed = 0;
@@ -146,7 +150,11 @@ impl Replica {
     /// Forms the next iteration at `now` in closed form when it is a step of
     /// a decode run (starting one if it can); `None` ends any run and leaves
     /// the iteration to the ordinary path.
-    pub(super) fn form_run_step(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<BatchShape> {
+    pub(super) fn form_run_step(
+        &mut self,
+        now: SimTime,
+        reqs: &mut [Request],
+    ) -> Option<BatchShape> {
         if !self.run_possible(now) {
             self.end_decode_run();
             return None;
@@ -310,7 +318,10 @@ mod tests {
             let (a, ra, none) = drive(false, bs, blocks);
             let (b, rb, steps) = drive(true, bs, blocks);
             assert_eq!(none, 0);
-            assert!(steps * 3 > b.len() as u64, "most steps closed-form: {steps}");
+            assert!(
+                steps * 3 > b.len() as u64,
+                "most steps closed-form: {steps}"
+            );
             assert_eq!(a, b, "block size {bs}, {blocks} blocks");
             for (x, y) in ra.iter().zip(&rb) {
                 assert_eq!(format!("{x:?}"), format!("{y:?}"));
