@@ -36,6 +36,10 @@ pub enum Command {
         /// Skip and count trace lines that do not parse instead of stopping.
         #[arg(long)]
         lenient: bool,
+        /// Step every iteration through the event queue (`[engine]
+        /// decode_runs = false`); the files are the same.
+        #[arg(long)]
+        step_by_step: bool,
     },
     /// Validate a scenario and print the resolved configuration.
     #[command(after_help = "Example:\n  servesim check scenarios/llama70b-tp4.toml")]
@@ -66,6 +70,10 @@ pub enum Command {
         /// Run with `[metrics] attribution = false` (to measure its cost).
         #[arg(long)]
         no_attribution: bool,
+        /// Step every iteration (`[engine] decode_runs = false`), to measure
+        /// what decode runs save.
+        #[arg(long)]
+        step_by_step: bool,
     },
     /// Inspect trace files: statistics, and the readers' speed.
     #[command(

@@ -58,7 +58,8 @@ fn run(cli: Cli) -> Result<()> {
             json,
             report,
             lenient,
-        } => simulate(&scenario, out, seed, json, report, lenient),
+            step_by_step,
+        } => simulate(&scenario, out, seed, json, report, lenient, step_by_step),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
@@ -100,7 +101,8 @@ fn run(cli: Cli) -> Result<()> {
             replicas,
             repeat,
             no_attribution,
-        } => bench::run(requests, replicas, repeat, !no_attribution),
+            step_by_step,
+        } => bench::run(requests, replicas, repeat, !no_attribution, !step_by_step),
         Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
@@ -182,8 +184,12 @@ fn simulate(
     json: bool,
     report: bool,
     lenient: bool,
+    step_by_step: bool,
 ) -> Result<()> {
     let mut scenario = Scenario::load(path)?;
+    if step_by_step {
+        scenario.file.engine.decode_runs = false;
+    }
     if let Some(seed) = seed {
         scenario.file.seed = seed;
     }

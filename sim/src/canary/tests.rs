@@ -387,7 +387,10 @@ fn a_canary_refuses_regions_and_pool_life_cycles() {
     assert!(Scenario::from_toml_str(&regions, "c.toml").is_ok());
     let e = Scenario::from_toml_str(&format!("{regions}{CANARY}"), "c.toml").unwrap_err();
     assert_eq!(e.key, "fleet.regions", "{}", e.message);
-    let life = BASE.replace("[workload]", "[fleet.pools.lifecycle]\nstandby = 1\n[workload]");
+    let life = BASE.replace(
+        "[workload]",
+        "[fleet.pools.lifecycle]\nstandby = 1\n[workload]",
+    );
     assert!(Scenario::from_toml_str(&life, "c.toml").is_ok());
     let e = Scenario::from_toml_str(&format!("{life}{CANARY}"), "c.toml").unwrap_err();
     assert_eq!(e.key, "fleet.pools.lifecycle", "{}", e.message);

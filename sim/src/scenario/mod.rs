@@ -310,6 +310,11 @@ pub struct EngineCfg {
     /// Whose host overhead the roofline adds per step (`cost::runtime`).
     #[serde(default)]
     pub runtime: crate::cost::EngineRuntime,
+    /// Runs of decode-only iterations advance in closed form
+    /// (`replica::decode_run`); `false` steps them one by one. Outputs are
+    /// the same either way.
+    #[serde(default = "yes")]
+    pub decode_runs: bool,
 }
 
 fn default_swap_space_gib() -> f64 {
@@ -403,6 +408,7 @@ impl Default for EngineCfg {
             prefix_caching: false,
             pinned_prefix_blocks: 0,
             runtime: Default::default(),
+            decode_runs: true,
         }
     }
 }

@@ -153,6 +153,10 @@ pub struct Simulation<'a> {
     canary: Option<crate::canary::Canary>,
     /// Regions and the global router (`[[fleet.regions]]`).
     regions: Option<crate::region::Regions>,
+    /// Decode runs (`decode_runs`): the replica whose iteration end is being
+    /// handled, and its run's next step, held aside while it may skip the queue.
+    run_owner: Option<usize>,
+    run_step: Option<SimTime>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -225,6 +229,9 @@ impl<'a> Simulation<'a> {
         let mut replicas = Fleet::replicas(scenario, life.as_ref().map(|x| x.slots() as u32));
         if !f.metrics.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
+        }
+        if f.engine.decode_runs {
+            replicas.iter_mut().for_each(Replica::enable_decode_runs);
         }
         // Pools price their iterations by their own hardware's model.
         let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
@@ -314,6 +321,8 @@ impl<'a> Simulation<'a> {
             life,
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
+            run_owner: None,
+            run_step: None,
         };
         sim.fleet_init();
         sim.canary_init();
@@ -352,8 +361,10 @@ impl<'a> Simulation<'a> {
                 &shape,
                 cost.as_ref(),
             );
-            self.queue
-                .schedule(now.plus(dt), Event::IterationEnd(r as u32));
+            if !self.defer_run_step(r, now.plus(dt)) {
+                self.queue
+                    .schedule(now.plus(dt), Event::IterationEnd(r as u32));
+            }
         }
     }
 
@@ -589,8 +600,12 @@ impl<'a> Simulation<'a> {
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => {
                     if !self.fleet_stale_end(r as usize, now) {
-                        self.on_iteration_end(r as usize, now);
-                        self.fleet_after_iteration(r as usize, now);
+                        let r = r as usize;
+                        self.run_owner = self.runs_inline().then_some(r);
+                        self.on_iteration_end(r, now);
+                        self.run_owner = None;
+                        self.fleet_after_iteration(r, now);
+                        self.continue_run(r, deadline, &mut guard, &mut end)?;
                     }
                 }
                 Event::Retry(slot) => {
@@ -819,6 +834,7 @@ impl<'a> Simulation<'a> {
 }
 
 mod canary_run;
+mod decode_runs;
 mod life;
 mod regions;
 
@@ -836,3 +852,6 @@ mod pool_life_tests;
 
 #[cfg(test)]
 mod region_tests;
+
+#[cfg(test)]
+mod decode_run_props;
