@@ -95,9 +95,7 @@ fn case() -> impl Strategy<Value = Case> {
                 samples,
                 tenants,
                 disagg,
-                // Tenants with failures break a conservation check step by
-                // step too (reported on the issue), so they are not combined.
-                failures: failures && !disagg && tenants.is_none(),
+                failures: failures && !disagg,
                 closed_loop,
                 rate,
                 prompt,

@@ -471,7 +471,8 @@ impl Simulation<'_> {
         req.prefix_hashes = Vec::new();
         req.status = Status::Rejected(reason);
         req.finished = Some(now);
-        self.request_ended(id, now, false);
+        // Admitted at arrival (a failure or an empty fleet ended it since).
+        self.request_ended(id, now, false, true);
     }
 
     /// Takes every request from replica `r` (failed, or out of drain time),

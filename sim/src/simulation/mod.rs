@@ -433,7 +433,7 @@ impl<'a> Simulation<'a> {
                 self.canary_rejected(pool);
                 match retry {
                     Some((at, slot)) => self.queue.schedule(at, Event::Retry(slot)),
-                    None => self.request_ended(id, now, false),
+                    None => self.request_ended(id, now, false, false),
                 }
             }
             None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
@@ -457,12 +457,15 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Tells the source a request ended; schedules its follow-up, if any.
-    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
+    /// Tells the tenancy and the source a request ended (`admitted`: it had
+    /// passed admission, so its tenant counted it in flight); schedules its
+    /// follow-up, if any.
+    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
         if completed {
             self.canary_completed(id);
         }
-        self.tenancy.on_end(&self.requests[id as usize], now);
+        self.tenancy
+            .on_end(&self.requests[id as usize], now, admitted);
         let Some(mut next) =
             self.source
                 .on_request_end(&self.requests[id as usize], now, completed)
@@ -493,7 +496,7 @@ impl<'a> Simulation<'a> {
         self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
         self.itl_samples.extend_from_slice(&self.gaps.gaps);
         for &id in &done {
-            self.request_ended(id, now, true);
+            self.request_ended(id, now, true, true);
         }
         done.clear();
         self.completed_buf = done;
