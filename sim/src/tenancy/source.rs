@@ -11,6 +11,7 @@ use crate::request::Request;
 use crate::rng;
 use crate::scenario::{Scenario, TenantCfg};
 use crate::time::SimTime;
+use crate::workload::merge::{MergeTag, Merged};
 use crate::workload::{self, Context, RequestSource, RequestSpec, WorkloadError, WorkloadReport};
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -34,7 +35,7 @@ pub fn build_source(s: &Scenario, ctx: &Context) -> Result<Box<dyn RequestSource
             let src = workload::build(w, &tctx).map_err(|e| tenant_key(e, i))?;
             sources.push(src);
         }
-        return Ok(Box::new(Merged::new(sources)));
+        return Ok(Box::new(Merged::new(sources, MergeTag::Tenant)));
     }
     let shared = workload::build(&f.workload, ctx)?;
     let maps_column = f
@@ -72,73 +73,6 @@ fn tenant_key(e: WorkloadError, i: usize) -> WorkloadError {
             message,
         },
         other => other,
-    }
-}
-
-/// Tenants' own sources merged in arrival order; ties go to the lower tenant
-/// index. Follow-ups (closed loops, conversations) go back to the tenant's
-/// source.
-pub struct Merged {
-    sources: Vec<Box<dyn RequestSource>>,
-    heads: Vec<Option<RequestSpec>>,
-    started: bool,
-}
-
-impl Merged {
-    pub fn new(sources: Vec<Box<dyn RequestSource>>) -> Merged {
-        let n = sources.len();
-        Merged {
-            sources,
-            heads: vec![None; n],
-            started: false,
-        }
-    }
-}
-
-impl RequestSource for Merged {
-    fn next_request(&mut self) -> Option<RequestSpec> {
-        if !self.started {
-            self.started = true;
-            for (h, s) in self.heads.iter_mut().zip(&mut self.sources) {
-                *h = s.next_request();
-            }
-        }
-        let i = (0..self.heads.len())
-            .filter(|&i| self.heads[i].is_some())
-            .min_by_key(|&i| (self.heads[i].as_ref().expect("some").arrival, i))?;
-        let mut spec = self.heads[i].take().expect("some");
-        self.heads[i] = self.sources[i].next_request();
-        spec.tenant = i as u32;
-        Some(spec)
-    }
-
-    fn on_request_end(
-        &mut self,
-        req: &Request,
-        now: SimTime,
-        completed: bool,
-    ) -> Option<RequestSpec> {
-        let i = req.tenant as usize;
-        let mut next = self
-            .sources
-            .get_mut(i)?
-            .on_request_end(req, now, completed)?;
-        next.tenant = i as u32;
-        Some(next)
-    }
-
-    fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {
-        let mut merged: Option<WorkloadReport> = None;
-        for s in &mut self.sources {
-            if let Some(r) = s.finish()? {
-                let m = merged.get_or_insert_with(WorkloadReport::default);
-                m.traces.extend(r.traces);
-                if let Some(u) = r.users_left {
-                    *m.users_left.get_or_insert(0) += u;
-                }
-            }
-        }
-        Ok(merged)
     }
 }
 

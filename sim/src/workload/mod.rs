@@ -11,6 +11,7 @@ pub mod arrival;
 mod closed_loop;
 mod conversation;
 pub mod length;
+pub mod merge;
 pub mod prefix;
 pub mod samples;
 mod shared_prefix;
