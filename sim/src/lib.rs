@@ -18,6 +18,7 @@ pub mod output;
 pub mod parallel;
 pub mod profile;
 pub mod profiled;
+pub mod records;
 pub mod replica;
 pub mod request;
 pub mod rng;

@@ -138,7 +138,8 @@ pub struct Simulation<'a> {
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
     sample_every: Nanos,
-    itl_samples: Vec<(Nanos, u32)>,
+    /// Inter-token latencies, counted per distinct (gap, tokens) pair.
+    itl: crate::records::ItlHistogram,
     timeseries: Vec<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
@@ -295,7 +296,7 @@ impl<'a> Simulation<'a> {
             max_requests,
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
-            itl_samples: Vec::new(),
+            itl: Default::default(),
             timeseries: Vec::new(),
             tenancy,
             life,
@@ -449,7 +450,7 @@ impl<'a> Simulation<'a> {
         let mut done = std::mem::take(&mut self.completed_buf);
         self.gaps.gaps.clear();
         self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
-        self.itl_samples.extend_from_slice(&self.gaps.gaps);
+        self.itl.add_all(&self.gaps.gaps);
         for &id in &done {
             self.request_ended(id, now, true);
         }
@@ -676,8 +677,8 @@ impl<'a> Simulation<'a> {
         eng.prefix_cache = prefix;
         summary.engine = eng;
         let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-        let itl = std::mem::take(&mut self.itl_samples);
-        metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
+        metrics::summarize_requests(&self.requests, Vec::new(), end, s.gpus(), slo, &mut summary);
+        summary.latency.itl_ms = self.itl.dist();
         summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
         summary.load =
             crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
