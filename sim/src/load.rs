@@ -68,6 +68,37 @@ impl LoadReport {
     }
 }
 
+/// What the load report needs of one request: 32 bytes instead of the whole
+/// record, so a streamed run keeps only these (see `records`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadRecord {
+    arrival: u64,
+    /// Completion time (`u64::MAX`: not completed, or no time).
+    finished: u64,
+    /// Arrival to first scheduled, ns (`u64::MAX`: never scheduled).
+    wait: u64,
+    status: Status,
+}
+
+impl LoadRecord {
+    pub fn of(r: &Request) -> LoadRecord {
+        LoadRecord {
+            arrival: r.arrival.0,
+            finished: r.finished.map_or(u64::MAX, |f| f.0),
+            wait: r.queue_wait().unwrap_or(u64::MAX),
+            status: r.status,
+        }
+    }
+
+    fn finished(&self) -> Option<u64> {
+        (self.finished != u64::MAX).then_some(self.finished)
+    }
+
+    fn queue_wait(&self) -> Option<u64> {
+        (self.wait != u64::MAX).then_some(self.wait)
+    }
+}
+
 /// Builds the load report of a run of `replicas` replicas that ended at `end`.
 pub fn load_report(
     reqs: &[Request],
@@ -75,10 +106,21 @@ pub fn load_report(
     replicas: u32,
     configured_rate: Option<f64>,
 ) -> LoadReport {
-    let last_arrival = reqs.iter().map(|r| r.arrival.0).max().unwrap_or(0);
+    let recs: Vec<LoadRecord> = reqs.iter().map(LoadRecord::of).collect();
+    load_report_of(&recs, end, replicas, configured_rate)
+}
+
+/// [`load_report`] over the requests' [`LoadRecord`]s, in request order.
+pub fn load_report_of(
+    reqs: &[LoadRecord],
+    end: SimTime,
+    replicas: u32,
+    configured_rate: Option<f64>,
+) -> LoadReport {
+    let last_arrival = reqs.iter().map(|r| r.arrival).max().unwrap_or(0);
     let done_by = |t: u64| {
         reqs.iter()
-            .filter(|r| r.status == Status::Completed && r.finished.is_some_and(|f| f.0 <= t))
+            .filter(|r| r.status == Status::Completed && r.finished().is_some_and(|f| f <= t))
             .count()
     };
     let in_flight = reqs.iter().filter(|r| r.status == Status::InFlight).count() as u64;
@@ -90,8 +132,8 @@ pub fn load_report(
     let quarter = last_arrival / 4;
     let (n, sum) = reqs
         .iter()
-        .filter(|r| r.arrival.0 <= quarter && r.status == Status::Completed)
-        .filter_map(|r| r.finished.map(|f| f.0.saturating_sub(r.arrival.0)))
+        .filter(|r| r.arrival <= quarter && r.status == Status::Completed)
+        .filter_map(|r| r.finished().map(|f| f.saturating_sub(r.arrival)))
         .fold((0u64, 0u128), |(n, s), w| (n + 1, s + w as u128));
     let sojourn = if n > 0 { (sum / n as u128) as u64 } else { 0 };
     let warm = quarter.max(sojourn);
@@ -107,11 +149,11 @@ pub fn load_report(
     let wmid = quarter + (last_arrival - quarter) / 2;
     let mean_wait = |a: u64, b: u64| -> f64 {
         let (mut n, mut sum) = (0u64, 0f64);
-        for r in reqs.iter().filter(|r| (a..b).contains(&r.arrival.0)) {
+        for r in reqs.iter().filter(|r| (a..b).contains(&r.arrival)) {
             let w = match (r.status, r.queue_wait()) {
                 (Status::Rejected(_), _) => continue,
                 (_, Some(w)) => w,
-                (_, None) => end.0.saturating_sub(r.arrival.0),
+                (_, None) => end.0.saturating_sub(r.arrival),
             };
             n += 1;
             sum += w as f64 / 1e6;
@@ -149,16 +191,16 @@ pub fn load_report(
 
 /// Time-average number in the system over [a, m) and [m, b). Rejected
 /// requests never enter the system.
-fn backlog_halves(reqs: &[Request], a: u64, m: u64, b: u64, run_end: SimTime) -> (f64, f64) {
+fn backlog_halves(reqs: &[LoadRecord], a: u64, m: u64, b: u64, run_end: SimTime) -> (f64, f64) {
     // (time, +1 arrival / −1 departure); departures sort first at a tie.
     let mut ev: Vec<(u64, i64)> = Vec::with_capacity(reqs.len() * 2);
     for r in reqs {
         if matches!(r.status, Status::Rejected(_)) {
             continue;
         }
-        ev.push((r.arrival.0, 1));
+        ev.push((r.arrival, 1));
         let gone = match r.status {
-            Status::Completed => r.finished.map_or(run_end.0, |f| f.0),
+            Status::Completed => r.finished().unwrap_or(run_end.0),
             _ => u64::MAX,
         };
         ev.push((gone, -1));

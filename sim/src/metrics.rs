@@ -277,7 +277,8 @@ pub struct TimeseriesRow {
     pub kv_blocks_total: u64,
 }
 
-/// Fills the request-derived parts of a summary.
+/// Fills the request-derived parts of a summary (a fold of
+/// [`RequestsSummary`] over `reqs`, the one code path a streamed run uses too).
 pub fn summarize_requests(
     reqs: &[Request],
     itl_samples: Vec<(Nanos, u32)>,
@@ -286,33 +287,69 @@ pub fn summarize_requests(
     slo: Option<(f64, f64)>,
     s: &mut Summary,
 ) {
-    let mut counts = Counts {
-        arrived: reqs.len() as u64,
-        ..Counts::default()
-    };
-    let (mut ttft, mut tpot, mut e2e, mut wait) = (vec![], vec![], vec![], vec![]);
-    let (mut in_tok, mut out_tok) = (0u64, 0u64);
-    let (mut good, mut ttft_ok, mut tpot_ok) = (0u64, 0u64, 0u64);
+    let mut acc = RequestsSummary::new(slo);
     for r in reqs {
+        acc.add(r);
+    }
+    acc.finish(Dist::of_weighted(itl_samples), duration, gpus, s);
+}
+
+/// The request-derived parts of a summary, folded one ended request at a
+/// time (in any order: every statistic is a count, an integer sum, or a
+/// distribution whose samples are sorted before they are summed).
+#[derive(Clone, Debug, Default)]
+pub struct RequestsSummary {
+    slo: Option<(f64, f64)>,
+    counts: Counts,
+    ttft: Vec<f64>,
+    tpot: Vec<f64>,
+    e2e: Vec<f64>,
+    wait: Vec<f64>,
+    in_tok: u64,
+    out_tok: u64,
+    good: u64,
+    ttft_ok: u64,
+    tpot_ok: u64,
+    preempted: u64,
+}
+
+impl RequestsSummary {
+    pub fn new(slo: Option<(f64, f64)>) -> RequestsSummary {
+        RequestsSummary {
+            slo,
+            ..RequestsSummary::default()
+        }
+    }
+
+    /// Counts request `r` as it ended (or stood at the horizon).
+    pub fn add(&mut self, r: &Request) {
+        self.add_as(r, r.samples);
+    }
+
+    /// [`Self::add`] counting `samples` parallel samples' output tokens (the
+    /// per-tenant report counts one).
+    pub fn add_as(&mut self, r: &Request, samples: u32) {
+        let counts = &mut self.counts;
+        counts.arrived += 1;
         match r.status {
             Status::Completed => {
                 counts.completed += 1;
-                in_tok += r.prompt_tokens as u64;
+                self.in_tok += r.prompt_tokens as u64;
                 // Every sample's tokens (vLLM counts n × tokens for `n`).
-                out_tok += r.generated as u64 * r.samples as u64;
+                self.out_tok += r.generated as u64 * samples as u64;
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
-                ttft.push(t);
-                e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
+                self.ttft.push(t);
+                self.e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
                 let p = r.tpot().map(|x| x / 1e6);
                 if let Some(p) = p {
-                    tpot.push(p);
+                    self.tpot.push(p);
                 }
-                if let Some((st, sp)) = slo {
+                if let Some((st, sp)) = self.slo {
                     let a = t <= st;
                     let b = p.is_none_or(|p| p <= sp);
-                    ttft_ok += a as u64;
-                    tpot_ok += b as u64;
-                    good += (a && b) as u64;
+                    self.ttft_ok += a as u64;
+                    self.tpot_ok += b as u64;
+                    self.good += (a && b) as u64;
                 }
             }
             Status::Rejected(reason) => {
@@ -327,39 +364,48 @@ pub fn summarize_requests(
             Status::Failed => counts.failed += 1,
         }
         if let Some(w) = r.queue_wait() {
-            wait.push(nanos_to_ms(w));
+            self.wait.push(nanos_to_ms(w));
         }
+        self.preempted += (r.preemptions > 0) as u64;
     }
-    let secs = duration.as_secs_f64().max(1e-9);
-    let g = gpus.max(1) as f64;
-    s.throughput = Throughput {
-        requests_per_s: counts.completed as f64 / secs,
-        input_tokens_per_s: in_tok as f64 / secs,
-        output_tokens_per_s: out_tok as f64 / secs,
-        output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
-        requests_per_s_per_gpu: counts.completed as f64 / secs / g,
-    };
-    if let Some((st, sp)) = slo {
-        let ended = (counts.completed + counts.rejected).max(1) as f64;
-        s.slo = Some(SloReport {
-            ttft_ms: st,
-            tpot_ms: sp,
-            attainment: good as f64 / ended,
-            ttft_attainment: ttft_ok as f64 / ended,
-            tpot_attainment: tpot_ok as f64 / ended,
-            goodput_rps: good as f64 / secs,
-            goodput_rps_per_gpu: good as f64 / secs / g,
-        });
+
+    /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the
+    /// inter-token latencies gathered per iteration) and preempted requests.
+    pub fn finish(self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
+        let counts = self.counts;
+        let (in_tok, out_tok) = (self.in_tok, self.out_tok);
+        let secs = duration.as_secs_f64().max(1e-9);
+        let g = gpus.max(1) as f64;
+        s.throughput = Throughput {
+            requests_per_s: counts.completed as f64 / secs,
+            input_tokens_per_s: in_tok as f64 / secs,
+            output_tokens_per_s: out_tok as f64 / secs,
+            output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
+            requests_per_s_per_gpu: counts.completed as f64 / secs / g,
+        };
+        if let Some((st, sp)) = self.slo {
+            let good = self.good;
+            let ended = (counts.completed + counts.rejected).max(1) as f64;
+            s.slo = Some(SloReport {
+                ttft_ms: st,
+                tpot_ms: sp,
+                attainment: good as f64 / ended,
+                ttft_attainment: self.ttft_ok as f64 / ended,
+                tpot_attainment: self.tpot_ok as f64 / ended,
+                goodput_rps: good as f64 / secs,
+                goodput_rps_per_gpu: good as f64 / secs / g,
+            });
+        }
+        s.latency = Latency {
+            queue_wait_ms: Dist::of(self.wait),
+            ttft_ms: Dist::of(self.ttft),
+            tpot_ms: Dist::of(self.tpot),
+            itl_ms: itl,
+            e2e_ms: Dist::of(self.e2e),
+        };
+        s.engine.preempted_requests = self.preempted;
+        s.counts = counts;
     }
-    s.latency = Latency {
-        queue_wait_ms: Dist::of(wait),
-        ttft_ms: Dist::of(ttft),
-        tpot_ms: Dist::of(tpot),
-        itl_ms: Dist::of_weighted(itl_samples),
-        e2e_ms: Dist::of(e2e),
-    };
-    s.engine.preempted_requests = reqs.iter().filter(|r| r.preemptions > 0).count() as u64;
-    s.counts = counts;
 }
 
 fn reason_key(r: RejectReason) -> String {

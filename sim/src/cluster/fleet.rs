@@ -449,19 +449,25 @@ impl Fleet {
 
     /// Link totals for the summary (disaggregated fleets only).
     pub fn transfer_report(&self, reqs: &[Request], end: SimTime) -> Option<TransferReport> {
+        let mut times = TransferTimes::default();
+        for r in reqs {
+            times.add(r);
+        }
+        self.transfer_report_from(times, end)
+    }
+
+    /// [`Self::transfer_report`] from times folded as requests ended.
+    pub fn transfer_report_from(
+        &self,
+        times: TransferTimes,
+        end: SimTime,
+    ) -> Option<TransferReport> {
         let d = self.disagg.as_ref()?;
         let ms = |ns: u64| ns as f64 / 1e6;
-        let mut wait = Vec::new();
-        let mut total = Vec::new();
-        for r in reqs {
-            let Some(t) = &r.kv_transfer else { continue };
-            if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
-                wait.push(a.since(h));
-            }
-            if let (Some(h), Some(x)) = (t.handoff, t.done) {
-                total.push(x.since(h));
-            }
-        }
+        let TransferTimes {
+            mut wait,
+            mut total,
+        } = times;
         let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
         let p99 = |v: &mut Vec<u64>| {
             v.sort_unstable();
@@ -624,4 +630,24 @@ pub struct PoolReport {
     /// Mean and peak fraction of its KV cache in active use.
     pub kv_util_mean: f64,
     pub kv_util_max: f64,
+}
+
+/// Each KV transfer's decode-side wait and total time, ns, folded one ended
+/// request at a time (one pair per transferred request).
+#[derive(Clone, Debug, Default)]
+pub struct TransferTimes {
+    wait: Vec<u64>,
+    total: Vec<u64>,
+}
+
+impl TransferTimes {
+    pub fn add(&mut self, r: &Request) {
+        let Some(t) = &r.kv_transfer else { return };
+        if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
+            self.wait.push(a.since(h));
+        }
+        if let (Some(h), Some(x)) = (t.handoff, t.done) {
+            self.total.push(x.since(h));
+        }
+    }
 }
