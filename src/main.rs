@@ -197,7 +197,11 @@ fn simulate(
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     let mut progress = LazyProgress::new(&format!("simulating {}", scenario.name()));
     let wall = Instant::now();
-    let result = match Simulation::new(&scenario).run(|p| progress.update(p.fraction)) {
+    // Requests leave memory as they end; requests.csv is written as they go.
+    let sim = Simulation::new(&scenario)
+        .stream_records(Some(&out_dir))
+        .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
+    let result = match sim.run(|p| progress.update(p.fraction)) {
         Ok(r) => r,
         // A workload error names its own file and line.
         Err(sim::RunError::Workload(e)) => return Err(e.into()),

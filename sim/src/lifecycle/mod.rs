@@ -26,7 +26,9 @@
 pub mod config;
 mod report;
 
-pub use report::{slo_dip, FleetSample, GpuHours, LifecycleReport, RetryReport, SloDip};
+pub use report::{
+    slo_dip, FleetSample, GpuHours, LifecycleReport, RetryReport, SloDip, SloDipRecords,
+};
 
 use crate::rng::{self, StreamRng};
 use crate::time::{secs_to_nanos, Nanos, SimTime};

@@ -5,3 +5,6 @@
 pub mod itl;
 
 pub use itl::ItlHistogram;
+pub mod stream;
+
+pub use stream::RecordStream;

@@ -160,7 +160,7 @@ impl Simulation<'_> {
 
     /// Reads the scaled metric from the ready replicas.
     fn scrape(&mut self, now: SimTime) {
-        let arrivals = self.requests.len() as u64;
+        let arrivals = self.slab.arrived;
         let Some(fr) = &mut self.life else { return };
         let dt = now.since(fr.last_scrape).max(1) as f64;
         let mut ready = 0u32;
@@ -416,26 +416,29 @@ impl Simulation<'_> {
     }
 
     /// The summary's `lifecycle` section.
-    pub(super) fn fleet_report(&mut self, end: SimTime) -> Option<LifecycleReport> {
+    /// `out`: output tokens of completed requests; `dip`: the SLO dip
+    /// (with SLOs), both folded as requests ended (`records`).
+    pub(super) fn fleet_report(
+        &mut self,
+        end: SimTime,
+        out: u64,
+        dip: Option<crate::lifecycle::SloDip>,
+    ) -> Option<LifecycleReport> {
         let fr = self.life.as_mut()?;
         let busy: u64 = self.replicas.iter().map(|r| r.stats.busy_ns).sum();
-        let out: u64 = self
-            .requests
-            .iter()
-            .filter(|r| r.status == Status::Completed)
-            .map(|r| r.output_tokens as u64)
-            .sum();
         let frac = fr.standby_fraction;
         let name = fr.scaler.name();
         let mut rep = fr
             .fleet
             .report(end, name, busy, self.scenario.parallel.gpus(), frac, out);
-        rep.slo_dip = self
-            .scenario
-            .file
-            .slo
-            .as_ref()
-            .map(|s| crate::lifecycle::slo_dip(&self.requests, s.ttft_ms, s.tpot_ms));
+        rep.slo_dip = dip;
         Some(rep)
+    }
+
+    /// Slot `id` is free: a later request there starts with no retries.
+    pub(super) fn life_forget(&mut self, id: RequestId) {
+        if let Some(fr) = &mut self.life {
+            fr.tries.remove(&id);
+        }
     }
 }

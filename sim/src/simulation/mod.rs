@@ -7,7 +7,7 @@ use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
 use crate::kv::BlockAllocator;
-use crate::metrics::{self, EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
+use crate::metrics::{EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
 use crate::replica::speculative::{DraftCost, SpeculativeCost};
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
@@ -87,6 +87,9 @@ pub enum RunError {
     /// cannot progress. The message names the file and the key to change.
     #[error("{0}")]
     Guard(String),
+    /// `requests.csv` could not be written while the run streamed it.
+    #[error("cannot write requests.csv: {0}")]
+    Output(std::io::Error),
 }
 
 /// Progress of a run, for progress bars.
@@ -111,6 +114,9 @@ pub struct RunResult {
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
     /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
+    /// `requests.csv`, already written while the run went
+    /// ([`Simulation::stream_records`]); `requests` is then empty.
+    pub streamed_requests: std::sync::Mutex<Option<crate::output::RequestsCsv>>,
 }
 
 /// A configured run.
@@ -146,6 +152,10 @@ pub struct Simulation<'a> {
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
+    /// Slot bookkeeping of `requests` (`records`).
+    slab: records::Slab,
+    /// The reports' folds of ended requests, in id order.
+    stream: crate::records::RecordStream,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -298,8 +308,17 @@ impl<'a> Simulation<'a> {
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
             itl: Default::default(),
             timeseries: Vec::new(),
+            stream: crate::records::RecordStream::new(
+                f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms)),
+                tenancy.records(),
+                f.slo
+                    .as_ref()
+                    .filter(|_| life.is_some())
+                    .map(|x| (x.ttft_ms, x.tpot_ms)),
+            ),
             tenancy,
             life,
+            slab: records::Slab::default(),
         };
         sim.fleet_init();
         sim
@@ -347,11 +366,11 @@ impl<'a> Simulation<'a> {
             return;
         };
         // Follow-ups may have used up the horizon since this was scheduled.
-        if (self.requests.len() as u64) >= self.max_requests {
+        if self.slab.arrived >= self.max_requests {
             return;
         }
         self.admit(spec, now);
-        if (self.requests.len() as u64) < self.max_requests {
+        if self.slab.arrived < self.max_requests {
             if let Some(next) = self.source.next_request() {
                 if self.deadline.is_none_or(|d| next.arrival <= d) {
                     self.queue.schedule(next.arrival.max(now), Event::Arrival);
@@ -366,7 +385,7 @@ impl<'a> Simulation<'a> {
             .take()
             .expect("deferred request");
         self.deferred_free.push(slot);
-        if (self.requests.len() as u64) < self.max_requests {
+        if self.slab.arrived < self.max_requests {
             self.admit(spec, now);
         }
     }
@@ -374,7 +393,7 @@ impl<'a> Simulation<'a> {
     /// A request enters the system: rejected at once if it can never be
     /// served, otherwise routed and queued.
     fn admit(&mut self, spec: RequestSpec, now: SimTime) {
-        let id = self.requests.len() as RequestId;
+        let id = self.next_slot();
         let reason = self
             .rejection(&spec)
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
@@ -395,21 +414,24 @@ impl<'a> Simulation<'a> {
                 req.prefix_hashes = Vec::new();
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
-                self.requests.push(req);
+                self.put(id, req);
                 match retry {
-                    Some((at, slot)) => self.queue.schedule(at, Event::Retry(slot)),
+                    Some((at, slot)) => {
+                        self.queue.schedule(at, Event::Retry(slot));
+                        self.release(id);
+                    }
                     None => self.request_ended(id, now, false),
                 }
             }
             None if self.life.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
-                self.requests.push(req);
+                self.put(id, req);
                 self.place(id, now);
             }
             None => {
                 let r = self.fleet.route(&mut req, &mut self.replicas);
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
-                self.requests.push(req);
+                self.put(id, req);
                 self.replicas[r].enqueue_waiting(waiting);
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
@@ -419,8 +441,17 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Tells the source a request ended; schedules its follow-up, if any.
+    /// Tells the source a request ended; schedules its follow-up, if any. An
+    /// unserved request's slot is free at once; a completed one's once its
+    /// replica lets go (`on_iteration_end`).
     fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
+        self.notify_end(id, now, completed);
+        if !completed {
+            self.release(id);
+        }
+    }
+
+    fn notify_end(&mut self, id: RequestId, now: SimTime, completed: bool) {
         self.tenancy.on_end(&self.requests[id as usize], now);
         let Some(mut next) =
             self.source
@@ -454,6 +485,7 @@ impl<'a> Simulation<'a> {
         for &id in &done {
             self.request_ended(id, now, true);
         }
+        self.release_completed(r, &done);
         done.clear();
         self.completed_buf = done;
         if self.fleet.disaggregated() {
@@ -579,8 +611,8 @@ impl<'a> Simulation<'a> {
                     )
                     .map_err(RunError::Guard)?;
                 let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
-                let by_reqs = (total_hint != u64::MAX)
-                    .then(|| self.requests.len() as f64 / total_hint as f64);
+                let by_reqs =
+                    (total_hint != u64::MAX).then(|| self.slab.arrived as f64 / total_hint as f64);
                 let fraction = match (by_time, by_reqs) {
                     (Some(a), Some(b)) => a.max(b),
                     (Some(a), None) | (None, Some(a)) => a,
@@ -676,27 +708,44 @@ impl<'a> Simulation<'a> {
         }
         eng.prefix_cache = prefix;
         summary.engine = eng;
-        let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-        metrics::summarize_requests(&self.requests, Vec::new(), end, s.gpus(), slo, &mut summary);
-        summary.latency.itl_ms = self.itl.dist();
-        summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
+        self.flush_records().map_err(InvariantViolation)?;
+        if let Some(v) = self.stream.violation.take() {
+            return Err(InvariantViolation(v).into());
+        }
+        let streamed = self.stream.take_csv().map_err(RunError::Output)?;
+        let st = std::mem::replace(
+            &mut self.stream,
+            crate::records::RecordStream::new(None, None, None),
+        );
+        st.summary
+            .finish(self.itl.dist(), end, s.gpus(), &mut summary);
+        summary.tenancy = st
+            .tenants
+            .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
         summary.load =
-            crate::load::load_report(&self.requests, end, f.fleet.replicas, f.offered_rate());
-        summary.lifecycle = self.fleet_report(end);
+            crate::load::load_report_of(&st.load, end, f.fleet.replicas, f.offered_rate());
+        let dip = st.dip.map(|(d, _, _)| d.finish());
+        summary.lifecycle = self.fleet_report(end, st.completed_output_tokens, dip);
         let fleet_series = self
             .life
             .as_mut()
             .map(|x| std::mem::take(&mut x.fleet.series))
             .unwrap_or_default();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
-        summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
+        summary.kv_transfer = self.fleet.transfer_report_from(st.transfers, end);
         Ok(RunResult {
             summary,
-            requests: self.requests,
+            // A streamed run's slab holds only vacant slots by now.
+            requests: if self.slab.recycle {
+                Vec::new()
+            } else {
+                self.requests
+            },
             timeseries: self.timeseries,
             attribution: f.metrics.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
+            streamed_requests: std::sync::Mutex::new(streamed),
         })
     }
 
@@ -759,21 +808,15 @@ impl<'a> Simulation<'a> {
         self.fleet
             .check(&self.requests, &self.replicas)
             .map_err(InvariantViolation)?;
-        for (i, r) in self.requests.iter().enumerate() {
-            match r.status {
-                Status::InFlight if !held[i] => {
-                    return fail(format!("request {i} is in flight but no replica holds it"))
-                }
-                Status::Completed if r.generated != r.output_tokens => {
-                    return fail(format!(
-                        "request {i} completed with {} of {} output tokens",
-                        r.generated, r.output_tokens
-                    ))
-                }
-                Status::Completed if r.first_token.is_none() || r.finished.is_none() => {
-                    return fail(format!("request {i} completed without token times"))
-                }
-                _ => {}
+        // Requests that ended and left the slab were checked as they left
+        // (`records::stream::ended_violation`).
+        for (i, id) in self.live() {
+            let r = &self.requests[i];
+            if r.status == Status::InFlight && !held[i] {
+                return fail(format!("request {id} is in flight but no replica holds it"));
+            }
+            if let Some(v) = crate::records::stream::ended_violation(id, r) {
+                return fail(v);
             }
         }
         Ok(())
@@ -781,6 +824,7 @@ impl<'a> Simulation<'a> {
 }
 
 mod life;
+mod records;
 
 #[cfg(test)]
 mod tests;

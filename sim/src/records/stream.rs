@@ -1,0 +1,143 @@
+//! Ended requests, taken out of the run's slab and folded into everything
+//! the run reports about them, in request-id (arrival) order.
+//!
+//! Requests end out of order (a short request overtakes a long one), but the
+//! records must come out in id order: `requests.csv` lists rows by id, and
+//! some reports add floating-point values request by request, so the order
+//! of the additions is part of the result. A reorder buffer keyed by id
+//! holds each request that ended before every earlier one had: it is bounded
+//! by the requests that arrived since the oldest one still in flight, not
+//! by the run's length.
+
+use crate::cluster::fleet::TransferTimes;
+use crate::lifecycle::SloDipRecords;
+use crate::load::LoadRecord;
+use crate::metrics::RequestsSummary;
+use crate::output::RequestsCsv;
+use crate::request::{Request, Status};
+use crate::tenancy::report::TenantRecords;
+use std::collections::BTreeMap;
+
+/// What the run's reports fold from each ended request (see the module
+/// comment), and the streamed `requests.csv` when the run writes one.
+pub struct RecordStream {
+    /// The next id to emit.
+    next: u64,
+    /// Requests that ended before `next` did.
+    pending: BTreeMap<u64, Request>,
+    /// Most requests held in `pending` at once (its high-water mark).
+    pub peak_pending: usize,
+    csv: Option<RequestsCsv>,
+    io_error: Option<std::io::Error>,
+    pub summary: RequestsSummary,
+    pub load: Vec<LoadRecord>,
+    pub tenants: Option<TenantRecords>,
+    /// SLO dip windows and the targets (with a life cycle and SLOs).
+    pub dip: Option<(SloDipRecords, f64, f64)>,
+    pub transfers: TransferTimes,
+    /// Output tokens of completed requests (`output_tokens`, the life-cycle
+    /// report's tokens per GPU-hour).
+    pub completed_output_tokens: u64,
+    /// The first ended request that broke a conservation law.
+    pub violation: Option<String>,
+}
+
+impl RecordStream {
+    pub fn new(
+        slo: Option<(f64, f64)>,
+        tenants: Option<TenantRecords>,
+        dip: Option<(f64, f64)>,
+    ) -> RecordStream {
+        RecordStream {
+            next: 0,
+            pending: BTreeMap::new(),
+            peak_pending: 0,
+            csv: None,
+            io_error: None,
+            summary: RequestsSummary::new(slo),
+            load: Vec::new(),
+            tenants,
+            dip: dip.map(|(t, p)| (SloDipRecords::default(), t, p)),
+            transfers: TransferTimes::default(),
+            completed_output_tokens: 0,
+            violation: None,
+        }
+    }
+
+    /// Streams rows to `csv` as they are emitted.
+    pub fn set_csv(&mut self, csv: RequestsCsv) {
+        self.csv = Some(csv);
+    }
+
+    /// Request `id` ended (or is flushed at the horizon): emitted now if
+    /// every earlier id has been, held until then otherwise.
+    pub fn ended(&mut self, id: u64, r: Request) {
+        if id != self.next {
+            self.pending.insert(id, r);
+            self.peak_pending = self.peak_pending.max(self.pending.len());
+            return;
+        }
+        self.emit(id, &r);
+        self.next += 1;
+        while let Some(e) = self.pending.first_entry() {
+            if *e.key() != self.next {
+                break;
+            }
+            let r = e.remove();
+            self.emit(self.next, &r);
+            self.next += 1;
+        }
+    }
+
+    /// Folds request `id` into every report (and its row into the file).
+    pub fn emit(&mut self, id: u64, r: &Request) {
+        if let Some(csv) = &mut self.csv {
+            if let Err(e) = csv.row(id, r) {
+                self.io_error.get_or_insert(e);
+            }
+        }
+        self.summary.add(r);
+        self.load.push(LoadRecord::of(r));
+        if let Some(t) = &mut self.tenants {
+            t.add(r);
+        }
+        if let Some((d, ttft, tpot)) = &mut self.dip {
+            d.add(r, *ttft, *tpot);
+        }
+        self.transfers.add(r);
+        if r.status == Status::Completed {
+            self.completed_output_tokens += r.output_tokens as u64;
+        }
+        if self.violation.is_none() {
+            self.violation = ended_violation(id, r);
+        }
+    }
+
+    /// Requests still held for order (all emitted once the run flushed).
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The streamed file and the first write error, if any.
+    pub fn take_csv(&mut self) -> Result<Option<RequestsCsv>, std::io::Error> {
+        match self.io_error.take() {
+            Some(e) => Err(e),
+            None => Ok(self.csv.take()),
+        }
+    }
+}
+
+/// Conservation for a request that ended: a completed request produced all
+/// of its output tokens and has its token times.
+pub fn ended_violation(id: u64, r: &Request) -> Option<String> {
+    match r.status {
+        Status::Completed if r.generated != r.output_tokens => Some(format!(
+            "request {id} completed with {} of {} output tokens",
+            r.generated, r.output_tokens
+        )),
+        Status::Completed if r.first_token.is_none() || r.finished.is_none() => {
+            Some(format!("request {id} completed without token times"))
+        }
+        _ => None,
+    }
+}
