@@ -2,6 +2,7 @@
 //! throughput, goodput and SLO attainment, batching and KV use), and the
 //! per-replica time series.
 
+use crate::records::spill::{f64_key, f64_of_key, SpillSort};
 use crate::request::{RejectReason, Request, Status};
 use crate::time::{nanos_to_ms, Nanos, SimTime};
 use crate::workload::WorkloadReport;
@@ -39,33 +40,60 @@ impl Serialize for Dist {
     }
 }
 
-/// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
-/// Fan type 7).
-fn quantile_sorted(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let pos = q * (v.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
 impl Dist {
     /// Summarizes unweighted samples (ms).
     pub fn of(mut v: Vec<f64>) -> Dist {
-        if v.is_empty() {
+        v.sort_by(f64::total_cmp);
+        Dist::of_sorted(v.len(), v.into_iter())
+    }
+
+    /// [`Dist::of`] over `n` samples given in ascending order, in one pass
+    /// (the samples may come from disk: `records::spill`). The same sum in
+    /// the same order and the same interpolation as [`quantile_sorted`]
+    /// over a vector, so the same bits.
+    pub fn of_sorted(n: usize, sorted: impl Iterator<Item = f64>) -> Dist {
+        if n == 0 {
             return Dist::default();
         }
-        v.sort_by(f64::total_cmp);
+        const QS: [f64; 4] = [0.50, 0.90, 0.95, 0.99];
+        // The two neighbours each quantile interpolates between.
+        let at = |q: f64| {
+            let pos = q * (n - 1) as f64;
+            (pos, pos.floor() as usize, pos.ceil() as usize)
+        };
+        let mut lo = [0f64; 4];
+        let mut hi = [0f64; 4];
+        let mut max = 0f64;
+        let sum: f64 = sorted
+            .enumerate()
+            .map(|(i, x)| {
+                for (k, &q) in QS.iter().enumerate() {
+                    let (_, l, h) = at(q);
+                    if i == l {
+                        lo[k] = x;
+                    }
+                    if i == h {
+                        hi[k] = x;
+                    }
+                }
+                if i == n - 1 {
+                    max = x;
+                }
+                x
+            })
+            .sum();
+        let q = |k: usize| {
+            let (pos, l, _) = at(QS[k]);
+            lo[k] + (hi[k] - lo[k]) * (pos - l as f64)
+        };
         Dist {
-            count: v.len() as u64,
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            p50: quantile_sorted(&v, 0.50),
-            p90: quantile_sorted(&v, 0.90),
-            p95: quantile_sorted(&v, 0.95),
-            p99: quantile_sorted(&v, 0.99),
-            max: v[v.len() - 1],
+            count: n as u64,
+            mean: sum / n as f64,
+            p50: q(0),
+            p90: q(1),
+            p95: q(2),
+            p99: q(3),
+            max,
         }
     }
 
@@ -297,14 +325,18 @@ pub fn summarize_requests(
 /// The request-derived parts of a summary, folded one ended request at a
 /// time (in any order: every statistic is a count, an integer sum, or a
 /// distribution whose samples are sorted before they are summed).
-#[derive(Clone, Debug, Default)]
+///
+/// The latency samples go to [`SpillSort`]s: a bounded buffer, sorted runs
+/// on disk beyond it, merged at the end; memory does not grow with the
+/// number of requests.
+#[derive(Debug, Default)]
 pub struct RequestsSummary {
     slo: Option<(f64, f64)>,
     counts: Counts,
-    ttft: Vec<f64>,
-    tpot: Vec<f64>,
-    e2e: Vec<f64>,
-    wait: Vec<f64>,
+    ttft: SpillSort<u64>,
+    tpot: SpillSort<u64>,
+    e2e: SpillSort<u64>,
+    wait: SpillSort<u64>,
     in_tok: u64,
     out_tok: u64,
     good: u64,
@@ -338,11 +370,11 @@ impl RequestsSummary {
                 // Every sample's tokens (vLLM counts n × tokens for `n`).
                 self.out_tok += r.generated as u64 * samples as u64;
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
-                self.ttft.push(t);
-                self.e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
+                self.ttft.push(f64_key(t));
+                self.e2e.push(f64_key(nanos_to_ms(r.e2e().unwrap_or(0))));
                 let p = r.tpot().map(|x| x / 1e6);
                 if let Some(p) = p {
-                    self.tpot.push(p);
+                    self.tpot.push(f64_key(p));
                 }
                 if let Some((st, sp)) = self.slo {
                     let a = t <= st;
@@ -364,14 +396,14 @@ impl RequestsSummary {
             Status::Failed => counts.failed += 1,
         }
         if let Some(w) = r.queue_wait() {
-            self.wait.push(nanos_to_ms(w));
+            self.wait.push(f64_key(nanos_to_ms(w)));
         }
         self.preempted += (r.preemptions > 0) as u64;
     }
 
     /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the
     /// inter-token latencies gathered per iteration) and preempted requests.
-    pub fn finish(self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
+    pub fn finish(mut self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
         let counts = self.counts;
         let (in_tok, out_tok) = (self.in_tok, self.out_tok);
         let secs = duration.as_secs_f64().max(1e-9);
@@ -396,15 +428,24 @@ impl RequestsSummary {
                 goodput_rps_per_gpu: good as f64 / secs / g,
             });
         }
+        let dist = |v: &mut SpillSort<u64>| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
         s.latency = Latency {
-            queue_wait_ms: Dist::of(self.wait),
-            ttft_ms: Dist::of(self.ttft),
-            tpot_ms: Dist::of(self.tpot),
+            queue_wait_ms: dist(&mut self.wait),
+            ttft_ms: dist(&mut self.ttft),
+            tpot_ms: dist(&mut self.tpot),
             itl_ms: itl,
-            e2e_ms: Dist::of(self.e2e),
+            e2e_ms: dist(&mut self.e2e),
         };
         s.engine.preempted_requests = self.preempted;
         s.counts = counts;
+    }
+
+    /// The first error spilling samples to disk (the distributions are then
+    /// incomplete).
+    pub fn error(&self) -> Option<&str> {
+        [&self.ttft, &self.tpot, &self.e2e, &self.wait]
+            .into_iter()
+            .find_map(|v| v.error())
     }
 }
 
@@ -415,6 +456,48 @@ fn reason_key(r: RejectReason) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
+    /// Fan type 7).
+    fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let pos = q * (v.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = pos.ceil() as usize;
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    }
+
+    /// The vector version the one-pass [`Dist::of_sorted`] replaced.
+    fn of_vec(mut v: Vec<f64>) -> Dist {
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_by(f64::total_cmp);
+        Dist {
+            count: v.len() as u64,
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: quantile_sorted(&v, 0.50),
+            p90: quantile_sorted(&v, 0.90),
+            p95: quantile_sorted(&v, 0.95),
+            p99: quantile_sorted(&v, 0.99),
+            max: v[v.len() - 1],
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_distribution_is_bit_identical(v in proptest::collection::vec(0f64..1e5, 0..300)) {
+            let (a, b) = (Dist::of(v.clone()), of_vec(v));
+            prop_assert_eq!(a.count, b.count);
+            for (x, y) in [(a.mean, b.mean), (a.p50, b.p50), (a.p90, b.p90),
+                           (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
+                prop_assert_eq!(x.to_bits(), y.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn quantiles_interpolate_like_numpy() {

@@ -9,6 +9,7 @@ use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
 use super::pool::Pool;
 use super::pool_series::PoolSample;
 use super::routing::Routing;
+use crate::records::spill::SpillSort;
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::{PoolRole, Scenario};
@@ -468,12 +469,10 @@ impl Fleet {
             mut wait,
             mut total,
         } = times;
-        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
-        let p99 = |v: &mut Vec<u64>| {
-            v.sort_unstable();
-            v.get(((v.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-                .copied()
-                .unwrap_or(0)
+        let mean = |v: &mut SpillSort<u64>| v.sorted().sum::<u64>() as f64 / v.len().max(1) as f64;
+        let p99 = |v: &mut SpillSort<u64>| {
+            let k = ((v.len() as f64 * 0.99).ceil() as usize).saturating_sub(1);
+            v.sorted().nth(k).unwrap_or(0)
         };
         let transfers: u64 = d.links.iter().map(|l| l.transfers).sum();
         let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
@@ -488,12 +487,12 @@ impl Fleet {
             link_utilization: d.links.iter().map(|l| l.bytes_sent as f64).sum::<f64>()
                 / (span / 1e9 * d.model.cfg.bandwidth_gbyte_s * 1e9),
             link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
-            decode_wait_ms_mean: ms(mean(&wait) as u64),
+            decode_wait_ms_mean: ms(mean(&mut wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
             link_queue_ms_mean: ms(
                 d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)
             ),
-            transfer_ms_mean: ms(mean(&total) as u64),
+            transfer_ms_mean: ms(mean(&mut total) as u64),
             transfer_ms_p99: ms(p99(&mut total)),
         })
     }
@@ -633,11 +632,12 @@ pub struct PoolReport {
 }
 
 /// Each KV transfer's decode-side wait and total time, ns, folded one ended
-/// request at a time (one pair per transferred request).
-#[derive(Clone, Debug, Default)]
+/// request at a time (one pair per transferred request), sorted on disk
+/// beyond a bounded buffer (`records::spill`).
+#[derive(Debug, Default)]
 pub struct TransferTimes {
-    wait: Vec<u64>,
-    total: Vec<u64>,
+    wait: SpillSort<u64>,
+    total: SpillSort<u64>,
 }
 
 impl TransferTimes {
@@ -649,5 +649,10 @@ impl TransferTimes {
         if let (Some(h), Some(x)) = (t.handoff, t.done) {
             self.total.push(x.since(h));
         }
+    }
+
+    /// The first error spilling times to disk.
+    pub fn error(&self) -> Option<&str> {
+        self.wait.error().or(self.total.error())
     }
 }

@@ -8,3 +8,4 @@ pub use itl::ItlHistogram;
 pub mod stream;
 
 pub use stream::RecordStream;
+pub mod spill;

@@ -14,6 +14,7 @@ use crate::lifecycle::SloDipRecords;
 use crate::load::LoadRecord;
 use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
+use crate::records::spill::SpillLog;
 use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
 use std::collections::BTreeMap;
@@ -30,7 +31,7 @@ pub struct RecordStream {
     csv: Option<RequestsCsv>,
     io_error: Option<std::io::Error>,
     pub summary: RequestsSummary,
-    pub load: Vec<LoadRecord>,
+    pub load: SpillLog<LoadRecord>,
     pub tenants: Option<TenantRecords>,
     /// SLO dip windows and the targets (with a life cycle and SLOs).
     pub dip: Option<(SloDipRecords, f64, f64)>,
@@ -55,7 +56,7 @@ impl RecordStream {
             csv: None,
             io_error: None,
             summary: RequestsSummary::new(slo),
-            load: Vec::new(),
+            load: SpillLog::default(),
             tenants,
             dip: dip.map(|(t, p)| (SloDipRecords::default(), t, p)),
             transfers: TransferTimes::default(),
@@ -116,6 +117,18 @@ impl RecordStream {
     /// Requests still held for order (all emitted once the run flushed).
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The first error spilling records to disk (the reports would then be
+    /// incomplete).
+    pub fn spill_error(&self) -> Option<String> {
+        let e = self
+            .summary
+            .error()
+            .or(self.load.error())
+            .or(self.transfers.error());
+        let t = self.tenants.as_ref().and_then(|t| t.error());
+        e.or(t).map(str::to_string)
     }
 
     /// The streamed file and the first write error, if any.

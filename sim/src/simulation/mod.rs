@@ -712,6 +712,9 @@ impl<'a> Simulation<'a> {
         if let Some(v) = self.stream.violation.take() {
             return Err(InvariantViolation(v).into());
         }
+        if let Some(e) = self.stream.spill_error() {
+            return Err(RunError::Output(std::io::Error::other(e)));
+        }
         let streamed = self.stream.take_csv().map_err(RunError::Output)?;
         let st = std::mem::replace(
             &mut self.stream,
@@ -723,7 +726,7 @@ impl<'a> Simulation<'a> {
             .tenants
             .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
         summary.load =
-            crate::load::load_report_of(&st.load, end, f.fleet.replicas, f.offered_rate());
+            crate::load::load_report_of(|| st.load.iter(), end, f.fleet.replicas, f.offered_rate());
         let dip = st.dip.map(|(d, _, _)| d.finish());
         summary.lifecycle = self.fleet_report(end, st.completed_output_tokens, dip);
         let fleet_series = self

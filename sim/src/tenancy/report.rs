@@ -99,7 +99,7 @@ pub fn build(
 
 /// The per-tenant parts of the report, folded one ended request at a time
 /// (what a streamed run keeps instead of its requests).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct TenantRecords {
     /// Per tenant: its summary so far, prompt tokens of requests whose
     /// prefill finished, output tokens generated.
@@ -128,6 +128,11 @@ impl TenantRecords {
             }
             *output += r.generated as u64;
         }
+    }
+
+    /// The first error spilling samples to disk.
+    pub fn error(&self) -> Option<&str> {
+        self.per.iter().find_map(|p| p.0.error())
     }
 }
 
