@@ -61,7 +61,8 @@ fn run(cli: Cli) -> Result<()> {
         } => simulate(&scenario, out, seed, json, report, lenient),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
-            let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
+            // `simulate` streams its records: only the time series stays.
+            let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
             for line in sim::cluster::pool::check_lines(&s) {
                 outln!("{line}");

@@ -565,7 +565,8 @@ impl<'a> Simulation<'a> {
         if let Some(e) = self.init_error.take() {
             return Err(e.into());
         }
-        crate::guard::check_estimate(self.scenario).map_err(RunError::Guard)?;
+        crate::guard::check_estimate_with(self.scenario, self.slab.recycle)
+            .map_err(RunError::Guard)?;
         let mut guard = crate::guard::RunGuard::new();
         let total_hint = self.max_requests;
         let deadline = self.deadline;
