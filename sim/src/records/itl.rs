@@ -15,15 +15,24 @@
 //! precision is traded away.
 
 use crate::metrics::Dist;
+use crate::records::spill::SpillSort;
 use crate::time::{nanos_to_ms, Nanos};
 use std::collections::HashMap;
 
-/// Counts of (gap ns, tokens) pairs; see the module comment.
-#[derive(Clone, Debug, Default)]
+/// Distinct pairs counted in memory before they spill as a sorted run.
+const MAX_DISTINCT: usize = 1 << 18;
+
+/// Counts of (gap ns, tokens) pairs; see the module comment. When a run's
+/// iteration times are nearly all distinct (many replicas, varied batches),
+/// the counts beyond [`MAX_DISTINCT`] pairs go to disk as sorted runs
+/// (`records::spill`) and are merged, equal pairs summed, at the end: the
+/// memory stays bounded and the result exact.
+#[derive(Debug, Default)]
 pub struct ItlHistogram {
     /// (gap, tokens) → how many times the pair occurred. A hash map: only
     /// the sorted keys at the end decide anything, never its iteration order.
     counts: HashMap<(Nanos, u32), u64, foldhash::fast::FixedState>,
+    spilled: SpillSort<(u64, u64, u64)>,
 }
 
 impl ItlHistogram {
@@ -35,53 +44,90 @@ impl ItlHistogram {
                 *self.counts.entry((gap, w)).or_insert(0) += 1;
             }
         }
+        if self.counts.len() >= MAX_DISTINCT {
+            for ((x, w), c) in self.counts.drain() {
+                self.spilled.push((x, w as u64, c));
+            }
+        }
     }
 
-    /// Distinct pairs held (the structure's size).
+    /// The first error spilling counts to disk.
+    pub fn error(&self) -> Option<&str> {
+        self.spilled.error()
+    }
+
+    /// Distinct pairs held in memory (the structure's size).
     pub fn distinct(&self) -> usize {
         self.counts.len()
     }
 
     /// The distribution [`Dist::of_weighted`] gives for the same pairs.
-    pub fn dist(&self) -> Dist {
-        if self.counts.is_empty() {
+    pub fn dist(&mut self) -> Dist {
+        for (&(x, w), &c) in &self.counts {
+            self.spilled.push((x, w as u64, c));
+        }
+        self.counts.clear();
+        if self.spilled.is_empty() {
             return Dist::default();
         }
-        let mut v: Vec<((Nanos, u32), u64)> = self.counts.iter().map(|(&k, &c)| (k, c)).collect();
-        v.sort_unstable();
-        let mut total = 0u64;
-        let mut sum = 0f64;
-        for &((x, w), c) in &v {
+        // Pass 1: the total weight, the sum and the largest gap.
+        let (mut total, mut sum, mut max) = (0u64, 0f64, 0u64);
+        for ((x, w), c) in groups(self.spilled.sorted()) {
             total += w as u64 * c;
             // One addition per original pair, in sorted order, as the list
             // version does: the float sum rounds the same way.
             for _ in 0..c {
                 sum += x as f64 * w as f64;
             }
+            max = x;
         }
-        let q = |q: f64| -> f64 {
-            let target = (q * total as f64).ceil().max(1.0) as u64;
-            let mut acc = 0u64;
-            for &((x, w), c) in &v {
-                // Every copy of a pair has the same value: the quantile is x
-                // once the group's last copy reaches the target.
-                acc += w as u64 * c;
-                if acc >= target {
-                    return nanos_to_ms(x);
+        // Pass 2: the quantiles, the smallest gap whose cumulative weight
+        // reaches each target. Every copy of a pair has the same value: a
+        // quantile is x once the group's last copy reaches its target.
+        const QS: [f64; 4] = [0.50, 0.90, 0.95, 0.99];
+        let targets = QS.map(|q| (q * total as f64).ceil().max(1.0) as u64);
+        let mut found = [None::<u64>; 4];
+        let mut acc = 0u64;
+        for ((x, w), c) in groups(self.spilled.sorted()) {
+            acc += w as u64 * c;
+            for (k, &t) in targets.iter().enumerate() {
+                if found[k].is_none() && acc >= t {
+                    found[k] = Some(x);
                 }
             }
-            nanos_to_ms(v[v.len() - 1].0 .0)
-        };
+            if found[3].is_some() {
+                break;
+            }
+        }
+        let q = |k: usize| nanos_to_ms(found[k].unwrap_or(max));
         Dist {
             count: total,
             mean: sum / total as f64 / 1e6,
-            p50: q(0.50),
-            p90: q(0.90),
-            p95: q(0.95),
-            p99: q(0.99),
-            max: nanos_to_ms(v[v.len() - 1].0 .0),
+            p50: q(0),
+            p90: q(1),
+            p95: q(2),
+            p99: q(3),
+            max: nanos_to_ms(max),
         }
     }
+}
+
+/// Sorted (gap, tokens, count) runs with equal pairs summed.
+fn groups(
+    sorted: impl Iterator<Item = (u64, u64, u64)>,
+) -> impl Iterator<Item = ((Nanos, u32), u64)> {
+    let mut it = sorted.peekable();
+    std::iter::from_fn(move || {
+        let (x, w, mut c) = it.next()?;
+        while let Some(&(nx, nw, nc)) = it.peek() {
+            if (nx, nw) != (x, w) {
+                break;
+            }
+            c += nc;
+            it.next();
+        }
+        Some(((x, w as u32), c))
+    })
 }
 
 #[cfg(test)]
@@ -112,6 +158,29 @@ mod tests {
                            (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
                 prop_assert_eq!(x.to_bits(), y.to_bits());
             }
+        }
+    }
+
+    #[test]
+    fn spilled_runs_merge_to_the_same_summary() {
+        let mut h = ItlHistogram::default();
+        let mut all = Vec::new();
+        for i in 0..(MAX_DISTINCT as u64 + 50_000) {
+            // Distinct gaps, then the same gaps again in a later run.
+            let pairs = [((i * 7919) % 400_003 * 1000, (i % 3) as u32 + 1)];
+            h.add_all(&pairs);
+            all.extend_from_slice(&pairs);
+        }
+        assert!(h.distinct() < MAX_DISTINCT);
+        let (a, b) = (h.dist(), Dist::of_weighted(all));
+        assert_eq!(a.count, b.count);
+        for (x, y) in [
+            (a.mean, b.mean),
+            (a.p50, b.p50),
+            (a.p99, b.p99),
+            (a.max, b.max),
+        ] {
+            assert_eq!(x.to_bits(), y.to_bits());
         }
     }
 

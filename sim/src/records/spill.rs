@@ -52,6 +52,20 @@ impl Spill for (u64, i64) {
     }
 }
 
+/// (gap, tokens, count) of the inter-token histogram (`records::itl`).
+impl Spill for (u64, u64, u64) {
+    const BYTES: usize = 24;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_le_bytes());
+        out.extend_from_slice(&self.1.to_le_bytes());
+        out.extend_from_slice(&self.2.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> (u64, u64, u64) {
+        let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        (u(0), u(8), u(16))
+    }
+}
+
 /// The temporary file and the runs written to it (offset, values).
 #[derive(Debug, Default)]
 struct Disk {

@@ -713,7 +713,12 @@ impl<'a> Simulation<'a> {
         if let Some(v) = self.stream.violation.take() {
             return Err(InvariantViolation(v).into());
         }
-        if let Some(e) = self.stream.spill_error() {
+        let itl = self.itl.dist();
+        if let Some(e) = self
+            .stream
+            .spill_error()
+            .or(self.itl.error().map(str::to_string))
+        {
             return Err(RunError::Output(std::io::Error::other(e)));
         }
         let streamed = self.stream.take_csv().map_err(RunError::Output)?;
@@ -721,8 +726,7 @@ impl<'a> Simulation<'a> {
             &mut self.stream,
             crate::records::RecordStream::new(None, None, None),
         );
-        st.summary
-            .finish(self.itl.dist(), end, s.gpus(), &mut summary);
+        st.summary.finish(itl, end, s.gpus(), &mut summary);
         summary.tenancy = st
             .tenants
             .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
