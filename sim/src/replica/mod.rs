@@ -455,7 +455,7 @@ impl Replica {
     /// Whether finished sequences still sit in the batch (static batching
     /// keeps them until the whole batch ends): their records are still read.
     pub fn holds_finished(&self) -> bool {
-        self.st.running.iter().any(|s| s.done)
+        self.policy.keeps_finished_until_batch_ends() && self.st.running.iter().any(|s| s.done)
     }
 
     /// Brings the KV-use integral up to `now` (at the end of a run).
