@@ -47,8 +47,15 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub fn run(requests: u64, replicas: u32, repeat: u32, attribution: bool) -> Result<()> {
-    let s = scenario(requests, replicas, attribution)?;
+pub fn run(
+    requests: u64,
+    replicas: u32,
+    repeat: u32,
+    attribution: bool,
+    decode_runs: bool,
+) -> Result<()> {
+    let mut s = scenario(requests, replicas, attribution)?;
+    s.file.engine.decode_runs = decode_runs;
     outln!(
         "bench: {requests} requests, {replicas} replicas of Llama-3.1-8B on H100-SXM, {} run(s), 1 thread",
         repeat.max(1)

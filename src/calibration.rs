@@ -155,6 +155,7 @@ mod with_calibrate {
             scenario: a.scenario.clone(),
             device: a.device.clone(),
             alone_checks: a.alone_checks,
+            live_runs: a.live_runs as usize,
         };
         let pb = bar(1);
         let v = calibrate::validate::validate(&args, &mut |phase, done, total| {
@@ -170,7 +171,8 @@ mod with_calibrate {
         std::fs::create_dir_all(&out)
             .with_context(|| format!("cannot create {}", out.display()))?;
         let json = serde_json::to_string_pretty(&v)?;
-        std::fs::write(out.join("validation.json"), &json)
+        // Whole or not at all, like every result file.
+        sim::output::write_bytes_atomic(&out.join("validation.json"), json.as_bytes())
             .with_context(|| format!("cannot write {}", out.join("validation.json").display()))?;
         let mut csv = String::from(calibrate::validate::ITERATION_COLUMNS);
         csv.push('\n');
@@ -178,7 +180,7 @@ mod with_calibrate {
             csv.push_str(&r.csv_row());
             csv.push('\n');
         }
-        std::fs::write(out.join("iterations.csv"), csv)
+        sim::output::write_bytes_atomic(&out.join("iterations.csv"), csv.as_bytes())
             .with_context(|| format!("cannot write {}", out.join("iterations.csv").display()))?;
         if a.json {
             outln!("{json}");
@@ -206,53 +208,86 @@ mod with_calibrate {
         outln!("scenario   {}", v.scenario);
         outln!("profile    {}", v.profile);
         outln!("device     {}   model {}", v.device, v.model);
-        outln!(
-            "live run   {} requests in {:.1} s wall, {} iterations, {} preemptions",
-            v.requests,
-            v.live_wall_s,
-            v.measured.engine.iterations,
-            v.measured.engine.preemptions
-        );
+        if v.live_runs > 1 {
+            outln!(
+                "live runs  {} × {} requests in {:.1} s wall (first: {} iterations, {} preemptions)",
+                v.live_runs,
+                v.requests,
+                v.live_wall_s,
+                v.measured.engine.iterations,
+                v.measured.engine.preemptions
+            );
+        } else {
+            outln!(
+                "live run   {} requests in {:.1} s wall, {} iterations, {} preemptions",
+                v.requests,
+                v.live_wall_s,
+                v.measured.engine.iterations,
+                v.measured.engine.preemptions
+            );
+        }
         outln!();
         if let Some(w) = v.drift.as_ref().and_then(|d| d.warning.as_ref()) {
             outln!("{w}");
             outln!();
         }
+        let repeated = v.rows.iter().any(|r| r.live_runs.is_some());
+        let measured = if repeated {
+            "measured (mean)"
+        } else {
+            "measured"
+        };
         outln!(
-            "{:<28} {:>12} {:>12} {:>9}",
+            "{:<28} {:>15} {:>12} {:>9}{}",
             "metric",
-            "measured",
+            measured,
             "simulated",
-            "error"
+            "error",
+            if repeated { "   live runs ±" } else { "" }
         );
         for r in &v.rows {
+            let spread = r
+                .live_runs
+                .as_ref()
+                .map(|s| format!(" {:>12.2}%", s.spread_pct))
+                .unwrap_or_default();
             outln!(
-                "{:<28} {:>12.3} {:>12.3} {:>+8.2}%",
+                "{:<28} {:>15.3} {:>12.3} {:>+8.2}%{spread}",
                 r.metric,
                 r.measured,
                 r.simulated,
                 r.error_pct
             );
         }
+        let spreads: Vec<(f64, &calibrate::repeat::RunSpread)> = v
+            .rows
+            .iter()
+            .filter_map(|r| r.live_runs.as_ref().map(|s| (r.error_pct, s)))
+            .collect();
+        if !spreads.is_empty() {
+            outln!("{}", calibrate::repeat::verdict(&spreads));
+        }
         outln!();
         outln!(
-            "{:<14} {:>10} {:>14} {:>14} {:>9} {:>9}",
+            "{:<14} {:>10} {:>14} {:>14} {:>9} {:>9} {:>9}",
             "iterations",
             "count",
             "measured ms",
             "predicted ms",
             "MAPE",
-            "bias"
+            "bias",
+            "median"
         );
         for it in &v.iterations {
             outln!(
-                "{:<14} {:>10} {:>14.3} {:>14.3} {:>8.2}% {:>+8.2}%",
+                "{:<14} {:>10} {:>14.3} {:>14.3} {:>8.2}% {:>+8.2}% {:>+8.2}%",
                 it.kind,
                 it.iterations,
                 it.mean_measured_ms,
                 it.mean_predicted_ms,
                 it.mape_pct,
-                it.bias_pct
+                it.bias_pct,
+                it.median_pct
             );
         }
         outln!();

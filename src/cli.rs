@@ -36,6 +36,10 @@ pub enum Command {
         /// Skip and count trace lines that do not parse instead of stopping.
         #[arg(long)]
         lenient: bool,
+        /// Step every iteration through the event queue (`[engine]
+        /// decode_runs = false`); the files are the same.
+        #[arg(long)]
+        step_by_step: bool,
     },
     /// Validate a scenario and print the resolved configuration.
     #[command(after_help = "Example:\n  servesim check scenarios/llama70b-tp4.toml")]
@@ -66,6 +70,10 @@ pub enum Command {
         /// Run with `[metrics] attribution = false` (to measure its cost).
         #[arg(long)]
         no_attribution: bool,
+        /// Step every iteration (`[engine] decode_runs = false`), to measure
+        /// what decode runs save.
+        #[arg(long)]
+        step_by_step: bool,
     },
     /// Inspect trace files: statistics, and the readers' speed.
     #[command(
@@ -408,6 +416,11 @@ pub struct ValidateCmd {
     /// Requests re-run alone to check batching leaves their greedy tokens unchanged.
     #[arg(long, default_value_t = 4)]
     pub alone_checks: usize,
+    /// Serve the workload live this many times: the table then compares the
+    /// simulation with the runs' mean and shows how far the live runs differ
+    /// from each other (the machine's own noise).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub live_runs: u32,
     /// Print the result as JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -30,6 +30,23 @@ pub fn lifecycle(l: &LifecycleReport) {
         g.starting,
         l.mean_billed_gpus
     );
+    for p in &l.pools {
+        let g = &p.gpu_hours;
+        outln!(
+            "  pool {}  {}: {} requested, {} ready at the end (peak {}), {} cold starts; GPU-hours {:.3} billed ({:.3} serving, {:.3} idle ready, {:.3} standby, {:.3} starting)",
+            p.pool,
+            p.autoscaler,
+            p.requested_at_end,
+            p.ready_at_end,
+            p.peak_ready,
+            p.cold_starts,
+            g.billed,
+            g.serving,
+            g.idle_ready,
+            g.standby_billed,
+            g.starting
+        );
+    }
     if l.failures > 0 || l.retries.handed_back > 0 {
         let r = &l.retries;
         outln!(
@@ -65,5 +82,28 @@ pub fn lifecycle(l: &LifecycleReport) {
                 d.threshold * 100.0
             ),
         }
+    }
+}
+
+/// One line per region (`[[fleet.regions]]`): demand by origin, where it was
+/// served, overflow, SLO attainment and cost.
+pub fn regions(sum: &sim::metrics::Summary) {
+    for r in &sum.regions {
+        let slo = r
+            .slo_attainment
+            .map(|a| format!(", SLO {:.1} % met", a * 100.0))
+            .unwrap_or_default();
+        let cost = r.cost.map(|c| format!(", cost {c:.2}")).unwrap_or_default();
+        outln!(
+            "region       {}: {} requests from here ({} completed), {} served here; overflow {} out, {} in; TTFT p50 {:.0} ms, p99 {:.0} ms{slo}; {:.2} GPU-hours{cost}",
+            r.name,
+            r.requests,
+            r.completed,
+            r.served,
+            r.overflow_out,
+            r.overflow_in,
+            r.ttft_ms.p50,
+            r.ttft_ms.p99
+        , r.gpu_hours);
     }
 }

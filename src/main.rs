@@ -58,13 +58,17 @@ fn run(cli: Cli) -> Result<()> {
             json,
             report,
             lenient,
-        } => simulate(&scenario, out, seed, json, report, lenient),
+            step_by_step,
+        } => simulate(&scenario, out, seed, json, report, lenient, step_by_step),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             // `simulate` streams its records: only the time series stays.
             let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
             for line in sim::cluster::pool::check_lines(&s) {
+                outln!("{line}");
+            }
+            for line in sim::canary::config::check_lines(&s.file) {
                 outln!("{line}");
             }
             for n in &s.notes {
@@ -98,7 +102,8 @@ fn run(cli: Cli) -> Result<()> {
             replicas,
             repeat,
             no_attribution,
-        } => bench::run(requests, replicas, repeat, !no_attribution),
+            step_by_step,
+        } => bench::run(requests, replicas, repeat, !no_attribution, !step_by_step),
         Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
@@ -180,8 +185,12 @@ fn simulate(
     json: bool,
     report: bool,
     lenient: bool,
+    step_by_step: bool,
 ) -> Result<()> {
     let mut scenario = Scenario::load(path)?;
+    if step_by_step {
+        scenario.file.engine.decode_runs = false;
+    }
     if let Some(seed) = seed {
         scenario.file.seed = seed;
     }

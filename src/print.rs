@@ -549,7 +549,11 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     if let Some(l) = &sum.lifecycle {
         crate::fleet_print::lifecycle(l);
     }
+    crate::fleet_print::regions(sum);
     for line in sim::cluster::fleet::summary_lines(sum) {
+        outln!("{line}");
+    }
+    for line in sim::canary::report::summary_lines(sum) {
         outln!("{line}");
     }
     if let Some(t) = &sum.tenancy {

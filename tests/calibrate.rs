@@ -167,6 +167,73 @@ fn tiny_validation_prints_the_table_and_batching_keeps_greedy_tokens() {
     assert_eq!(kinds[0], "all");
 }
 
+#[test]
+fn repeated_live_runs_show_their_spread_beside_the_error() {
+    let (_, profile, _) = tiny_profile();
+    let dir = tempfile::tempdir().unwrap();
+    let s = write_scenario(dir.path(), TINY_SCENARIO);
+    let out = dir.path().join("out");
+    let args = |runs: &'static str| {
+        vec![
+            "validate".to_string(),
+            "--profile".into(),
+            profile.to_str().unwrap().into(),
+            "--scenario".into(),
+            s.to_str().unwrap().into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+            "--alone-checks".into(),
+            "1".into(),
+            "--live-runs".into(),
+            runs.into(),
+        ]
+    };
+    let a = args("2");
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "validate failed: {}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("live runs  2 × 16 requests"), "{text}");
+    assert!(
+        text.contains("measured (mean)") && text.contains("run-to-run: "),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("validation.json"))).unwrap();
+    assert_eq!(v["live_runs"], 2);
+    for row in v["rows"].as_array().unwrap() {
+        let runs: Vec<f64> = row["live_runs"]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(runs.len(), 2, "{row}");
+        let mean = (runs[0] + runs[1]) / 2.0;
+        assert!((row["measured"].as_f64().unwrap() - mean).abs() <= 1e-9 * mean.abs().max(1.0));
+        let sim = row["simulated"].as_f64().unwrap();
+        let err = row["error_pct"].as_f64().unwrap();
+        if mean != 0.0 {
+            assert!((err - (sim - mean) / mean * 100.0).abs() < 1e-9, "{row}");
+        }
+    }
+    // Both runs' iterations are in iterations.csv, tagged by run.
+    let csv = read(&out.join("iterations.csv"));
+    assert!(csv.starts_with("run,start_ms,"), "{csv}");
+    let runs: std::collections::BTreeSet<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(runs.into_iter().collect::<Vec<_>>(), ["0", "1"]);
+    let a = args("0");
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let e = stderr(&o);
+    assert!(!o.status.success() && !e.contains("panicked"), "{e}");
+    assert!(
+        e.contains("'--live-runs <LIVE_RUNS>'") && e.contains("1..=20"),
+        "{e}"
+    );
+}
+
 fn error_of(args: &[&str]) -> String {
     let o = run(args);
     assert!(!o.status.success(), "{args:?} should fail");

@@ -80,7 +80,12 @@ fn every_example_scenario_streams_the_same_files() {
 
 /// Loads the quick start with `edit` applied to its text.
 fn quickstart(edit: impl Fn(String) -> String) -> Scenario {
-    let path = repo().join("scenarios/quickstart.toml");
+    example("quickstart", edit)
+}
+
+/// Loads example `name` with `edit` applied to its text.
+fn example(name: &str, edit: impl Fn(String) -> String) -> Scenario {
+    let path = repo().join(format!("scenarios/{name}.toml"));
     let text = edit(std::fs::read_to_string(&path).unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("variant.toml");
@@ -104,4 +109,35 @@ fn recycled_slots_give_the_same_files_under_static_batching_and_overload() {
         });
         same_both_ways(&s, label, tmp.path());
     }
+}
+
+#[test]
+fn regions_with_per_pool_life_cycles_stream_the_same_files() {
+    // Each region's pool scales on its own and overflows to the others:
+    // the per-pool life-cycle report (output tokens per pool, the SLO dip)
+    // and the per-region report are folded as requests end.
+    let pool = |region: &str| {
+        format!(
+            "region = \"{region}\"\nreplicas = 2\n[fleet.pools.lifecycle]\nprovision_s = 30\n\
+             warmup_s = 20\n[fleet.pools.autoscale]\npolicy = \"target\"\nmetric = \"rps\"\n\
+             target_value = 0.8\nmax_replicas = 6\n"
+        )
+    };
+    let s = example("regions", |t| {
+        let t = t.replace("duration_s = 3600", "duration_s = 1200");
+        ["us-east", "eu-west", "ap-northeast"]
+            .iter()
+            .fold(t, |t, g| {
+                let at = format!("region = \"{g}\"\nreplicas = 4\n");
+                assert!(t.contains(&at), "{g}");
+                t.replace(&at, &pool(g))
+            })
+    });
+    let r = Simulation::new(&s).run(|_| {}).unwrap();
+    let l = r.summary.lifecycle.as_ref().expect("a life cycle");
+    assert_eq!(l.pools.len(), 3);
+    assert!(l.slo_dip.is_some());
+    assert!(r.summary.regions.iter().any(|g| g.overflow_out > 0));
+    let tmp = tempfile::tempdir().unwrap();
+    same_both_ways(&s, "regions-pools", tmp.path());
 }

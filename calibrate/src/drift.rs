@@ -28,7 +28,8 @@ pub struct Drift {
     pub warning: Option<String>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (0 when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

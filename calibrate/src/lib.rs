@@ -37,6 +37,7 @@ pub mod noise;
 pub mod online;
 pub mod quality;
 pub mod quant;
+pub mod repeat;
 pub mod spec_bench;
 pub mod speculative;
 pub mod tokenizer;

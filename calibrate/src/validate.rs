@@ -9,6 +9,7 @@ use crate::device::{DeviceSpec, OpenDevice};
 use crate::engine::{self, Iteration};
 use crate::error::{input, Result};
 use crate::loader;
+use crate::repeat::RunSpread;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use sim::metrics::{self, Summary};
@@ -27,6 +28,10 @@ pub struct ValidateArgs {
     pub device: Option<String>,
     /// Sequences re-run alone for the batching check.
     pub alone_checks: usize,
+    /// Times the live engine serves the workload (≥ 1); with more than one
+    /// the table compares the simulation with the runs' mean and shows their
+    /// spread ([`crate::repeat`]).
+    pub live_runs: usize,
 }
 
 /// One metric, measured and simulated.
@@ -37,6 +42,10 @@ pub struct Row {
     pub simulated: f64,
     /// (simulated − measured) / measured, percent.
     pub error_pct: f64,
+    /// With repeated live runs: each run's value and their spread
+    /// (`measured` is then their mean).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_runs: Option<RunSpread>,
 }
 
 /// The profile's error on the iterations the live run executed.
@@ -50,6 +59,9 @@ pub struct IterationError {
     pub mape_pct: f64,
     /// Σ predicted / Σ measured − 1, percent (the bias a latency sum sees).
     pub bias_pct: f64,
+    /// Median of predicted / measured − 1, percent: the typical iteration's
+    /// offset, which a few slow outliers (the machine stalling) do not move.
+    pub median_pct: f64,
 }
 
 /// Greedy tokens batched vs alone.
@@ -76,7 +88,11 @@ pub struct Validation {
     /// The live machine's speed against the profile (`drift`).
     pub drift: Option<crate::drift::Drift>,
     pub correctness: Correctness,
+    /// Wall time of the live runs, summed.
     pub live_wall_s: f64,
+    /// Live runs behind `measured` (each row's `live_runs` when > 1).
+    pub live_runs: usize,
+    /// The first live run.
     pub measured: Summary,
     pub simulated: Summary,
     /// Every live iteration, measured and predicted (`iterations.csv`).
@@ -88,6 +104,8 @@ pub struct Validation {
 /// profile predicts for it.
 #[derive(Clone, Debug, Serialize)]
 pub struct IterationRecord {
+    /// Which live run (0-based) executed it.
+    pub run: u32,
     pub start_ms: f64,
     pub prefill_seqs: u32,
     pub prefill_tokens: u64,
@@ -180,13 +198,14 @@ pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario
 }
 
 /// The header of `iterations.csv`.
-pub const ITERATION_COLUMNS: &str = "start_ms,prefill_seqs,prefill_tokens,prefill_attn_pairs,decode_seqs,decode_context_tokens,measured_ms,predicted_ms";
+pub const ITERATION_COLUMNS: &str = "run,start_ms,prefill_seqs,prefill_tokens,prefill_attn_pairs,decode_seqs,decode_context_tokens,measured_ms,predicted_ms";
 
 impl IterationRecord {
     /// One `iterations.csv` row.
     pub fn csv_row(&self) -> String {
         format!(
-            "{:.3},{},{},{},{},{},{:.4},{:.4}",
+            "{},{:.3},{},{},{},{},{},{:.4},{:.4}",
+            self.run,
             self.start_ms,
             self.prefill_seqs,
             self.prefill_tokens,
@@ -256,35 +275,52 @@ pub fn validate(
     for _ in 0..3 {
         model.generate_alone(&prompts[0], 2)?;
     }
-    let wall = std::time::Instant::now();
-    let live = engine::serve(&dev, model, &scenario, &specs, prompts, &mut |d, t| {
-        progress("live", d, t)
-    })?;
-    let live_wall_s = wall.elapsed().as_secs_f64();
-
-    let mut measured = Summary {
-        scenario: f.name.clone(),
-        seed: f.seed,
-        cost_source: format!("live engine on {} ({})", dev.name, dev.spec.label()),
-        model: model.cfg.name.clone(),
-        hardware: dev.name.clone(),
-        replicas: 1,
-        tensor_parallel: 1,
-        gpus: 1,
-        duration_s: live.end.as_secs_f64(),
-        ..Summary::default()
-    };
+    if args.live_runs == 0 {
+        return Err(input("--live-runs: must be at least 1".to_string()));
+    }
     let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-    metrics::summarize_requests(
-        &live.requests,
-        live.itl.clone(),
-        live.end,
-        1,
-        slo,
-        &mut measured,
-    );
-    measured.engine.iterations = live.iterations.len() as u64;
-    measured.engine.preemptions = live.preemptions;
+    let mut runs: Vec<(engine::LiveRun, Summary)> = Vec::with_capacity(args.live_runs);
+    let mut live_wall_s = 0.0;
+    for k in 0..args.live_runs {
+        let phase = if args.live_runs == 1 {
+            "live".to_string()
+        } else {
+            format!("live {}/{}", k + 1, args.live_runs)
+        };
+        let wall = std::time::Instant::now();
+        let live = engine::serve(
+            &dev,
+            model,
+            &scenario,
+            &specs,
+            prompts.clone(),
+            &mut |d, t| progress(&phase, d, t),
+        )?;
+        live_wall_s += wall.elapsed().as_secs_f64();
+        let mut measured = Summary {
+            scenario: f.name.clone(),
+            seed: f.seed,
+            cost_source: format!("live engine on {} ({})", dev.name, dev.spec.label()),
+            model: model.cfg.name.clone(),
+            hardware: dev.name.clone(),
+            replicas: 1,
+            tensor_parallel: 1,
+            gpus: 1,
+            duration_s: live.end.as_secs_f64(),
+            ..Summary::default()
+        };
+        metrics::summarize_requests(
+            &live.requests,
+            live.itl.clone(),
+            live.end,
+            1,
+            slo,
+            &mut measured,
+        );
+        measured.engine.iterations = live.iterations.len() as u64;
+        measured.engine.preemptions = live.preemptions;
+        runs.push((live, measured));
+    }
 
     progress("simulating", 0, 1);
     let simulated = Simulation::new(&scenario)
@@ -292,16 +328,36 @@ pub fn validate(
         .map_err(|e| input(e.to_string()))?
         .summary;
 
-    let rows = compare(&measured, &simulated);
+    let summaries: Vec<&Summary> = runs.iter().map(|(_, m)| m).collect();
+    let rows = compare_runs(&summaries, &simulated);
     let cost = Profiled::new(&profile, &profile_origin);
-    let iterations = iteration_errors(&cost, &live.iterations);
+    let all_iterations: Vec<&Iteration> = runs.iter().flat_map(|(l, _)| &l.iterations).collect();
+    let iterations = iteration_errors(&cost, &all_iterations);
     let drift = crate::drift::drift(
-        &live
-            .iterations
+        &all_iterations
             .iter()
             .map(|it| (it.wall_ns as f64, cost.predict_ns(&it.shape)))
             .collect::<Vec<_>>(),
     );
+    let iteration_records = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(k, (live, _))| live.iterations.iter().map(move |it| (k as u32, it)))
+        .map(|(run, it)| IterationRecord {
+            run,
+            start_ms: it.start.as_millis_f64(),
+            prefill_seqs: it.shape.prefill_seqs,
+            prefill_tokens: it.shape.prefill_tokens,
+            prefill_attn_pairs: it.shape.prefill_attn_pairs,
+            decode_seqs: it.shape.decode_seqs,
+            decode_context_tokens: it.shape.decode_context_tokens,
+            measured_ms: it.wall_ns as f64 / 1e6,
+            predicted_ms: cost.predict_ns(&it.shape) / 1e6,
+        })
+        .collect();
+    // The batching check reads the first run's tokens (greedy decoding makes
+    // every run's tokens the same).
+    let (live, measured) = runs.swap_remove(0);
 
     progress("batched vs alone", 0, args.alone_checks);
     let picks = pick(live.requests.len(), args.alone_checks);
@@ -339,22 +395,10 @@ pub fn validate(
             sample_text,
         },
         live_wall_s,
+        live_runs: args.live_runs,
         measured,
         simulated,
-        iteration_records: live
-            .iterations
-            .iter()
-            .map(|it| IterationRecord {
-                start_ms: it.start.as_millis_f64(),
-                prefill_seqs: it.shape.prefill_seqs,
-                prefill_tokens: it.shape.prefill_tokens,
-                prefill_attn_pairs: it.shape.prefill_attn_pairs,
-                decode_seqs: it.shape.decode_seqs,
-                decode_context_tokens: it.shape.decode_context_tokens,
-                measured_ms: it.wall_ns as f64 / 1e6,
-                predicted_ms: cost.predict_ns(&it.shape) / 1e6,
-            })
-            .collect(),
+        iteration_records,
     })
 }
 
@@ -380,6 +424,7 @@ pub fn compare(m: &Summary, s: &Summary) -> Vec<Row> {
             measured: a,
             simulated: b,
             error_pct: if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 },
+            live_runs: None,
         });
     };
     for (name, md, sd) in [
@@ -404,8 +449,30 @@ pub fn compare(m: &Summary, s: &Summary) -> Vec<Row> {
     rows
 }
 
+/// The side-by-side table against several live runs of the same requests:
+/// each metric's measured value is the runs' mean, with their spread.
+pub fn compare_runs(live: &[&Summary], s: &Summary) -> Vec<Row> {
+    let per_run: Vec<Vec<Row>> = live.iter().map(|m| compare(m, s)).collect();
+    let mut rows = per_run[0].clone();
+    if live.len() < 2 {
+        return rows;
+    }
+    for (i, row) in rows.iter_mut().enumerate() {
+        let values: Vec<f64> = per_run.iter().map(|r| r[i].measured).collect();
+        let spread = RunSpread::of(&values).expect("two or more runs");
+        row.measured = spread.mean;
+        row.error_pct = if spread.mean != 0.0 {
+            (row.simulated - spread.mean) / spread.mean * 100.0
+        } else {
+            0.0
+        };
+        row.live_runs = Some(spread);
+    }
+    rows
+}
+
 /// The profile's error on each executed iteration, by kind of batch.
-pub fn iteration_errors(cost: &Profiled, its: &[Iteration]) -> Vec<IterationError> {
+pub fn iteration_errors(cost: &Profiled, its: &[&Iteration]) -> Vec<IterationError> {
     type Keep = fn(&sim::cost::BatchShape) -> bool;
     let kinds: [(&str, Keep); 4] = [
         ("all", |_| true),
@@ -437,6 +504,9 @@ pub fn iteration_errors(cost: &Profiled, its: &[Iteration]) -> Vec<IterationErro
                     .sum::<f64>()
                     / n,
                 bias_pct: (sp / sm - 1.0) * 100.0,
+                median_pct: crate::drift::median(
+                    v.iter().map(|(m, p)| (p / m - 1.0) * 100.0).collect(),
+                ),
             })
         })
         .collect()

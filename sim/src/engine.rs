@@ -82,6 +82,18 @@ impl<E> EventQueue<E> {
         Some((s.time, s.event))
     }
 
+    /// Counts an event that the caller handles without scheduling it,
+    /// because it knows the event would be the next one popped (it falls
+    /// strictly before every queued event): the clock advances to `time` and
+    /// the event counts as processed, as if it had gone through the heap.
+    /// Decode runs (`replica::decode_run`) continue this way.
+    pub fn skip_to(&mut self, time: SimTime) {
+        debug_assert!(time >= self.now, "event in the past");
+        debug_assert!(self.peek_time().is_none_or(|t| time < t), "not next");
+        self.now = time;
+        self.popped += 1;
+    }
+
     /// Time of the next event without removing it.
     pub fn peek_time(&self) -> Option<SimTime> {
         self.heap.peek().map(|s| s.time)

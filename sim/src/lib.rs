@@ -4,6 +4,7 @@
 pub mod attribution;
 pub mod autoscale;
 pub mod breakeven;
+pub mod canary;
 pub mod catalog;
 pub mod cluster;
 pub mod cost;
@@ -19,6 +20,7 @@ pub mod parallel;
 pub mod profile;
 pub mod profiled;
 pub mod records;
+pub mod region;
 pub mod replica;
 pub mod request;
 pub mod rng;

@@ -298,6 +298,7 @@ mod tests {
             hash_block_tokens: 16,
             pinnable_tokens: 0,
             samples: 0,
+            region: 0,
         });
         if let Some(d) = done_s {
             r.status = Status::Completed;

@@ -274,9 +274,16 @@ pub struct Summary {
     /// Per-pool GPUs, utilization and KV use (only with `[[fleet.pools]]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<crate::cluster::fleet::PoolReport>,
+    /// Per-region demand, overflow, SLO attainment and cost (only with
+    /// `[[fleet.regions]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<crate::region::RegionReport>,
     /// The KV links of a disaggregated fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_transfer: Option<crate::cluster::disagg::TransferReport>,
+    /// Only with `[canary]`: the rollout's gate decisions and outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::canary::report::CanaryReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

@@ -123,6 +123,9 @@ pub struct Request {
     /// Its KV cache's trip from a prefill to a decode replica, when a
     /// disaggregated fleet prefilled it remotely (`cluster::disagg`).
     pub kv_transfer: Option<Box<crate::cluster::disagg::TransferRecord>>,
+    /// Origin region (index into `fleet.regions`; 0 without regions): where
+    /// the request entered the fleet, whichever region served it.
+    pub region: u16,
 }
 
 impl Request {
@@ -147,6 +150,7 @@ impl Request {
             attribution: Attribution::new(arrival),
             samples: 1,
             kv_transfer: None,
+            region: 0,
         }
     }
 
@@ -159,6 +163,7 @@ impl Request {
         r.hash_block_tokens = spec.hash_block_tokens;
         r.pinnable_tokens = spec.pinnable_tokens;
         r.samples = spec.samples.max(1);
+        r.region = spec.region;
         r
     }
 

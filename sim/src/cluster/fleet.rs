@@ -132,7 +132,41 @@ impl Fleet {
             .iter()
             .filter(|p| p.role == PoolRole::Colocated)
             .collect();
-        if !colocated.is_empty() {
+        if scenario.file.canary.is_some() {
+            // A canary rollout splits traffic between versions before each
+            // pool's own router (`canary`): one routing group per pool.
+            for p in &colocated {
+                let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
+                groups.push(Group {
+                    routing: Routing::new(&p.scenario, &replicas[a..b]),
+                    first: a,
+                    len: b - a,
+                });
+            }
+        } else if !scenario.file.fleet.regions.is_empty() {
+            // One routing group per region (`region`: the global router
+            // picks the region, the region's router its replica).
+            for g in 0..scenario.file.fleet.regions.len() {
+                let mine: Vec<&Pool> = colocated
+                    .iter()
+                    .copied()
+                    .filter(|p| p.region as usize == g)
+                    .collect();
+                let a = mine[0].first as usize;
+                let len: u32 = mine.iter().map(|p| p.replicas).sum();
+                let weigh = mine.len() > 1 && scenario.file.fleet.capacity_weighted;
+                let capacity = weigh.then(|| capacities(&mine));
+                groups.push(Group {
+                    routing: Routing::with_capacity(
+                        scenario,
+                        &replicas[a..a + len as usize],
+                        capacity,
+                    ),
+                    first: a,
+                    len: len as usize,
+                });
+            }
+        } else if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
             let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
             let capacity = weigh.then(|| capacities(&colocated));
@@ -198,6 +232,19 @@ impl Fleet {
         }
     }
 
+    /// The life cycle's replica counts by phase of each pool at the tick
+    /// just sampled (`sample` ran first): `pools.csv`'s phase columns.
+    pub fn set_phase_counts(&mut self, per_pool: &[crate::lifecycle::FleetSample]) {
+        let n = self.series.len();
+        let k = per_pool.len().min(n);
+        for (row, p) in self.series[n - k..]
+            .iter_mut()
+            .zip(&per_pool[per_pool.len() - k..])
+        {
+            row.phases = Some(*p);
+        }
+    }
+
     /// The `pools.csv` rows sampled so far.
     pub fn take_series(&mut self) -> Vec<PoolSample> {
         std::mem::take(&mut self.series)
@@ -229,7 +276,14 @@ impl Fleet {
     /// picks and its KV follows.
     pub fn route(&mut self, req: &mut Request, replicas: &mut [Replica]) -> usize {
         let Some(d) = &mut self.disagg else {
-            let g = &mut self.groups[0];
+            // With regions, a request is served in its home region unless
+            // the global router sent it elsewhere (`route_in`).
+            let k = if self.groups.len() > 1 {
+                req.region as usize
+            } else {
+                0
+            };
+            let g = &mut self.groups[k];
             return g.first + g.routing.route(req);
         };
         let dg = &mut self.groups[d.decode];
@@ -255,6 +309,14 @@ impl Fleet {
             ..TransferRecord::default()
         }));
         pre
+    }
+
+    /// Places `req` in routing group `k` (a region's replicas, see
+    /// `region`; or a colocated pool's with `[canary]`, whose pools each
+    /// have their group): the replica it is queued on.
+    pub fn route_in(&mut self, k: usize, req: &Request) -> usize {
+        let g = &mut self.groups[k];
+        g.first + g.routing.route(req)
     }
 
     fn group_of(&mut self, r: usize) -> &mut Group {

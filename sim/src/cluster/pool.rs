@@ -16,7 +16,13 @@ pub struct Pool {
     pub name: String,
     pub role: PoolRole,
     pub first: u32,
+    /// Replica objects of the pool: its `replicas`, or with a life cycle
+    /// the slots its autoscaler may fill (its maximum plus the standby pool).
     pub replicas: u32,
+    /// Replicas serving at t = 0 (the pool's `replicas` key).
+    pub start: u32,
+    /// Index of its region in `fleet.regions` (0 without regions).
+    pub region: u16,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
 }
@@ -26,10 +32,22 @@ pub struct Pool {
 /// contiguous range. Errors name the pool's key path.
 pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioError> {
     let mut order: Vec<usize> = (0..file.fleet.pools.len()).collect();
-    order.sort_by_key(|&i| match file.fleet.pools[i].role {
-        PoolRole::Colocated => 0,
-        PoolRole::Prefill => 1,
-        PoolRole::Decode => 2,
+    // With regions, a region's pools are contiguous (one routing group each).
+    let region_of = |i: usize| {
+        let name = file.fleet.pools[i].region.as_deref();
+        file.fleet
+            .regions
+            .iter()
+            .position(|r| Some(r.name.as_str()) == name)
+            .unwrap_or(0)
+    };
+    order.sort_by_key(|&i| {
+        let role = match file.fleet.pools[i].role {
+            PoolRole::Colocated => 0,
+            PoolRole::Prefill => 1,
+            PoolRole::Decode => 2,
+        };
+        (role, region_of(i))
     });
     let mut pools = Vec::with_capacity(order.len());
     let mut first = 0u32;
@@ -43,14 +61,56 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
         };
         let mut f = file.clone();
         f.fleet.pools = Vec::new();
+        // Regions and the global router belong to the fleet too.
+        f.fleet.regions = Vec::new();
+        f.fleet.overflow = Default::default();
         // The link belongs to the fleet, not to one pool's replicas.
         f.fleet.kv_transfer = Default::default();
+        // So does a canary rollout between pools.
+        f.canary = None;
         f.fleet.replicas = p.replicas;
         if let Some(tp) = p.tensor_parallel {
             f.fleet.tensor_parallel = tp;
         }
         if let Some(r) = p.router {
             f.fleet.router = r;
+        }
+        if let Some(l) = &p.lifecycle {
+            f.lifecycle = Some(l.clone());
+        }
+        if let Some(a) = &p.autoscale {
+            f.autoscale = Some(a.clone());
+        }
+        if let Some(fl) = &mut f.failures {
+            // Given failures name the fleet's replica numbers (checked by
+            // `check_failures_at`), not the pool's.
+            fl.at.clear();
+        }
+        let lives = f.lifecycle.is_some() || f.autoscale.is_some() || f.failures.is_some();
+        if lives && p.role != PoolRole::Colocated {
+            let k = if p.lifecycle.is_some() {
+                key("lifecycle")
+            } else if p.autoscale.is_some() {
+                key("autoscale")
+            } else {
+                ["lifecycle", "autoscale", "failures"]
+                    .into_iter()
+                    .find(|k| match *k {
+                        "lifecycle" => file.lifecycle.is_some(),
+                        "autoscale" => file.autoscale.is_some(),
+                        _ => file.failures.is_some(),
+                    })
+                    .unwrap_or("lifecycle")
+                    .to_string()
+            };
+            return Err(fail(
+                k,
+                format!(
+                    "pool {:?} is a {} pool: the life cycle, autoscaler and failures act on colocated pools only (a KV cache in transit between a failed or draining prefill replica and its decode replica is not modelled)",
+                    p.name,
+                    p.role.name()
+                ),
+            ));
         }
         if let Some(h) = &p.hardware {
             f.hardware.preset = Some(h.clone());
@@ -77,7 +137,10 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
                 .strip_prefix("engine.")
                 .and_then(|k| k.split('.').next())
                 .is_some_and(|k| p.engine.as_ref().is_some_and(|t| t.contains_key(k)));
-            let k = if own_engine {
+            // Keys of tables the pool sets itself are the pool's.
+            let own_table = (e.key.starts_with("lifecycle") && p.lifecycle.is_some())
+                || (e.key.starts_with("autoscale") && p.autoscale.is_some());
+            let k = if own_engine || own_table {
                 key(&e.key)
             } else if e.key.starts_with("hardware") && p.hardware.is_some() {
                 key("hardware")
@@ -90,16 +153,47 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
             };
             fail(k, format!("pool {:?}: {}", p.name, e.message))
         })?;
+        let slots = crate::lifecycle::config::slots(&s.file).unwrap_or(p.replicas);
         pools.push(Pool {
             name: p.name.clone(),
             role: p.role,
             first,
-            replicas: p.replicas,
+            replicas: slots,
+            start: p.replicas,
+            region: region_of(i) as u16,
             scenario: Box::new(s),
         });
-        first += p.replicas;
+        first += slots;
     }
+    check_failures_at(file, first).map_err(|(k, m)| ScenarioError {
+        origin: origin.to_string(),
+        key: k,
+        message: m,
+    })?;
     Ok(pools)
+}
+
+/// With pools, `failures.at[i].replica` is a replica number of the whole
+/// fleet (pools' slots in order, see `resolve`): it must exist.
+fn check_failures_at(file: &ScenarioFile, slots: u32) -> Result<(), (String, String)> {
+    let Some(fl) = &file.failures else {
+        return Ok(());
+    };
+    if file.fleet.pools.is_empty() {
+        return Ok(());
+    }
+    for (i, a) in fl.at.iter().enumerate() {
+        if a.replica >= slots {
+            return Err((
+                format!("failures.at[{i}].replica"),
+                format!(
+                    "no replica {} (the pools' replicas are 0..{slots}, in pool order)",
+                    a.replica
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `servesim check`'s lines for the pools (none without pools).

@@ -27,6 +27,8 @@ pub struct PoolSample {
     pub transfers_pending: u32,
     /// Bytes sent over the pool's links so far (prefill pools).
     pub link_bytes_sent: u64,
+    /// The pool's replicas by life-cycle phase (runs with a life cycle).
+    pub phases: Option<crate::lifecycle::FleetSample>,
 }
 
 pub const COLUMNS: &str = "time_s,pool,role,busy_replicas,waiting,running,kv_blocks_used,kv_util,held_for_transfer,transfers_pending,link_bytes_sent";
@@ -44,6 +46,7 @@ pub fn sample(time: SimTime, pool: u16, reps: &[Replica]) -> PoolSample {
         held_for_transfer: 0,
         transfers_pending: 0,
         link_bytes_sent: 0,
+        phases: None,
     };
     for r in reps {
         s.busy += r.is_busy() as u32;
@@ -63,10 +66,17 @@ pub fn write(
     names: &[String],
     roles: &[PoolRole],
 ) -> std::io::Result<()> {
-    writeln!(out, "{COLUMNS}")?;
+    // With a life cycle each row adds the pool's replicas by phase.
+    let phased = rows.first().is_some_and(|r| r.phases.is_some());
+    if phased {
+        let cols = crate::lifecycle::FleetSample::COLUMNS.join(",");
+        writeln!(out, "{COLUMNS},{cols}")?;
+    } else {
+        writeln!(out, "{COLUMNS}")?;
+    }
     for r in rows {
         let p = r.pool as usize;
-        writeln!(
+        write!(
             out,
             "{:.3},{},{},{},{},{},{},{:.4},{},{},{}",
             r.time.as_secs_f64(),
@@ -81,6 +91,12 @@ pub fn write(
             r.transfers_pending,
             r.link_bytes_sent
         )?;
+        if let (true, Some(p)) = (phased, &r.phases) {
+            for v in p.values() {
+                write!(out, ",{v}")?;
+            }
+        }
+        writeln!(out)?;
     }
     Ok(())
 }

@@ -8,6 +8,8 @@
 //! blocks) extends this type.
 
 pub mod prefix_cache;
+#[cfg(test)]
+mod prefix_cache_reference;
 
 pub use prefix_cache::{PrefixCache, PrefixCacheStats};
 

@@ -310,27 +310,36 @@ fn bandwidth(key: &str, v: f64) -> Result<(), Invalid> {
     }
 }
 
+/// Replica slots a fleet (or pool) with a life cycle keeps: room for the
+/// autoscaler's maximum plus the standby pool; `None` without a life cycle.
+pub fn slots(f: &crate::scenario::ScenarioFile) -> Option<u32> {
+    if f.lifecycle.is_none() && f.autoscale.is_none() && f.failures.is_none() {
+        return None;
+    }
+    let start = f.fleet.replicas;
+    let max = f
+        .autoscale
+        .as_ref()
+        .and_then(|a| a.max_replicas)
+        .unwrap_or(start)
+        .max(start);
+    Some(max + f.lifecycle.as_ref().map_or(0, |l| l.standby))
+}
+
 /// Checks `[lifecycle]`, `[autoscale]` and `[failures]` against each other
 /// and `fleet.replicas`; errors carry the dotted key path.
 pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
-    // The life cycle acts on one set of identical replicas today; pools
-    // (`[[fleet.pools]]`) would each need their own autoscaler.
     if !f.fleet.pools.is_empty() {
-        for (key, set) in [
-            ("lifecycle", f.lifecycle.is_some()),
-            ("autoscale", f.autoscale.is_some()),
-            ("failures", f.failures.is_some()),
-        ] {
-            if set {
-                return Err((
-                    key.into(),
-                    "cannot be combined with [[fleet.pools]] yet: the life cycle, autoscaler \
-                     and failures act on a fleet of identical replicas (leave out the pools, \
-                     or this table)"
-                        .into(),
-                ));
+        // Each pool is validated as a scenario of its own, with the tables
+        // it inherits or sets (`cluster::pool::resolve`); only the given
+        // failures, which name the fleet's replicas, are checked here (their
+        // replica numbers once the pools' slots are known).
+        if let Some(fl) = &f.failures {
+            for (i, a) in fl.at.iter().enumerate() {
+                seconds(&format!("failures.at[{i}].time_s"), a.time_s, true)?;
             }
         }
+        return Ok(());
     }
     if let Some(l) = &f.lifecycle {
         seconds("lifecycle.provision_s", l.provision_s, true)?;
@@ -606,21 +615,45 @@ output_tokens = { dist = "fixed", value = 10 }
     }
 
     #[test]
-    fn the_life_cycle_refuses_pools() {
+    fn pools_take_the_life_cycle_per_pool() {
         let pooled = BASE.replace(
             "[fleet]\nreplicas = 2\n",
-            "[fleet]\n[[fleet.pools]]\nname = \"a\"\nreplicas = 2\n",
+            "[fleet]\n[[fleet.pools]]\nname = \"a\"\nreplicas = 2\n[[fleet.pools]]\nname = \"b\"\nreplicas = 1\n[fleet.pools.autoscale]\nmax_replicas = 3\n",
         );
-        assert!(Scenario::from_toml_str(&pooled, "s.toml").is_ok());
-        for (table, key) in [
-            ("[lifecycle]\nwarmup_s = 10\n", "lifecycle"),
-            ("[autoscale]\npolicy = \"fixed\"\n", "autoscale"),
-            ("[failures]\nmtbf_s = 100\n", "failures"),
-        ] {
-            let e = Scenario::from_toml_str(&format!("{pooled}{table}"), "s.toml").unwrap_err();
-            assert_eq!(e.key, key, "{}", e.message);
-            assert!(e.message.contains("fleet.pools"), "{}", e.message);
+        let s = Scenario::from_toml_str(&format!("{pooled}[lifecycle]\nstandby = 1\n"), "s.toml")
+            .unwrap();
+        // a: 2 + 1 standby; b: max 3 + 1 standby.
+        let slots: Vec<u32> = s.pools.iter().map(|p| p.replicas).collect();
+        assert_eq!(slots, vec![3, 4]);
+        assert_eq!(s.pools[1].first, 3);
+        let cases = [
+            (
+                format!("{pooled}[fleet.pools.lifecycle]\nwarmup_s = -1\n"),
+                "fleet.pools[1].lifecycle.warmup_s",
+            ),
+            (
+                pooled.replace("max_replicas = 3", "max_replicas = 0"),
+                "fleet.pools[1].autoscale.max_replicas",
+            ),
+            (
+                format!("{pooled}[failures]\nat = [{{ time_s = 1, replica = 5 }}]\n"),
+                "failures.at[0].replica",
+            ),
+        ];
+        for (text, key) in &cases {
+            let e = Scenario::from_toml_str(text, "s.toml").unwrap_err();
+            assert_eq!(&e.key, key, "{}", e.message);
         }
+        let ok = format!("{pooled}[failures]\nat = [{{ time_s = 1, replica = 4 }}]\n");
+        assert!(Scenario::from_toml_str(&ok, "s.toml").is_ok());
+        let pd = BASE.replace(
+            "[fleet]\nreplicas = 2\n",
+            "[fleet]\n[[fleet.pools]]\nname = \"p\"\nrole = \"prefill\"\nreplicas = 1\n[[fleet.pools]]\nname = \"d\"\nrole = \"decode\"\nreplicas = 1\n",
+        );
+        let e = Scenario::from_toml_str(&format!("{pd}[autoscale]\nmax_replicas = 2\n"), "s.toml")
+            .unwrap_err();
+        assert_eq!(e.key, "autoscale", "{}", e.message);
+        assert!(e.message.contains("colocated"), "{}", e.message);
     }
 
     #[test]

@@ -26,6 +26,8 @@
 pub mod config;
 mod report;
 
+mod per_pool;
+pub use per_pool::{combine, PoolLifecycle};
 pub use report::{
     slo_dip, FleetSample, GpuHours, LifecycleReport, RetryReport, SloDip, SloDipRecords,
 };
@@ -100,10 +102,10 @@ pub enum FleetEvent {
     Fail { slot: u32, gen: u32 },
     /// A given failure (`failures.at`): always applies to a live slot.
     FailAt { slot: u32 },
-    /// Metrics are scraped.
-    Scrape,
-    /// The autoscaler decides.
-    Decide,
+    /// Metrics of unit `k` (a pool, or the fleet without pools) are scraped.
+    Scrape(u16),
+    /// Unit `k`'s autoscaler decides.
+    Decide(u16),
 }
 
 /// One slot's life-cycle state.

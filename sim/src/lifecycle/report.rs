@@ -144,6 +144,10 @@ pub struct LifecycleReport {
     /// Windows where SLO attainment fell below 90 % (with `[slo]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo_dip: Option<SloDip>,
+    /// With `[[fleet.pools]]`: each pool's life cycle (its GPU-hours add up
+    /// to `gpu_hours`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<super::PoolLifecycle>,
 }
 
 impl Fleet {
@@ -235,6 +239,7 @@ impl Fleet {
                 lost_ms: Dist::of(st.lost_ms.clone()),
             },
             slo_dip: None,
+            pools: Vec::new(),
         }
     }
 }

@@ -89,7 +89,13 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         Some(csv) => csv.finish(dir)?,
         None => write_atomic(&dir.join("requests.csv"), |w| {
             let disagg = result.summary.kv_transfer.is_some();
-            write_requests(w, &result.requests, result.attribution, disagg)
+            let regions: Vec<&str> = result
+                .summary
+                .regions
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect();
+            write_requests(w, &result.requests, result.attribution, disagg, &regions)
         })?,
     }
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
@@ -113,16 +119,19 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
 /// `attribution`: the rows carry latency components (`attr_*` columns).
 /// `disagg`: the fleet disaggregates, so each row ends with its KV transfer
 /// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
+/// `regions`: the fleet's region names (`[[fleet.regions]]`), when it has
+/// regions: each row ends with its origin region (`origin_region`).
 fn write_requests(
     out: &mut impl Write,
     reqs: &[Request],
     attribution: bool,
     disagg: bool,
+    regions: &[&str],
 ) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    write_request_header(&mut w, attribution, disagg)?;
+    write_request_header(&mut w, attribution, disagg, !regions.is_empty())?;
     for (i, r) in reqs.iter().enumerate() {
-        write_request_row(&mut w, i as u64, r, attribution, disagg)?;
+        write_request_row(&mut w, i as u64, r, attribution, disagg, regions)?;
     }
     w.flush()?;
     Ok(())
@@ -132,6 +141,7 @@ fn write_request_header<W: Write>(
     w: &mut csv::Writer<W>,
     attribution: bool,
     disagg: bool,
+    regions: bool,
 ) -> std::io::Result<()> {
     let base: &[&str] = if attribution {
         &REQUEST_COLUMNS
@@ -143,17 +153,19 @@ fn write_request_header<W: Write>(
     } else {
         &[]
     };
-    w.write_record(base.iter().chain(extra.iter()))?;
+    let origin: &[&str] = if regions { &["origin_region"] } else { &[] };
+    w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
     Ok(())
 }
 
 /// One row of `requests.csv`: request `id` (its arrival order).
-fn write_request_row<W: Write>(
+fn write_request_row<W: Write, S: AsRef<str>>(
     w: &mut csv::Writer<W>,
     id: u64,
     r: &Request,
     attribution: bool,
     disagg: bool,
+    regions: &[S],
 ) -> std::io::Result<()> {
     let reason = match r.status {
         Status::Rejected(x) => x.as_str(),
@@ -193,6 +205,9 @@ fn write_request_row<W: Write>(
             w.write_field(f)?;
         }
     }
+    if !regions.is_empty() {
+        w.write_field(regions[r.region as usize].as_ref())?;
+    }
     w.write_record(None::<&[u8]>)?;
     Ok(())
 }
@@ -206,12 +221,20 @@ pub struct RequestsCsv {
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
+    /// The fleet's region names (`origin_region`), when it has regions.
+    regions: Vec<String>,
     done: bool,
 }
 
 impl RequestsCsv {
     /// Starts `dir/requests.csv` (its temporary) with its header.
-    pub fn create(dir: &Path, attribution: bool, disagg: bool) -> std::io::Result<RequestsCsv> {
+    /// `regions`: the fleet's region names, when it has regions.
+    pub fn create(
+        dir: &Path,
+        attribution: bool,
+        disagg: bool,
+        regions: Vec<String>,
+    ) -> std::io::Result<RequestsCsv> {
         fs::create_dir_all(dir)?;
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
         let file = fs::File::create(&tmp)?;
@@ -221,14 +244,16 @@ impl RequestsCsv {
             attribution,
             disagg,
             done: false,
+            regions,
         };
-        write_request_header(&mut out.w, attribution, disagg)?;
+        write_request_header(&mut out.w, attribution, disagg, !out.regions.is_empty())?;
         Ok(out)
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
-        write_request_row(&mut self.w, id, r, self.attribution, self.disagg)
+        let regions = &self.regions;
+        write_request_row(&mut self.w, id, r, self.attribution, self.disagg, regions)
     }
 
     /// Flushes, syncs and renames the file to `dir/requests.csv`.
@@ -270,11 +295,17 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
     // phase (`lifecycle::FleetSample::COLUMNS`).
     let fleet = &result.fleet_series;
     if fleet.is_empty() {
-        writeln!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
+        write!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
     } else {
         let cols = crate::lifecycle::FleetSample::COLUMNS;
-        writeln!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
+        write!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
     }
+    // With `[canary]`, the canary's traffic weight (percent) at the tick.
+    let canary = result.summary.canary.as_ref();
+    if canary.is_some() {
+        write!(w, ",canary_weight")?;
+    }
+    writeln!(w)?;
     let mut k = 0;
     for row in &result.timeseries {
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
@@ -301,6 +332,9 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
             for v in fleet[k].values() {
                 write!(w, ",{v}")?;
             }
+        }
+        if let Some(c) = canary {
+            write!(w, ",{}", c.weight_at(row.time))?;
         }
         writeln!(w)?;
     }

@@ -15,6 +15,7 @@ use crate::load::LoadRecord;
 use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
 use crate::records::spill::SpillLog;
+use crate::region::records::RegionRecords;
 use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
 use std::collections::BTreeMap;
@@ -36,9 +37,12 @@ pub struct RecordStream {
     /// SLO dip windows and the targets (with a life cycle and SLOs).
     pub dip: Option<(SloDipRecords, f64, f64)>,
     pub transfers: TransferTimes,
-    /// Output tokens of completed requests (`output_tokens`, the life-cycle
-    /// report's tokens per GPU-hour).
-    pub completed_output_tokens: u64,
+    /// Output tokens of completed requests by the replica that served them
+    /// (`output_tokens`, the life-cycle report's tokens per GPU-hour, per
+    /// pool with pools).
+    pub completed_output_tokens: Vec<u64>,
+    /// Per-region counts and TTFTs (with `[[fleet.regions]]`).
+    pub regions: Option<RegionRecords>,
     /// The first ended request that broke a conservation law.
     pub violation: Option<String>,
 }
@@ -60,7 +64,8 @@ impl RecordStream {
             tenants,
             dip: dip.map(|(t, p)| (SloDipRecords::default(), t, p)),
             transfers: TransferTimes::default(),
-            completed_output_tokens: 0,
+            completed_output_tokens: Vec::new(),
+            regions: None,
             violation: None,
         }
     }
@@ -107,7 +112,15 @@ impl RecordStream {
         }
         self.transfers.add(r);
         if r.status == Status::Completed {
-            self.completed_output_tokens += r.output_tokens as u64;
+            let i = r.replica as usize;
+            let out = &mut self.completed_output_tokens;
+            if out.len() <= i {
+                out.resize(i + 1, 0);
+            }
+            out[i] += r.output_tokens as u64;
+        }
+        if let Some(g) = &mut self.regions {
+            g.add(r);
         }
         if self.violation.is_none() {
             self.violation = ended_violation(id, r);
@@ -128,7 +141,8 @@ impl RecordStream {
             .or(self.load.error())
             .or(self.transfers.error());
         let t = self.tenants.as_ref().and_then(|t| t.error());
-        e.or(t).map(str::to_string)
+        let g = self.regions.as_ref().and_then(|g| g.error());
+        e.or(t).or(g).map(str::to_string)
     }
 
     /// The streamed file and the first write error, if any.

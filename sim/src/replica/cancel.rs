@@ -15,6 +15,7 @@ impl Replica {
     /// replica does not hold it (already finished, or never routed here).
     pub fn cancel(&mut self, id: RequestId, now: SimTime, reqs: &mut [Request]) -> bool {
         debug_assert!(!self.is_busy(), "cancel between iterations only");
+        self.end_decode_run();
         let st = &mut self.st;
         let held = if let Some(i) = st.running.iter().position(|s| s.id == id && !s.done) {
             let mut s = st.running.remove(i);
@@ -43,7 +44,7 @@ impl Replica {
             .running
             .iter()
             .find(|s| s.id == id)
-            .map(|s| s.generated)
+            .map(|s| s.generated + self.run_tokens())
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod attribution;
 mod cancel;
+pub mod decode_run;
 pub mod fork;
 pub mod handoff;
 pub mod policy;
@@ -117,6 +118,8 @@ pub struct Replica {
     last_finish: SimTime,
     last_kv_change: SimTime,
     pub stats: ReplicaStats,
+    /// Decode-only steps in closed form (`decode_run`).
+    run: decode_run::DecodeRun,
 }
 
 impl Replica {
@@ -164,6 +167,7 @@ impl Replica {
             last_finish: SimTime::ZERO,
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
+            run: Default::default(),
         }
     }
 
@@ -282,6 +286,9 @@ impl Replica {
     /// there is nothing to run.
     pub fn form_batch(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<BatchShape> {
         debug_assert!(self.iteration_start.is_none());
+        if let Some(shape) = self.form_run_step(now, reqs) {
+            return Some(shape);
+        }
         self.account_kv(now);
         if !self.st.handoff.arrived.is_empty() {
             self.join_arrived(now, reqs);
@@ -317,6 +324,9 @@ impl Replica {
         completed: &mut Vec<RequestId>,
         gaps: &mut TokenGaps,
     ) -> IterationOutcome {
+        if let Some(out) = self.finish_run_step(now, gaps) {
+            return out;
+        }
         let start = self
             .iteration_start
             .take()
@@ -460,6 +470,7 @@ impl Replica {
 
     /// Brings the KV-use integral up to `now` (at the end of a run).
     pub fn close(&mut self, now: SimTime) {
+        self.end_decode_run();
         self.account_kv(now);
     }
 

@@ -490,6 +490,19 @@ impl SchedState {
         }
     }
 
+    /// [`Self::cached_prefix_blocks`], taking a reference on each of them
+    /// in the same probe of the cache.
+    fn acquire_cached_prefix(&mut self, r: &Request, target: u32) -> u32 {
+        match &mut self.cache {
+            Some(cache) if !r.prefix_hashes.is_empty() => {
+                let shareable = ((target - 1) / self.cfg.block_size) as usize;
+                let n = shareable.min(r.prefix_hashes.len());
+                cache.acquire_prefix(&r.prefix_hashes[..n]) as u32
+            }
+            _ => 0,
+        }
+    }
+
     /// Admits the head of the waiting queue with a first prefill chunk of
     /// `chunk` tokens (on top of whatever prefix the cache serves: see
     /// [`Self::head_prefill_tokens`]). With `reserve_whole`, blocks for the
@@ -533,7 +546,8 @@ impl SchedState {
         let bs = self.cfg.block_size;
         let r = &reqs[id as usize];
         let target = r.prompt_tokens + r.generated;
-        let shared = self.cached_prefix_blocks(r, target);
+        // Take the references first, so eviction cannot take our own hits.
+        let shared = self.acquire_cached_prefix(r, target);
         let cached = shared * bs;
         let tokens = if reserve_whole {
             // The last output token is never written to the cache.
@@ -551,10 +565,6 @@ impl SchedState {
         } else {
             self.cfg.watermark_blocks
         };
-        // Take the references first, so eviction cannot take our own hits.
-        if let Some(cache) = &mut self.cache {
-            cache.acquire(&r.prefix_hashes[..shared as usize]);
-        }
         if !self.make_free(blocks + reserve) || !self.kv.allocate(blocks) {
             if let Some(cache) = &mut self.cache {
                 cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
@@ -646,8 +656,7 @@ pub(super) fn adopt_full_blocks(
         return;
     }
     let end = full.min(j + s.blocks as usize);
-    let parent = (j > 0).then(|| r.prefix_hashes[j - 1]);
-    let n = cache.insert_run(&r.prefix_hashes[j..end], parent, pinnable.saturating_sub(j));
+    let n = cache.insert_run(&r.prefix_hashes[..end], j, pinnable);
     s.shared += n as u32;
     s.blocks -= n as u32;
 }

@@ -16,6 +16,7 @@ mod enum_hint;
 mod fleet_cfg;
 mod pools_cfg;
 pub mod ranges;
+mod regions_cfg;
 mod resolve;
 mod tenants_cfg;
 mod trace_cfg;
@@ -24,6 +25,7 @@ mod validate;
 mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;
+pub use regions_cfg::{OverflowCfg, RegionCfg};
 pub use tenants_cfg::*;
 pub use trace_cfg::*;
 use validate::*;
@@ -97,6 +99,9 @@ pub struct ScenarioFile {
     /// Replica failures and request retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failures: Option<crate::lifecycle::config::FailureCfg>,
+    /// A canary rollout between two pools (`canary::config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<crate::canary::config::CanaryCfg>,
 }
 
 /// When the run stops: after `requests` arrivals and/or at `duration_s`.
@@ -224,6 +229,13 @@ pub struct FleetCfg {
     /// plain counts, as if the replicas were equal).
     #[serde(default = "yes")]
     pub capacity_weighted: bool,
+    /// `[[fleet.regions]]`: regions with their own demand and price, whose
+    /// pools name them (`region`); empty: one region, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionCfg>,
+    /// `[fleet.overflow]`: the global router's overflow rule (with regions).
+    #[serde(default, skip_serializing_if = "OverflowCfg::is_default")]
+    pub overflow: OverflowCfg,
 }
 
 fn one() -> u32 {
@@ -251,6 +263,8 @@ impl Default for FleetCfg {
             pools: Vec::new(),
             kv_transfer: KvTransferCfg::default(),
             capacity_weighted: true,
+            regions: Vec::new(),
+            overflow: OverflowCfg::default(),
         }
     }
 }
@@ -296,6 +310,11 @@ pub struct EngineCfg {
     /// Whose host overhead the roofline adds per step (`cost::runtime`).
     #[serde(default)]
     pub runtime: crate::cost::EngineRuntime,
+    /// Runs of decode-only iterations advance in closed form
+    /// (`replica::decode_run`); `false` steps them one by one. Outputs are
+    /// the same either way.
+    #[serde(default = "yes")]
+    pub decode_runs: bool,
 }
 
 fn default_swap_space_gib() -> f64 {
@@ -389,6 +408,7 @@ impl Default for EngineCfg {
             prefix_caching: false,
             pinned_prefix_blocks: 0,
             runtime: Default::default(),
+            decode_runs: true,
         }
     }
 }

@@ -64,6 +64,20 @@ pub struct PoolCfg {
     /// `[engine]` keys this pool sets differently (e.g. `max_num_seqs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<toml::Table>,
+    /// `[fleet.pools.lifecycle]`: this pool's cold-start figures and standby
+    /// pool, in place of the scenario's `[lifecycle]` (which otherwise
+    /// applies to each pool on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<crate::lifecycle::config::LifecycleCfg>,
+    /// `[fleet.pools.autoscale]`: this pool's autoscaler, in place of the
+    /// scenario's `[autoscale]` (which otherwise scales each pool on its
+    /// own, with `replicas` as the pool's starting count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<crate::lifecycle::config::AutoscaleCfg>,
+    /// The `[[fleet.regions]]` entry this pool's replicas run in (see
+    /// `region`); required once the fleet has regions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 /// How a KV cache crosses the link: all of it once the prefill ends, or

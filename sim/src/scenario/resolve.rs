@@ -53,6 +53,7 @@ impl Scenario {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
         crate::lifecycle::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::canary::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
         if !file.fleet.pools.is_empty() {
             // The pools make the fleet (validated: `replicas` left out or equal).
             file.fleet.replicas = file.fleet.pools.iter().map(|p| p.replicas).sum();

@@ -68,6 +68,7 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         &f.fleet.session_affinity,
     )?;
     pools_cfg::validate_pools(f.fleet.replicas, &f.fleet.pools, &f.fleet.kv_transfer)?;
+    super::regions_cfg::validate_regions(f)?;
     let e = &f.engine;
     at_least("engine.max_num_seqs", e.max_num_seqs.into(), 1)?;
     at_least("engine.max_batched_tokens", e.max_batched_tokens.into(), 1)?;

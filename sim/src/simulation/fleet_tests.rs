@@ -197,6 +197,44 @@ at = [{ time_s = 50, replica = 0 }]
     assert!(late > 100, "{late}");
 }
 
+/// A tenant's in-flight count is released when a failure (retries off) or
+/// an empty fleet ends a request it had admitted: before, only completions
+/// released it and the end-of-run check failed.
+#[test]
+fn tenants_release_requests_that_failures_end() {
+    let r = run(r#"
+[horizon]
+duration_s = 400
+[fleet]
+replicas = 2
+[workload.arrival]
+process = "poisson"
+rate = 4
+[[tenants]]
+name = "a"
+limits = { max_concurrency = 64 }
+[lifecycle]
+provision_s = 30
+[failures]
+repair_s = 10
+max_retries = 0
+at = [{ time_s = 50, replica = 0 }, { time_s = 50, replica = 1 }]
+"#);
+    let c = &r.summary.counts;
+    assert!(c.rejected_by_reason["replica_failed"] > 0, "{c:?}");
+    assert!(c.rejected_by_reason["no_ready_replica"] > 0, "{c:?}");
+    let late = r
+        .requests
+        .iter()
+        .filter(|q| q.arrival.as_secs_f64() > 250.0)
+        .filter(|q| q.status == Status::Completed)
+        .count();
+    assert!(
+        late > 100,
+        "the tenant admits again after the repair: {late}"
+    );
+}
+
 #[test]
 fn failed_replicas_hand_their_requests_to_the_others() {
     let r = run(r#"
@@ -308,7 +346,10 @@ max_replicas = 2
     let mut req = Request::new(SimTime::ZERO, 10, 2);
     req.status = Status::Rejected(RejectReason::QueueFull);
     sim.requests.push(req);
-    sim.life.as_mut().unwrap().fleet.buffer.push_back(0);
+    sim.life.as_mut().unwrap().units[0]
+        .fleet
+        .buffer
+        .push_back(0);
     let e = sim.check_invariants().unwrap_err();
     assert!(e.0.contains("still held by the activator"), "{e}");
     // ... and held nowhere else.

@@ -9,7 +9,9 @@ use super::{Event, InvariantViolation, Simulation};
 use crate::attribution::{Attribution, Component};
 use crate::autoscale::{self, Autoscaler, Observation, Ticks};
 use crate::lifecycle::config::ScaleMetric;
-use crate::lifecycle::{Action, Fleet, FleetEvent, HandBackCause, LifecycleReport, Phase};
+use crate::lifecycle::{
+    Action, Fleet, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
+};
 use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
 use crate::scenario::Scenario;
@@ -17,9 +19,13 @@ use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::HashMap;
 
-/// Life cycle + autoscaler of one run.
-pub(super) struct FleetRun {
+/// Life cycle + autoscaler of one set of replicas with one config: the
+/// fleet without pools, or one pool (each pool scales on its own, as a
+/// Kubernetes Deployment per model server, each with its own HPA).
+pub(super) struct Unit {
     pub fleet: Fleet,
+    /// Global index of its first slot (`Pool::first`; 0 without pools).
+    first: usize,
     scaler: Box<dyn Autoscaler>,
     metric: ScaleMetric,
     scrape_every: Nanos,
@@ -29,18 +35,22 @@ pub(super) struct FleetRun {
     busy_at_scrape: Vec<u64>,
     arrivals_at_scrape: u64,
     last_scrape: SimTime,
-    /// Retries so far per request (looked up, never iterated).
-    tries: HashMap<RequestId, u32>,
     standby_fraction: f64,
 }
 
-impl FleetRun {
-    /// The life cycle of `s`, when it has one.
-    pub fn new(s: &Scenario) -> Option<FleetRun> {
+/// The life cycles of one run: one [`Unit`] per pool (one without pools).
+pub(super) struct FleetRun {
+    pub units: Vec<Unit>,
+    /// The unit whose activator holds arrivals while no replica of any unit
+    /// is ready (the first with `lifecycle.activator`, else the first).
+    holder: usize,
+    /// Retries so far per request (looked up, never iterated).
+    tries: HashMap<RequestId, u32>,
+}
+
+impl Unit {
+    fn new(s: &Scenario, first: usize, seed: u64) -> Unit {
         let f = &s.file;
-        if f.lifecycle.is_none() && f.autoscale.is_none() && f.failures.is_none() {
-            return None;
-        }
         let lc = f.lifecycle.clone().unwrap_or_default();
         let auto = f.autoscale.as_ref();
         let gpus = s.parallel.gpus();
@@ -51,26 +61,143 @@ impl FleetRun {
             f.failures.as_ref(),
             f.fleet.replicas,
             weight_bytes,
-            f.seed,
+            seed,
         );
         let scrape = auto.map_or(15.0, |a| a.scrape_interval_s);
-        Some(FleetRun {
+        Unit {
             busy_at_scrape: vec![0; fleet.slots()],
             fleet,
+            first,
             scaler: autoscale::build(auto, f.fleet.replicas),
             metric: auto.map_or(ScaleMetric::QueueDepth, |a| a.metric),
             scrape_every: secs_to_nanos(scrape).max(1),
             last: Observation::default(),
             arrivals_at_scrape: 0,
             last_scrape: SimTime::ZERO,
-            tries: HashMap::new(),
             standby_fraction: lc.standby_cost_fraction,
+        }
+    }
+
+    /// Global slot range.
+    fn range(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.fleet.slots()
+    }
+}
+
+/// The unit's actions, its slots renumbered as the run's replicas.
+fn global(actions: Vec<Action>, first: usize) -> Vec<Action> {
+    if first == 0 {
+        return actions;
+    }
+    let g = |s: u32| s + first as u32;
+    actions
+        .into_iter()
+        .map(|a| match a {
+            Action::Schedule(at, ev) => Action::Schedule(
+                at,
+                match ev {
+                    FleetEvent::Advance { slot, gen } => FleetEvent::Advance { slot: g(slot), gen },
+                    FleetEvent::DrainTimeout { slot, gen } => {
+                        FleetEvent::DrainTimeout { slot: g(slot), gen }
+                    }
+                    FleetEvent::Fail { slot, gen } => FleetEvent::Fail { slot: g(slot), gen },
+                    FleetEvent::FailAt { slot } => FleetEvent::FailAt { slot: g(slot) },
+                    other => other,
+                },
+            ),
+            Action::Ready(s) => Action::Ready(g(s)),
+            Action::Unroutable(s) => Action::Unroutable(g(s)),
+            Action::Drain(s) => Action::Drain(g(s)),
+            Action::HandBack(s, c) => Action::HandBack(g(s), c),
+        })
+        .collect()
+}
+
+impl FleetRun {
+    /// The life cycle of `s`, when it (or one of its pools) has one.
+    pub fn new(s: &Scenario) -> Option<FleetRun> {
+        let f = &s.file;
+        if s.pools.is_empty() {
+            if f.lifecycle.is_none() && f.autoscale.is_none() && f.failures.is_none() {
+                return None;
+            }
+            return Some(FleetRun {
+                units: vec![Unit::new(s, 0, f.seed)],
+                holder: 0,
+                tries: HashMap::new(),
+            });
+        }
+        let lives = |p: &crate::cluster::pool::Pool| {
+            crate::lifecycle::config::slots(&p.scenario.file).is_some()
+        };
+        if !s.pools.iter().any(lives) {
+            return None;
+        }
+        let units: Vec<Unit> = s
+            .pools
+            .iter()
+            .map(|p| {
+                // Each pool's random streams are its own: its name salts the
+                // seed, so adding a pool leaves the others' draws unchanged.
+                let seed: u64 = {
+                    use rand::Rng;
+                    crate::rng::stream(f.seed, &format!("pool/{}/seed", p.name)).random()
+                };
+                // A pool without a life cycle where others have one (they
+                // set their own tables) keeps its replicas ready all run.
+                Unit::new(&p.scenario, p.first as usize, seed)
+            })
+            .collect();
+        let holder = units.iter().position(|u| u.fleet.activator()).unwrap_or(0);
+        Some(FleetRun {
+            units,
+            holder,
+            tries: HashMap::new(),
         })
     }
 
-    /// Slots: the number of replica objects the run keeps.
+    /// Slots: the number of replica objects the run keeps (without pools;
+    /// pools size their own, see `cluster::pool`).
     pub fn slots(&self) -> usize {
-        self.fleet.slots()
+        self.units.iter().map(|u| u.fleet.slots()).sum()
+    }
+
+    /// The unit holding global slot `r`, and the slot's index in it.
+    fn unit_of(&self, r: usize) -> (usize, usize) {
+        let u = if self.units.len() == 1 {
+            0
+        } else {
+            self.units
+                .iter()
+                .position(|u| u.range().contains(&r))
+                .expect("every slot is in a unit")
+        };
+        (u, r - self.units[u].first)
+    }
+
+    /// Whether any replica of any unit takes requests.
+    pub fn any_ready(&self) -> bool {
+        self.units.iter().any(|u| u.fleet.any_ready())
+    }
+
+    /// The activator's buffer (held by one unit).
+    pub fn buffer(&self) -> &std::collections::VecDeque<u32> {
+        &self.units[self.holder].fleet.buffer
+    }
+
+    fn holder(&mut self) -> &mut Fleet {
+        &mut self.units[self.holder].fleet
+    }
+
+    /// Whether replica `r` takes requests (ready).
+    pub fn routable(&self, r: usize) -> bool {
+        let (u, i) = self.unit_of(r);
+        self.units[u].fleet.routable(i)
+    }
+
+    fn phase(&self, r: usize) -> Phase {
+        let (u, i) = self.unit_of(r);
+        self.units[u].fleet.phase(i)
     }
 }
 
@@ -79,29 +206,42 @@ impl Simulation<'_> {
     /// scrapes, decisions and failure clocks are scheduled.
     pub(super) fn fleet_init(&mut self) {
         let Some(fr) = &mut self.life else { return };
-        for i in 0..fr.fleet.slots() {
-            if !fr.fleet.routable(i) {
-                self.fleet.set_routable(i, false);
-            }
-        }
-        fr.last.ready = fr.fleet.count(Phase::Ready);
-        fr.fleet.note_ready_peak();
-        let mut actions = fr.fleet.start(self.scenario.file.failures.as_ref());
-        match fr.scaler.ticks() {
-            Ticks::Periodic(every) => {
-                self.queue
-                    .schedule(SimTime::ZERO, Event::Fleet(FleetEvent::Scrape));
-                self.queue
-                    .schedule(SimTime(every), Event::Fleet(FleetEvent::Decide));
-            }
-            Ticks::At(times) => {
-                for t in times {
-                    actions.push(Action::Schedule(t, FleetEvent::Decide));
+        let mut all = Vec::new();
+        for (k, u) in fr.units.iter_mut().enumerate() {
+            for i in 0..u.fleet.slots() {
+                if !u.fleet.routable(i) {
+                    self.fleet.set_routable(u.first + i, false);
                 }
             }
-            Ticks::Never => {}
+            u.last.ready = u.fleet.count(Phase::Ready);
+            u.fleet.note_ready_peak();
+            let mut actions = u.fleet.start(self.scenario.file.failures.as_ref());
+            match u.scaler.ticks() {
+                Ticks::Periodic(every) => {
+                    self.queue
+                        .schedule(SimTime::ZERO, Event::Fleet(FleetEvent::Scrape(k as u16)));
+                    self.queue
+                        .schedule(SimTime(every), Event::Fleet(FleetEvent::Decide(k as u16)));
+                }
+                Ticks::At(times) => {
+                    for t in times {
+                        actions.push(Action::Schedule(t, FleetEvent::Decide(k as u16)));
+                    }
+                }
+                Ticks::Never => {}
+            }
+            all.extend(global(actions, u.first));
         }
-        self.apply(actions, SimTime::ZERO);
+        if !self.scenario.pools.is_empty() {
+            // Given failures name the fleet's replicas (pools' copies drop them).
+            for a in self.scenario.file.failures.iter().flat_map(|f| &f.at) {
+                all.push(Action::Schedule(
+                    SimTime::from_secs_f64(a.time_s),
+                    FleetEvent::FailAt { slot: a.replica },
+                ));
+            }
+        }
+        self.apply(all, SimTime::ZERO);
     }
 
     /// Whether the run still has arrivals, follow-ups, held or running work.
@@ -109,70 +249,90 @@ impl Simulation<'_> {
         self.pending.is_some()
             || self.deferred.iter().any(Option::is_some)
             || self.replicas.iter().any(|r| r.is_busy() || r.has_work())
-            || self
-                .life
-                .as_ref()
-                .is_some_and(|f| !f.fleet.buffer.is_empty())
+            || self.life.as_ref().is_some_and(|f| !f.buffer().is_empty())
     }
 
     pub(super) fn on_fleet_event(&mut self, ev: FleetEvent, now: SimTime) {
         let Some(fr) = &mut self.life else { return };
-        let actions = match ev {
-            FleetEvent::Advance { slot, gen } => fr.fleet.on_advance(slot, gen, now),
-            FleetEvent::DrainTimeout { slot, gen } => fr.fleet.on_drain_timeout(slot, gen),
+        let slot_of = |fr: &FleetRun, slot: u32| {
+            let (u, i) = fr.unit_of(slot as usize);
+            (u, i as u32)
+        };
+        let (unit, actions) = match ev {
+            FleetEvent::Advance { slot, gen } => {
+                let (u, i) = slot_of(fr, slot);
+                (u, fr.units[u].fleet.on_advance(i, gen, now))
+            }
+            FleetEvent::DrainTimeout { slot, gen } => {
+                let (u, i) = slot_of(fr, slot);
+                (u, fr.units[u].fleet.on_drain_timeout(i, gen))
+            }
             FleetEvent::Fail { slot, gen } => {
                 // Random failures stop with the horizon (validated: MTBF needs
                 // a duration).
-                fr.fleet.on_fail(slot, Some(gen), now)
+                let (u, i) = slot_of(fr, slot);
+                (u, fr.units[u].fleet.on_fail(i, Some(gen), now))
             }
-            FleetEvent::FailAt { slot } => fr.fleet.on_fail(slot, None, now),
-            FleetEvent::Scrape => {
-                self.scrape(now);
-                let next = now.plus(self.life.as_ref().expect("fleet").scrape_every);
+            FleetEvent::FailAt { slot } => {
+                let (u, i) = slot_of(fr, slot);
+                (u, fr.units[u].fleet.on_fail(i, None, now))
+            }
+            FleetEvent::Scrape(k) => {
+                self.scrape(k as usize, now);
+                let u = &self.life.as_ref().expect("fleet").units[k as usize];
+                let next = now.plus(u.scrape_every);
                 if self.work_ahead() && self.deadline.is_none_or(|d| next <= d) {
-                    self.queue.schedule(next, Event::Fleet(FleetEvent::Scrape));
+                    self.queue
+                        .schedule(next, Event::Fleet(FleetEvent::Scrape(k)));
                 }
                 return;
             }
-            FleetEvent::Decide => {
+            FleetEvent::Decide(k) => {
+                let u = &mut fr.units[k as usize];
                 let obs = Observation {
                     now,
-                    requested: fr.fleet.desired(),
-                    ..fr.last
+                    requested: u.fleet.desired(),
+                    ..u.last
                 };
-                let n = fr.scaler.decide(&obs);
-                let actions = if n != fr.fleet.desired() {
-                    fr.fleet.set_desired(n, now)
+                let n = u.scaler.decide(&obs);
+                let actions = if n != u.fleet.desired() {
+                    u.fleet.set_desired(n, now)
                 } else {
                     Vec::new()
                 };
-                if let Ticks::Periodic(every) = fr.scaler.ticks() {
+                if let Ticks::Periodic(every) = u.scaler.ticks() {
                     let next = now.plus(every);
                     if self.work_ahead() && self.deadline.is_none_or(|d| next <= d) {
-                        self.queue.schedule(next, Event::Fleet(FleetEvent::Decide));
+                        self.queue
+                            .schedule(next, Event::Fleet(FleetEvent::Decide(k)));
                     }
                 }
-                actions
+                (k as usize, actions)
             }
         };
-        self.apply(actions, now);
+        let first = self.life.as_ref().expect("fleet").units[unit].first;
+        self.apply(global(actions, first), now);
     }
 
-    /// Reads the scaled metric from the ready replicas.
-    fn scrape(&mut self, now: SimTime) {
+    /// Reads unit `k`'s scaled metric from its ready replicas.
+    fn scrape(&mut self, k: usize, now: SimTime) {
         let arrivals = self.slab.arrived;
         let Some(fr) = &mut self.life else { return };
-        let dt = now.since(fr.last_scrape).max(1) as f64;
+        let pooled = fr.units.len() > 1;
+        let held = fr.buffer().len() as f64;
+        let u = &mut fr.units[k];
+        let dt = now.since(u.last_scrape).max(1) as f64;
         let mut ready = 0u32;
         let mut sum = 0.0;
-        for (i, rep) in self.replicas.iter().enumerate() {
-            let busy = rep.stats.busy_ns.saturating_sub(fr.busy_at_scrape[i]);
-            fr.busy_at_scrape[i] = rep.stats.busy_ns;
-            if !fr.fleet.routable(i) {
+        let range = u.range();
+        for (i, rep) in self.replicas[range.clone()].iter().enumerate() {
+            let busy = rep.stats.busy_ns.saturating_sub(u.busy_at_scrape[i]);
+            u.busy_at_scrape[i] = rep.stats.busy_ns;
+            if !u.fleet.routable(i) {
                 continue;
             }
             ready += 1;
-            sum += match fr.metric {
+            sum += match u.metric {
                 ScaleMetric::QueueDepth => rep.waiting_len() as f64,
                 ScaleMetric::Running => rep.running_len() as f64,
                 ScaleMetric::KvUse => {
@@ -182,20 +342,39 @@ impl Simulation<'_> {
                 ScaleMetric::Rps => 0.0,
             };
         }
-        match fr.metric {
-            ScaleMetric::QueueDepth => sum += fr.fleet.buffer.len() as f64,
+        match u.metric {
+            // Held requests wait for every unit (none has a ready replica).
+            ScaleMetric::QueueDepth => sum += held,
             ScaleMetric::Rps => {
-                sum = (arrivals - fr.arrivals_at_scrape) as f64 / (dt / 1e9);
+                // A pool counts the arrivals routed to it since the last
+                // scrape (requests are numbered in arrival order).
+                let n = if pooled {
+                    self.slab
+                        .routed_since(&self.requests, u.arrivals_at_scrape, &range)
+                } else {
+                    arrivals - u.arrivals_at_scrape
+                };
+                sum = n as f64 / (dt / 1e9);
             }
             _ => {}
         }
-        fr.arrivals_at_scrape = arrivals;
-        fr.last_scrape = now;
-        fr.last.ready = ready;
-        fr.last.metric_sum = sum;
+        u.arrivals_at_scrape = arrivals;
+        u.last_scrape = now;
+        u.last.ready = ready;
+        u.last.metric_sum = sum;
+        if pooled {
+            let oldest = fr.units.iter().map(|u| u.arrivals_at_scrape).min();
+            self.slab.forget_arrivals_before(oldest.unwrap_or(arrivals));
+        }
     }
 
-    /// Carries out what the life cycle decided.
+    /// Whether the life cycle runs per pool (pooled units count the
+    /// arrivals routed to them: `records::Slab::routed_since`).
+    pub(super) fn life_pooled(&self) -> bool {
+        self.life.as_ref().is_some_and(|l| l.units.len() > 1)
+    }
+
+    /// Carries out what the life cycle decided (slots are the run's).
     fn apply(&mut self, actions: Vec<Action>, now: SimTime) {
         let mut work = actions;
         work.reverse();
@@ -212,21 +391,22 @@ impl Simulation<'_> {
                     self.fleet.set_routable(r, true);
                     self.fleet.observe(r, &self.replicas[r]);
                     let fr = self.life.as_mut().expect("fleet");
-                    fr.fleet.note_ready_peak();
+                    let (u, _) = fr.unit_of(r);
+                    fr.units[u].fleet.note_ready_peak();
                     self.release_buffer(now);
                 }
                 Action::Unroutable(slot) => self.fleet.set_routable(slot as usize, false),
                 Action::Drain(slot) => {
                     let r = slot as usize;
                     if !self.replicas[r].is_busy() && !self.replicas[r].has_work() {
-                        more = self.life.as_mut().expect("fleet").fleet.drained(r, now);
+                        more = self.drained(r, now);
                     }
                 }
                 Action::HandBack(slot, cause) => {
                     let r = slot as usize;
                     self.hand_back(r, cause, now);
                     if cause == HandBackCause::DrainTimeout {
-                        more = self.life.as_mut().expect("fleet").fleet.drained(r, now);
+                        more = self.drained(r, now);
                     }
                 }
             }
@@ -234,15 +414,23 @@ impl Simulation<'_> {
         }
     }
 
+    /// Replica `r` drained: its unit's actions, renumbered.
+    fn drained(&mut self, r: usize, now: SimTime) -> Vec<Action> {
+        let fr = self.life.as_mut().expect("fleet");
+        let (u, i) = fr.unit_of(r);
+        let first = fr.units[u].first;
+        global(fr.units[u].fleet.drained(i, now), first)
+    }
+
     /// Sends the activator's requests to the ready replicas, oldest first;
     /// their wait is charged as cold start.
     fn release_buffer(&mut self, now: SimTime) {
         loop {
             let Some(fr) = &mut self.life else { return };
-            if !fr.fleet.any_ready() {
+            if !fr.any_ready() {
                 return;
             }
-            let Some(id) = fr.fleet.buffer.pop_front() else {
+            let Some(id) = fr.holder().buffer.pop_front() else {
                 return;
             };
             self.requests[id as usize]
@@ -256,17 +444,14 @@ impl Simulation<'_> {
     /// holds it in the activator, or fails it when neither is possible.
     pub(super) fn place(&mut self, id: RequestId, now: SimTime) {
         let fr = self.life.as_mut().expect("fleet");
-        if !fr.fleet.any_ready() {
-            if fr.fleet.activator_has_room() {
-                fr.fleet.buffer.push_back(id);
-                fr.fleet.stats.activator_held += 1;
-                fr.fleet.stats.activator_peak = fr
-                    .fleet
-                    .stats
-                    .activator_peak
-                    .max(fr.fleet.buffer.len() as u64);
+        if !fr.any_ready() {
+            let h = fr.holder();
+            if h.activator_has_room() {
+                h.buffer.push_back(id);
+                h.stats.activator_held += 1;
+                h.stats.activator_peak = h.stats.activator_peak.max(h.buffer.len() as u64);
             } else {
-                let reason = if fr.fleet.activator() {
+                let reason = if h.activator() {
                     RejectReason::QueueFull
                 } else {
                     RejectReason::NoReadyReplica
@@ -294,14 +479,15 @@ impl Simulation<'_> {
         req.prefix_hashes = Vec::new();
         req.status = Status::Rejected(reason);
         req.finished = Some(now);
-        self.request_ended(id, now, false);
+        // Admitted at arrival (a failure or an empty fleet ended it since).
+        self.request_ended(id, now, false, true);
     }
 
     /// Takes every request from replica `r` (failed, or out of drain time),
     /// replaces it by a fresh replica (empty caches: a new node) and retries
     /// them elsewhere, or fails them when retries are off or exhausted.
     fn hand_back(&mut self, r: usize, cause: HandBackCause, now: SimTime) {
-        let s = self.scenario;
+        let s = crate::cluster::fleet::pool_scenario(self.scenario, self.fleet.pool_of(r));
         let f = &s.file;
         let ids: Vec<RequestId> = self.replicas[r].unfinished().collect();
         let mut fresh = Replica::new(
@@ -309,20 +495,22 @@ impl Simulation<'_> {
             &f.engine,
             s.memory.kv_blocks,
             s.memory.block_bytes(),
-            f.seed,
+            self.scenario.file.seed,
         );
         self.tenancy.install(std::slice::from_mut(&mut fresh));
         let mut old = std::mem::replace(&mut self.replicas[r], fresh);
         old.close(now);
         self.replicas[r].stats = std::mem::take(&mut old.stats);
         let fr = self.life.as_mut().expect("fleet");
+        let (u, i) = fr.unit_of(r);
         if old.is_busy() {
-            fr.fleet.note_stale_end(r);
+            fr.units[u].fleet.note_stale_end(i);
         }
         for id in ids {
             let generated = old.generated(id).unwrap_or(0);
             let fr = self.life.as_mut().expect("fleet");
-            let st = &mut fr.fleet.stats;
+            let max_retries = fr.units[u].fleet.max_retries;
+            let st = &mut fr.units[u].fleet.stats;
             st.handed_back += 1;
             let req = &mut self.requests[id as usize];
             if req.first_token.is_some() {
@@ -333,7 +521,7 @@ impl Simulation<'_> {
                 st.lost_ms.push(now.since(t) as f64 / 1e6);
             }
             let tries = fr.tries.entry(id).or_insert(0);
-            let retry = cause == HandBackCause::DrainTimeout || *tries < fr.fleet.max_retries;
+            let retry = cause == HandBackCause::DrainTimeout || *tries < max_retries;
             if !retry {
                 st.retry_failed += 1;
                 self.end_unserved(id, RejectReason::ReplicaFailed, now);
@@ -364,9 +552,11 @@ impl Simulation<'_> {
         let Some(fr) = &mut self.life else {
             return false;
         };
-        match fr.fleet.consume_stale_end(r, now) {
+        let (u, i) = fr.unit_of(r);
+        let first = fr.units[u].first;
+        match fr.units[u].fleet.consume_stale_end(i, now) {
             Some(actions) => {
-                self.apply(actions, now);
+                self.apply(global(actions, first), now);
                 true
             }
             None => false,
@@ -377,19 +567,29 @@ impl Simulation<'_> {
     /// nothing left stops (or joins the standby pool).
     pub(super) fn fleet_after_iteration(&mut self, r: usize, now: SimTime) {
         let Some(fr) = &mut self.life else { return };
-        if fr.fleet.phase(r) == Phase::Draining
+        if fr.phase(r) == Phase::Draining
             && !self.replicas[r].is_busy()
             && !self.replicas[r].has_work()
         {
-            let actions = fr.fleet.drained(r, now);
+            let actions = self.drained(r, now);
             self.apply(actions, now);
         }
     }
 
-    /// Time-series tick of the life cycle.
+    /// Time-series tick of the life cycle: the fleet's counts (summed over
+    /// pools) and, with pools, each pool's on its `pools.csv` row.
     pub(super) fn fleet_sample(&mut self, now: SimTime) {
-        if let Some(fr) = &mut self.life {
-            fr.fleet.sample(now);
+        let Some(fr) = &mut self.life else { return };
+        for u in &mut fr.units {
+            u.fleet.sample(now);
+        }
+        if fr.units.len() > 1 {
+            let last: Vec<FleetSample> = fr
+                .units
+                .iter()
+                .map(|u| *u.fleet.series.last().expect("sampled"))
+                .collect();
+            self.fleet.set_phase_counts(&last);
         }
     }
 
@@ -397,7 +597,7 @@ impl Simulation<'_> {
     /// flight and held nowhere else; the slot books balance.
     pub(super) fn fleet_check(&self, held: &mut [bool]) -> Result<(), InvariantViolation> {
         let Some(fr) = &self.life else { return Ok(()) };
-        for &id in &fr.fleet.buffer {
+        for &id in fr.buffer() {
             let i = id as usize;
             if held[i] {
                 return Err(InvariantViolation(format!(
@@ -412,25 +612,71 @@ impl Simulation<'_> {
                 )));
             }
         }
-        fr.fleet.check().map_err(InvariantViolation)
+        for u in &fr.units {
+            u.fleet.check().map_err(InvariantViolation)?;
+        }
+        Ok(())
     }
 
-    /// The summary's `lifecycle` section.
-    /// `out`: output tokens of completed requests; `dip`: the SLO dip
-    /// (with SLOs), both folded as requests ended (`records`).
+    /// The fleet's replica counts by phase per sampling tick, summed over
+    /// its units (one series without pools).
+    pub(super) fn fleet_series(&mut self) -> Vec<FleetSample> {
+        let Some(fr) = &mut self.life else {
+            return Vec::new();
+        };
+        let mut series = std::mem::take(&mut fr.units[0].fleet.series);
+        for u in &mut fr.units[1..] {
+            for (a, b) in series.iter_mut().zip(&u.fleet.series) {
+                a.requested += b.requested;
+                a.provisioning += b.provisioning;
+                a.loading += b.loading;
+                a.warming += b.warming;
+                a.standby += b.standby;
+                a.ready += b.ready;
+                a.draining += b.draining;
+                a.failed += b.failed;
+            }
+        }
+        series
+    }
+
+    /// The summary's `lifecycle` section: the fleet's, and with pools each
+    /// pool's share (`pools`), whose GPU-hours add up to the fleet's.
+    /// `out[r]`: output tokens of the requests replica `r` completed; `dip`:
+    /// the SLO dip (with SLOs), both folded as requests ended (`records`).
     pub(super) fn fleet_report(
         &mut self,
         end: SimTime,
-        out: u64,
+        out: &[u64],
         dip: Option<crate::lifecycle::SloDip>,
     ) -> Option<LifecycleReport> {
         let fr = self.life.as_mut()?;
-        let busy: u64 = self.replicas.iter().map(|r| r.stats.busy_ns).sum();
-        let frac = fr.standby_fraction;
-        let name = fr.scaler.name();
-        let mut rep = fr
-            .fleet
-            .report(end, name, busy, self.scenario.parallel.gpus(), frac, out);
+        let mut reports = Vec::with_capacity(fr.units.len());
+        let lost: Vec<f64> = fr
+            .units
+            .iter()
+            .flat_map(|u| u.fleet.stats.lost_ms.iter().copied())
+            .collect();
+        let single = fr.units.len() == 1;
+        for (k, u) in fr.units.iter_mut().enumerate() {
+            let range = u.range();
+            let reps = &self.replicas[range.clone()];
+            let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
+            let out: u64 = match single {
+                true => out.iter().sum(),
+                false => range.clone().filter_map(|i| out.get(i)).sum(),
+            };
+            let gpus = crate::cluster::fleet::pool_scenario(self.scenario, k)
+                .parallel
+                .gpus();
+            let name = u.scaler.name();
+            reports.push(
+                u.fleet
+                    .report(end, name, busy, gpus, u.standby_fraction, out),
+            );
+        }
+        let names: Vec<String> = self.scenario.pools.iter().map(|p| p.name.clone()).collect();
+        let mut rep = crate::lifecycle::combine(reports, &names, end, lost);
         rep.slo_dip = dip;
         Some(rep)
     }

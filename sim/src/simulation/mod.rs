@@ -68,6 +68,10 @@ enum Event {
     Fleet(crate::lifecycle::FleetEvent),
     /// A KV transfer reaches its decode replica (slot in the fleet's wire).
     TransferDone(u32),
+    /// A canary rollout starts or its gate is due (`[canary]`).
+    Canary,
+    /// An overflowed request reaches its serving region (`region`).
+    Overflow,
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -156,6 +160,14 @@ pub struct Simulation<'a> {
     slab: records::Slab,
     /// The reports' folds of ended requests, in id order.
     stream: crate::records::RecordStream,
+    /// The canary rollout (`[canary]`); `None`: no split.
+    canary: Option<crate::canary::Canary>,
+    /// Regions and the global router (`[[fleet.regions]]`).
+    regions: Option<crate::region::Regions>,
+    /// Decode runs (`decode_runs`): the replica whose iteration end is being
+    /// handled, and its run's next step, held aside while it may skip the queue.
+    run_owner: Option<usize>,
+    run_step: Option<SimTime>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -229,6 +241,9 @@ impl<'a> Simulation<'a> {
         if !f.metrics.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
+        if f.engine.decode_runs {
+            replicas.iter_mut().for_each(Replica::enable_decode_runs);
+        }
         // Pools price their iterations by their own hardware's model.
         let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
             vec![cost]
@@ -249,7 +264,12 @@ impl<'a> Simulation<'a> {
         let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
         let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-        let (mut source, init_error) = match crate::tenancy::build_source(scenario, &ctx) {
+        let built = if f.fleet.regions.is_empty() {
+            crate::tenancy::build_source(scenario, &ctx)
+        } else {
+            crate::region::source::build_source(scenario, &ctx)
+        };
+        let (mut source, init_error) = match built {
             Ok(s) => (s, None),
             Err(e) => (
                 Box::new(workload::NoRequests) as Box<dyn RequestSource>,
@@ -319,8 +339,14 @@ impl<'a> Simulation<'a> {
             tenancy,
             life,
             slab: records::Slab::default(),
+            canary: crate::canary::Canary::new(scenario),
+            regions: crate::region::Regions::new(scenario),
+            run_owner: None,
+            run_step: None,
         };
         sim.fleet_init();
+        sim.canary_init();
+        sim.region_init();
         sim
     }
 
@@ -356,8 +382,10 @@ impl<'a> Simulation<'a> {
                 &shape,
                 cost.as_ref(),
             );
-            self.queue
-                .schedule(now.plus(dt), Event::IterationEnd(r as u32));
+            if !self.defer_run_step(r, now.plus(dt)) {
+                self.queue
+                    .schedule(now.plus(dt), Event::IterationEnd(r as u32));
+            }
         }
     }
 
@@ -394,8 +422,9 @@ impl<'a> Simulation<'a> {
     /// served, otherwise routed and queued.
     fn admit(&mut self, spec: RequestSpec, now: SimTime) {
         let id = self.next_slot();
+        let pool = self.canary_split(self.slab.arrived, &spec);
         let reason = self
-            .rejection(&spec)
+            .rejection_in(pool, &spec)
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
         let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
         let mut req = Request::from_spec(spec);
@@ -408,6 +437,13 @@ impl<'a> Simulation<'a> {
             req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
             req.hash_block_tokens = bs;
         }
+        if reason.is_none() {
+            if let Some(at) = self.region_overflow(&req, id, now) {
+                self.put(id, req);
+                self.queue.schedule(at, Event::Overflow);
+                return;
+            }
+        }
         match reason {
             Some(reason) => {
                 // A rejected request's block hashes are never looked up.
@@ -415,20 +451,24 @@ impl<'a> Simulation<'a> {
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
                 self.put(id, req);
+                self.canary_rejected(pool);
                 match retry {
                     Some((at, slot)) => {
                         self.queue.schedule(at, Event::Retry(slot));
                         self.release(id);
                     }
-                    None => self.request_ended(id, now, false),
+                    None => self.request_ended(id, now, false, false),
                 }
             }
-            None if self.life.as_ref().is_some_and(|x| !x.fleet.any_ready()) => {
+            None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
                 self.put(id, req);
                 self.place(id, now);
             }
             None => {
-                let r = self.fleet.route(&mut req, &mut self.replicas);
+                let r = match pool {
+                    Some(p) => self.fleet.route_in(p, &req),
+                    None => self.fleet.route(&mut req, &mut self.replicas),
+                };
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
                 self.put(id, req);
@@ -441,18 +481,23 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Tells the source a request ended; schedules its follow-up, if any. An
-    /// unserved request's slot is free at once; a completed one's once its
-    /// replica lets go (`on_iteration_end`).
-    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool) {
-        self.notify_end(id, now, completed);
+    /// Tells the tenancy and the source a request ended (`admitted`: it had
+    /// passed admission, so its tenant counted it in flight); schedules its
+    /// follow-up, if any. An unserved request's slot is free at once; a
+    /// completed one's once its replica lets go (`on_iteration_end`).
+    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
+        self.notify_end(id, now, completed, admitted);
         if !completed {
             self.release(id);
         }
     }
 
-    fn notify_end(&mut self, id: RequestId, now: SimTime, completed: bool) {
-        self.tenancy.on_end(&self.requests[id as usize], now);
+    fn notify_end(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
+        if completed {
+            self.canary_completed(id);
+        }
+        self.tenancy
+            .on_end(&self.requests[id as usize], now, admitted);
         let Some(mut next) =
             self.source
                 .on_request_end(&self.requests[id as usize], now, completed)
@@ -483,7 +528,7 @@ impl<'a> Simulation<'a> {
         self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
         self.itl.add_all(&self.gaps.gaps);
         for &id in &done {
-            self.request_ended(id, now, true);
+            self.request_ended(id, now, true, true);
         }
         self.release_completed(r, &done);
         done.clear();
@@ -581,7 +626,10 @@ impl<'a> Simulation<'a> {
             })?;
             // Sampling ticks do not extend the run: it ends with its last
             // arrival or iteration.
-            if !matches!(ev, Event::Sample | Event::LoadReport | Event::Fleet(_)) {
+            if !matches!(
+                ev,
+                Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
+            ) {
                 end = now;
             }
             match ev {
@@ -589,8 +637,12 @@ impl<'a> Simulation<'a> {
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => {
                     if !self.fleet_stale_end(r as usize, now) {
-                        self.on_iteration_end(r as usize, now);
-                        self.fleet_after_iteration(r as usize, now);
+                        let r = r as usize;
+                        self.run_owner = self.runs_inline().then_some(r);
+                        self.on_iteration_end(r, now);
+                        self.run_owner = None;
+                        self.fleet_after_iteration(r, now);
+                        self.continue_run(r, deadline, &mut guard, &mut end)?;
                     }
                 }
                 Event::Retry(slot) => {
@@ -601,6 +653,8 @@ impl<'a> Simulation<'a> {
                 Event::LoadReport => self.on_load_report(now),
                 Event::Fleet(e) => self.on_fleet_event(e, now),
                 Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
+                Event::Canary => self.on_canary(now),
+                Event::Overflow => self.on_overflow(now),
             }
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -730,17 +784,20 @@ impl<'a> Simulation<'a> {
         summary.tenancy = st
             .tenants
             .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
+        // Each region draws the whole `[workload]`: the fleet is offered it
+        // once per region.
+        let offered = f
+            .offered_rate()
+            .map(|r| r * f.fleet.regions.len().max(1) as f64);
         summary.load =
-            crate::load::load_report_of(|| st.load.iter(), end, f.fleet.replicas, f.offered_rate());
+            crate::load::load_report_of(|| st.load.iter(), end, f.fleet.replicas, offered);
         let dip = st.dip.map(|(d, _, _)| d.finish());
-        summary.lifecycle = self.fleet_report(end, st.completed_output_tokens, dip);
-        let fleet_series = self
-            .life
-            .as_mut()
-            .map(|x| std::mem::take(&mut x.fleet.series))
-            .unwrap_or_default();
+        summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
+        let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
         summary.kv_transfer = self.fleet.transfer_report_from(st.transfers, end);
+        summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
+        summary.regions = self.region_report(st.regions, &summary, end);
         Ok(RunResult {
             summary,
             // A streamed run's slab holds only vacant slots by now.
@@ -810,6 +867,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.fleet_check(&mut held)?;
+        self.region_check(&mut held)?;
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;
@@ -831,8 +889,11 @@ impl<'a> Simulation<'a> {
     }
 }
 
+mod canary_run;
+mod decode_runs;
 mod life;
 mod records;
+mod regions;
 
 #[cfg(test)]
 mod tests;
@@ -842,3 +903,12 @@ mod prefix_tests;
 
 #[cfg(test)]
 mod fleet_tests;
+
+#[cfg(test)]
+mod pool_life_tests;
+
+#[cfg(test)]
+mod region_tests;
+
+#[cfg(test)]
+mod decode_run_props;

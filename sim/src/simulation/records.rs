@@ -32,6 +32,19 @@ pub(super) struct Slab {
     held_done: Vec<Vec<RequestId>>,
     /// Most slots in use at once.
     pub peak_slots: usize,
+    /// With recycling and a life cycle per pool: where each request that
+    /// arrived since the oldest pool's last scrape is (`recent[k]`: request
+    /// `recent_base + k`), so a pool's arrival rate can still count them.
+    track_recent: bool,
+    recent: std::collections::VecDeque<Recent>,
+    recent_base: u64,
+}
+
+/// A recent arrival: in its slot still, or ended on `replica`.
+#[derive(Clone, Copy, Debug)]
+enum Recent {
+    Live(RequestId),
+    Ended(u32),
 }
 
 /// A freed slot's placeholder: ended, so no check counts it in flight.
@@ -39,6 +52,42 @@ fn vacant() -> Request {
     let mut r = Request::new(SimTime::ZERO, 0, 0);
     r.status = Status::Completed;
     r
+}
+
+impl Slab {
+    /// Requests that arrived from id `from` on and are now on a replica in
+    /// `range` (a pool's arrivals since its last scrape). `requests`: the
+    /// run's slots.
+    pub(super) fn routed_since(
+        &self,
+        requests: &[Request],
+        from: u64,
+        range: &std::ops::Range<usize>,
+    ) -> u64 {
+        let on = |r: u32| range.contains(&(r as usize));
+        if !self.recycle {
+            return requests[from as usize..]
+                .iter()
+                .filter(|r| on(r.replica))
+                .count() as u64;
+        }
+        debug_assert!(from >= self.recent_base);
+        self.recent
+            .iter()
+            .skip((from - self.recent_base) as usize)
+            .filter(|e| match **e {
+                Recent::Live(slot) => on(requests[slot as usize].replica),
+                Recent::Ended(r) => on(r),
+            })
+            .count() as u64
+    }
+
+    /// No pool will count arrivals before id `oldest` again.
+    pub(super) fn forget_arrivals_before(&mut self, oldest: u64) {
+        while self.recent_base < oldest && self.recent.pop_front().is_some() {
+            self.recent_base += 1;
+        }
+    }
 }
 
 impl<'a> Simulation<'a> {
@@ -54,10 +103,18 @@ impl<'a> Simulation<'a> {
                 dir,
                 self.scenario.file.metrics.attribution,
                 self.fleet.disaggregated(),
+                self.scenario
+                    .file
+                    .fleet
+                    .regions
+                    .iter()
+                    .map(|g| g.name.clone())
+                    .collect(),
             )?;
             self.stream.set_csv(csv);
         }
         self.slab.recycle = true;
+        self.slab.track_recent = self.life_pooled();
         self.slab.held_done = vec![Vec::new(); self.replicas.len()];
         self.requests = Vec::new();
         Ok(self)
@@ -75,6 +132,9 @@ impl<'a> Simulation<'a> {
     pub(super) fn put(&mut self, slot: RequestId, req: Request) {
         let id = self.slab.arrived;
         self.slab.arrived += 1;
+        if self.slab.track_recent {
+            self.slab.recent.push_back(Recent::Live(slot));
+        }
         if self.slab.free.last() == Some(&slot) {
             self.slab.free.pop();
             self.requests[slot as usize] = req;
@@ -102,6 +162,10 @@ impl<'a> Simulation<'a> {
         r.prefix_hashes = Vec::new();
         self.slab.vacant[i] = true;
         self.slab.free.push(slot);
+        let id = self.slab.ids[i];
+        if self.slab.track_recent && id >= self.slab.recent_base {
+            self.slab.recent[(id - self.slab.recent_base) as usize] = Recent::Ended(r.replica);
+        }
         self.life_forget(slot);
         self.stream.ended(self.slab.ids[i], r);
     }

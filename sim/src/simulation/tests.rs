@@ -190,6 +190,8 @@ output_tokens = { dist = "fixed", value = 3 }
             Event::LoadReport => sim.on_load_report(now),
             Event::Fleet(_) => unreachable!("no life cycle"),
             Event::TransferDone(_) => unreachable!("no pools"),
+            Event::Canary => unreachable!("no canary"),
+            Event::Overflow => unreachable!("no regions"),
         }
     }
     assert!(sim.check_invariants().is_ok());
@@ -242,6 +244,8 @@ output_tokens = { dist = "fixed", value = 20 }
             Event::LoadReport => sim.on_load_report(now),
             Event::TransferDone(slot) => sim.fleet_step(None, Some(slot), now),
             Event::Fleet(_) => unreachable!("no life cycle"),
+            Event::Canary => unreachable!("no canary"),
+            Event::Overflow => unreachable!("no regions"),
         }
         if sim.fleet.busy() && sim.replicas[0].held_for_transfer() > 2 {
             on_link = true;

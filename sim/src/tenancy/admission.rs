@@ -9,7 +9,7 @@
 
 use super::bucket::TokenBucket;
 use crate::replica::Replica;
-use crate::request::{RejectReason, Request, Status};
+use crate::request::{RejectReason, Request};
 use crate::scenario::{LimitsCfg, OutputCharge};
 use crate::time::{SimTime, NANOS_PER_SEC};
 use crate::workload::RequestSpec;
@@ -110,9 +110,11 @@ impl Gate {
         Ok(())
     }
 
-    /// A request of this tenant ended (completed, or rejected at arrival).
-    pub fn on_end(&mut self, r: &Request, now: SimTime) {
-        if matches!(r.status, Status::Rejected(_)) {
+    /// A request of this tenant ended: completed, rejected at arrival
+    /// (`admitted` false: never counted), or failed after admission (a
+    /// replica failure with retries exhausted, no ready replica).
+    pub fn on_end(&mut self, r: &Request, now: SimTime, admitted: bool) {
+        if !admitted {
             return; // never admitted: nothing to release
         }
         self.in_flight -= 1;

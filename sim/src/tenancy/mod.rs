@@ -175,10 +175,11 @@ impl Tenancy {
         spec
     }
 
-    /// A request ended (completed, or rejected and not retried).
-    pub fn on_end(&mut self, r: &Request, now: SimTime) {
+    /// A request ended (completed, failed after admission, or rejected at
+    /// arrival and not retried: `admitted` false).
+    pub fn on_end(&mut self, r: &Request, now: SimTime, admitted: bool) {
         if let Some(g) = self.gates.get_mut(r.tenant as usize) {
-            g.on_end(r, now);
+            g.on_end(r, now, admitted);
         }
     }
 

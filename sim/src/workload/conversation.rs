@@ -156,6 +156,7 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
             hash_block_tokens: HASH_BLOCK_TOKENS,
             pinnable_tokens: session.pinnable_tokens,
             samples: 0,
+            region: 0,
         };
         session.hashes = hashes;
         if session.turns_left == 0 {

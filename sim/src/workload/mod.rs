@@ -52,6 +52,8 @@ pub struct RequestSpec {
     /// Parallel samples of one prompt (vLLM's `n`); 0 when the source does
     /// not say (one sample, unless `[workload] n` draws one: `samples`).
     pub samples: u32,
+    /// Origin region (index into `fleet.regions`; 0 without regions).
+    pub region: u16,
 }
 
 /// A stream of requests.

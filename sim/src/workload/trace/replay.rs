@@ -360,6 +360,7 @@ impl RequestSource for Replay {
                 hash_block_tokens: p.block_tokens,
                 pinnable_tokens: 0,
                 samples: p.samples,
+                region: 0,
             });
         }
     }

@@ -1,0 +1,331 @@
+//! Decode runs in closed form: between two events that change a replica's
+//! batch, a decode-only replica's iterations follow from the cost model step
+//! by step, every sequence's context growing by one token per step
+//! (DESIGN.md, "Performance"; issue 14).
+//!
+//! Step by step, each iteration walks every running sequence twice: the
+//! policy marks it and secures its next KV slot (`SchedState::schedule_decodes`),
+//! and the iteration's end gives it its token and its inter-token gap
+//! (`Replica::finish_iteration`). When nothing but decoding happens — no
+//! request waiting or swapped out, none prefilling, none finishing, no
+//! allocation that could evict or preempt — everything those walks produce
+//! follows from a few sums taken once at the start of the run:
+//!
+//! - the shape of step `j` is `n` decodes over `Σ (l_i + 1) + n (j - 1)`
+//!   context tokens, so its price is the cost model's on that shape, the
+//!   very call step-by-step makes (bit-identical `f64`, identical ns);
+//! - every sequence received its previous token when the last step ended,
+//!   so step `j` adds one inter-token gap of its own duration for `n`
+//!   tokens, exactly the back-to-back sample `finish_iteration` records;
+//! - sequence `i` needs a new KV block at step `j` when `j - 1 ≡ d_i`
+//!   (mod block size), `d_i` being its free slots at the start: a histogram
+//!   of the `d_i` gives each step's allocations, taken from the allocator in
+//!   one call (the allocator counts, so one call of `c` blocks is `c` calls
+//!   of one);
+//! - the queue clock, decode clock and per-replica statistics advance by
+//!   the same calls as step by step, once per step, in O(1).
+//!
+//! The sequences themselves are brought up to date only when the run ends
+//! ([`Replica::end_decode_run`]): `k` steps later each has `k` more tokens
+//! in its cache and the blocks that hold them. A step that would complete a
+//! sequence, allocate beyond the free blocks (eviction or preemption), or
+//! meet a request that arrived, a swapped-out sequence or a KV transfer, is
+//! run by the ordinary path. Runs are off for replicas that decode
+//! speculatively, run parallel samples, keep static batches, or charge
+//! decoded tokens to a fairness policy (VTC): their steps are not a function
+//! of the shape alone.
+//!
+//! The simulation (`simulation::Simulation::continue_run`) also skips the
+//! event queue for a run's step that ends before every queued event: the
+//! event would have been popped next, so handling it at once keeps the
+//! order. `[engine] decode_runs = false` (or `--step-by-step`) turns both
+//! off; a test runs every example scenario both ways and compares the files
+//! byte for byte.
+
+use super::{attribution, IterationOutcome, Replica, TokenGaps};
+use crate::cost::BatchShape;
+use crate::request::Request;
+use crate::time::SimTime;
+
+/// The closed form of one replica's run of decode-only steps.
+#[derive(Debug, Default)]
+pub struct DecodeRun {
+    /// Closed-form steps are allowed at all (`[engine] decode_runs`).
+    enabled: bool,
+    /// A run is in progress: the running sequences' token counts and blocks
+    /// are those of its start.
+    active: bool,
+    /// Steps formed and finished so far in this run.
+    formed: u32,
+    finished: u32,
+    /// Most steps before one would complete a sequence.
+    limit: u32,
+    /// Decoding sequences.
+    n: u32,
+    /// Σ (context + 1) over the sequences at the first step.
+    ctx1: u64,
+    /// When the last finished step ended (every sequence's last token).
+    last_end: u64,
+    /// Sequences by free KV slots at the start (`d_i`, below a block).
+    hist: Vec<u32>,
+    /// Steps taken in closed form over the replica's life (for tests).
+    steps: u64,
+}
+
+impl Replica {
+    /// Lets this replica run decode-only steps in closed form.
+    pub fn enable_decode_runs(&mut self) {
+        self.run.enabled = true;
+    }
+
+    /// Iterations this replica took in closed form so far.
+    pub fn decode_run_steps(&self) -> u64 {
+        self.run.steps
+    }
+
+    /// Whether the iteration in progress is a closed-form step.
+    pub fn in_decode_run(&self) -> bool {
+        self.run.active
+    }
+
+    /// Whether nothing but the running sequences can take part in the next
+    /// step: no request waits, none is swapped out or arriving by KV
+    /// transfer, and the replica's setup keeps steps a function of the
+    /// shape alone.
+    #[inline]
+    fn run_possible(&self, now: SimTime) -> bool {
+        let st = &self.st;
+        self.run.enabled
+            && st.waiting.is_empty()
+            && st.swapped.is_empty()
+            && st.handoff.arrived.is_empty()
+            && !st.running.is_empty()
+            && self.last_finish == now
+            && !st.forked
+            && self.speculation.is_none()
+            && !st.cfg.prefill_only
+            && !self.policy.keeps_finished_until_batch_ends()
+            && !st.waiting.order.charges_decode()
+    }
+
+    /// Starts a run at `now` when every running sequence decoded back to back
+    /// and none finishes at the next step. O(sequences), once per run.
+    fn start_decode_run(&mut self, now: SimTime) -> bool {
+        let bs = self.st.cfg.block_size;
+        let run = &mut self.run;
+        run.hist.clear();
+        run.hist.resize(bs as usize, 0);
+        let (mut n, mut ctx1, mut min_rem) = (0u32, 0u64, u32::MAX);
+        for s in &self.st.running {
+            // A sequence that finishes at the next step ends the run before
+            // it starts: give up at once.
+            if s.prefilling()
+                || s.done
+                || s.samples != 1
+                || s.last_token != now.0
+                || s.remaining() <= 1
+            {
+                return false;
+            }
+            if !s.reserved {
+                match s.capacity(bs).checked_sub(s.kv_tokens) {
+                    Some(d) if d < bs => run.hist[d as usize] += 1,
+                    _ => return false,
+                }
+            }
+            min_rem = min_rem.min(s.remaining());
+            n += 1;
+            ctx1 += s.kv_tokens as u64 + 1;
+        }
+        run.active = true;
+        run.formed = 0;
+        run.finished = 0;
+        run.limit = min_rem - 1;
+        run.n = n;
+        run.ctx1 = ctx1;
+        run.last_end = now.0;
+        true
+    }
+
+    /// Forms the next iteration at `now` in closed form when it is a step of
+    /// a decode run (starting one if it can); `None` ends any run and leaves
+    /// the iteration to the ordinary path.
+    pub(super) fn form_run_step(
+        &mut self,
+        now: SimTime,
+        reqs: &mut [Request],
+    ) -> Option<BatchShape> {
+        if !self.run_possible(now) {
+            self.end_decode_run();
+            return None;
+        }
+        if !self.run.active && !self.start_decode_run(now) {
+            return None;
+        }
+        let j = self.run.formed + 1;
+        let bs = self.st.cfg.block_size;
+        let alloc = self.run.hist[((j - 1) % bs) as usize] as u64;
+        if j > self.run.limit || alloc > self.st.kv.free() {
+            self.end_decode_run();
+            return None;
+        }
+        // `form_batch`'s steps, each in O(1).
+        self.account_kv(now);
+        let st = &mut self.st;
+        st.swap_blocks = 0;
+        st.preempted_now = false;
+        st.attr.begin(now, reqs);
+        // Free blocks cover every allocation, so none evicts (`make_free`).
+        let granted = st.kv.allocate(alloc);
+        debug_assert!(granted);
+        let n = self.run.n;
+        let mut shape = BatchShape {
+            decode_seqs: n,
+            decode_context_tokens: self.run.ctx1 + n as u64 * (j - 1) as u64,
+            ..BatchShape::default()
+        };
+        st.acc = shape;
+        st.acc_valid = true;
+        shape.swap_bytes = st.swap_blocks as f64 * st.cfg.block_bytes;
+        let cause = attribution::blocker(st, &shape, false);
+        st.attr.decided(cause, &shape, now, reqs);
+        shape.idle_ns = now.since(self.last_finish);
+        self.iteration_start = Some(now);
+        self.stats.iterations += 1;
+        self.stats.batch_seqs += shape.seqs() as u64;
+        self.stats.batch_tokens += shape.tokens();
+        self.run.formed = j;
+        self.run.steps += 1;
+        Some(shape)
+    }
+
+    /// Finishes a closed-form step at `now`, if the iteration in progress is
+    /// one: `finish_iteration`'s bookkeeping without visiting the sequences.
+    pub(super) fn finish_run_step(
+        &mut self,
+        now: SimTime,
+        gaps: &mut TokenGaps,
+    ) -> Option<IterationOutcome> {
+        if !self.run.active || self.run.formed == self.run.finished {
+            return None;
+        }
+        let start = self.iteration_start.take().expect("a step in progress");
+        self.last_finish = now;
+        self.stats.busy_ns += now.since(start);
+        self.account_kv(now);
+        let duration = now.since(start);
+        self.st.attr.advance(start, now);
+        // Every sequence got its previous token when the last step ended.
+        gaps.gaps.push((duration, self.run.n));
+        self.run.finished += 1;
+        self.run.last_end = now.0;
+        Some(IterationOutcome {
+            duration,
+            decode_seqs: self.run.n,
+        })
+    }
+
+    /// Brings the running sequences up to date with the run's steps and ends
+    /// it (between steps, or with one in progress: its sequences are then
+    /// marked decoding and hold its blocks, as step by step).
+    pub fn end_decode_run(&mut self) {
+        if !self.run.active {
+            return;
+        }
+        let run = &mut self.run;
+        run.active = false;
+        let (done, formed) = (run.finished, run.formed);
+        let bs = self.st.cfg.block_size;
+        for s in &mut self.st.running {
+            if !s.reserved {
+                let need = (s.kv_tokens + formed).div_ceil(bs) - s.shared;
+                s.blocks = s.blocks.max(need);
+            }
+            s.kv_tokens += done;
+            s.generated += done;
+            if done > 0 {
+                s.last_token = run.last_end;
+            }
+            s.decode = formed > done;
+        }
+    }
+
+    /// Tokens the run has added to each sequence so far (0 outside a run).
+    pub(super) fn run_tokens(&self) -> u32 {
+        if self.run.active {
+            self.run.finished
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{engine, replica};
+    use super::*;
+    use crate::request::Request;
+    use crate::time::SimTime;
+
+    /// Drives one replica to the end with fixed 1000-ns iterations (priced by
+    /// the shape, so a wrong shape shows), returning every observable.
+    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64) {
+        let e = engine(8, 4096, block_size);
+        let mut rep = replica(&e, kv_blocks);
+        if runs {
+            rep.enable_decode_runs();
+        }
+        let mut reqs: Vec<Request> = (0..6)
+            .map(|i| Request::new(SimTime(0), 20 + 7 * i, 30 + 11 * i))
+            .collect();
+        let mut log = vec![];
+        let mut t = SimTime(0);
+        let mut done = vec![];
+        let mut gaps = TokenGaps::default();
+        let mut next = 0;
+        for step in 0.. {
+            // Arrivals now and then, which must end a run.
+            if step % 17 == 0 && next < reqs.len() {
+                rep.enqueue(next as u32);
+                next += 1;
+            }
+            let Some(shape) = rep.form_batch(t, &mut reqs) else {
+                if next == reqs.len() {
+                    break;
+                }
+                t = t.plus(5);
+                continue;
+            };
+            let dt = 1000 + shape.decode_context_tokens % 97 + 13 * shape.prefill_tokens;
+            log.push(format!(
+                "{t:?} {shape:?} used {} free {}",
+                rep.kv().used(),
+                rep.kv().free()
+            ));
+            t = t.plus(dt);
+            gaps.gaps.clear();
+            rep.finish_iteration(t, &mut reqs, &mut done, &mut gaps);
+            log.push(format!("{:?} {:?} {:?}", gaps.gaps, done, rep.stats));
+        }
+        rep.close(t);
+        log.push(format!("{} {}", rep.blocks_held(), rep.kv().used()));
+        (log, reqs, rep.decode_run_steps())
+    }
+
+    #[test]
+    fn a_replica_runs_the_same_with_and_without_closed_form_steps() {
+        for (bs, blocks) in [(16, 1000), (4, 1000), (16, 14), (1, 200)] {
+            let (a, ra, none) = drive(false, bs, blocks);
+            let (b, rb, steps) = drive(true, bs, blocks);
+            assert_eq!(none, 0);
+            assert!(
+                steps * 3 > b.len() as u64,
+                "most steps closed-form: {steps}"
+            );
+            assert_eq!(a, b, "block size {bs}, {blocks} blocks");
+            for (x, y) in ra.iter().zip(&rb) {
+                assert_eq!(format!("{x:?}"), format!("{y:?}"));
+            }
+        }
+    }
+}

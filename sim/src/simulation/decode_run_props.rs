@@ -1,0 +1,214 @@
+//! Property test of decode runs (`replica::decode_run`): randomized
+//! workloads and engine settings — every batch policy, recompute and swap
+//! preemption under memory pressure, prefix caching, speculative decoding,
+//! parallel sampling, tenants under each fairness policy, pools with
+//! disaggregated KV transfer, life cycle with failures, closed-loop users,
+//! routers with and without load reports — give the same files with decode
+//! runs as step by step.
+
+use super::*;
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Case {
+    seed: u64,
+    requests: u32,
+    replicas: u32,
+    router: &'static str,
+    report: bool,
+    policy: &'static str,
+    swap: bool,
+    block_size: u32,
+    max_num_seqs: u32,
+    tight_kv: bool,
+    prefix: bool,
+    speculative: bool,
+    samples: u32,
+    tenants: Option<&'static str>,
+    disagg: bool,
+    failures: bool,
+    closed_loop: bool,
+    rate: f64,
+    prompt: u32,
+    output: u32,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (0u64..1000, 20u32..90, 1u32..4),
+        (
+            prop::sample::select(vec![
+                "round-robin",
+                "least-outstanding",
+                "least-kv",
+                "power-of-two",
+                "prefix-affinity",
+            ]),
+            any::<bool>(),
+            prop::sample::select(vec!["continuous", "vllm", "sarathi", "orca", "static"]),
+            any::<bool>(),
+            prop::sample::select(vec![16u32, 4]),
+            prop::sample::select(vec![256u32, 8]),
+        ),
+        (
+            prop::bool::weighted(0.4),
+            any::<bool>(),
+            prop::bool::weighted(0.15),
+            prop::sample::select(vec![1u32, 1, 1, 1, 3]),
+            prop::sample::select(vec![
+                None,
+                None,
+                None,
+                Some("fcfs"),
+                Some("priority"),
+                Some("vtc"),
+            ]),
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.2),
+        ),
+        (
+            prop::sample::select(vec![2.0, 20.0, 200.0]),
+            50u32..1500,
+            2u32..300,
+        ),
+    )
+        .prop_map(
+            |(
+                (seed, requests, replicas),
+                (router, report, policy, swap, block_size, max_num_seqs),
+                (tight_kv, prefix, speculative, samples, tenants, disagg, failures, closed_loop),
+                (rate, prompt, output),
+            )| Case {
+                seed,
+                requests,
+                replicas,
+                router,
+                report,
+                policy,
+                swap,
+                block_size,
+                max_num_seqs,
+                tight_kv,
+                prefix,
+                speculative,
+                samples,
+                tenants,
+                disagg,
+                failures: failures && !disagg,
+                closed_loop,
+                rate,
+                prompt,
+                output,
+            },
+        )
+}
+
+fn toml(c: &Case) -> String {
+    let lengths = format!(
+        "prompt_tokens = {{ dist = \"lognormal\", mean = {}, cv = 0.8, min = 4, max = 3000 }}\n\
+         output_tokens = {{ dist = \"lognormal\", mean = {}, cv = 0.8, min = 1, max = 800 }}\n",
+        c.prompt, c.output
+    );
+    let arrival = if c.closed_loop {
+        "arrival = { process = \"closed\", users = 6, think_time = { dist = \"exponential\", mean_s = 0.5 } }\n"
+            .to_string()
+    } else {
+        format!("arrival = {{ process = \"poisson\", rate = {} }}\n", c.rate)
+    };
+    let mut t = format!(
+        "name = \"p\"\nseed = {}\n[horizon]\nrequests = {}\nduration_s = 600\n\
+         [model]\npreset = \"llama-3.1-8b\"\n[hardware]\npreset = \"h100-sxm\"\n",
+        c.seed, c.requests
+    );
+    t += &format!("[fleet]\nrouter = \"{}\"\n", c.router);
+    if c.report {
+        t += "report_interval_s = 0.05\n";
+    }
+    if c.disagg {
+        t += "[[fleet.pools]]\nname = \"prefill\"\nrole = \"prefill\"\nreplicas = 1\n\
+              [[fleet.pools]]\nname = \"decode\"\nrole = \"decode\"\nreplicas = 2\n\
+              [fleet.kv_transfer]\nbandwidth_gbyte_s = 50.0\nlatency_us = 20.0\n";
+    } else {
+        t += &format!("replicas = {}\n", c.replicas);
+    }
+    t += &format!(
+        "[engine]\npolicy = \"{}\"\npreemption = \"{}\"\nblock_size = {}\nmax_num_seqs = {}\n\
+         max_batched_tokens = 4096\nmax_model_len = 4096\nprefix_caching = {}\n",
+        if c.disagg { "sarathi" } else { c.policy },
+        if c.swap { "swap" } else { "recompute" },
+        c.block_size,
+        c.max_num_seqs,
+        c.prefix
+    );
+    if c.tight_kv {
+        t += "gpu_memory_utilization = 0.235\n";
+    }
+    if c.speculative {
+        t += "speculative = { num_draft_tokens = 3, acceptance_rate = 0.7, draft_cost_fraction = 0.1 }\n";
+    }
+    t += "[metrics]\ntimeseries_interval_s = 0.5\n";
+    if c.failures {
+        t += "[lifecycle]\nprovision_s = 5\nwarmup_s = 1\n\
+              [failures]\nrepair_s = 3\nmax_retries = 1\nat = [{ time_s = 2, replica = 0 }]\n";
+    }
+    match c.tenants {
+        Some(policy) => {
+            t += &format!("[fairness]\npolicy = \"{policy}\"\n");
+            for (name, prio, rate) in [("a", "interactive", c.rate), ("b", "batch", c.rate / 2.0)] {
+                t += &format!(
+                    "[[tenants]]\nname = \"{name}\"\npriority = \"{prio}\"\n[tenants.workload]\n\
+                     arrival = {{ process = \"poisson\", rate = {rate} }}\n{lengths}"
+                );
+            }
+        }
+        None => {
+            t += &format!("[workload]\n{arrival}{lengths}");
+            if c.prefix {
+                t += "shared_prefix = { variants = 2, tokens = 256 }\n";
+            }
+            if c.samples > 1 {
+                t += &format!("n = {{ dist = \"fixed\", value = {} }}\n", c.samples);
+            }
+        }
+    }
+    t
+}
+
+/// The run's files, by name.
+fn files(s: &Scenario) -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Simulation::new(s).run(|_| {}).unwrap();
+    crate::output::write_all(dir.path(), &r).unwrap();
+    let mut out: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn decode_runs_give_the_same_files_as_step_by_step(c in case()) {
+        let text = toml(&c);
+        let s = Scenario::from_toml_str(&text, "p.toml");
+        prop_assume!(s.is_ok(), "{}", s.err().map(|e| e.to_string()).unwrap_or_default());
+        let mut s = s.unwrap();
+        s.file.engine.decode_runs = false;
+        let steps = files(&s);
+        s.file.engine.decode_runs = true;
+        let runs = files(&s);
+        prop_assert_eq!(steps.len(), runs.len());
+        for ((a, x), (b, y)) in steps.iter().zip(&runs) {
+            prop_assert_eq!(a, b);
+            prop_assert!(x == y, "{} differs\n{}", a, text);
+        }
+    }
+}
