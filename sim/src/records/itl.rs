@@ -63,16 +63,57 @@ impl ItlHistogram {
 
     /// The distribution [`Dist::of_weighted`] gives for the same pairs.
     pub fn dist(&mut self) -> Dist {
+        if self.spilled.is_empty() {
+            // Nothing spilled: the counts are sorted in memory (at most
+            // MAX_DISTINCT of them), never written out.
+            let mut v: Vec<(u64, u64, u64)> = self
+                .counts
+                .drain()
+                .map(|((x, w), c)| (x, w as u64, c))
+                .collect();
+            v.sort_unstable();
+            return dist_of(Sorted::Memory(&v));
+        }
         for (&(x, w), &c) in &self.counts {
             self.spilled.push((x, w as u64, c));
         }
         self.counts.clear();
-        if self.spilled.is_empty() {
-            return Dist::default();
+        dist_of(Sorted::Spilled(&mut self.spilled))
+    }
+}
+
+/// The (gap, tokens, count) triples in ascending order: sorted in memory,
+/// or merged from the spilled runs.
+enum Sorted<'a> {
+    Memory(&'a [(u64, u64, u64)]),
+    Spilled(&'a mut SpillSort<(u64, u64, u64)>),
+}
+
+impl Sorted<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            Sorted::Memory(v) => v.is_empty(),
+            Sorted::Spilled(s) => s.is_empty(),
         }
+    }
+
+    fn iter(&mut self) -> Box<dyn Iterator<Item = (u64, u64, u64)> + '_> {
+        match self {
+            Sorted::Memory(v) => Box::new(v.iter().copied()),
+            Sorted::Spilled(s) => Box::new(s.sorted()),
+        }
+    }
+}
+
+/// [`ItlHistogram::dist`] over `src` (read twice).
+fn dist_of(mut src: Sorted<'_>) -> Dist {
+    if src.is_empty() {
+        return Dist::default();
+    }
+    {
         // Pass 1: the total weight, the sum and the largest gap.
         let (mut total, mut sum, mut max) = (0u64, 0f64, 0u64);
-        for ((x, w), c) in groups(self.spilled.sorted()) {
+        for ((x, w), c) in groups(src.iter()) {
             total += w as u64 * c;
             // One addition per original pair, in sorted order, as the list
             // version does: the float sum rounds the same way.
@@ -88,7 +129,7 @@ impl ItlHistogram {
         let targets = QS.map(|q| (q * total as f64).ceil().max(1.0) as u64);
         let mut found = [None::<u64>; 4];
         let mut acc = 0u64;
-        for ((x, w), c) in groups(self.spilled.sorted()) {
+        for ((x, w), c) in groups(src.iter()) {
             acc += w as u64 * c;
             for (k, &t) in targets.iter().enumerate() {
                 if found[k].is_none() && acc >= t {

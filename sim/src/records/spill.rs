@@ -244,16 +244,37 @@ impl<T: Spill + Ord> SpillSort<T> {
     /// Every value in ascending order (sorts the buffered tail in place).
     pub fn sorted(&mut self) -> impl Iterator<Item = T> + '_ {
         self.buf.sort_unstable();
+        if self.disk.runs.is_empty() {
+            // Nothing spilled: the buffer alone, without the merge heap.
+            return Sorted::Memory(self.buf.iter().copied());
+        }
         let mut sources: Vec<Box<dyn Iterator<Item = T> + '_>> = (0..self.disk.runs.len())
             .map(|k| Box::new(self.disk.cursor::<T>(k)) as Box<dyn Iterator<Item = T>>)
             .collect();
         sources.push(Box::new(self.buf.iter().copied()));
-        Merge::new(sources)
+        Sorted::Merged(Merge::new(sources))
     }
 
     /// The first I/O error, if any (the values are then incomplete).
     pub fn error(&self) -> Option<&str> {
         self.disk.error.as_deref()
+    }
+}
+
+/// [`SpillSort::sorted`]'s values: straight from memory when nothing
+/// spilled, merged with the runs on disk otherwise.
+enum Sorted<A, B> {
+    Memory(A),
+    Merged(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Sorted<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Sorted::Memory(a) => a.next(),
+            Sorted::Merged(b) => b.next(),
+        }
     }
 }
 

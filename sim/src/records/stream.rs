@@ -4,10 +4,12 @@
 //! Requests end out of order (a short request overtakes a long one), but the
 //! records must come out in id order: `requests.csv` lists rows by id, and
 //! some reports add floating-point values request by request, so the order
-//! of the additions is part of the result. A reorder buffer keyed by id
-//! holds each request that ended before every earlier one had: it is bounded
-//! by the requests that arrived since the oldest one still in flight, not
-//! by the run's length.
+//! of the additions is part of the result. A reorder buffer holds each
+//! request that ended before every earlier one had: a ring indexed by id
+//! from the next one to emit (a request is placed and taken in O(1), with
+//! no search and no shifting of its neighbours), bounded by the requests
+//! that arrived since the oldest one still in flight, not by the run's
+//! length.
 
 use crate::cluster::fleet::TransferTimes;
 use crate::lifecycle::SloDipRecords;
@@ -18,15 +20,18 @@ use crate::records::spill::SpillLog;
 use crate::region::records::RegionRecords;
 use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// What the run's reports fold from each ended request (see the module
 /// comment), and the streamed `requests.csv` when the run writes one.
 pub struct RecordStream {
     /// The next id to emit.
     next: u64,
-    /// Requests that ended before `next` did.
-    pending: BTreeMap<u64, Request>,
+    /// Requests that ended before `next` did: entry `k` is request
+    /// `next + k` (`None`: not ended yet).
+    pending: VecDeque<Option<Request>>,
+    /// Requests held in `pending`.
+    held: usize,
     /// Most requests held in `pending` at once (its high-water mark).
     pub peak_pending: usize,
     csv: Option<RequestsCsv>,
@@ -55,7 +60,8 @@ impl RecordStream {
     ) -> RecordStream {
         RecordStream {
             next: 0,
-            pending: BTreeMap::new(),
+            pending: VecDeque::new(),
+            held: 0,
             peak_pending: 0,
             csv: None,
             io_error: None,
@@ -78,18 +84,25 @@ impl RecordStream {
     /// Request `id` ended (or is flushed at the horizon): emitted now if
     /// every earlier id has been, held until then otherwise.
     pub fn ended(&mut self, id: u64, r: Request) {
-        if id != self.next {
-            self.pending.insert(id, r);
-            self.peak_pending = self.peak_pending.max(self.pending.len());
+        debug_assert!(id >= self.next, "request {id} ended twice");
+        let k = (id - self.next) as usize;
+        if k > 0 {
+            if self.pending.len() <= k {
+                self.pending.resize_with(k + 1, || None);
+            }
+            debug_assert!(self.pending[k].is_none(), "request {id} ended twice");
+            self.pending[k] = Some(r);
+            self.held += 1;
+            self.peak_pending = self.peak_pending.max(self.held);
             return;
         }
         self.emit(id, &r);
         self.next += 1;
-        while let Some(e) = self.pending.first_entry() {
-            if *e.key() != self.next {
-                break;
-            }
-            let r = e.remove();
+        // The entry of `id` itself, when the ring reaches past it.
+        self.pending.pop_front();
+        while let Some(Some(_)) = self.pending.front() {
+            let r = self.pending.pop_front().flatten().expect("held");
+            self.held -= 1;
             self.emit(self.next, &r);
             self.next += 1;
         }
@@ -129,7 +142,7 @@ impl RecordStream {
 
     /// Requests still held for order (all emitted once the run flushed).
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.held
     }
 
     /// The first error spilling records to disk (the reports would then be
