@@ -64,7 +64,8 @@ pub fn run(
     let mut last = None;
     for i in 0..repeat.max(1) {
         let t = Instant::now();
-        let r = Simulation::new(&s).run(|_| {})?;
+        // As `simulate` runs: records folded as requests end, none kept.
+        let r = Simulation::new(&s).stream_records(None)?.run(|_| {})?;
         let secs = t.elapsed().as_secs_f64();
         outln!(
             "  run {}: {:.3} s wall, {:.0} simulated requests/s",

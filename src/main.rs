@@ -62,7 +62,8 @@ fn run(cli: Cli) -> Result<()> {
         } => simulate(&scenario, out, seed, json, report, lenient, step_by_step),
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
-            let est = sim::guard::check_estimate(&s).map_err(anyhow::Error::msg)?;
+            // `simulate` streams its records: only the time series stays.
+            let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
             for line in sim::cluster::pool::check_lines(&s) {
                 outln!("{line}");
@@ -206,7 +207,11 @@ fn simulate(
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     let mut progress = LazyProgress::new(&format!("simulating {}", scenario.name()));
     let wall = Instant::now();
-    let result = match Simulation::new(&scenario).run(|p| progress.update(p.fraction)) {
+    // Requests leave memory as they end; requests.csv is written as they go.
+    let sim = Simulation::new(&scenario)
+        .stream_records(Some(&out_dir))
+        .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
+    let result = match sim.run(|p| progress.update(p.fraction)) {
         Ok(r) => r,
         // A workload error names its own file and line.
         Err(sim::RunError::Workload(e)) => return Err(e.into()),

@@ -410,7 +410,7 @@ fn dist_row(name: &str, d: &Dist) {
 pub fn memory_estimate(e: &sim::guard::MemoryEstimate) {
     let n = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
     outln!(
-        "memory     about {} requests and {} time-series rows: {:.2} GiB of {:.1} GiB allowed",
+        "memory     about {} requests (streamed) and {} time-series rows: {:.2} GiB of {:.1} GiB allowed",
         n(e.requests),
         n(e.timeseries_rows),
         e.bytes as f64 / (1u64 << 30) as f64,

@@ -556,6 +556,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         attribution: true,
         fleet_series: Vec::new(),
         pool_series: Vec::new(),
+        streamed_requests: Default::default(),
     }
 }
 

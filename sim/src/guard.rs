@@ -3,11 +3,12 @@
 //! starts, and checks while it runs that the memory stays within the budget
 //! and that simulated time keeps advancing.
 //!
-//! Until per-request records and the time series stream to disk, a run
-//! holds one record per request and one time-series row per replica (or per
-//! fleet) per sampling tick. Both are known in advance from the horizon, the
-//! arrival rate and `[metrics]`, so an oversized run is refused before it
-//! starts, naming the key to change.
+//! A run that keeps its records (the library's default) holds one record per
+//! request; a streamed run (`Simulation::stream_records`, what `simulate`
+//! and `bench` do) holds only the requests in flight. Either holds one
+//! time-series row per replica (or per fleet) per sampling tick. Both are
+//! known in advance from the horizon, the arrival rate and `[metrics]`, so
+//! an oversized run is refused before it starts, naming the key to change.
 
 use crate::metrics::TimeseriesRow;
 use crate::request::Request;
@@ -62,6 +63,12 @@ pub fn rows_per_tick(s: &Scenario) -> u64 {
 
 /// Estimates the run's records and series before it starts.
 pub fn estimate(s: &Scenario) -> MemoryEstimate {
+    estimate_with(s, false)
+}
+
+/// [`estimate`]; `streamed`: the run's records leave memory as requests
+/// end, so only the time series counts.
+pub fn estimate_with(s: &Scenario, streamed: bool) -> MemoryEstimate {
     let h = &s.file.horizon;
     let rate = s.file.offered_rate();
     let by_time = match (h.duration_s, rate) {
@@ -82,8 +89,8 @@ pub fn estimate(s: &Scenario) -> MemoryEstimate {
     let clamp = |x: f64| x.min(u64::MAX as f64 / 2.0) as u64;
     let requests = requests.map(clamp);
     let rows = rows.map(clamp);
-    let bytes = requests
-        .unwrap_or(0)
+    let kept = if streamed { 0 } else { requests.unwrap_or(0) };
+    let bytes = kept
         .saturating_mul(bytes_per_request())
         .saturating_add(rows.unwrap_or(0).saturating_mul(bytes_per_row()));
     MemoryEstimate {
@@ -100,12 +107,19 @@ fn gib(b: u64) -> f64 {
 /// Refuses a run whose estimate exceeds the budget; the error names the key
 /// to change.
 pub fn check_estimate(s: &Scenario) -> Result<MemoryEstimate, String> {
-    let e = estimate(s);
+    check_estimate_with(s, false)
+}
+
+/// [`check_estimate`] of a run that keeps its records or (`streamed`) not.
+pub fn check_estimate_with(s: &Scenario, streamed: bool) -> Result<MemoryEstimate, String> {
+    let e = estimate_with(s, streamed);
     let budget = memory_budget();
     if e.bytes <= budget {
         return Ok(e);
     }
-    let req_bytes = e.requests.unwrap_or(0).saturating_mul(bytes_per_request());
+    let req_bytes = (!streamed as u64)
+        .saturating_mul(e.requests.unwrap_or(0))
+        .saturating_mul(bytes_per_request());
     let row_bytes = e
         .timeseries_rows
         .unwrap_or(0)

@@ -19,6 +19,7 @@ pub mod output;
 pub mod parallel;
 pub mod profile;
 pub mod profiled;
+pub mod records;
 pub mod region;
 pub mod replica;
 pub mod request;

@@ -23,6 +23,7 @@
 //! Otherwise, when the warm-up takes more than half the window, the halves
 //! cannot be compared: the verdict is `too-short`.
 
+use crate::records::spill::SpillSort;
 use crate::request::{Request, Status};
 use crate::time::SimTime;
 use serde::Serialize;
@@ -68,6 +69,76 @@ impl LoadReport {
     }
 }
 
+/// What the load report needs of one request: 32 bytes instead of the whole
+/// record, so a streamed run keeps only these (see `records`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadRecord {
+    arrival: u64,
+    /// Completion time (`u64::MAX`: not completed, or no time).
+    finished: u64,
+    /// Arrival to first scheduled, ns (`u64::MAX`: never scheduled).
+    wait: u64,
+    kind: Kind,
+}
+
+/// The outcomes the load report tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    InFlight,
+    Completed,
+    Rejected,
+    /// Cancelled or failed (observed runs).
+    Other,
+}
+
+impl crate::records::spill::Spill for LoadRecord {
+    const BYTES: usize = 25;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.arrival.to_le_bytes());
+        out.extend_from_slice(&self.finished.to_le_bytes());
+        out.extend_from_slice(&self.wait.to_le_bytes());
+        out.push(self.kind as u8);
+    }
+    fn get(b: &[u8]) -> LoadRecord {
+        let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        LoadRecord {
+            arrival: u(0),
+            finished: u(8),
+            wait: u(16),
+            kind: match b[24] {
+                0 => Kind::InFlight,
+                1 => Kind::Completed,
+                2 => Kind::Rejected,
+                _ => Kind::Other,
+            },
+        }
+    }
+}
+
+impl LoadRecord {
+    pub fn of(r: &Request) -> LoadRecord {
+        LoadRecord {
+            arrival: r.arrival.0,
+            finished: r.finished.map_or(u64::MAX, |f| f.0),
+            wait: r.queue_wait().unwrap_or(u64::MAX),
+            kind: match r.status {
+                Status::InFlight => Kind::InFlight,
+                Status::Completed => Kind::Completed,
+                Status::Rejected(_) => Kind::Rejected,
+                Status::Cancelled | Status::Failed => Kind::Other,
+            },
+        }
+    }
+
+    fn finished(&self) -> Option<u64> {
+        (self.finished != u64::MAX).then_some(self.finished)
+    }
+
+    fn queue_wait(&self) -> Option<u64> {
+        (self.wait != u64::MAX).then_some(self.wait)
+    }
+}
+
 /// Builds the load report of a run of `replicas` replicas that ended at `end`.
 pub fn load_report(
     reqs: &[Request],
@@ -75,23 +146,41 @@ pub fn load_report(
     replicas: u32,
     configured_rate: Option<f64>,
 ) -> LoadReport {
-    let last_arrival = reqs.iter().map(|r| r.arrival.0).max().unwrap_or(0);
+    load_report_of(
+        || reqs.iter().map(LoadRecord::of),
+        end,
+        replicas,
+        configured_rate,
+    )
+}
+
+/// [`load_report`] over the requests' [`LoadRecord`]s, which `reqs` lists in
+/// request order each time it is called (several passes: the windows depend
+/// on the last arrival; a streamed run reads them back from
+/// `records::spill`).
+pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
+    reqs: impl Fn() -> I,
+    end: SimTime,
+    replicas: u32,
+    configured_rate: Option<f64>,
+) -> LoadReport {
+    let last_arrival = reqs().map(|r| r.arrival).max().unwrap_or(0);
+    let count = reqs().count();
     let done_by = |t: u64| {
-        reqs.iter()
-            .filter(|r| r.status == Status::Completed && r.finished.is_some_and(|f| f.0 <= t))
+        reqs()
+            .filter(|r| r.kind == Kind::Completed && r.finished().is_some_and(|f| f <= t))
             .count()
     };
-    let in_flight = reqs.iter().filter(|r| r.status == Status::InFlight).count() as u64;
+    let in_flight = reqs().filter(|r| r.kind == Kind::InFlight).count() as u64;
     let window = last_arrival as f64 / 1e9;
     let offered = configured_rate
-        .or_else(|| (window > 0.0 && reqs.len() > 1).then(|| (reqs.len() - 1) as f64 / window));
+        .or_else(|| (window > 0.0 && count > 1).then(|| (count - 1) as f64 / window));
     // Warm-up: a quarter of the window, or the mean time in system of the
     // requests that arrived in it when longer.
     let quarter = last_arrival / 4;
-    let (n, sum) = reqs
-        .iter()
-        .filter(|r| r.arrival.0 <= quarter && r.status == Status::Completed)
-        .filter_map(|r| r.finished.map(|f| f.0.saturating_sub(r.arrival.0)))
+    let (n, sum) = reqs()
+        .filter(|r| r.arrival <= quarter && r.kind == Kind::Completed)
+        .filter_map(|r| r.finished().map(|f| f.saturating_sub(r.arrival)))
         .fold((0u64, 0u128), |(n, s), w| (n + 1, s + w as u128));
     let sojourn = if n > 0 { (sum / n as u128) as u64 } else { 0 };
     let warm = quarter.max(sojourn);
@@ -100,18 +189,18 @@ pub fn load_report(
     let (early, late) = if too_short {
         (0.0, 0.0)
     } else {
-        backlog_halves(reqs, warm, mid, last_arrival, end)
+        backlog_halves(reqs(), warm, mid, last_arrival, end)
     };
     let growing = !too_short && late > GROWTH_FACTOR * early + replicas.max(1) as f64;
     // Queue waits of arrivals in the halves after a quarter of warm-up.
     let wmid = quarter + (last_arrival - quarter) / 2;
     let mean_wait = |a: u64, b: u64| -> f64 {
         let (mut n, mut sum) = (0u64, 0f64);
-        for r in reqs.iter().filter(|r| (a..b).contains(&r.arrival.0)) {
-            let w = match (r.status, r.queue_wait()) {
-                (Status::Rejected(_), _) => continue,
+        for r in reqs().filter(|r| (a..b).contains(&r.arrival)) {
+            let w = match (r.kind, r.queue_wait()) {
+                (Kind::Rejected, _) => continue,
                 (_, Some(w)) => w,
-                (_, None) => end.0.saturating_sub(r.arrival.0),
+                (_, None) => end.0.saturating_sub(r.arrival),
             };
             n += 1;
             sum += w as f64 / 1e6;
@@ -149,25 +238,31 @@ pub fn load_report(
 
 /// Time-average number in the system over [a, m) and [m, b). Rejected
 /// requests never enter the system.
-fn backlog_halves(reqs: &[Request], a: u64, m: u64, b: u64, run_end: SimTime) -> (f64, f64) {
+fn backlog_halves(
+    reqs: impl Iterator<Item = LoadRecord>,
+    a: u64,
+    m: u64,
+    b: u64,
+    run_end: SimTime,
+) -> (f64, f64) {
     // (time, +1 arrival / −1 departure); departures sort first at a tie.
-    let mut ev: Vec<(u64, i64)> = Vec::with_capacity(reqs.len() * 2);
+    // Sorted on disk beyond a bounded buffer (`records::spill`).
+    let mut ev: SpillSort<(u64, i64)> = SpillSort::default();
     for r in reqs {
-        if matches!(r.status, Status::Rejected(_)) {
+        if r.kind == Kind::Rejected {
             continue;
         }
-        ev.push((r.arrival.0, 1));
-        let gone = match r.status {
-            Status::Completed => r.finished.map_or(run_end.0, |f| f.0),
+        ev.push((r.arrival, 1));
+        let gone = match r.kind {
+            Kind::Completed => r.finished().unwrap_or(run_end.0),
             _ => u64::MAX,
         };
         ev.push((gone, -1));
     }
-    ev.sort_unstable();
-    let avg = |a: u64, b: u64| -> f64 {
+    let avg = |ev: &mut SpillSort<(u64, i64)>, a: u64, b: u64| -> f64 {
         // Integrate N(t) over [a, b).
         let (mut n, mut area, mut prev) = (0i64, 0f64, 0u64);
-        for &(at, d) in &ev {
+        for (at, d) in ev.sorted() {
             let (lo, hi) = (prev.max(a), at.min(b));
             if hi > lo {
                 area += n as f64 * (hi - lo) as f64;
@@ -184,7 +279,7 @@ fn backlog_halves(reqs: &[Request], a: u64, m: u64, b: u64, run_end: SimTime) ->
         }
         area / (b - a).max(1) as f64
     };
-    (avg(a, m), avg(m, b))
+    (avg(&mut ev, a, m), avg(&mut ev, m, b))
 }
 
 #[cfg(test)]

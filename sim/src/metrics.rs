@@ -2,6 +2,7 @@
 //! throughput, goodput and SLO attainment, batching and KV use), and the
 //! per-replica time series.
 
+use crate::records::spill::{f64_key, f64_of_key, SpillSort};
 use crate::request::{RejectReason, Request, Status};
 use crate::time::{nanos_to_ms, Nanos, SimTime};
 use crate::workload::WorkloadReport;
@@ -39,33 +40,60 @@ impl Serialize for Dist {
     }
 }
 
-/// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
-/// Fan type 7).
-fn quantile_sorted(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let pos = q * (v.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
 impl Dist {
     /// Summarizes unweighted samples (ms).
     pub fn of(mut v: Vec<f64>) -> Dist {
-        if v.is_empty() {
+        v.sort_by(f64::total_cmp);
+        Dist::of_sorted(v.len(), v.into_iter())
+    }
+
+    /// [`Dist::of`] over `n` samples given in ascending order, in one pass
+    /// (the samples may come from disk: `records::spill`). The same sum in
+    /// the same order and the same interpolation as [`quantile_sorted`]
+    /// over a vector, so the same bits.
+    pub fn of_sorted(n: usize, sorted: impl Iterator<Item = f64>) -> Dist {
+        if n == 0 {
             return Dist::default();
         }
-        v.sort_by(f64::total_cmp);
+        const QS: [f64; 4] = [0.50, 0.90, 0.95, 0.99];
+        // The two neighbours each quantile interpolates between.
+        let at = |q: f64| {
+            let pos = q * (n - 1) as f64;
+            (pos, pos.floor() as usize, pos.ceil() as usize)
+        };
+        let mut lo = [0f64; 4];
+        let mut hi = [0f64; 4];
+        let mut max = 0f64;
+        let sum: f64 = sorted
+            .enumerate()
+            .map(|(i, x)| {
+                for (k, &q) in QS.iter().enumerate() {
+                    let (_, l, h) = at(q);
+                    if i == l {
+                        lo[k] = x;
+                    }
+                    if i == h {
+                        hi[k] = x;
+                    }
+                }
+                if i == n - 1 {
+                    max = x;
+                }
+                x
+            })
+            .sum();
+        let q = |k: usize| {
+            let (pos, l, _) = at(QS[k]);
+            lo[k] + (hi[k] - lo[k]) * (pos - l as f64)
+        };
         Dist {
-            count: v.len() as u64,
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            p50: quantile_sorted(&v, 0.50),
-            p90: quantile_sorted(&v, 0.90),
-            p95: quantile_sorted(&v, 0.95),
-            p99: quantile_sorted(&v, 0.99),
-            max: v[v.len() - 1],
+            count: n as u64,
+            mean: sum / n as f64,
+            p50: q(0),
+            p90: q(1),
+            p95: q(2),
+            p99: q(3),
+            max,
         }
     }
 
@@ -284,7 +312,8 @@ pub struct TimeseriesRow {
     pub kv_blocks_total: u64,
 }
 
-/// Fills the request-derived parts of a summary.
+/// Fills the request-derived parts of a summary (a fold of
+/// [`RequestsSummary`] over `reqs`, the one code path a streamed run uses too).
 pub fn summarize_requests(
     reqs: &[Request],
     itl_samples: Vec<(Nanos, u32)>,
@@ -293,33 +322,73 @@ pub fn summarize_requests(
     slo: Option<(f64, f64)>,
     s: &mut Summary,
 ) {
-    let mut counts = Counts {
-        arrived: reqs.len() as u64,
-        ..Counts::default()
-    };
-    let (mut ttft, mut tpot, mut e2e, mut wait) = (vec![], vec![], vec![], vec![]);
-    let (mut in_tok, mut out_tok) = (0u64, 0u64);
-    let (mut good, mut ttft_ok, mut tpot_ok) = (0u64, 0u64, 0u64);
+    let mut acc = RequestsSummary::new(slo);
     for r in reqs {
+        acc.add(r);
+    }
+    acc.finish(Dist::of_weighted(itl_samples), duration, gpus, s);
+}
+
+/// The request-derived parts of a summary, folded one ended request at a
+/// time (in any order: every statistic is a count, an integer sum, or a
+/// distribution whose samples are sorted before they are summed).
+///
+/// The latency samples go to [`SpillSort`]s: a bounded buffer, sorted runs
+/// on disk beyond it, merged at the end; memory does not grow with the
+/// number of requests.
+#[derive(Debug, Default)]
+pub struct RequestsSummary {
+    slo: Option<(f64, f64)>,
+    counts: Counts,
+    ttft: SpillSort<u64>,
+    tpot: SpillSort<u64>,
+    e2e: SpillSort<u64>,
+    wait: SpillSort<u64>,
+    in_tok: u64,
+    out_tok: u64,
+    good: u64,
+    ttft_ok: u64,
+    tpot_ok: u64,
+    preempted: u64,
+}
+
+impl RequestsSummary {
+    pub fn new(slo: Option<(f64, f64)>) -> RequestsSummary {
+        RequestsSummary {
+            slo,
+            ..RequestsSummary::default()
+        }
+    }
+
+    /// Counts request `r` as it ended (or stood at the horizon).
+    pub fn add(&mut self, r: &Request) {
+        self.add_as(r, r.samples);
+    }
+
+    /// [`Self::add`] counting `samples` parallel samples' output tokens (the
+    /// per-tenant report counts one).
+    pub fn add_as(&mut self, r: &Request, samples: u32) {
+        let counts = &mut self.counts;
+        counts.arrived += 1;
         match r.status {
             Status::Completed => {
                 counts.completed += 1;
-                in_tok += r.prompt_tokens as u64;
+                self.in_tok += r.prompt_tokens as u64;
                 // Every sample's tokens (vLLM counts n × tokens for `n`).
-                out_tok += r.generated as u64 * r.samples as u64;
+                self.out_tok += r.generated as u64 * samples as u64;
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
-                ttft.push(t);
-                e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
+                self.ttft.push(f64_key(t));
+                self.e2e.push(f64_key(nanos_to_ms(r.e2e().unwrap_or(0))));
                 let p = r.tpot().map(|x| x / 1e6);
                 if let Some(p) = p {
-                    tpot.push(p);
+                    self.tpot.push(f64_key(p));
                 }
-                if let Some((st, sp)) = slo {
+                if let Some((st, sp)) = self.slo {
                     let a = t <= st;
                     let b = p.is_none_or(|p| p <= sp);
-                    ttft_ok += a as u64;
-                    tpot_ok += b as u64;
-                    good += (a && b) as u64;
+                    self.ttft_ok += a as u64;
+                    self.tpot_ok += b as u64;
+                    self.good += (a && b) as u64;
                 }
             }
             Status::Rejected(reason) => {
@@ -334,39 +403,57 @@ pub fn summarize_requests(
             Status::Failed => counts.failed += 1,
         }
         if let Some(w) = r.queue_wait() {
-            wait.push(nanos_to_ms(w));
+            self.wait.push(f64_key(nanos_to_ms(w)));
         }
+        self.preempted += (r.preemptions > 0) as u64;
     }
-    let secs = duration.as_secs_f64().max(1e-9);
-    let g = gpus.max(1) as f64;
-    s.throughput = Throughput {
-        requests_per_s: counts.completed as f64 / secs,
-        input_tokens_per_s: in_tok as f64 / secs,
-        output_tokens_per_s: out_tok as f64 / secs,
-        output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
-        requests_per_s_per_gpu: counts.completed as f64 / secs / g,
-    };
-    if let Some((st, sp)) = slo {
-        let ended = (counts.completed + counts.rejected).max(1) as f64;
-        s.slo = Some(SloReport {
-            ttft_ms: st,
-            tpot_ms: sp,
-            attainment: good as f64 / ended,
-            ttft_attainment: ttft_ok as f64 / ended,
-            tpot_attainment: tpot_ok as f64 / ended,
-            goodput_rps: good as f64 / secs,
-            goodput_rps_per_gpu: good as f64 / secs / g,
-        });
+
+    /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the
+    /// inter-token latencies gathered per iteration) and preempted requests.
+    pub fn finish(mut self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
+        let counts = self.counts;
+        let (in_tok, out_tok) = (self.in_tok, self.out_tok);
+        let secs = duration.as_secs_f64().max(1e-9);
+        let g = gpus.max(1) as f64;
+        s.throughput = Throughput {
+            requests_per_s: counts.completed as f64 / secs,
+            input_tokens_per_s: in_tok as f64 / secs,
+            output_tokens_per_s: out_tok as f64 / secs,
+            output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
+            requests_per_s_per_gpu: counts.completed as f64 / secs / g,
+        };
+        if let Some((st, sp)) = self.slo {
+            let good = self.good;
+            let ended = (counts.completed + counts.rejected).max(1) as f64;
+            s.slo = Some(SloReport {
+                ttft_ms: st,
+                tpot_ms: sp,
+                attainment: good as f64 / ended,
+                ttft_attainment: self.ttft_ok as f64 / ended,
+                tpot_attainment: self.tpot_ok as f64 / ended,
+                goodput_rps: good as f64 / secs,
+                goodput_rps_per_gpu: good as f64 / secs / g,
+            });
+        }
+        let dist = |v: &mut SpillSort<u64>| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
+        s.latency = Latency {
+            queue_wait_ms: dist(&mut self.wait),
+            ttft_ms: dist(&mut self.ttft),
+            tpot_ms: dist(&mut self.tpot),
+            itl_ms: itl,
+            e2e_ms: dist(&mut self.e2e),
+        };
+        s.engine.preempted_requests = self.preempted;
+        s.counts = counts;
     }
-    s.latency = Latency {
-        queue_wait_ms: Dist::of(wait),
-        ttft_ms: Dist::of(ttft),
-        tpot_ms: Dist::of(tpot),
-        itl_ms: Dist::of_weighted(itl_samples),
-        e2e_ms: Dist::of(e2e),
-    };
-    s.engine.preempted_requests = reqs.iter().filter(|r| r.preemptions > 0).count() as u64;
-    s.counts = counts;
+
+    /// The first error spilling samples to disk (the distributions are then
+    /// incomplete).
+    pub fn error(&self) -> Option<&str> {
+        [&self.ttft, &self.tpot, &self.e2e, &self.wait]
+            .into_iter()
+            .find_map(|v| v.error())
+    }
 }
 
 fn reason_key(r: RejectReason) -> String {
@@ -376,6 +463,48 @@ fn reason_key(r: RejectReason) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
+    /// Fan type 7).
+    fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let pos = q * (v.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = pos.ceil() as usize;
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    }
+
+    /// The vector version the one-pass [`Dist::of_sorted`] replaced.
+    fn of_vec(mut v: Vec<f64>) -> Dist {
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_by(f64::total_cmp);
+        Dist {
+            count: v.len() as u64,
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: quantile_sorted(&v, 0.50),
+            p90: quantile_sorted(&v, 0.90),
+            p95: quantile_sorted(&v, 0.95),
+            p99: quantile_sorted(&v, 0.99),
+            max: v[v.len() - 1],
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_distribution_is_bit_identical(v in proptest::collection::vec(0f64..1e5, 0..300)) {
+            let (a, b) = (Dist::of(v.clone()), of_vec(v));
+            prop_assert_eq!(a.count, b.count);
+            for (x, y) in [(a.mean, b.mean), (a.p50, b.p50), (a.p90, b.p90),
+                           (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
+                prop_assert_eq!(x.to_bits(), y.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn quantiles_interpolate_like_numpy() {

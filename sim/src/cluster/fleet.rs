@@ -9,6 +9,7 @@ use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
 use super::pool::Pool;
 use super::pool_series::PoolSample;
 use super::routing::Routing;
+use crate::records::spill::SpillSort;
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::{PoolRole, Scenario};
@@ -511,25 +512,29 @@ impl Fleet {
 
     /// Link totals for the summary (disaggregated fleets only).
     pub fn transfer_report(&self, reqs: &[Request], end: SimTime) -> Option<TransferReport> {
+        let mut times = TransferTimes::default();
+        for r in reqs {
+            times.add(r);
+        }
+        self.transfer_report_from(times, end)
+    }
+
+    /// [`Self::transfer_report`] from times folded as requests ended.
+    pub fn transfer_report_from(
+        &self,
+        times: TransferTimes,
+        end: SimTime,
+    ) -> Option<TransferReport> {
         let d = self.disagg.as_ref()?;
         let ms = |ns: u64| ns as f64 / 1e6;
-        let mut wait = Vec::new();
-        let mut total = Vec::new();
-        for r in reqs {
-            let Some(t) = &r.kv_transfer else { continue };
-            if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
-                wait.push(a.since(h));
-            }
-            if let (Some(h), Some(x)) = (t.handoff, t.done) {
-                total.push(x.since(h));
-            }
-        }
-        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
-        let p99 = |v: &mut Vec<u64>| {
-            v.sort_unstable();
-            v.get(((v.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-                .copied()
-                .unwrap_or(0)
+        let TransferTimes {
+            mut wait,
+            mut total,
+        } = times;
+        let mean = |v: &mut SpillSort<u64>| v.sorted().sum::<u64>() as f64 / v.len().max(1) as f64;
+        let p99 = |v: &mut SpillSort<u64>| {
+            let k = ((v.len() as f64 * 0.99).ceil() as usize).saturating_sub(1);
+            v.sorted().nth(k).unwrap_or(0)
         };
         let transfers: u64 = d.links.iter().map(|l| l.transfers).sum();
         let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
@@ -544,12 +549,12 @@ impl Fleet {
             link_utilization: d.links.iter().map(|l| l.bytes_sent as f64).sum::<f64>()
                 / (span / 1e9 * d.model.cfg.bandwidth_gbyte_s * 1e9),
             link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
-            decode_wait_ms_mean: ms(mean(&wait) as u64),
+            decode_wait_ms_mean: ms(mean(&mut wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
             link_queue_ms_mean: ms(
                 d.links.iter().map(|l| l.queue_ns).sum::<u64>() / transfers.max(1)
             ),
-            transfer_ms_mean: ms(mean(&total) as u64),
+            transfer_ms_mean: ms(mean(&mut total) as u64),
             transfer_ms_p99: ms(p99(&mut total)),
         })
     }
@@ -686,4 +691,30 @@ pub struct PoolReport {
     /// Mean and peak fraction of its KV cache in active use.
     pub kv_util_mean: f64,
     pub kv_util_max: f64,
+}
+
+/// Each KV transfer's decode-side wait and total time, ns, folded one ended
+/// request at a time (one pair per transferred request), sorted on disk
+/// beyond a bounded buffer (`records::spill`).
+#[derive(Debug, Default)]
+pub struct TransferTimes {
+    wait: SpillSort<u64>,
+    total: SpillSort<u64>,
+}
+
+impl TransferTimes {
+    pub fn add(&mut self, r: &Request) {
+        let Some(t) = &r.kv_transfer else { return };
+        if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
+            self.wait.push(a.since(h));
+        }
+        if let (Some(h), Some(x)) = (t.handoff, t.done) {
+            self.total.push(x.since(h));
+        }
+    }
+
+    /// The first error spilling times to disk.
+    pub fn error(&self) -> Option<&str> {
+        self.wait.error().or(self.total.error())
+    }
 }

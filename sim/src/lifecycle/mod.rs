@@ -28,7 +28,9 @@ mod report;
 
 mod per_pool;
 pub use per_pool::{combine, PoolLifecycle};
-pub use report::{slo_dip, FleetSample, GpuHours, LifecycleReport, RetryReport, SloDip};
+pub use report::{
+    slo_dip, FleetSample, GpuHours, LifecycleReport, RetryReport, SloDip, SloDipRecords,
+};
 
 use crate::rng::{self, StreamRng};
 use crate::time::{secs_to_nanos, Nanos, SimTime};

@@ -267,13 +267,29 @@ pub struct SloDip {
 
 /// The SLO dip of `reqs` against TTFT ≤ `ttft_ms` and TPOT ≤ `tpot_ms`.
 pub fn slo_dip(reqs: &[crate::request::Request], ttft_ms: f64, tpot_ms: f64) -> SloDip {
-    use crate::request::Status;
-    let w = crate::time::secs_to_nanos(DIP_WINDOW_S);
-    let mut windows: Vec<(u32, u32)> = Vec::new();
+    let mut acc = SloDipRecords::default();
     for r in reqs {
+        acc.add(r, ttft_ms, tpot_ms);
+    }
+    acc.finish()
+}
+
+/// Per-window (met, ended) counts of [`slo_dip`], folded one ended request
+/// at a time; memory follows the run's length in windows, not its requests.
+#[derive(Clone, Debug, Default)]
+pub struct SloDipRecords {
+    windows: Vec<(u32, u32)>,
+}
+
+impl SloDipRecords {
+    /// Counts request `r` in its arrival window against the targets.
+    pub fn add(&mut self, r: &crate::request::Request, ttft_ms: f64, tpot_ms: f64) {
+        use crate::request::Status;
+        let w = crate::time::secs_to_nanos(DIP_WINDOW_S);
+        let windows = &mut self.windows;
         let ended = matches!(r.status, Status::Completed | Status::Rejected(_));
         if !ended {
-            continue;
+            return;
         }
         let k = (r.arrival.0 / w) as usize;
         if windows.len() <= k {
@@ -285,24 +301,29 @@ pub fn slo_dip(reqs: &[crate::request::Request], ttft_ms: f64, tpot_ms: f64) -> 
         windows[k].0 += ok as u32;
         windows[k].1 += 1;
     }
-    let mut dip = SloDip {
-        window_s: DIP_WINDOW_S,
-        threshold: DIP_THRESHOLD,
-        min_attainment: 1.0,
-        ..SloDip::default()
-    };
-    for (k, &(ok, n)) in windows.iter().enumerate() {
-        if n == 0 {
-            continue;
+
+    /// The dip of the counted windows.
+    pub fn finish(self) -> SloDip {
+        let windows = self.windows;
+        let mut dip = SloDip {
+            window_s: DIP_WINDOW_S,
+            threshold: DIP_THRESHOLD,
+            min_attainment: 1.0,
+            ..SloDip::default()
+        };
+        for (k, &(ok, n)) in windows.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let a = ok as f64 / n as f64;
+            dip.min_attainment = dip.min_attainment.min(a);
+            if a < DIP_THRESHOLD {
+                let start = k as f64 * DIP_WINDOW_S;
+                dip.seconds_below += DIP_WINDOW_S;
+                dip.first_below_s.get_or_insert(start);
+                dip.last_below_s = Some(start + DIP_WINDOW_S);
+            }
         }
-        let a = ok as f64 / n as f64;
-        dip.min_attainment = dip.min_attainment.min(a);
-        if a < DIP_THRESHOLD {
-            let start = k as f64 * DIP_WINDOW_S;
-            dip.seconds_below += DIP_WINDOW_S;
-            dip.first_below_s.get_or_insert(start);
-            dip.last_below_s = Some(start + DIP_WINDOW_S);
-        }
+        dip
     }
-    dip
 }

@@ -44,7 +44,7 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// `name` → `.name.tmp-<pid>` in the same folder (same file system, so the
 /// rename is atomic; the pid keeps two writers' temporaries apart).
-fn temp_name(path: &Path) -> PathBuf {
+pub(crate) fn temp_name(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

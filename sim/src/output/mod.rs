@@ -79,16 +79,25 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     }
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
-    write_atomic(&dir.join("requests.csv"), |w| {
-        let disagg = result.summary.kv_transfer.is_some();
-        let regions: Vec<&str> = result
-            .summary
-            .regions
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect();
-        write_requests(w, &result.requests, result.attribution, disagg, &regions)
-    })?;
+    let streamed = result
+        .streamed_requests
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    match streamed {
+        // Written while the run went: only its rename is left.
+        Some(csv) => csv.finish(dir)?,
+        None => write_atomic(&dir.join("requests.csv"), |w| {
+            let disagg = result.summary.kv_transfer.is_some();
+            let regions: Vec<&str> = result
+                .summary
+                .regions
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect();
+            write_requests(w, &result.requests, result.attribution, disagg, &regions)
+        })?,
+    }
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     if !result.summary.pools.is_empty() {
         let names: Vec<String> = result
@@ -120,6 +129,20 @@ fn write_requests(
     regions: &[&str],
 ) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
+    write_request_header(&mut w, attribution, disagg, !regions.is_empty())?;
+    for (i, r) in reqs.iter().enumerate() {
+        write_request_row(&mut w, i as u64, r, attribution, disagg, regions)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn write_request_header<W: Write>(
+    w: &mut csv::Writer<W>,
+    attribution: bool,
+    disagg: bool,
+    regions: bool,
+) -> std::io::Result<()> {
     let base: &[&str] = if attribution {
         &REQUEST_COLUMNS
     } else {
@@ -130,58 +153,125 @@ fn write_requests(
     } else {
         &[]
     };
-    let origin: &[&str] = if regions.is_empty() {
-        &[]
-    } else {
-        &["origin_region"]
-    };
+    let origin: &[&str] = if regions { &["origin_region"] } else { &[] };
     w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
-    for (i, r) in reqs.iter().enumerate() {
-        let reason = match r.status {
-            Status::Rejected(x) => x.as_str(),
-            _ => "",
-        };
-        let replica = if r.replica == u32::MAX {
-            String::new()
-        } else {
-            r.replica.to_string()
-        };
-        for field in [
-            i.to_string(),
-            format!("{:.6}", r.arrival.as_secs_f64()),
-            replica,
-            r.prompt_tokens.to_string(),
-            r.output_tokens.to_string(),
-            (r.generated as u64 * r.samples as u64).to_string(),
-            r.status.as_str().to_string(),
-            reason.to_string(),
-            ms(r.queue_wait()),
-            ms(r.ttft()),
-            r.tpot()
-                .map(|x| format!("{:.3}", x / 1e6))
-                .unwrap_or_default(),
-            ms(r.e2e().filter(|_| r.status == Status::Completed)),
-            r.preemptions.to_string(),
-            r.tenant.to_string(),
-            r.session.to_string(),
-        ] {
-            w.write_field(field)?;
-        }
-        if attribution {
-            write_components(&mut w, r)?;
-        }
-        if disagg {
-            for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
-                w.write_field(f)?;
-            }
-        }
-        if !regions.is_empty() {
-            w.write_field(regions[r.region as usize])?;
-        }
-        w.write_record(None::<&[u8]>)?;
-    }
-    w.flush()?;
     Ok(())
+}
+
+/// One row of `requests.csv`: request `id` (its arrival order).
+fn write_request_row<W: Write, S: AsRef<str>>(
+    w: &mut csv::Writer<W>,
+    id: u64,
+    r: &Request,
+    attribution: bool,
+    disagg: bool,
+    regions: &[S],
+) -> std::io::Result<()> {
+    let reason = match r.status {
+        Status::Rejected(x) => x.as_str(),
+        _ => "",
+    };
+    let replica = if r.replica == u32::MAX {
+        String::new()
+    } else {
+        r.replica.to_string()
+    };
+    for field in [
+        id.to_string(),
+        format!("{:.6}", r.arrival.as_secs_f64()),
+        replica,
+        r.prompt_tokens.to_string(),
+        r.output_tokens.to_string(),
+        (r.generated as u64 * r.samples as u64).to_string(),
+        r.status.as_str().to_string(),
+        reason.to_string(),
+        ms(r.queue_wait()),
+        ms(r.ttft()),
+        r.tpot()
+            .map(|x| format!("{:.3}", x / 1e6))
+            .unwrap_or_default(),
+        ms(r.e2e().filter(|_| r.status == Status::Completed)),
+        r.preemptions.to_string(),
+        r.tenant.to_string(),
+        r.session.to_string(),
+    ] {
+        w.write_field(field)?;
+    }
+    if attribution {
+        write_components(w, r)?;
+    }
+    if disagg {
+        for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
+            w.write_field(f)?;
+        }
+    }
+    if !regions.is_empty() {
+        w.write_field(regions[r.region as usize].as_ref())?;
+    }
+    w.write_record(None::<&[u8]>)?;
+    Ok(())
+}
+
+/// `requests.csv` written row by row while the run goes, into the temporary
+/// name [`write_atomic`] uses, and renamed into place by [`write_all`] (or
+/// removed when dropped unfinished): the file still appears whole or not at
+/// all, but the run never holds its rows.
+pub struct RequestsCsv {
+    w: csv::Writer<std::io::BufWriter<fs::File>>,
+    tmp: std::path::PathBuf,
+    attribution: bool,
+    disagg: bool,
+    /// The fleet's region names (`origin_region`), when it has regions.
+    regions: Vec<String>,
+    done: bool,
+}
+
+impl RequestsCsv {
+    /// Starts `dir/requests.csv` (its temporary) with its header.
+    /// `regions`: the fleet's region names, when it has regions.
+    pub fn create(
+        dir: &Path,
+        attribution: bool,
+        disagg: bool,
+        regions: Vec<String>,
+    ) -> std::io::Result<RequestsCsv> {
+        fs::create_dir_all(dir)?;
+        let tmp = atomic::temp_name(&dir.join("requests.csv"));
+        let file = fs::File::create(&tmp)?;
+        let mut out = RequestsCsv {
+            w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 16, file)),
+            tmp,
+            attribution,
+            disagg,
+            done: false,
+            regions,
+        };
+        write_request_header(&mut out.w, attribution, disagg, !out.regions.is_empty())?;
+        Ok(out)
+    }
+
+    /// Appends request `id`'s row (rows must come in id order).
+    pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
+        let regions = &self.regions;
+        write_request_row(&mut self.w, id, r, self.attribution, self.disagg, regions)
+    }
+
+    /// Flushes, syncs and renames the file to `dir/requests.csv`.
+    fn finish(mut self, dir: &Path) -> std::io::Result<()> {
+        self.w.flush()?;
+        self.w.get_ref().get_ref().sync_all()?;
+        fs::rename(&self.tmp, dir.join("requests.csv"))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for RequestsCsv {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// The latency components of `r`: all of them once it completed, those of

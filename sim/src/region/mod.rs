@@ -20,12 +20,14 @@
 //! routers score load per worker). The round trip defaults to 100 ms, a
 //! mid value of public inter-region medians (see `OverflowCfg::rtt_ms`).
 
+pub mod records;
 pub mod source;
 
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::Scenario;
-use crate::time::{secs_to_nanos, Nanos, SimTime};
+use crate::time::{secs_to_nanos, Nanos};
+use records::RegionRecords;
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -187,74 +189,50 @@ impl Regions {
         Ok(())
     }
 
-    /// The summary's `regions` rows. `gpu_hours[k]` is pool `k`'s billed
-    /// GPU-hours; `slo` the TTFT and TPOT targets, ms.
+    /// Empty per-region counts for the run's ended requests to fold into
+    /// (`slo`: the TTFT and TPOT targets, ms).
+    pub fn records(&self, slo: Option<(f64, f64)>) -> RegionRecords {
+        RegionRecords::new(self.ranges.clone(), slo)
+    }
+
+    /// The summary's `regions` rows from the requests folded into `recs`.
+    /// `gpu_hours[k]` is pool `k`'s billed GPU-hours.
     pub fn report(
         &self,
         s: &Scenario,
-        reqs: &[Request],
+        recs: RegionRecords,
         gpu_hours: &[f64],
-        slo: Option<(f64, f64)>,
-        end: SimTime,
     ) -> Vec<RegionReport> {
-        let _ = end;
-        let n = self.names.len();
-        let mut rows: Vec<RegionReport> = s
-            .file
+        let slo = recs.slo_targets();
+        s.file
             .fleet
             .regions
             .iter()
+            .zip(recs.rows)
             .enumerate()
-            .map(|(g, r)| RegionReport {
-                name: r.name.clone(),
-                shift_s: r.shift_s,
-                pools: self.pools[g]
-                    .iter()
-                    .map(|&k| s.pools[k].name.clone())
-                    .collect(),
-                overflow_out: self.overflow_out[g],
-                overflow_in: self.overflow_in[g],
-                gpu_hours: self.pools[g].iter().map(|&k| gpu_hours[k]).sum(),
-                gpu_price_per_hour: r.gpu_price_per_hour,
-                ..RegionReport::default()
+            .map(|(g, (r, mut c))| {
+                let gpu_hours: f64 = self.pools[g].iter().map(|&k| gpu_hours[k]).sum();
+                RegionReport {
+                    name: r.name.clone(),
+                    shift_s: r.shift_s,
+                    pools: self.pools[g]
+                        .iter()
+                        .map(|&k| s.pools[k].name.clone())
+                        .collect(),
+                    requests: c.requests,
+                    completed: c.completed,
+                    rejected: c.rejected,
+                    served: c.served,
+                    overflow_out: self.overflow_out[g],
+                    overflow_in: self.overflow_in[g],
+                    ttft_ms: c.ttft_ms(),
+                    slo_attainment: slo.map(|_| c.met as f64 / c.ended.max(1) as f64),
+                    gpu_hours,
+                    gpu_price_per_hour: r.gpu_price_per_hour,
+                    cost: r.gpu_price_per_hour.map(|p| p * gpu_hours),
+                }
             })
-            .collect();
-        let mut ttft: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let mut ended = vec![0u64; n];
-        let mut met = vec![0u64; n];
-        for q in reqs {
-            let home = q.region as usize;
-            rows[home].requests += 1;
-            if let Some(g) = (q.replica != u32::MAX)
-                .then(|| self.region_of(q.replica as usize))
-                .flatten()
-            {
-                rows[g].served += 1;
-            }
-            match q.status {
-                Status::Completed => {
-                    rows[home].completed += 1;
-                    let t = q.ttft().expect("completed") as f64 / 1e6;
-                    ttft[home].push(t);
-                    ended[home] += 1;
-                    if let Some((ttft_ms, tpot_ms)) = slo {
-                        let ok = t <= ttft_ms && q.tpot().is_none_or(|x| x / 1e6 <= tpot_ms);
-                        met[home] += ok as u64;
-                    }
-                }
-                Status::Rejected(_) => {
-                    rows[home].rejected += 1;
-                    ended[home] += 1;
-                }
-                _ => {}
-            }
-        }
-        for (g, row) in rows.iter_mut().enumerate() {
-            row.ttft_ms = crate::metrics::Dist::of(std::mem::take(&mut ttft[g]));
-            row.slo_attainment = slo.map(|_| met[g] as f64 / ended[g].max(1) as f64);
-            row.cost = row.gpu_price_per_hour.map(|p| p * row.gpu_hours);
-        }
-        rows
+            .collect()
     }
 }
 

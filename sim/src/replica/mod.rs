@@ -462,6 +462,12 @@ impl Replica {
             })
     }
 
+    /// Whether finished sequences still sit in the batch (static batching
+    /// keeps them until the whole batch ends): their records are still read.
+    pub fn holds_finished(&self) -> bool {
+        self.policy.keeps_finished_until_batch_ends() && self.st.running.iter().any(|s| s.done)
+    }
+
     /// Brings the KV-use integral up to `now` (at the end of a run).
     pub fn close(&mut self, now: SimTime) {
         self.end_decode_run();

@@ -21,15 +21,12 @@ impl Simulation<'_> {
         }
     }
 
-    /// The pool request `id` goes to, when the run has a rollout: the
+    /// The pool request `id` (its arrival order, not its slot: slots are
+    /// reused in a streamed run) goes to, when the run has a rollout: the
     /// session's side of the split (the request's own without sessions).
-    pub(super) fn canary_split(&mut self, id: RequestId, spec: &RequestSpec) -> Option<usize> {
+    pub(super) fn canary_split(&mut self, id: u64, spec: &RequestSpec) -> Option<usize> {
         let c = self.canary.as_mut()?;
-        let key = if spec.session != 0 {
-            spec.session
-        } else {
-            id as u64
-        };
+        let key = if spec.session != 0 { spec.session } else { id };
         let v = c.split(key);
         Some(c.pool(v))
     }

@@ -316,7 +316,7 @@ impl Simulation<'_> {
 
     /// Reads unit `k`'s scaled metric from its ready replicas.
     fn scrape(&mut self, k: usize, now: SimTime) {
-        let arrivals = self.requests.len() as u64;
+        let arrivals = self.slab.arrived;
         let Some(fr) = &mut self.life else { return };
         let pooled = fr.units.len() > 1;
         let held = fr.buffer().len() as f64;
@@ -349,10 +349,8 @@ impl Simulation<'_> {
                 // A pool counts the arrivals routed to it since the last
                 // scrape (requests are numbered in arrival order).
                 let n = if pooled {
-                    self.requests[u.arrivals_at_scrape as usize..]
-                        .iter()
-                        .filter(|r| range.contains(&(r.replica as usize)))
-                        .count() as u64
+                    self.slab
+                        .routed_since(&self.requests, u.arrivals_at_scrape, &range)
                 } else {
                     arrivals - u.arrivals_at_scrape
                 };
@@ -364,6 +362,16 @@ impl Simulation<'_> {
         u.last_scrape = now;
         u.last.ready = ready;
         u.last.metric_sum = sum;
+        if pooled {
+            let oldest = fr.units.iter().map(|u| u.arrivals_at_scrape).min();
+            self.slab.forget_arrivals_before(oldest.unwrap_or(arrivals));
+        }
+    }
+
+    /// Whether the life cycle runs per pool (pooled units count the
+    /// arrivals routed to them: `records::Slab::routed_since`).
+    pub(super) fn life_pooled(&self) -> bool {
+        self.life.as_ref().is_some_and(|l| l.units.len() > 1)
     }
 
     /// Carries out what the life cycle decided (slots are the run's).
@@ -634,7 +642,14 @@ impl Simulation<'_> {
 
     /// The summary's `lifecycle` section: the fleet's, and with pools each
     /// pool's share (`pools`), whose GPU-hours add up to the fleet's.
-    pub(super) fn fleet_report(&mut self, end: SimTime) -> Option<LifecycleReport> {
+    /// `out[r]`: output tokens of the requests replica `r` completed; `dip`:
+    /// the SLO dip (with SLOs), both folded as requests ended (`records`).
+    pub(super) fn fleet_report(
+        &mut self,
+        end: SimTime,
+        out: &[u64],
+        dip: Option<crate::lifecycle::SloDip>,
+    ) -> Option<LifecycleReport> {
         let fr = self.life.as_mut()?;
         let mut reports = Vec::with_capacity(fr.units.len());
         let lost: Vec<f64> = fr
@@ -647,15 +662,10 @@ impl Simulation<'_> {
             let range = u.range();
             let reps = &self.replicas[range.clone()];
             let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
-            let out: u64 = self
-                .requests
-                .iter()
-                .filter(|r| {
-                    r.status == Status::Completed
-                        && (single || range.contains(&(r.replica as usize)))
-                })
-                .map(|r| r.output_tokens as u64)
-                .sum();
+            let out: u64 = match single {
+                true => out.iter().sum(),
+                false => range.clone().filter_map(|i| out.get(i)).sum(),
+            };
             let gpus = crate::cluster::fleet::pool_scenario(self.scenario, k)
                 .parallel
                 .gpus();
@@ -667,12 +677,14 @@ impl Simulation<'_> {
         }
         let names: Vec<String> = self.scenario.pools.iter().map(|p| p.name.clone()).collect();
         let mut rep = crate::lifecycle::combine(reports, &names, end, lost);
-        rep.slo_dip = self
-            .scenario
-            .file
-            .slo
-            .as_ref()
-            .map(|s| crate::lifecycle::slo_dip(&self.requests, s.ttft_ms, s.tpot_ms));
+        rep.slo_dip = dip;
         Some(rep)
+    }
+
+    /// Slot `id` is free: a later request there starts with no retries.
+    pub(super) fn life_forget(&mut self, id: RequestId) {
+        if let Some(fr) = &mut self.life {
+            fr.tries.remove(&id);
+        }
     }
 }

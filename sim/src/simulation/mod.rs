@@ -7,7 +7,7 @@ use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::engine_block_hashes;
 use crate::kv::BlockAllocator;
-use crate::metrics::{self, EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
+use crate::metrics::{EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
 use crate::replica::speculative::{DraftCost, SpeculativeCost};
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
@@ -91,6 +91,9 @@ pub enum RunError {
     /// cannot progress. The message names the file and the key to change.
     #[error("{0}")]
     Guard(String),
+    /// `requests.csv` could not be written while the run streamed it.
+    #[error("cannot write requests.csv: {0}")]
+    Output(std::io::Error),
 }
 
 /// Progress of a run, for progress bars.
@@ -115,6 +118,9 @@ pub struct RunResult {
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
     /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
+    /// `requests.csv`, already written while the run went
+    /// ([`Simulation::stream_records`]); `requests` is then empty.
+    pub streamed_requests: std::sync::Mutex<Option<crate::output::RequestsCsv>>,
 }
 
 /// A configured run.
@@ -142,13 +148,18 @@ pub struct Simulation<'a> {
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
     sample_every: Nanos,
-    itl_samples: Vec<(Nanos, u32)>,
+    /// Inter-token latencies, counted per distinct (gap, tokens) pair.
+    itl: crate::records::ItlHistogram,
     timeseries: Vec<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
+    /// Slot bookkeeping of `requests` (`records`).
+    slab: records::Slab,
+    /// The reports' folds of ended requests, in id order.
+    stream: crate::records::RecordStream,
     /// The canary rollout (`[canary]`); `None`: no split.
     canary: Option<crate::canary::Canary>,
     /// Regions and the global router (`[[fleet.regions]]`).
@@ -315,10 +326,19 @@ impl<'a> Simulation<'a> {
             max_requests,
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
-            itl_samples: Vec::new(),
+            itl: Default::default(),
             timeseries: Vec::new(),
+            stream: crate::records::RecordStream::new(
+                f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms)),
+                tenancy.records(),
+                f.slo
+                    .as_ref()
+                    .filter(|_| life.is_some())
+                    .map(|x| (x.ttft_ms, x.tpot_ms)),
+            ),
             tenancy,
             life,
+            slab: records::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
             run_owner: None,
@@ -326,6 +346,7 @@ impl<'a> Simulation<'a> {
         };
         sim.fleet_init();
         sim.canary_init();
+        sim.region_init();
         sim
     }
 
@@ -373,11 +394,11 @@ impl<'a> Simulation<'a> {
             return;
         };
         // Follow-ups may have used up the horizon since this was scheduled.
-        if (self.requests.len() as u64) >= self.max_requests {
+        if self.slab.arrived >= self.max_requests {
             return;
         }
         self.admit(spec, now);
-        if (self.requests.len() as u64) < self.max_requests {
+        if self.slab.arrived < self.max_requests {
             if let Some(next) = self.source.next_request() {
                 if self.deadline.is_none_or(|d| next.arrival <= d) {
                     self.queue.schedule(next.arrival.max(now), Event::Arrival);
@@ -392,7 +413,7 @@ impl<'a> Simulation<'a> {
             .take()
             .expect("deferred request");
         self.deferred_free.push(slot);
-        if (self.requests.len() as u64) < self.max_requests {
+        if self.slab.arrived < self.max_requests {
             self.admit(spec, now);
         }
     }
@@ -400,8 +421,8 @@ impl<'a> Simulation<'a> {
     /// A request enters the system: rejected at once if it can never be
     /// served, otherwise routed and queued.
     fn admit(&mut self, spec: RequestSpec, now: SimTime) {
-        let id = self.requests.len() as RequestId;
-        let pool = self.canary_split(id, &spec);
+        let id = self.next_slot();
+        let pool = self.canary_split(self.slab.arrived, &spec);
         let reason = self
             .rejection_in(pool, &spec)
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
@@ -418,7 +439,7 @@ impl<'a> Simulation<'a> {
         }
         if reason.is_none() {
             if let Some(at) = self.region_overflow(&req, id, now) {
-                self.requests.push(req);
+                self.put(id, req);
                 self.queue.schedule(at, Event::Overflow);
                 return;
             }
@@ -429,15 +450,18 @@ impl<'a> Simulation<'a> {
                 req.prefix_hashes = Vec::new();
                 req.status = Status::Rejected(reason);
                 req.finished = Some(now);
-                self.requests.push(req);
+                self.put(id, req);
                 self.canary_rejected(pool);
                 match retry {
-                    Some((at, slot)) => self.queue.schedule(at, Event::Retry(slot)),
+                    Some((at, slot)) => {
+                        self.queue.schedule(at, Event::Retry(slot));
+                        self.release(id);
+                    }
                     None => self.request_ended(id, now, false, false),
                 }
             }
             None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
-                self.requests.push(req);
+                self.put(id, req);
                 self.place(id, now);
             }
             None => {
@@ -447,7 +471,7 @@ impl<'a> Simulation<'a> {
                 };
                 req.replica = r as u32;
                 let waiting = Tenancy::waiting(id, &req);
-                self.requests.push(req);
+                self.put(id, req);
                 self.replicas[r].enqueue_waiting(waiting);
                 if !self.replicas[r].is_busy() {
                     self.start_iteration(r, now);
@@ -459,8 +483,16 @@ impl<'a> Simulation<'a> {
 
     /// Tells the tenancy and the source a request ended (`admitted`: it had
     /// passed admission, so its tenant counted it in flight); schedules its
-    /// follow-up, if any.
+    /// follow-up, if any. An unserved request's slot is free at once; a
+    /// completed one's once its replica lets go (`on_iteration_end`).
     fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
+        self.notify_end(id, now, completed, admitted);
+        if !completed {
+            self.release(id);
+        }
+    }
+
+    fn notify_end(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
         if completed {
             self.canary_completed(id);
         }
@@ -494,10 +526,11 @@ impl<'a> Simulation<'a> {
         let mut done = std::mem::take(&mut self.completed_buf);
         self.gaps.gaps.clear();
         self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
-        self.itl_samples.extend_from_slice(&self.gaps.gaps);
+        self.itl.add_all(&self.gaps.gaps);
         for &id in &done {
             self.request_ended(id, now, true, true);
         }
+        self.release_completed(r, &done);
         done.clear();
         self.completed_buf = done;
         if self.fleet.disaggregated() {
@@ -577,7 +610,8 @@ impl<'a> Simulation<'a> {
         if let Some(e) = self.init_error.take() {
             return Err(e.into());
         }
-        crate::guard::check_estimate(self.scenario).map_err(RunError::Guard)?;
+        crate::guard::check_estimate_with(self.scenario, self.slab.recycle)
+            .map_err(RunError::Guard)?;
         let mut guard = crate::guard::RunGuard::new();
         let total_hint = self.max_requests;
         let deadline = self.deadline;
@@ -632,8 +666,8 @@ impl<'a> Simulation<'a> {
                     )
                     .map_err(RunError::Guard)?;
                 let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
-                let by_reqs = (total_hint != u64::MAX)
-                    .then(|| self.requests.len() as f64 / total_hint as f64);
+                let by_reqs =
+                    (total_hint != u64::MAX).then(|| self.slab.arrived as f64 / total_hint as f64);
                 let fraction = match (by_time, by_reqs) {
                     (Some(a), Some(b)) => a.max(b),
                     (Some(a), None) | (None, Some(a)) => a,
@@ -729,29 +763,54 @@ impl<'a> Simulation<'a> {
         }
         eng.prefix_cache = prefix;
         summary.engine = eng;
-        let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-        let itl = std::mem::take(&mut self.itl_samples);
-        metrics::summarize_requests(&self.requests, itl, end, s.gpus(), slo, &mut summary);
-        summary.tenancy = self.tenancy.report(&self.requests, end, s.gpus());
+        self.flush_records().map_err(InvariantViolation)?;
+        if let Some(v) = self.stream.violation.take() {
+            return Err(InvariantViolation(v).into());
+        }
+        let itl = self.itl.dist();
+        if let Some(e) = self
+            .stream
+            .spill_error()
+            .or(self.itl.error().map(str::to_string))
+        {
+            return Err(RunError::Output(std::io::Error::other(e)));
+        }
+        let streamed = self.stream.take_csv().map_err(RunError::Output)?;
+        let st = std::mem::replace(
+            &mut self.stream,
+            crate::records::RecordStream::new(None, None, None),
+        );
+        st.summary.finish(itl, end, s.gpus(), &mut summary);
+        summary.tenancy = st
+            .tenants
+            .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
         // Each region draws the whole `[workload]`: the fleet is offered it
         // once per region.
         let offered = f
             .offered_rate()
             .map(|r| r * f.fleet.regions.len().max(1) as f64);
-        summary.load = crate::load::load_report(&self.requests, end, f.fleet.replicas, offered);
-        summary.lifecycle = self.fleet_report(end);
+        summary.load =
+            crate::load::load_report_of(|| st.load.iter(), end, f.fleet.replicas, offered);
+        let dip = st.dip.map(|(d, _, _)| d.finish());
+        summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
         let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
-        summary.kv_transfer = self.fleet.transfer_report(&self.requests, end);
+        summary.kv_transfer = self.fleet.transfer_report_from(st.transfers, end);
         summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
-        summary.regions = self.region_report(&summary, end);
+        summary.regions = self.region_report(st.regions, &summary, end);
         Ok(RunResult {
             summary,
-            requests: self.requests,
+            // A streamed run's slab holds only vacant slots by now.
+            requests: if self.slab.recycle {
+                Vec::new()
+            } else {
+                self.requests
+            },
             timeseries: self.timeseries,
             attribution: f.metrics.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
+            streamed_requests: std::sync::Mutex::new(streamed),
         })
     }
 
@@ -815,21 +874,15 @@ impl<'a> Simulation<'a> {
         self.fleet
             .check(&self.requests, &self.replicas)
             .map_err(InvariantViolation)?;
-        for (i, r) in self.requests.iter().enumerate() {
-            match r.status {
-                Status::InFlight if !held[i] => {
-                    return fail(format!("request {i} is in flight but no replica holds it"))
-                }
-                Status::Completed if r.generated != r.output_tokens => {
-                    return fail(format!(
-                        "request {i} completed with {} of {} output tokens",
-                        r.generated, r.output_tokens
-                    ))
-                }
-                Status::Completed if r.first_token.is_none() || r.finished.is_none() => {
-                    return fail(format!("request {i} completed without token times"))
-                }
-                _ => {}
+        // Requests that ended and left the slab were checked as they left
+        // (`records::stream::ended_violation`).
+        for (i, id) in self.live() {
+            let r = &self.requests[i];
+            if r.status == Status::InFlight && !held[i] {
+                return fail(format!("request {id} is in flight but no replica holds it"));
+            }
+            if let Some(v) = crate::records::stream::ended_violation(id, r) {
+                return fail(v);
             }
         }
         Ok(())
@@ -839,6 +892,7 @@ impl<'a> Simulation<'a> {
 mod canary_run;
 mod decode_runs;
 mod life;
+mod records;
 mod regions;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use super::{InvariantViolation, Simulation};
 use crate::metrics::Summary;
+use crate::region::records::RegionRecords;
 use crate::region::RegionReport;
 use crate::request::{Request, RequestId};
 use crate::tenancy::Tenancy;
@@ -67,9 +68,29 @@ impl Simulation<'_> {
         }
     }
 
-    /// The summary's `regions` rows (after `lifecycle` is filled in).
-    pub(super) fn region_report(&self, sum: &Summary, end: SimTime) -> Vec<RegionReport> {
-        let Some(rg) = &self.regions else {
+    /// At construction: with regions, the record stream folds each ended
+    /// request into the per-region report.
+    pub(super) fn region_init(&mut self) {
+        if let Some(rg) = &self.regions {
+            let slo = self
+                .scenario
+                .file
+                .slo
+                .as_ref()
+                .map(|x| (x.ttft_ms, x.tpot_ms));
+            self.stream.regions = Some(rg.records(slo));
+        }
+    }
+
+    /// The summary's `regions` rows (after `lifecycle` is filled in) from
+    /// the requests folded into `recs` as they ended.
+    pub(super) fn region_report(
+        &self,
+        recs: Option<RegionRecords>,
+        sum: &Summary,
+        end: SimTime,
+    ) -> Vec<RegionReport> {
+        let (Some(rg), Some(recs)) = (&self.regions, recs) else {
             return Vec::new();
         };
         let s = self.scenario;
@@ -84,7 +105,6 @@ impl Simulation<'_> {
                 .map(|p| p.scenario.gpus() as f64 * hours)
                 .collect(),
         };
-        let slo = s.file.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-        rg.report(s, &self.requests, &gpu_hours, slo, end)
+        rg.report(s, recs, &gpu_hours)
     }
 }

@@ -217,6 +217,27 @@ impl Tenancy {
 
     /// The per-tenant report, when the scenario has tenants.
     pub fn report(&self, reqs: &[Request], duration: SimTime, gpus: u32) -> Option<TenancyReport> {
+        let mut acc = self.records()?;
+        for r in reqs {
+            acc.add(r);
+        }
+        self.report_from(acc, duration, gpus)
+    }
+
+    /// What the per-tenant report folds from each ended request, when the
+    /// scenario has tenants (a streamed run feeds it as requests end).
+    pub fn records(&self) -> Option<report::TenantRecords> {
+        self.is_active()
+            .then(|| report::TenantRecords::new(&self.slos))
+    }
+
+    /// [`Self::report`] from the folded records.
+    pub fn report_from(
+        &self,
+        acc: report::TenantRecords,
+        duration: SimTime,
+        gpus: u32,
+    ) -> Option<TenancyReport> {
         if !self.is_active() {
             return None;
         }
@@ -229,10 +250,10 @@ impl Tenancy {
                 retries: self.retries[i],
             })
             .collect();
-        Some(report::build(
+        Some(report::build_from(
             self.fairness.policy.name(),
             &meta,
-            reqs,
+            acc,
             duration,
             gpus,
             (self.fairness.input_weight, self.fairness.output_weight),

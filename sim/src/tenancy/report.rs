@@ -89,30 +89,66 @@ pub fn build(
     gpus: u32,
     weights: (f64, f64),
 ) -> TenancyReport {
-    let mut by_tenant: Vec<Vec<Request>> = vec![Vec::new(); tenants.len()];
+    let slos: Vec<_> = tenants.iter().map(|m| m.slo).collect();
+    let mut acc = TenantRecords::new(&slos);
     for r in reqs {
-        if let Some(v) = by_tenant.get_mut(r.tenant as usize) {
-            let mut light = Request::new(r.arrival, r.prompt_tokens, r.output_tokens);
-            light.first_scheduled = r.first_scheduled;
-            light.first_token = r.first_token;
-            light.finished = r.finished;
-            light.generated = r.generated;
-            light.preemptions = r.preemptions;
-            light.status = r.status;
-            light.tenant = r.tenant;
-            v.push(light);
+        acc.add(r);
+    }
+    build_from(fairness, tenants, acc, duration, gpus, weights)
+}
+
+/// The per-tenant parts of the report, folded one ended request at a time
+/// (what a streamed run keeps instead of its requests).
+#[derive(Debug, Default)]
+pub struct TenantRecords {
+    /// Per tenant: its summary so far, prompt tokens of requests whose
+    /// prefill finished, output tokens generated.
+    per: Vec<(metrics::RequestsSummary, u64, u64)>,
+}
+
+impl TenantRecords {
+    /// One entry per tenant, with that tenant's SLO targets.
+    pub fn new(slos: &[Option<(f64, f64)>]) -> TenantRecords {
+        TenantRecords {
+            per: slos
+                .iter()
+                .map(|&slo| (metrics::RequestsSummary::new(slo), 0, 0))
+                .collect(),
         }
     }
+
+    /// Counts request `r` under its tenant (one of a trace's tenants the
+    /// scenario does not list is not reported).
+    pub fn add(&mut self, r: &Request) {
+        if let Some((s, prompt, output)) = self.per.get_mut(r.tenant as usize) {
+            // A tenant's output counts one sample's tokens per request.
+            s.add_as(r, 1);
+            if r.first_token.is_some() {
+                *prompt += r.prompt_tokens as u64;
+            }
+            *output += r.generated as u64;
+        }
+    }
+
+    /// The first error spilling samples to disk.
+    pub fn error(&self) -> Option<&str> {
+        self.per.iter().find_map(|p| p.0.error())
+    }
+}
+
+/// Builds the report from the folded records.
+pub fn build_from(
+    fairness: &str,
+    tenants: &[TenantMeta],
+    acc: TenantRecords,
+    duration: SimTime,
+    gpus: u32,
+    weights: (f64, f64),
+) -> TenancyReport {
     let mut out = Vec::with_capacity(tenants.len());
-    for (meta, rs) in tenants.iter().zip(&by_tenant) {
+    for (meta, (acc, prompt, output)) in tenants.iter().zip(acc.per) {
         let mut s = Summary::default();
-        metrics::summarize_requests(rs, Vec::new(), duration, gpus, meta.slo, &mut s);
-        let prompt: u64 = rs
-            .iter()
-            .filter(|r| r.first_token.is_some())
-            .map(|r| r.prompt_tokens as u64)
-            .sum();
-        let output: u64 = rs.iter().map(|r| r.generated as u64).sum();
+        acc.finish(Dist::default(), duration, gpus, &mut s);
         out.push(TenantSummary {
             name: meta.name.to_string(),
             priority: meta.priority,

@@ -1,0 +1,11 @@
+//! What a run keeps of its requests while it runs, sized by what is in
+//! flight rather than by how many requests the run served: exact streaming
+//! distributions and compacted records of ended requests.
+
+pub mod itl;
+
+pub use itl::ItlHistogram;
+pub mod stream;
+
+pub use stream::RecordStream;
+pub mod spill;

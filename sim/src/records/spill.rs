@@ -1,0 +1,367 @@
+//! Per-request values a run must see again at its end, kept in a bounded
+//! buffer and spilled to an anonymous temporary file beyond it, so memory
+//! does not grow with the run's request count.
+//!
+//! Two uses: values read back in the order they came ([`SpillLog`]), and
+//! values read back sorted ([`SpillSort`]), by external merge sort (Knuth,
+//! TAOCP vol. 3, §5.4.1): each full buffer is sorted and written as a run,
+//! and the runs are merged through a heap at the end. Both give exactly the
+//! sequence an in-memory `Vec` (sorted with `sort_unstable`) would: a
+//! run's statistics are computed from the same values in the same order. A
+//! run small enough for the buffer never touches the disk.
+
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+
+/// Values buffered before a spill (per structure).
+pub const CHUNK: usize = 1 << 16;
+
+/// Values read from a spilled run at a time, per run.
+const READ: usize = 1 << 10;
+
+/// A fixed-size value that spills as bytes.
+pub trait Spill: Copy {
+    const BYTES: usize;
+    fn put(&self, out: &mut Vec<u8>);
+    fn get(b: &[u8]) -> Self;
+}
+
+impl Spill for u64 {
+    const BYTES: usize = 8;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> u64 {
+        u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+    }
+}
+
+impl Spill for (u64, i64) {
+    const BYTES: usize = 16;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_le_bytes());
+        out.extend_from_slice(&self.1.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> (u64, i64) {
+        (
+            u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+            i64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+        )
+    }
+}
+
+/// (gap, tokens, count) of the inter-token histogram (`records::itl`).
+impl Spill for (u64, u64, u64) {
+    const BYTES: usize = 24;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_le_bytes());
+        out.extend_from_slice(&self.1.to_le_bytes());
+        out.extend_from_slice(&self.2.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> (u64, u64, u64) {
+        let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        (u(0), u(8), u(16))
+    }
+}
+
+/// The temporary file and the runs written to it (offset, values).
+#[derive(Debug, Default)]
+struct Disk {
+    file: Option<File>,
+    end: u64,
+    runs: Vec<(u64, usize)>,
+    /// The first I/O error: the values are then incomplete.
+    error: Option<String>,
+}
+
+impl Disk {
+    fn write<T: Spill>(&mut self, v: &[T]) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(v.len() * T::BYTES);
+        for x in v {
+            x.put(&mut bytes);
+        }
+        let res = (|| -> std::io::Result<()> {
+            if self.file.is_none() {
+                self.file = Some(tempfile::tempfile()?);
+            }
+            let f = self.file.as_mut().expect("just created");
+            f.write_all(&bytes)
+        })();
+        match res {
+            Ok(()) => {
+                self.runs.push((self.end, v.len()));
+                self.end += bytes.len() as u64;
+            }
+            Err(e) => {
+                self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
+            }
+        }
+    }
+
+    /// A cursor over run `k`.
+    fn cursor<T: Spill>(&self, k: usize) -> Cursor<'_, T> {
+        let (at, len) = self.runs[k];
+        Cursor {
+            file: self.file.as_ref(),
+            at,
+            left: len,
+            buf: Vec::new(),
+            pos: 0,
+            err: None,
+        }
+    }
+}
+
+/// Reads one spilled run in blocks of [`READ`] values.
+struct Cursor<'a, T> {
+    file: Option<&'a File>,
+    at: u64,
+    left: usize,
+    buf: Vec<T>,
+    pos: usize,
+    err: Option<String>,
+}
+
+impl<T: Spill> Iterator for Cursor<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        if self.pos == self.buf.len() {
+            if self.left == 0 {
+                return None;
+            }
+            let n = self.left.min(READ);
+            let mut bytes = vec![0u8; n * T::BYTES];
+            let f = self.file?;
+            if let Err(e) = f.read_exact_at(&mut bytes, self.at) {
+                self.err = Some(e.to_string());
+                self.left = 0;
+                return None;
+            }
+            self.at += bytes.len() as u64;
+            self.left -= n;
+            self.buf.clear();
+            self.buf
+                .extend(bytes.chunks_exact(T::BYTES).map(|b| T::get(b)));
+            self.pos = 0;
+        }
+        let x = self.buf[self.pos];
+        self.pos += 1;
+        Some(x)
+    }
+}
+
+/// Values read back in the order they were pushed.
+#[derive(Debug)]
+pub struct SpillLog<T> {
+    buf: Vec<T>,
+    disk: Disk,
+    len: usize,
+}
+
+impl<T> Default for SpillLog<T> {
+    fn default() -> Self {
+        SpillLog {
+            buf: Vec::new(),
+            disk: Disk::default(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Spill> SpillLog<T> {
+    pub fn push(&mut self, x: T) {
+        self.buf.push(x);
+        self.len += 1;
+        if self.buf.len() >= CHUNK {
+            self.disk.write(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every value, in push order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        (0..self.disk.runs.len())
+            .flat_map(|k| self.disk.cursor::<T>(k))
+            .chain(self.buf.iter().copied())
+    }
+
+    /// The first I/O error, if any (the values are then incomplete).
+    pub fn error(&self) -> Option<&str> {
+        self.disk.error.as_deref()
+    }
+}
+
+/// Values read back in ascending order.
+#[derive(Debug)]
+pub struct SpillSort<T> {
+    buf: Vec<T>,
+    disk: Disk,
+    len: usize,
+}
+
+impl<T> Default for SpillSort<T> {
+    fn default() -> Self {
+        SpillSort {
+            buf: Vec::new(),
+            disk: Disk::default(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Spill + Ord> SpillSort<T> {
+    pub fn push(&mut self, x: T) {
+        self.buf.push(x);
+        self.len += 1;
+        if self.buf.len() >= CHUNK {
+            self.buf.sort_unstable();
+            self.disk.write(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every value in ascending order (sorts the buffered tail in place).
+    pub fn sorted(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.buf.sort_unstable();
+        if self.disk.runs.is_empty() {
+            // Nothing spilled: the buffer alone, without the merge heap.
+            return Sorted::Memory(self.buf.iter().copied());
+        }
+        let mut sources: Vec<Box<dyn Iterator<Item = T> + '_>> = (0..self.disk.runs.len())
+            .map(|k| Box::new(self.disk.cursor::<T>(k)) as Box<dyn Iterator<Item = T>>)
+            .collect();
+        sources.push(Box::new(self.buf.iter().copied()));
+        Sorted::Merged(Merge::new(sources))
+    }
+
+    /// The first I/O error, if any (the values are then incomplete).
+    pub fn error(&self) -> Option<&str> {
+        self.disk.error.as_deref()
+    }
+}
+
+/// [`SpillSort::sorted`]'s values: straight from memory when nothing
+/// spilled, merged with the runs on disk otherwise.
+enum Sorted<A, B> {
+    Memory(A),
+    Merged(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Sorted<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Sorted::Memory(a) => a.next(),
+            Sorted::Merged(b) => b.next(),
+        }
+    }
+}
+
+/// K-way merge of ascending sources (ties: the lower source first; equal
+/// values are interchangeable, so the sequence is the sorted one).
+struct Merge<'a, T: Ord> {
+    sources: Vec<Box<dyn Iterator<Item = T> + 'a>>,
+    heap: BinaryHeap<std::cmp::Reverse<(T, usize)>>,
+}
+
+impl<'a, T: Ord> Merge<'a, T> {
+    fn new(mut sources: Vec<Box<dyn Iterator<Item = T> + 'a>>) -> Self {
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (k, s) in sources.iter_mut().enumerate() {
+            if let Some(x) = s.next() {
+                heap.push(std::cmp::Reverse((x, k)));
+            }
+        }
+        Merge { sources, heap }
+    }
+}
+
+impl<T: Ord> Iterator for Merge<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        let std::cmp::Reverse((x, k)) = self.heap.pop()?;
+        if let Some(y) = self.sources[k].next() {
+            self.heap.push(std::cmp::Reverse((y, k)));
+        }
+        Some(x)
+    }
+}
+
+/// An f64's bits mapped so that unsigned order is `f64::total_cmp`'s order.
+pub fn f64_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+/// The inverse of [`f64_key`].
+pub fn f64_of_key(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(6))]
+        #[test]
+        fn spilled_values_come_back_as_a_vec_would(v in proptest::collection::vec(any::<u64>(), 0..3 * CHUNK + 7)) {
+            let (mut log, mut sort) = (SpillLog::default(), SpillSort::default());
+            for &x in &v {
+                log.push(x % 1000);
+                sort.push(x % 1000);
+            }
+            let kept: Vec<u64> = v.iter().map(|x| x % 1000).collect();
+            prop_assert_eq!(log.iter().collect::<Vec<_>>(), kept.clone());
+            let mut sorted = kept;
+            sorted.sort_unstable();
+            prop_assert_eq!(sort.sorted().collect::<Vec<_>>(), sorted);
+            prop_assert!(log.error().is_none() && sort.error().is_none());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn f64_keys_order_like_total_cmp(a in any::<f64>(), b in any::<f64>()) {
+            prop_assert_eq!(f64_key(a).cmp(&f64_key(b)), a.total_cmp(&b));
+            prop_assert_eq!(f64_of_key(f64_key(a)).to_bits(), a.to_bits());
+        }
+    }
+
+    #[test]
+    fn pairs_spill_and_merge() {
+        let mut s = SpillSort::default();
+        for i in (0..2 * CHUNK as i64 + 5).rev() {
+            s.push(((i % 97) as u64, -i));
+        }
+        let got: Vec<(u64, i64)> = s.sorted().collect();
+        assert_eq!(got.len(), 2 * CHUNK + 5);
+        assert!(got.windows(2).all(|w| w[0] <= w[1]));
+    }
+}

@@ -1,0 +1,232 @@
+//! Where a run keeps its requests: a slab whose slots are recycled when a
+//! request ends (memory follows the requests in flight), or, by default,
+//! every request kept to the end for callers that read them
+//! (`RunResult::requests`). Either way the reports fold each request once,
+//! in id order, through a [`crate::records::RecordStream`]; with recycling they do so as
+//! requests end, and `requests.csv` is written as they go.
+//!
+//! A slot is the `RequestId` the replicas, the router and the fleet index
+//! by; the request's own id (its arrival order, `requests.csv`'s `id`) is
+//! kept beside it. A slot is only reused once nothing can read it: a request
+//! ends (completed, or rejected), and a static batch that keeps finished
+//! members until the batch ends has let go of it.
+
+use super::Simulation;
+use crate::request::{Request, RequestId, Status};
+use crate::time::SimTime;
+use std::path::Path;
+
+/// The slab's bookkeeping beside `Simulation::requests`.
+#[derive(Debug, Default)]
+pub(super) struct Slab {
+    /// Recycle slots (a streamed run); otherwise slot = id, all kept.
+    pub recycle: bool,
+    /// Requests that arrived (the next id).
+    pub arrived: u64,
+    /// Each slot's request id.
+    ids: Vec<u64>,
+    /// Slots free for reuse, and which slots are free.
+    free: Vec<RequestId>,
+    vacant: Vec<bool>,
+    /// Per replica: completed requests a static batch still holds.
+    held_done: Vec<Vec<RequestId>>,
+    /// Most slots in use at once.
+    pub peak_slots: usize,
+    /// With recycling and a life cycle per pool: where each request that
+    /// arrived since the oldest pool's last scrape is (`recent[k]`: request
+    /// `recent_base + k`), so a pool's arrival rate can still count them.
+    track_recent: bool,
+    recent: std::collections::VecDeque<Recent>,
+    recent_base: u64,
+}
+
+/// A recent arrival: in its slot still, or ended on `replica`.
+#[derive(Clone, Copy, Debug)]
+enum Recent {
+    Live(RequestId),
+    Ended(u32),
+}
+
+/// A freed slot's placeholder: ended, so no check counts it in flight.
+fn vacant() -> Request {
+    let mut r = Request::new(SimTime::ZERO, 0, 0);
+    r.status = Status::Completed;
+    r
+}
+
+impl Slab {
+    /// Requests that arrived from id `from` on and are now on a replica in
+    /// `range` (a pool's arrivals since its last scrape). `requests`: the
+    /// run's slots.
+    pub(super) fn routed_since(
+        &self,
+        requests: &[Request],
+        from: u64,
+        range: &std::ops::Range<usize>,
+    ) -> u64 {
+        let on = |r: u32| range.contains(&(r as usize));
+        if !self.recycle {
+            return requests[from as usize..]
+                .iter()
+                .filter(|r| on(r.replica))
+                .count() as u64;
+        }
+        debug_assert!(from >= self.recent_base);
+        self.recent
+            .iter()
+            .skip((from - self.recent_base) as usize)
+            .filter(|e| match **e {
+                Recent::Live(slot) => on(requests[slot as usize].replica),
+                Recent::Ended(r) => on(r),
+            })
+            .count() as u64
+    }
+
+    /// No pool will count arrivals before id `oldest` again.
+    pub(super) fn forget_arrivals_before(&mut self, oldest: u64) {
+        while self.recent_base < oldest && self.recent.pop_front().is_some() {
+            self.recent_base += 1;
+        }
+    }
+}
+
+impl<'a> Simulation<'a> {
+    /// Streams the run's records: requests leave memory as they end, the
+    /// reports fold them as they go, and with `dir` `requests.csv` is
+    /// written into its temporary there as they end ([`crate::output::write_all`]
+    /// renames it into place). `RunResult::requests` is then empty. The
+    /// files and the summary are byte-identical to a run that keeps every
+    /// request (`tests/streamed_records.rs`).
+    pub fn stream_records(mut self, dir: Option<&Path>) -> std::io::Result<Self> {
+        if let Some(dir) = dir {
+            let csv = crate::output::RequestsCsv::create(
+                dir,
+                self.scenario.file.metrics.attribution,
+                self.fleet.disaggregated(),
+                self.scenario
+                    .file
+                    .fleet
+                    .regions
+                    .iter()
+                    .map(|g| g.name.clone())
+                    .collect(),
+            )?;
+            self.stream.set_csv(csv);
+        }
+        self.slab.recycle = true;
+        self.slab.track_recent = self.life_pooled();
+        self.slab.held_done = vec![Vec::new(); self.replicas.len()];
+        self.requests = Vec::new();
+        Ok(self)
+    }
+
+    /// The slot the next admitted request will take.
+    pub(super) fn next_slot(&self) -> RequestId {
+        match self.slab.free.last() {
+            Some(&s) => s,
+            None => self.requests.len() as RequestId,
+        }
+    }
+
+    /// Stores the request just admitted in the slot [`Self::next_slot`] gave.
+    pub(super) fn put(&mut self, slot: RequestId, req: Request) {
+        let id = self.slab.arrived;
+        self.slab.arrived += 1;
+        if self.slab.track_recent {
+            self.slab.recent.push_back(Recent::Live(slot));
+        }
+        if self.slab.free.last() == Some(&slot) {
+            self.slab.free.pop();
+            self.requests[slot as usize] = req;
+            self.slab.ids[slot as usize] = id;
+            self.slab.vacant[slot as usize] = false;
+        } else {
+            debug_assert_eq!(slot as usize, self.requests.len());
+            self.requests.push(req);
+            self.slab.ids.push(id);
+            self.slab.vacant.push(false);
+            self.slab.peak_slots = self.slab.peak_slots.max(self.requests.len());
+        }
+    }
+
+    /// Request `slot` ended and nothing reads it any more: its record goes
+    /// to the reports and the slot is free (a streamed run only).
+    pub(super) fn release(&mut self, slot: RequestId) {
+        if !self.slab.recycle {
+            return;
+        }
+        let i = slot as usize;
+        let mut r = std::mem::replace(&mut self.requests[i], vacant());
+        // No report reads the block hashes: the record waiting for its turn
+        // in the reorder buffer holds no more than it needs.
+        r.prefix_hashes = Vec::new();
+        self.slab.vacant[i] = true;
+        self.slab.free.push(slot);
+        let id = self.slab.ids[i];
+        if self.slab.track_recent && id >= self.slab.recent_base {
+            self.slab.recent[(id - self.slab.recent_base) as usize] = Recent::Ended(r.replica);
+        }
+        self.life_forget(slot);
+        self.stream.ended(self.slab.ids[i], r);
+    }
+
+    /// Releases requests replica `r` completed, unless its static batch
+    /// still holds them (then once the batch has ended).
+    pub(super) fn release_completed(&mut self, r: usize, done: &[RequestId]) {
+        if !self.slab.recycle {
+            return;
+        }
+        if self.replicas[r].holds_finished() {
+            self.slab.held_done[r].extend_from_slice(done);
+            return;
+        }
+        let held = std::mem::take(&mut self.slab.held_done[r]);
+        for &id in held.iter().chain(done) {
+            self.release(id);
+        }
+        self.slab.held_done[r] = held;
+        self.slab.held_done[r].clear();
+    }
+
+    /// The live slots and their request ids (every slot when none recycle).
+    pub(super) fn live(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        (0..self.requests.len())
+            .filter(|&i| !self.slab.vacant[i])
+            .map(|i| (i, self.slab.ids[i]))
+    }
+
+    /// Folds every request not yet folded into the reports, in id order:
+    /// all of them when the run kept them, those still in its slab (in
+    /// flight at the horizon, or held by a static batch) when it streamed.
+    pub(super) fn flush_records(&mut self) -> Result<(), String> {
+        if !self.slab.recycle {
+            for (i, r) in self.requests.iter().enumerate() {
+                self.stream.emit(i as u64, r);
+            }
+            return Ok(());
+        }
+        let mut live: Vec<(u64, usize)> = self.live().map(|(i, id)| (id, i)).collect();
+        live.sort_unstable();
+        for (id, i) in live {
+            let r = std::mem::replace(&mut self.requests[i], vacant());
+            self.stream.ended(id, r);
+        }
+        if self.stream.pending() > 0 {
+            return Err(format!(
+                "{} requests ended but an earlier one never did",
+                self.stream.pending()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vacant_slot_is_not_in_flight() {
+        assert_ne!(vacant().status, Status::InFlight);
+    }
+}
