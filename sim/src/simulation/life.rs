@@ -15,7 +15,6 @@ use crate::lifecycle::{
 use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
 use crate::scenario::Scenario;
-use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::HashMap;
 
@@ -463,14 +462,7 @@ impl Simulation<'_> {
         let r = self
             .fleet
             .route(&mut self.requests[id as usize], &mut self.replicas);
-        let req = &mut self.requests[id as usize];
-        req.replica = r as u32;
-        let waiting = Tenancy::waiting(id, req);
-        self.replicas[r].enqueue_waiting(waiting);
-        if !self.replicas[r].is_busy() {
-            self.start_iteration(r, now);
-        }
-        self.fleet.observe(r, &self.replicas[r]);
+        self.queue_on(r, id, now);
     }
 
     /// Ends request `id` unserved (no replica, or retries exhausted).

@@ -469,16 +469,25 @@ impl<'a> Simulation<'a> {
                     Some(p) => self.fleet.route_in(p, &req),
                     None => self.fleet.route(&mut req, &mut self.replicas),
                 };
-                req.replica = r as u32;
-                let waiting = Tenancy::waiting(id, &req);
                 self.put(id, req);
-                self.replicas[r].enqueue_waiting(waiting);
-                if !self.replicas[r].is_busy() {
-                    self.start_iteration(r, now);
-                }
-                self.fleet.observe(r, &self.replicas[r]);
+                self.queue_on(r, id, now);
             }
         }
+    }
+
+    /// Queues request `id` (already routed to replica `r`) there, starts the
+    /// replica if it is idle and tells the router's view: every way into a
+    /// replica (arrival, a life-cycle placement, an overflow from another
+    /// region) ends here.
+    fn queue_on(&mut self, r: usize, id: RequestId, now: SimTime) {
+        let req = &mut self.requests[id as usize];
+        req.replica = r as u32;
+        let waiting = Tenancy::waiting(id, req);
+        self.replicas[r].enqueue_waiting(waiting);
+        if !self.replicas[r].is_busy() {
+            self.start_iteration(r, now);
+        }
+        self.fleet.observe(r, &self.replicas[r]);
     }
 
     /// Tells the tenancy and the source a request ended (`admitted`: it had

@@ -8,7 +8,6 @@ use crate::metrics::Summary;
 use crate::region::records::RegionRecords;
 use crate::region::RegionReport;
 use crate::request::{Request, RequestId};
-use crate::tenancy::Tenancy;
 use crate::time::SimTime;
 
 impl Simulation<'_> {
@@ -50,14 +49,7 @@ impl Simulation<'_> {
             return;
         }
         let r = self.fleet.route_in(g as usize, &self.requests[id as usize]);
-        let req = &mut self.requests[id as usize];
-        req.replica = r as u32;
-        let waiting = Tenancy::waiting(id, req);
-        self.replicas[r].enqueue_waiting(waiting);
-        if !self.replicas[r].is_busy() {
-            self.start_iteration(r, now);
-        }
-        self.fleet.observe(r, &self.replicas[r]);
+        self.queue_on(r, id, now);
     }
 
     /// Conservation: requests between regions are in flight, held once.
