@@ -73,7 +73,7 @@ mod with_calibrate {
         std::fs::write(&a.out, profile.to_toml_string())
             .with_context(|| format!("cannot write {}", a.out.display()))?;
         for finding in &profile.measurement.noise {
-            outln!("noisy machine: {finding}");
+            outln!("noise      {finding}");
         }
         let m = &profile.model;
         let mem = &profile.memory;

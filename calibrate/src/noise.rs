@@ -160,8 +160,16 @@ pub fn judge(
     };
     let mut findings = Vec::new();
     if loose > 0 {
+        // A few shapes just past the target are a footnote, not a verdict
+        // on the machine: say which it is.
+        let mild = loose * 10 <= times.len() && worst <= 2.0 * CI_TARGET_PCT;
+        let verdict = if mild {
+            "the other shapes are within it, so the profile stands; these few medians are less certain"
+        } else {
+            "the machine is too noisy for a reproducible profile"
+        };
         findings.push(format!(
-            "{loose} of {} shapes could not be measured to ±{CI_TARGET_PCT} % (95 % interval of the median; widest ±{worst:.1} %) after {extra_rounds} extra rounds: the machine is too noisy for a reproducible profile",
+            "{loose} of {} shapes could not be measured to ±{CI_TARGET_PCT} % (95 % interval of the median; widest ±{worst:.1} %) after {extra_rounds} extra rounds: {verdict}",
             times.len()
         ));
     }
@@ -213,6 +221,22 @@ mod tests {
         assert_eq!(loud.loose_shapes, 1);
         assert_eq!(loud.findings.len(), 2, "{loud:?}");
         assert!(loud.findings[0].contains("too noisy") && loud.findings[1].contains("other load"));
+
+        // One shape of twenty, a little past the target: named, not condemned.
+        let slightly: Vec<u64> = (0..15)
+            .map(|i| 10_000_000 + (i * 7 % 15) * 60_000)
+            .collect();
+        let c = median_ci_pct(&slightly);
+        assert!(c > CI_TARGET_PCT && c <= 2.0 * CI_TARGET_PCT, "{c}");
+        let mut shapes = vec![tight_again(); 19];
+        shapes.push(slightly);
+        let mild = judge(&shapes, 3, Some(1.1), 8, 1);
+        assert_eq!(mild.loose_shapes, 1);
+        assert!(mild.findings[0].contains("profile stands"), "{mild:?}");
+    }
+
+    fn tight_again() -> Vec<u64> {
+        (0..15).map(|i| 10_000_000 + (i % 3) * 50_000).collect()
     }
 
     #[test]
