@@ -266,6 +266,42 @@ at = [{ time_s = 60, replica = 0 }, { time_s = 90, replica = 2 }]
 }
 
 #[test]
+fn a_replacement_replica_keeps_the_runs_switches() {
+    // With attribution off, no request may carry latency components, also
+    // those a replacement node (built after a failure) served.
+    let r = run(r#"
+[horizon]
+duration_s = 200
+[fleet]
+replicas = 2
+[workload.arrival]
+process = "poisson"
+rate = 20
+[metrics]
+attribution = false
+[lifecycle]
+provision_s = 5
+[failures]
+max_retries = 2
+at = [{ time_s = 30, replica = 0 }, { time_s = 40, replica = 1 }]
+"#);
+    let done: Vec<_> = r
+        .requests
+        .iter()
+        .filter(|q| q.status == Status::Completed && q.arrival.0 > 60_000_000_000)
+        .collect();
+    assert!(done.len() > 100, "{}", done.len());
+    for q in done {
+        assert_eq!(
+            q.attribution.total(),
+            0,
+            "a request arriving at {:?} was attributed",
+            q.arrival
+        );
+    }
+}
+
+#[test]
 fn a_schedule_scales_down_by_draining_and_a_drain_timeout_hands_back() {
     let r = run(r#"
 [horizon]

@@ -489,6 +489,15 @@ impl Simulation<'_> {
             s.memory.block_bytes(),
             self.scenario.file.seed,
         );
+        // The replacement runs under the same run-wide switches as the
+        // replicas built at the start (`Simulation::with_cost_model`).
+        let run = &self.scenario.file;
+        if !run.metrics.attribution {
+            fresh.disable_attribution();
+        }
+        if run.engine.decode_runs {
+            fresh.enable_decode_runs();
+        }
         self.tenancy.install(std::slice::from_mut(&mut fresh));
         let mut old = std::mem::replace(&mut self.replicas[r], fresh);
         old.close(now);
