@@ -44,7 +44,7 @@
 
 use super::{attribution, IterationOutcome, Replica, TokenGaps};
 use crate::cost::BatchShape;
-use crate::request::Request;
+use crate::request::{Request, RequestId, Status};
 use crate::time::SimTime;
 
 /// The closed form of one replica's run of decode-only steps.
@@ -58,8 +58,9 @@ pub struct DecodeRun {
     /// Steps formed and finished so far in this run.
     formed: u32,
     finished: u32,
-    /// Most steps before one would complete a sequence.
-    limit: u32,
+    /// The step at which the next sequences complete: the least
+    /// `remaining()` among the sequences still in the run.
+    next_leave: u32,
     /// Decoding sequences.
     n: u32,
     /// Σ (context + 1) over the sequences at the first step.
@@ -70,6 +71,8 @@ pub struct DecodeRun {
     hist: Vec<u32>,
     /// Steps taken in closed form over the replica's life (for tests).
     steps: u64,
+    /// Sequences that completed inside a run over the replica's life.
+    leaves: u64,
 }
 
 impl Replica {
@@ -81,6 +84,11 @@ impl Replica {
     /// Iterations this replica took in closed form so far.
     pub fn decode_run_steps(&self) -> u64 {
         self.run.steps
+    }
+
+    /// Sequences that completed inside a run so far.
+    pub fn decode_run_leaves(&self) -> u64 {
+        self.run.leaves
     }
 
     /// Whether the iteration in progress is a closed-form step.
@@ -117,13 +125,13 @@ impl Replica {
         run.hist.resize(bs as usize, 0);
         let (mut n, mut ctx1, mut min_rem) = (0u32, 0u64, u32::MAX);
         for s in &self.st.running {
-            // A sequence that finishes at the next step ends the run before
-            // it starts: give up at once.
+            // Only plain decoding sequences, each with its previous token
+            // from the step that just ended.
             if s.prefilling()
                 || s.done
                 || s.samples != 1
                 || s.last_token != now.0
-                || s.remaining() <= 1
+                || s.remaining() == 0
             {
                 return false;
             }
@@ -140,7 +148,7 @@ impl Replica {
         run.active = true;
         run.formed = 0;
         run.finished = 0;
-        run.limit = min_rem - 1;
+        run.next_leave = min_rem;
         run.n = n;
         run.ctx1 = ctx1;
         run.last_end = now.0;
@@ -165,7 +173,7 @@ impl Replica {
         let j = self.run.formed + 1;
         let bs = self.st.cfg.block_size;
         let alloc = self.run.hist[((j - 1) % bs) as usize] as u64;
-        if j > self.run.limit || alloc > self.st.kv.free() {
+        if alloc > self.st.kv.free() {
             self.end_decode_run();
             return None;
         }
@@ -204,6 +212,8 @@ impl Replica {
     pub(super) fn finish_run_step(
         &mut self,
         now: SimTime,
+        reqs: &mut [Request],
+        completed: &mut Vec<RequestId>,
         gaps: &mut TokenGaps,
     ) -> Option<IterationOutcome> {
         if !self.run.active || self.run.formed == self.run.finished {
@@ -216,13 +226,71 @@ impl Replica {
         let duration = now.since(start);
         self.st.attr.advance(start, now);
         // Every sequence got its previous token when the last step ended.
-        gaps.gaps.push((duration, self.run.n));
+        let n = self.run.n;
+        gaps.gaps.push((duration, n));
         self.run.finished += 1;
         self.run.last_end = now.0;
+        if self.run.finished == self.run.next_leave {
+            self.leave_run(now, reqs, completed);
+        }
         Some(IterationOutcome {
             duration,
-            decode_seqs: self.run.n,
+            decode_seqs: n,
         })
+    }
+
+    /// The step just finished at `now` completed the sequences whose
+    /// remaining output at the run's start was its number: each is brought
+    /// up to date and retired as `finish_iteration` would (in running
+    /// order, releasing its blocks, handing full ones to the prefix cache),
+    /// and leaves the run's sums, so the run goes on with the others. One
+    /// pass over the batch per completing step, where ending the run cost
+    /// four (bringing every sequence up to date, the ordinary step's two
+    /// walks, and the next run's start).
+    fn leave_run(&mut self, now: SimTime, reqs: &mut [Request], completed: &mut Vec<RequestId>) {
+        let st = &mut self.st;
+        let run = &mut self.run;
+        let j = run.finished;
+        let bs = st.cfg.block_size;
+        let mut running = std::mem::take(&mut st.running);
+        let mut write = 0;
+        let mut next = u32::MAX;
+        for read in 0..running.len() {
+            let rem = running[read].remaining();
+            if rem != j {
+                next = next.min(rem);
+                if write != read {
+                    running[write] = running[read];
+                }
+                write += 1;
+                continue;
+            }
+            let s = &mut running[read];
+            if !s.reserved {
+                run.hist[(s.capacity(bs) - s.kv_tokens) as usize] -= 1;
+                let need = (s.kv_tokens + j).div_ceil(bs) - s.shared;
+                s.blocks = s.blocks.max(need);
+            }
+            run.n -= 1;
+            run.ctx1 -= s.kv_tokens as u64 + 1;
+            s.kv_tokens += j;
+            s.generated += j;
+            s.last_token = now.0;
+            let r = &mut reqs[s.id as usize];
+            st.attr.mix.leave_decode(r);
+            r.generated = s.generated;
+            r.finished = Some(now);
+            r.last_token = now;
+            r.status = Status::Completed;
+            completed.push(s.id);
+            st.retire(s, reqs);
+            run.leaves += 1;
+        }
+        running.truncate(write);
+        st.running = running;
+        run.next_leave = next;
+        // The last sequence left: nothing is behind the start-of-run state.
+        run.active = run.n > 0;
     }
 
     /// Brings the running sequences up to date with the run's steps and ends
