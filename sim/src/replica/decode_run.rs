@@ -27,10 +27,19 @@
 //!
 //! The sequences themselves are brought up to date only when the run ends
 //! ([`Replica::end_decode_run`]): `k` steps later each has `k` more tokens
-//! in its cache and the blocks that hold them. A step that would complete a
-//! sequence, allocate beyond the free blocks (eviction or preemption), or
-//! meet a request that arrived, a swapped-out sequence or a KV transfer, is
-//! run by the ordinary path. Runs are off for replicas that decode
+//! in its cache and the blocks that hold them.
+//!
+//! A sequence whose remaining output at the run's start is `j` completes at
+//! step `j`, and the run carries on through it: when that step ends, one
+//! pass over the batch finds the sequences completing, brings each up to
+//! date and retires it exactly as `finish_iteration` does (in running
+//! order; its blocks freed, full ones to the prefix cache), and takes it out
+//! of the run's sums (`n`, the context sum, its slot in the histogram). The
+//! next step is the same batch less those sequences, which is what step by
+//! step forms when nothing waits to be admitted. A step that would allocate
+//! beyond the free blocks (eviction or preemption), or meet a request that
+//! arrived, a swapped-out sequence or a KV transfer, is run by the ordinary
+//! path. Runs are off for replicas that decode
 //! speculatively, run parallel samples, keep static batches, or charge
 //! decoded tokens to a fairness policy (VTC): their steps are not a function
 //! of the shape alone.
