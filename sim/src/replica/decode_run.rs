@@ -346,11 +346,7 @@ mod tests {
     /// Drives one replica to the end with fixed 1000-ns iterations (priced by
     /// the shape, so a wrong shape shows), returning every observable, the
     /// closed-form steps and the completions inside runs.
-    fn drive(
-        runs: bool,
-        block_size: u32,
-        kv_blocks: u64,
-    ) -> (Vec<String>, Vec<Request>, u64, u64) {
+    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64, u64) {
         let e = engine(8, 4096, block_size);
         let mut rep = replica(&e, kv_blocks);
         if runs {
