@@ -27,10 +27,19 @@
 //!
 //! The sequences themselves are brought up to date only when the run ends
 //! ([`Replica::end_decode_run`]): `k` steps later each has `k` more tokens
-//! in its cache and the blocks that hold them. A step that would complete a
-//! sequence, allocate beyond the free blocks (eviction or preemption), or
-//! meet a request that arrived, a swapped-out sequence or a KV transfer, is
-//! run by the ordinary path. Runs are off for replicas that decode
+//! in its cache and the blocks that hold them.
+//!
+//! A sequence whose remaining output at the run's start is `j` completes at
+//! step `j`, and the run carries on through it: when that step ends, one
+//! pass over the batch finds the sequences completing, brings each up to
+//! date and retires it exactly as `finish_iteration` does (in running
+//! order; its blocks freed, full ones to the prefix cache), and takes it out
+//! of the run's sums (`n`, the context sum, its slot in the histogram). The
+//! next step is the same batch less those sequences, which is what step by
+//! step forms when nothing waits to be admitted. A step that would allocate
+//! beyond the free blocks (eviction or preemption), or meet a request that
+//! arrived, a swapped-out sequence or a KV transfer, is run by the ordinary
+//! path. Runs are off for replicas that decode
 //! speculatively, run parallel samples, keep static batches, or charge
 //! decoded tokens to a fairness policy (VTC): their steps are not a function
 //! of the shape alone.
@@ -44,7 +53,7 @@
 
 use super::{attribution, IterationOutcome, Replica, TokenGaps};
 use crate::cost::BatchShape;
-use crate::request::Request;
+use crate::request::{Request, RequestId, Status};
 use crate::time::SimTime;
 
 /// The closed form of one replica's run of decode-only steps.
@@ -58,8 +67,9 @@ pub struct DecodeRun {
     /// Steps formed and finished so far in this run.
     formed: u32,
     finished: u32,
-    /// Most steps before one would complete a sequence.
-    limit: u32,
+    /// The step at which the next sequences complete: the least
+    /// `remaining()` among the sequences still in the run.
+    next_leave: u32,
     /// Decoding sequences.
     n: u32,
     /// Σ (context + 1) over the sequences at the first step.
@@ -70,6 +80,8 @@ pub struct DecodeRun {
     hist: Vec<u32>,
     /// Steps taken in closed form over the replica's life (for tests).
     steps: u64,
+    /// Sequences that completed inside a run over the replica's life.
+    leaves: u64,
 }
 
 impl Replica {
@@ -81,6 +93,11 @@ impl Replica {
     /// Iterations this replica took in closed form so far.
     pub fn decode_run_steps(&self) -> u64 {
         self.run.steps
+    }
+
+    /// Sequences that completed inside a run so far.
+    pub fn decode_run_leaves(&self) -> u64 {
+        self.run.leaves
     }
 
     /// Whether the iteration in progress is a closed-form step.
@@ -117,13 +134,13 @@ impl Replica {
         run.hist.resize(bs as usize, 0);
         let (mut n, mut ctx1, mut min_rem) = (0u32, 0u64, u32::MAX);
         for s in &self.st.running {
-            // A sequence that finishes at the next step ends the run before
-            // it starts: give up at once.
+            // Only plain decoding sequences, each with its previous token
+            // from the step that just ended.
             if s.prefilling()
                 || s.done
                 || s.samples != 1
                 || s.last_token != now.0
-                || s.remaining() <= 1
+                || s.remaining() == 0
             {
                 return false;
             }
@@ -140,7 +157,7 @@ impl Replica {
         run.active = true;
         run.formed = 0;
         run.finished = 0;
-        run.limit = min_rem - 1;
+        run.next_leave = min_rem;
         run.n = n;
         run.ctx1 = ctx1;
         run.last_end = now.0;
@@ -165,7 +182,7 @@ impl Replica {
         let j = self.run.formed + 1;
         let bs = self.st.cfg.block_size;
         let alloc = self.run.hist[((j - 1) % bs) as usize] as u64;
-        if j > self.run.limit || alloc > self.st.kv.free() {
+        if alloc > self.st.kv.free() {
             self.end_decode_run();
             return None;
         }
@@ -204,6 +221,8 @@ impl Replica {
     pub(super) fn finish_run_step(
         &mut self,
         now: SimTime,
+        reqs: &mut [Request],
+        completed: &mut Vec<RequestId>,
         gaps: &mut TokenGaps,
     ) -> Option<IterationOutcome> {
         if !self.run.active || self.run.formed == self.run.finished {
@@ -216,13 +235,69 @@ impl Replica {
         let duration = now.since(start);
         self.st.attr.advance(start, now);
         // Every sequence got its previous token when the last step ended.
-        gaps.gaps.push((duration, self.run.n));
+        let n = self.run.n;
+        gaps.gaps.push((duration, n));
         self.run.finished += 1;
         self.run.last_end = now.0;
+        if self.run.finished == self.run.next_leave {
+            self.leave_run(now, reqs, completed);
+        }
         Some(IterationOutcome {
             duration,
-            decode_seqs: self.run.n,
+            decode_seqs: n,
         })
+    }
+
+    /// The step just finished at `now` completed the sequences whose
+    /// remaining output at the run's start was its number: each is brought
+    /// up to date and retired as `finish_iteration` would (in running
+    /// order, releasing its blocks, handing full ones to the prefix cache),
+    /// and leaves the run's sums, so the run goes on with the others. One
+    /// pass over the batch per completing step, where ending the run cost
+    /// four (bringing every sequence up to date, the ordinary step's two
+    /// walks, and the next run's start).
+    fn leave_run(&mut self, now: SimTime, reqs: &mut [Request], completed: &mut Vec<RequestId>) {
+        let st = &mut self.st;
+        let run = &mut self.run;
+        let j = run.finished;
+        let bs = st.cfg.block_size;
+        let mut running = std::mem::take(&mut st.running);
+        let mut next = u32::MAX;
+        let mut i = 0;
+        while i < running.len() {
+            let rem = running[i].remaining();
+            if rem != j {
+                next = next.min(rem);
+                i += 1;
+                continue;
+            }
+            // Usually one sequence leaves a step: shifting the tail down
+            // (a `memmove`) is cheaper than compacting element by element.
+            let mut s = running.remove(i);
+            if !s.reserved {
+                run.hist[(s.capacity(bs) - s.kv_tokens) as usize] -= 1;
+                let need = (s.kv_tokens + j).div_ceil(bs) - s.shared;
+                s.blocks = s.blocks.max(need);
+            }
+            run.n -= 1;
+            run.ctx1 -= s.kv_tokens as u64 + 1;
+            s.kv_tokens += j;
+            s.generated += j;
+            s.last_token = now.0;
+            let r = &mut reqs[s.id as usize];
+            st.attr.mix.leave_decode(r);
+            r.generated = s.generated;
+            r.finished = Some(now);
+            r.last_token = now;
+            r.status = Status::Completed;
+            completed.push(s.id);
+            st.retire(&mut s, reqs);
+            run.leaves += 1;
+        }
+        st.running = running;
+        run.next_leave = next;
+        // The last sequence left: nothing is behind the start-of-run state.
+        run.active = run.n > 0;
     }
 
     /// Brings the running sequences up to date with the run's steps and ends
@@ -237,9 +312,10 @@ impl Replica {
         let (done, formed) = (run.finished, run.formed);
         let bs = self.st.cfg.block_size;
         for s in &mut self.st.running {
-            if !s.reserved {
-                let need = (s.kv_tokens + formed).div_ceil(bs) - s.shared;
-                s.blocks = s.blocks.max(need);
+            // Only a sequence whose tokens outgrew its blocks took more (no
+            // division for the others: runs are mostly shorter than a block).
+            if !s.reserved && s.kv_tokens + formed > s.capacity(bs) {
+                s.blocks = (s.kv_tokens + formed).div_ceil(bs) - s.shared;
             }
             s.kv_tokens += done;
             s.generated += done;
@@ -268,8 +344,9 @@ mod tests {
     use crate::time::SimTime;
 
     /// Drives one replica to the end with fixed 1000-ns iterations (priced by
-    /// the shape, so a wrong shape shows), returning every observable.
-    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64) {
+    /// the shape, so a wrong shape shows), returning every observable, the
+    /// closed-form steps and the completions inside runs.
+    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64, u64) {
         let e = engine(8, 4096, block_size);
         let mut rep = replica(&e, kv_blocks);
         if runs {
@@ -309,15 +386,18 @@ mod tests {
         }
         rep.close(t);
         log.push(format!("{} {}", rep.blocks_held(), rep.kv().used()));
-        (log, reqs, rep.decode_run_steps())
+        (log, reqs, rep.decode_run_steps(), rep.decode_run_leaves())
     }
 
     #[test]
     fn a_replica_runs_the_same_with_and_without_closed_form_steps() {
         for (bs, blocks) in [(16, 1000), (4, 1000), (16, 14), (1, 200)] {
-            let (a, ra, none) = drive(false, bs, blocks);
-            let (b, rb, steps) = drive(true, bs, blocks);
+            let (a, ra, none, _) = drive(false, bs, blocks);
+            let (b, rb, steps, leaves) = drive(true, bs, blocks);
             assert_eq!(none, 0);
+            // Completions inside runs are exercised (6 requests; the ones
+            // that end while another arrival is far off).
+            assert!(leaves >= 2, "completions inside runs: {leaves}");
             assert!(
                 steps * 3 > b.len() as u64,
                 "most steps closed-form: {steps}"

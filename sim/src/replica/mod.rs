@@ -324,7 +324,7 @@ impl Replica {
         completed: &mut Vec<RequestId>,
         gaps: &mut TokenGaps,
     ) -> IterationOutcome {
-        if let Some(out) = self.finish_run_step(now, gaps) {
+        if let Some(out) = self.finish_run_step(now, reqs, completed, gaps) {
             return out;
         }
         let start = self

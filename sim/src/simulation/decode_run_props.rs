@@ -68,7 +68,7 @@ fn case() -> impl Strategy<Value = Case> {
             prop::bool::weighted(0.2),
         ),
         (
-            prop::sample::select(vec![2.0, 20.0, 200.0]),
+            prop::sample::select(vec![0.5, 2.0, 20.0, 200.0]),
             50u32..1500,
             2u32..300,
         ),
