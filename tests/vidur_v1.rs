@@ -53,7 +53,11 @@ fn vidur_v1_mirrors_vidurs_readme_run_and_draws_from_its_trace() {
         serde_json::from_str(&read(&tmp.path().join("out/summary.json"))).unwrap();
     assert_eq!(f(&s, "counts.arrived"), 5000.0);
     assert_eq!(f(&s, "counts.completed"), 5000.0, "{}", s["counts"]);
-    assert_eq!(f(&s, "counts.rejected"), 0.0, "every request fits 4,096 tokens");
+    assert_eq!(
+        f(&s, "counts.rejected"),
+        0.0,
+        "every request fits 4,096 tokens"
+    );
 
     // Lengths are the trace's rows, prompts clamped: the sample's mean
     // prompt is the clamped trace's within 5 standard errors, and every
@@ -84,5 +88,8 @@ fn vidur_v1_mirrors_vidurs_readme_run_and_draws_from_its_trace() {
     assert_eq!(got.len(), 5000);
     let m = got.iter().sum::<f64>() / got.len() as f64;
     let se = sd / (got.len() as f64).sqrt();
-    assert!((m - mean).abs() < 5.0 * se, "mean prompt {m} vs {mean} ± {se}");
+    assert!(
+        (m - mean).abs() < 5.0 * se,
+        "mean prompt {m} vs {mean} ± {se}"
+    );
 }
