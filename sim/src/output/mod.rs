@@ -4,12 +4,13 @@
 //! run gives byte-identical files.
 
 mod atomic;
+mod fields;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
 use crate::attribution::{self, Component};
 use crate::request::{Request, Status};
 use crate::simulation::RunResult;
-use crate::time::nanos_to_ms;
+use crate::time::{NANOS_PER_MS, NANOS_PER_SEC};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -60,11 +61,6 @@ pub const TIMESERIES_COLUMNS: [&str; 6] = [
     "kv_blocks_used",
     "kv_util",
 ];
-
-fn ms(v: Option<u64>) -> String {
-    v.map(|x| format!("{:.3}", nanos_to_ms(x)))
-        .unwrap_or_default()
-}
 
 /// Writes the three result files into `dir` (created if missing), each
 /// through a temporary file renamed into place; `summary.json` goes last, so
@@ -128,17 +124,16 @@ fn write_requests(
     disagg: bool,
     regions: &[&str],
 ) -> std::io::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    write_request_header(&mut w, attribution, disagg, !regions.is_empty())?;
+    write_request_header(out, attribution, disagg, !regions.is_empty())?;
     for (i, r) in reqs.iter().enumerate() {
-        write_request_row(&mut w, i as u64, r, attribution, disagg, regions)?;
+        write_request_row(out, i as u64, r, attribution, disagg, regions)?;
     }
-    w.flush()?;
+    out.flush()?;
     Ok(())
 }
 
 fn write_request_header<W: Write>(
-    w: &mut csv::Writer<W>,
+    w: &mut W,
     attribution: bool,
     disagg: bool,
     regions: bool,
@@ -154,13 +149,18 @@ fn write_request_header<W: Write>(
         &[]
     };
     let origin: &[&str] = if regions { &["origin_region"] } else { &[] };
-    w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
-    Ok(())
+    let mut row = fields::Row::new(w);
+    for name in base.iter().chain(extra.iter()).chain(origin.iter()) {
+        row.text(name)?;
+    }
+    row.end()
 }
 
-/// One row of `requests.csv`: request `id` (its arrival order).
+/// One row of `requests.csv`: request `id` (its arrival order). Written as
+/// the csv crate would write it (`fields::Row`), with numbers formatted as
+/// `format!` would (`fields.rs`), at a fraction of their cost.
 fn write_request_row<W: Write, S: AsRef<str>>(
-    w: &mut csv::Writer<W>,
+    w: &mut W,
     id: u64,
     r: &Request,
     attribution: bool,
@@ -171,45 +171,47 @@ fn write_request_row<W: Write, S: AsRef<str>>(
         Status::Rejected(x) => x.as_str(),
         _ => "",
     };
-    let replica = if r.replica == u32::MAX {
-        String::new()
-    } else {
-        r.replica.to_string()
-    };
-    for field in [
-        id.to_string(),
-        format!("{:.6}", r.arrival.as_secs_f64()),
-        replica,
-        r.prompt_tokens.to_string(),
-        r.output_tokens.to_string(),
-        (r.generated as u64 * r.samples as u64).to_string(),
-        r.status.as_str().to_string(),
-        reason.to_string(),
-        ms(r.queue_wait()),
-        ms(r.ttft()),
-        r.tpot()
-            .map(|x| format!("{:.3}", x / 1e6))
-            .unwrap_or_default(),
-        ms(r.e2e().filter(|_| r.status == Status::Completed)),
-        r.preemptions.to_string(),
-        r.tenant.to_string(),
-        r.session.to_string(),
-    ] {
-        w.write_field(field)?;
+    let ms = |v: Option<u64>| v.map(|x| fields::ns_fixed(x, NANOS_PER_MS, 3));
+    let empty = || fields::Field::EMPTY;
+    let mut row = fields::Row::new(w);
+    row.raw(fields::uint(id).as_bytes())?;
+    row.raw(fields::ns_fixed(r.arrival.0, NANOS_PER_SEC, 6).as_bytes())?;
+    match r.replica {
+        u32::MAX => row.raw(b"")?,
+        x => row.raw(fields::uint(x.into()).as_bytes())?,
     }
+    row.raw(fields::uint(r.prompt_tokens.into()).as_bytes())?;
+    row.raw(fields::uint(r.output_tokens.into()).as_bytes())?;
+    row.raw(fields::uint(r.generated as u64 * r.samples as u64).as_bytes())?;
+    row.text(r.status.as_str())?;
+    row.text(reason)?;
+    row.raw(ms(r.queue_wait()).unwrap_or_else(empty).as_bytes())?;
+    row.raw(ms(r.ttft()).unwrap_or_else(empty).as_bytes())?;
+    let tpot = match (r.first_token, r.finished) {
+        // `Request::tpot` over 10^6, printed with 3 decimals.
+        (Some(f), Some(e)) if r.output_tokens > 1 => {
+            fields::per_token_ms(e.since(f), (r.output_tokens - 1).into())
+        }
+        _ => empty(),
+    };
+    row.raw(tpot.as_bytes())?;
+    let e2e = r.e2e().filter(|_| r.status == Status::Completed);
+    row.raw(ms(e2e).unwrap_or_else(empty).as_bytes())?;
+    row.raw(fields::uint(r.preemptions.into()).as_bytes())?;
+    row.raw(fields::uint(r.tenant.into()).as_bytes())?;
+    row.raw(fields::uint(r.session).as_bytes())?;
     if attribution {
-        write_components(w, r)?;
+        write_components(&mut row, r)?;
     }
     if disagg {
         for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
-            w.write_field(f)?;
+            row.text(&f)?;
         }
     }
     if !regions.is_empty() {
-        w.write_field(regions[r.region as usize].as_ref())?;
+        row.text(regions[r.region as usize].as_ref())?;
     }
-    w.write_record(None::<&[u8]>)?;
-    Ok(())
+    row.end()
 }
 
 /// `requests.csv` written row by row while the run goes, into the temporary
@@ -217,7 +219,7 @@ fn write_request_row<W: Write, S: AsRef<str>>(
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
-    w: csv::Writer<std::io::BufWriter<fs::File>>,
+    w: std::io::BufWriter<fs::File>,
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
@@ -239,7 +241,7 @@ impl RequestsCsv {
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
         let file = fs::File::create(&tmp)?;
         let mut out = RequestsCsv {
-            w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 16, file)),
+            w: std::io::BufWriter::with_capacity(1 << 16, file),
             tmp,
             attribution,
             disagg,
@@ -259,7 +261,7 @@ impl RequestsCsv {
     /// Flushes, syncs and renames the file to `dir/requests.csv`.
     fn finish(mut self, dir: &Path) -> std::io::Result<()> {
         self.w.flush()?;
-        self.w.get_ref().get_ref().sync_all()?;
+        self.w.get_ref().sync_all()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
         Ok(())
@@ -277,14 +279,14 @@ impl Drop for RequestsCsv {
 /// The latency components of `r`: all of them once it completed, those of
 /// TTFT when it has a first token but had not finished by the horizon, none
 /// otherwise (rejected, or still queued).
-fn write_components<W: Write>(w: &mut csv::Writer<W>, r: &Request) -> std::io::Result<()> {
+fn write_components<W: Write>(w: &mut fields::Row<W>, r: &Request) -> std::io::Result<()> {
     let done = r.status == Status::Completed;
     let first = r.first_token.is_some();
     for c in Component::ALL {
         if done || (first && c.before_first_token()) {
-            w.write_field(attribution::ns_as_ms(r.attribution.get(c)))?;
+            w.raw(fields::ns_as_ms(r.attribution.get(c)).as_bytes())?;
         } else {
-            w.write_field("")?;
+            w.raw(b"")?;
         }
     }
     Ok(())
@@ -310,21 +312,18 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
     for row in &result.timeseries {
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
         // A fleet-wide row (`[metrics] timeseries = "fleet"`) says "all".
-        let replica = if row.replica == u32::MAX {
-            "all".to_string()
-        } else {
-            row.replica.to_string()
-        };
-        write!(
-            w,
-            "{:.3},{},{},{},{},{:.4}",
-            row.time.as_secs_f64(),
-            replica,
-            row.waiting,
-            row.running,
-            row.kv_blocks_used,
-            util
-        )?;
+        // Integers and the time as `format!` writes them (`fields.rs`).
+        w.write_all(fields::ns_fixed(row.time.0, NANOS_PER_SEC, 3).as_bytes())?;
+        w.write_all(b",")?;
+        match row.replica {
+            u32::MAX => w.write_all(b"all")?,
+            x => w.write_all(fields::uint(x.into()).as_bytes())?,
+        }
+        for v in [row.waiting.into(), row.running.into(), row.kv_blocks_used] {
+            w.write_all(b",")?;
+            w.write_all(fields::uint(v).as_bytes())?;
+        }
+        write!(w, ",{util:.4}")?;
         if !fleet.is_empty() {
             while k + 1 < fleet.len() && fleet[k].time < row.time {
                 k += 1;
