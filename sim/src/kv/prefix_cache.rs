@@ -526,6 +526,10 @@ impl PrefixCache {
             self.reclaimable -= take;
             done += take;
             if take == len {
+                // Its hash buffer goes too: a recycled slot keeping the
+                // capacity of the longest run it ever held made the cache's
+                // memory grow with the slots, not the blocks.
+                s.hashes = Vec::new();
                 self.unlink(n);
                 self.heads.remove(&first);
                 self.free_slots.push(n);

@@ -12,6 +12,8 @@ mod least_outstanding;
 mod power_of_two;
 mod prefix_affinity;
 pub mod prefix_index;
+#[cfg(test)]
+mod prefix_index_reference;
 mod random;
 mod round_robin;
 mod session_affinity;

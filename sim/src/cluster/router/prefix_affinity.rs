@@ -20,7 +20,8 @@ use crate::scenario::PrefixAffinityCfg;
 ///    least-loaded replica instead (SGLang's imbalance test), so one hot
 ///    prefix cannot pile its whole traffic onto one replica.
 ///
-/// O(matched blocks + log N) per request.
+/// Per request: a map probe per matched segment of the index (a run of
+/// blocks without a branch), a comparison per matched block, and O(log N).
 #[derive(Debug)]
 pub struct PrefixAffinity {
     index: PrefixIndex,
