@@ -103,6 +103,41 @@ impl Disk {
         }
     }
 
+    /// Writes `values` (already in order) as one run, through a bounded
+    /// buffer.
+    fn write_run<T: Spill>(&mut self, values: impl Iterator<Item = T>) -> usize {
+        if self.error.is_some() {
+            return 0;
+        }
+        let (start, mut n) = (self.end, 0usize);
+        let mut bytes = Vec::with_capacity(READ * T::BYTES);
+        let res = (|| -> std::io::Result<()> {
+            if self.file.is_none() {
+                self.file = Some(tempfile::tempfile()?);
+            }
+            let f = self.file.as_mut().expect("just created");
+            for x in values {
+                x.put(&mut bytes);
+                n += 1;
+                if bytes.len() >= READ * T::BYTES {
+                    f.write_all(&bytes)?;
+                    bytes.clear();
+                }
+            }
+            f.write_all(&bytes)
+        })();
+        match res {
+            Ok(()) => {
+                self.runs.push((start, n));
+                self.end += (n * T::BYTES) as u64;
+            }
+            Err(e) => {
+                self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
+            }
+        }
+        n
+    }
+
     /// A cursor over run `k`.
     fn cursor<T: Spill>(&self, k: usize) -> Cursor<'_, T> {
         let (at, len) = self.runs[k];
@@ -231,6 +266,12 @@ impl<T: Spill + Ord> SpillSort<T> {
             self.disk.write(&self.buf);
             self.buf.clear();
         }
+    }
+
+    /// Writes `values`, already in ascending order, to disk as one run of
+    /// their own (the merge at the end reads them with the other runs).
+    pub fn push_sorted_run(&mut self, values: impl Iterator<Item = T>) {
+        self.len += self.disk.write_run(values);
     }
 
     pub fn len(&self) -> usize {
