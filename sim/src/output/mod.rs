@@ -4,6 +4,7 @@
 //! run gives byte-identical files.
 
 mod atomic;
+mod fast_fmt;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
 use crate::attribution::{self, Component};
@@ -61,9 +62,11 @@ pub const TIMESERIES_COLUMNS: [&str; 6] = [
     "kv_util",
 ];
 
-fn ms(v: Option<u64>) -> String {
-    v.map(|x| format!("{:.3}", nanos_to_ms(x)))
-        .unwrap_or_default()
+/// Milliseconds with three decimals (nothing for `None`).
+fn push_ms(buf: &mut Vec<u8>, v: Option<u64>) {
+    if let Some(x) = v {
+        fast_fmt::push_fixed(buf, nanos_to_ms(x), 3);
+    }
 }
 
 /// Writes the three result files into `dir` (created if missing), each
@@ -171,34 +174,42 @@ fn write_request_row<W: Write, S: AsRef<str>>(
         Status::Rejected(x) => x.as_str(),
         _ => "",
     };
-    let replica = if r.replica == u32::MAX {
-        String::new()
-    } else {
-        r.replica.to_string()
+    // Each field is formatted into one reused buffer (no `String` per
+    // field: `output::fast_fmt`).
+    let mut buf = Vec::with_capacity(32);
+    let mut field = |w: &mut csv::Writer<W>, f: &dyn Fn(&mut Vec<u8>)| {
+        buf.clear();
+        f(&mut buf);
+        w.write_field(&buf)
     };
-    for field in [
-        id.to_string(),
-        format!("{:.6}", r.arrival.as_secs_f64()),
-        replica,
-        r.prompt_tokens.to_string(),
-        r.output_tokens.to_string(),
-        (r.generated as u64 * r.samples as u64).to_string(),
-        r.status.as_str().to_string(),
-        reason.to_string(),
-        ms(r.queue_wait()),
-        ms(r.ttft()),
-        r.tpot()
-            .map(|x| format!("{:.3}", x / 1e6))
-            .unwrap_or_default(),
-        ms(r.e2e().filter(|_| r.status == Status::Completed)),
-        r.preemptions.to_string(),
-        r.tenant.to_string(),
-        r.session.to_string(),
-    ] {
-        w.write_field(field)?;
-    }
+    use fast_fmt::{push_fixed, push_u64};
+    field(w, &|b| push_u64(b, id))?;
+    field(w, &|b| push_fixed(b, r.arrival.as_secs_f64(), 6))?;
+    field(w, &|b| {
+        if r.replica != u32::MAX {
+            push_u64(b, r.replica as u64)
+        }
+    })?;
+    field(w, &|b| push_u64(b, r.prompt_tokens as u64))?;
+    field(w, &|b| push_u64(b, r.output_tokens as u64))?;
+    field(w, &|b| push_u64(b, r.generated as u64 * r.samples as u64))?;
+    w.write_field(r.status.as_str())?;
+    w.write_field(reason)?;
+    field(w, &|b| push_ms(b, r.queue_wait()))?;
+    field(w, &|b| push_ms(b, r.ttft()))?;
+    field(w, &|b| {
+        if let Some(x) = r.tpot() {
+            push_fixed(b, x / 1e6, 3)
+        }
+    })?;
+    field(w, &|b| {
+        push_ms(b, r.e2e().filter(|_| r.status == Status::Completed))
+    })?;
+    field(w, &|b| push_u64(b, r.preemptions as u64))?;
+    field(w, &|b| push_u64(b, r.tenant as u64))?;
+    field(w, &|b| push_u64(b, r.session))?;
     if attribution {
-        write_components(w, r)?;
+        write_components(w, r, &mut buf)?;
     }
     if disagg {
         for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
@@ -277,12 +288,18 @@ impl Drop for RequestsCsv {
 /// The latency components of `r`: all of them once it completed, those of
 /// TTFT when it has a first token but had not finished by the horizon, none
 /// otherwise (rejected, or still queued).
-fn write_components<W: Write>(w: &mut csv::Writer<W>, r: &Request) -> std::io::Result<()> {
+fn write_components<W: Write>(
+    w: &mut csv::Writer<W>,
+    r: &Request,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
     let done = r.status == Status::Completed;
     let first = r.first_token.is_some();
     for c in Component::ALL {
         if done || (first && c.before_first_token()) {
-            w.write_field(attribution::ns_as_ms(r.attribution.get(c)))?;
+            buf.clear();
+            fast_fmt::push_ns_as_ms(buf, r.attribution.get(c));
+            w.write_field(&buf)?;
         } else {
             w.write_field("")?;
         }

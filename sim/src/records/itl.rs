@@ -4,12 +4,12 @@
 //! waited since their sequence's previous token, and how many tokens waited
 //! that long. The run used to keep every pair to the end (16 bytes per
 //! iteration: 3.3 GB for the 1,000-replica autoscaled day of
-//! docs/autoscaling.md). The pairs repeat heavily (iteration times depend on
-//! the batch shape, not on the request), so counting each distinct pair
-//! keeps memory proportional to distinct (gap, tokens) pairs, not to
-//! iterations, and [`ItlHistogram::dist`] gives the same [`Dist`] as
-//! [`Dist::of_weighted`] over the full list, bit for bit: the same values in
-//! the same sorted order, the same floating-point sum in the same order.
+//! docs/autoscaling.md). Counting each distinct pair instead keeps what
+//! repeats once (the Mooncake conversation trace on 16 replicas: 2.3 M pairs,
+//! 355 k distinct; the bench's scenario: 724 k pairs, 544 k distinct), and
+//! [`ItlHistogram::dist`] gives the same [`Dist`] as [`Dist::of_weighted`]
+//! over the full list, bit for bit: the same values in the same sorted
+//! order, the same floating-point sum in the same order.
 //! This is a count (frequency) histogram with unit-width integer buckets, the
 //! exact limit of HdrHistogram-style bucketing (Tene, HdrHistogram); no
 //! precision is traded away.

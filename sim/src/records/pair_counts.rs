@@ -8,13 +8,14 @@
 //! one hash map of every distinct pair made each addition a random access
 //! into megabytes (a cache miss per pair: 31 % of the Mooncake conversation
 //! run's cycles). Here a pair is counted in a small open-addressing table
-//! that stays in the L2 cache; when it holds [`HOT_MAX`] distinct pairs it
-//! is flushed as a sorted run, and runs are merged, equal pairs summed, in
-//! the pattern of a log-structured merge tree (O'Neil et al., "The
-//! log-structured merge-tree", Acta Informatica 1996) or of Timsort's run
-//! stack: a run is merged into the one below it while that one is at most
-//! twice its size, so there are O(log n) runs and every pair is copied
-//! O(log n) times, sequentially. Past [`MEM_MAX`] pairs in memory the runs
+//! that stays in the L2 cache; when half its slots hold distinct pairs (a
+//! load factor that keeps linear probes short) it is flushed as a sorted
+//! run, and runs are merged, equal pairs summed, in the pattern of a
+//! log-structured merge tree (O'Neil et al., "The log-structured
+//! merge-tree", Acta Informatica 1996) or of Timsort's run stack: a run is
+//! merged into the one below it while that one is at most twice its size,
+//! so there are O(log n) runs and every pair is copied O(log n) times,
+//! sequentially. Past [`MEM_MAX`] pairs in memory the runs
 //! are merged into one and written to disk as a sorted run
 //! (`records::spill`), so memory stays bounded whatever the run's length.
 //! The counts read back are exactly those of counting every pair in one
@@ -24,10 +25,6 @@ use crate::records::spill::SpillSort;
 
 /// Slots of the hot table (16 bytes each: 128 KiB, within an L2 cache).
 const HOT_BITS: u32 = 13;
-
-/// Distinct pairs the hot table takes before it is flushed (a load factor
-/// of one half keeps linear probes short).
-const HOT_MAX: usize = 1 << (HOT_BITS - 1);
 
 /// Pairs held in memory runs (24 bytes each: 12 MiB) before they spill.
 const MEM_MAX: usize = 1 << 19;
