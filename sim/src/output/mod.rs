@@ -5,12 +5,12 @@
 
 mod atomic;
 mod fast_fmt;
+mod request_row;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
-use crate::attribution::{self, Component};
-use crate::request::{Request, Status};
+use crate::attribution;
+use crate::request::Request;
 use crate::simulation::RunResult;
-use crate::time::nanos_to_ms;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -61,13 +61,6 @@ pub const TIMESERIES_COLUMNS: [&str; 6] = [
     "kv_blocks_used",
     "kv_util",
 ];
-
-/// Milliseconds with three decimals (nothing for `None`).
-fn push_ms(buf: &mut Vec<u8>, v: Option<u64>) {
-    if let Some(x) = v {
-        fast_fmt::push_fixed(buf, nanos_to_ms(x), 3);
-    }
-}
 
 /// Writes the three result files into `dir` (created if missing), each
 /// through a temporary file renamed into place; `summary.json` goes last, so
@@ -131,21 +124,19 @@ fn write_requests(
     disagg: bool,
     regions: &[&str],
 ) -> std::io::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    write_request_header(&mut w, attribution, disagg, !regions.is_empty())?;
+    out.write_all(&request_header(attribution, disagg, !regions.is_empty())?)?;
+    let mut row = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        write_request_row(&mut w, i as u64, r, attribution, disagg, regions)?;
+        row.clear();
+        request_row::push_request_row(&mut row, i as u64, r, attribution, disagg, regions);
+        out.write_all(&row)?;
     }
-    w.flush()?;
     Ok(())
 }
 
-fn write_request_header<W: Write>(
-    w: &mut csv::Writer<W>,
-    attribution: bool,
-    disagg: bool,
-    regions: bool,
-) -> std::io::Result<()> {
+/// The header line of `requests.csv` (see [`write_requests`]).
+fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     let base: &[&str] = if attribution {
         &REQUEST_COLUMNS
     } else {
@@ -158,69 +149,7 @@ fn write_request_header<W: Write>(
     };
     let origin: &[&str] = if regions { &["origin_region"] } else { &[] };
     w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
-    Ok(())
-}
-
-/// One row of `requests.csv`: request `id` (its arrival order).
-fn write_request_row<W: Write, S: AsRef<str>>(
-    w: &mut csv::Writer<W>,
-    id: u64,
-    r: &Request,
-    attribution: bool,
-    disagg: bool,
-    regions: &[S],
-) -> std::io::Result<()> {
-    let reason = match r.status {
-        Status::Rejected(x) => x.as_str(),
-        _ => "",
-    };
-    // Each field is formatted into one reused buffer (no `String` per
-    // field: `output::fast_fmt`).
-    let mut buf = Vec::with_capacity(32);
-    let mut field = |w: &mut csv::Writer<W>, f: &dyn Fn(&mut Vec<u8>)| {
-        buf.clear();
-        f(&mut buf);
-        w.write_field(&buf)
-    };
-    use fast_fmt::{push_fixed, push_u64};
-    field(w, &|b| push_u64(b, id))?;
-    field(w, &|b| push_fixed(b, r.arrival.as_secs_f64(), 6))?;
-    field(w, &|b| {
-        if r.replica != u32::MAX {
-            push_u64(b, r.replica as u64)
-        }
-    })?;
-    field(w, &|b| push_u64(b, r.prompt_tokens as u64))?;
-    field(w, &|b| push_u64(b, r.output_tokens as u64))?;
-    field(w, &|b| push_u64(b, r.generated as u64 * r.samples as u64))?;
-    w.write_field(r.status.as_str())?;
-    w.write_field(reason)?;
-    field(w, &|b| push_ms(b, r.queue_wait()))?;
-    field(w, &|b| push_ms(b, r.ttft()))?;
-    field(w, &|b| {
-        if let Some(x) = r.tpot() {
-            push_fixed(b, x / 1e6, 3)
-        }
-    })?;
-    field(w, &|b| {
-        push_ms(b, r.e2e().filter(|_| r.status == Status::Completed))
-    })?;
-    field(w, &|b| push_u64(b, r.preemptions as u64))?;
-    field(w, &|b| push_u64(b, r.tenant as u64))?;
-    field(w, &|b| push_u64(b, r.session))?;
-    if attribution {
-        write_components(w, r, &mut buf)?;
-    }
-    if disagg {
-        for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
-            w.write_field(f)?;
-        }
-    }
-    if !regions.is_empty() {
-        w.write_field(regions[r.region as usize].as_ref())?;
-    }
-    w.write_record(None::<&[u8]>)?;
-    Ok(())
+    w.into_inner().map_err(|e| e.into_error())
 }
 
 /// `requests.csv` written row by row while the run goes, into the temporary
@@ -228,7 +157,9 @@ fn write_request_row<W: Write, S: AsRef<str>>(
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
-    w: csv::Writer<std::io::BufWriter<fs::File>>,
+    w: std::io::BufWriter<fs::File>,
+    /// The row being written.
+    row: Vec<u8>,
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
@@ -250,27 +181,31 @@ impl RequestsCsv {
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
         let file = fs::File::create(&tmp)?;
         let mut out = RequestsCsv {
-            w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 16, file)),
+            w: std::io::BufWriter::with_capacity(1 << 16, file),
+            row: Vec::new(),
             tmp,
             attribution,
             disagg,
             done: false,
             regions,
         };
-        write_request_header(&mut out.w, attribution, disagg, !out.regions.is_empty())?;
+        let header = request_header(attribution, disagg, !out.regions.is_empty())?;
+        out.w.write_all(&header)?;
         Ok(out)
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
-        let regions = &self.regions;
-        write_request_row(&mut self.w, id, r, self.attribution, self.disagg, regions)
+        self.row.clear();
+        let (attribution, disagg) = (self.attribution, self.disagg);
+        request_row::push_request_row(&mut self.row, id, r, attribution, disagg, &self.regions);
+        self.w.write_all(&self.row)
     }
 
     /// Flushes, syncs and renames the file to `dir/requests.csv`.
     fn finish(mut self, dir: &Path) -> std::io::Result<()> {
         self.w.flush()?;
-        self.w.get_ref().get_ref().sync_all()?;
+        self.w.get_ref().sync_all()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
         Ok(())
@@ -283,28 +218,6 @@ impl Drop for RequestsCsv {
             let _ = fs::remove_file(&self.tmp);
         }
     }
-}
-
-/// The latency components of `r`: all of them once it completed, those of
-/// TTFT when it has a first token but had not finished by the horizon, none
-/// otherwise (rejected, or still queued).
-fn write_components<W: Write>(
-    w: &mut csv::Writer<W>,
-    r: &Request,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    let done = r.status == Status::Completed;
-    let first = r.first_token.is_some();
-    for c in Component::ALL {
-        if done || (first && c.before_first_token()) {
-            buf.clear();
-            fast_fmt::push_ns_as_ms(buf, r.attribution.get(c));
-            w.write_field(&buf)?;
-        } else {
-            w.write_field("")?;
-        }
-    }
-    Ok(())
 }
 
 fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<()> {
