@@ -38,6 +38,12 @@ pub struct Count {
     pub n: u64,
 }
 
+/// A count's pair as one integer, ordered as (gap, tokens).
+#[inline]
+fn key(c: &Count) -> u128 {
+    (c.gap as u128) << 32 | c.tokens as u128
+}
+
 /// One hot-table slot (`tokens == 0`: empty; pairs without tokens are
 /// never counted).
 #[derive(Clone, Copy, Debug, Default)]
@@ -185,22 +191,17 @@ impl PairCounts {
         out.reserve(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
+            // Without branches on the comparison (the pairs are new more
+            // often than not, so a branch would be mispredicted half the
+            // time): take the smaller, both when equal, and sum their counts.
             let (x, y) = (a[i], b[j]);
-            match (x.gap, x.tokens).cmp(&(y.gap, y.tokens)) {
-                std::cmp::Ordering::Less => {
-                    out.push(x);
-                    i += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    out.push(y);
-                    j += 1;
-                }
-                std::cmp::Ordering::Equal => {
-                    out.push(Count { n: x.n + y.n, ..x });
-                    i += 1;
-                    j += 1;
-                }
-            }
+            let (kx, ky) = (key(&x), key(&y));
+            let (take_x, take_y) = (kx <= ky, ky <= kx);
+            let n = if take_x { x.n } else { 0 } + if take_y { y.n } else { 0 };
+            let k = if take_x { x } else { y };
+            out.push(Count { n, ..k });
+            i += take_x as usize;
+            j += take_y as usize;
         }
         out.extend_from_slice(&a[i..]);
         out.extend_from_slice(&b[j..]);
