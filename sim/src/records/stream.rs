@@ -87,8 +87,9 @@ impl RecordStream {
     }
 
     /// Request `id` ended (or is flushed at the horizon): emitted now if
-    /// every earlier id has been, held until then otherwise.
-    pub fn ended(&mut self, id: u64, r: Request) {
+    /// every earlier id has been, held until then otherwise (packed, its KV
+    /// transfer record taken). Read in place: the caller then frees `r`.
+    pub fn ended(&mut self, id: u64, r: &mut Request) {
         debug_assert!(id >= self.next, "request {id} ended twice");
         let k = (id - self.next) as usize;
         if k > 0 {
@@ -101,7 +102,7 @@ impl RecordStream {
             self.peak_pending = self.peak_pending.max(self.held);
             return;
         }
-        self.emit(id, &r);
+        self.emit(id, r);
         self.next += 1;
         // The entry of `id` itself, when the ring reaches past it.
         self.pending.pop_front();
