@@ -198,6 +198,12 @@ struct Bytes<'a>(&'a [u8]);
 impl Bytes<'_> {
     #[inline]
     fn get(&mut self) -> u64 {
+        // Most fields fit in one byte (small counts, zero components).
+        let first = self.0[0];
+        if first < 0x80 {
+            self.0 = &self.0[1..];
+            return first as u64;
+        }
         let mut x = 0u64;
         let mut shift = 0;
         loop {
