@@ -26,8 +26,10 @@ use crate::records::spill::SpillSort;
 /// Slots of the hot table (16 bytes each: 128 KiB, within an L2 cache).
 const HOT_BITS: u32 = 13;
 
-/// Pairs held in memory runs (24 bytes each: 12 MiB) before they spill.
-const MEM_MAX: usize = 1 << 19;
+/// Pairs held in memory runs (24 bytes each: 3 MiB; a merge holds its
+/// inputs, its output and one spare buffer, at most 12 MiB) before they
+/// spill.
+const MEM_MAX: usize = 1 << 17;
 
 /// A distinct pair and how many times it occurred; ordered by gap, then
 /// tokens (the histogram's order).
