@@ -61,7 +61,6 @@ impl Packed {
             ref mut kv_transfer,
             region,
         } = r;
-        let attribution = &*attribution;
         buf.clear();
         let a = arrival.0;
         put(buf, a);
