@@ -4,13 +4,13 @@
 //! run gives byte-identical files.
 
 mod atomic;
-mod fields;
+mod fast_fmt;
+mod request_row;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
-use crate::attribution::{self, Component};
-use crate::request::{Request, Status};
+use crate::attribution;
+use crate::request::Request;
 use crate::simulation::RunResult;
-use crate::time::{NANOS_PER_MS, NANOS_PER_SEC};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -124,20 +124,19 @@ fn write_requests(
     disagg: bool,
     regions: &[&str],
 ) -> std::io::Result<()> {
-    write_request_header(out, attribution, disagg, !regions.is_empty())?;
+    out.write_all(&request_header(attribution, disagg, !regions.is_empty())?)?;
+    let mut row = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        write_request_row(out, i as u64, r, attribution, disagg, regions)?;
+        row.clear();
+        request_row::push_request_row(&mut row, i as u64, r, attribution, disagg, regions);
+        out.write_all(&row)?;
     }
-    out.flush()?;
     Ok(())
 }
 
-fn write_request_header<W: Write>(
-    w: &mut W,
-    attribution: bool,
-    disagg: bool,
-    regions: bool,
-) -> std::io::Result<()> {
+/// The header line of `requests.csv` (see [`write_requests`]).
+fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     let base: &[&str] = if attribution {
         &REQUEST_COLUMNS
     } else {
@@ -149,69 +148,8 @@ fn write_request_header<W: Write>(
         &[]
     };
     let origin: &[&str] = if regions { &["origin_region"] } else { &[] };
-    let mut row = fields::Row::new(w);
-    for name in base.iter().chain(extra.iter()).chain(origin.iter()) {
-        row.text(name)?;
-    }
-    row.end()
-}
-
-/// One row of `requests.csv`: request `id` (its arrival order). Written as
-/// the csv crate would write it (`fields::Row`), with numbers formatted as
-/// `format!` would (`fields.rs`), at a fraction of their cost.
-fn write_request_row<W: Write, S: AsRef<str>>(
-    w: &mut W,
-    id: u64,
-    r: &Request,
-    attribution: bool,
-    disagg: bool,
-    regions: &[S],
-) -> std::io::Result<()> {
-    let reason = match r.status {
-        Status::Rejected(x) => x.as_str(),
-        _ => "",
-    };
-    let ms = |v: Option<u64>| v.map(|x| fields::ns_fixed(x, NANOS_PER_MS, 3));
-    let empty = || fields::Field::EMPTY;
-    let mut row = fields::Row::new(w);
-    row.raw(fields::uint(id).as_bytes())?;
-    row.raw(fields::ns_fixed(r.arrival.0, NANOS_PER_SEC, 6).as_bytes())?;
-    match r.replica {
-        u32::MAX => row.raw(b"")?,
-        x => row.raw(fields::uint(x.into()).as_bytes())?,
-    }
-    row.raw(fields::uint(r.prompt_tokens.into()).as_bytes())?;
-    row.raw(fields::uint(r.output_tokens.into()).as_bytes())?;
-    row.raw(fields::uint(r.generated as u64 * r.samples as u64).as_bytes())?;
-    row.text(r.status.as_str())?;
-    row.text(reason)?;
-    row.raw(ms(r.queue_wait()).unwrap_or_else(empty).as_bytes())?;
-    row.raw(ms(r.ttft()).unwrap_or_else(empty).as_bytes())?;
-    let tpot = match (r.first_token, r.finished) {
-        // `Request::tpot` over 10^6, printed with 3 decimals.
-        (Some(f), Some(e)) if r.output_tokens > 1 => {
-            fields::per_token_ms(e.since(f), (r.output_tokens - 1).into())
-        }
-        _ => empty(),
-    };
-    row.raw(tpot.as_bytes())?;
-    let e2e = r.e2e().filter(|_| r.status == Status::Completed);
-    row.raw(ms(e2e).unwrap_or_else(empty).as_bytes())?;
-    row.raw(fields::uint(r.preemptions.into()).as_bytes())?;
-    row.raw(fields::uint(r.tenant.into()).as_bytes())?;
-    row.raw(fields::uint(r.session).as_bytes())?;
-    if attribution {
-        write_components(&mut row, r)?;
-    }
-    if disagg {
-        for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
-            row.text(&f)?;
-        }
-    }
-    if !regions.is_empty() {
-        row.text(regions[r.region as usize].as_ref())?;
-    }
-    row.end()
+    w.write_record(base.iter().chain(extra.iter()).chain(origin.iter()))?;
+    w.into_inner().map_err(|e| e.into_error())
 }
 
 /// `requests.csv` written row by row while the run goes, into the temporary
@@ -220,6 +158,8 @@ fn write_request_row<W: Write, S: AsRef<str>>(
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
     w: std::io::BufWriter<fs::File>,
+    /// The row being written.
+    row: Vec<u8>,
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
@@ -242,20 +182,24 @@ impl RequestsCsv {
         let file = fs::File::create(&tmp)?;
         let mut out = RequestsCsv {
             w: std::io::BufWriter::with_capacity(1 << 16, file),
+            row: Vec::new(),
             tmp,
             attribution,
             disagg,
             done: false,
             regions,
         };
-        write_request_header(&mut out.w, attribution, disagg, !out.regions.is_empty())?;
+        let header = request_header(attribution, disagg, !out.regions.is_empty())?;
+        out.w.write_all(&header)?;
         Ok(out)
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
-        let regions = &self.regions;
-        write_request_row(&mut self.w, id, r, self.attribution, self.disagg, regions)
+        self.row.clear();
+        let (attribution, disagg) = (self.attribution, self.disagg);
+        request_row::push_request_row(&mut self.row, id, r, attribution, disagg, &self.regions);
+        self.w.write_all(&self.row)
     }
 
     /// Flushes, syncs and renames the file to `dir/requests.csv`.
@@ -276,22 +220,6 @@ impl Drop for RequestsCsv {
     }
 }
 
-/// The latency components of `r`: all of them once it completed, those of
-/// TTFT when it has a first token but had not finished by the horizon, none
-/// otherwise (rejected, or still queued).
-fn write_components<W: Write>(w: &mut fields::Row<W>, r: &Request) -> std::io::Result<()> {
-    let done = r.status == Status::Completed;
-    let first = r.first_token.is_some();
-    for c in Component::ALL {
-        if done || (first && c.before_first_token()) {
-            w.raw(fields::ns_as_ms(r.attribution.get(c)).as_bytes())?;
-        } else {
-            w.raw(b"")?;
-        }
-    }
-    Ok(())
-}
-
 fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<()> {
     // With a life cycle, each row also carries the tick's replica counts by
     // phase (`lifecycle::FleetSample::COLUMNS`).
@@ -309,21 +237,26 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
     }
     writeln!(w)?;
     let mut k = 0;
+    // Each row's numbers are appended by `fast_fmt` (the same text as
+    // `format!`, without a `String` per field).
+    let mut line = Vec::with_capacity(128);
     for row in &result.timeseries {
+        line.clear();
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
+        fast_fmt::push_fixed(&mut line, row.time.as_secs_f64(), 3);
+        line.push(b',');
         // A fleet-wide row (`[metrics] timeseries = "fleet"`) says "all".
-        // Integers and the time as `format!` writes them (`fields.rs`).
-        w.write_all(fields::ns_fixed(row.time.0, NANOS_PER_SEC, 3).as_bytes())?;
-        w.write_all(b",")?;
         match row.replica {
-            u32::MAX => w.write_all(b"all")?,
-            x => w.write_all(fields::uint(x.into()).as_bytes())?,
+            u32::MAX => line.extend_from_slice(b"all"),
+            x => fast_fmt::push_u64(&mut line, x.into()),
         }
         for v in [row.waiting.into(), row.running.into(), row.kv_blocks_used] {
-            w.write_all(b",")?;
-            w.write_all(fields::uint(v).as_bytes())?;
+            line.push(b',');
+            fast_fmt::push_u64(&mut line, v);
         }
-        write!(w, ",{util:.4}")?;
+        line.push(b',');
+        fast_fmt::push_fixed(&mut line, util, 4);
+        w.write_all(&line)?;
         if !fleet.is_empty() {
             while k + 1 < fleet.len() && fleet[k].time < row.time {
                 k += 1;

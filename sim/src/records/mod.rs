@@ -3,6 +3,8 @@
 //! distributions and compacted records of ended requests.
 
 pub mod itl;
+pub mod packed;
+pub mod pair_counts;
 
 pub use itl::ItlHistogram;
 pub mod stream;

@@ -103,6 +103,41 @@ impl Disk {
         }
     }
 
+    /// Writes `values` (already in order) as one run, through a bounded
+    /// buffer.
+    fn write_run<T: Spill>(&mut self, values: impl Iterator<Item = T>) -> usize {
+        if self.error.is_some() {
+            return 0;
+        }
+        let (start, mut n) = (self.end, 0usize);
+        let mut bytes = Vec::with_capacity(READ * T::BYTES);
+        let res = (|| -> std::io::Result<()> {
+            if self.file.is_none() {
+                self.file = Some(tempfile::tempfile()?);
+            }
+            let f = self.file.as_mut().expect("just created");
+            for x in values {
+                x.put(&mut bytes);
+                n += 1;
+                if bytes.len() >= READ * T::BYTES {
+                    f.write_all(&bytes)?;
+                    bytes.clear();
+                }
+            }
+            f.write_all(&bytes)
+        })();
+        match res {
+            Ok(()) => {
+                self.runs.push((start, n));
+                self.end += (n * T::BYTES) as u64;
+            }
+            Err(e) => {
+                self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
+            }
+        }
+        n
+    }
+
     /// A cursor over run `k`.
     fn cursor<T: Spill>(&self, k: usize) -> Cursor<'_, T> {
         let (at, len) = self.runs[k];
@@ -233,6 +268,12 @@ impl<T: Spill + Ord> SpillSort<T> {
         }
     }
 
+    /// Writes `values`, already in ascending order, to disk as one run of
+    /// their own (the merge at the end reads them with the other runs).
+    pub fn push_sorted_run(&mut self, values: impl Iterator<Item = T>) {
+        self.len += self.disk.write_run(values);
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -248,10 +289,10 @@ impl<T: Spill + Ord> SpillSort<T> {
             // Nothing spilled: the buffer alone, without the merge heap.
             return Sorted::Memory(self.buf.iter().copied());
         }
-        let mut sources: Vec<Box<dyn Iterator<Item = T> + '_>> = (0..self.disk.runs.len())
-            .map(|k| Box::new(self.disk.cursor::<T>(k)) as Box<dyn Iterator<Item = T>>)
+        let mut sources: Vec<Source<'_, T>> = (0..self.disk.runs.len())
+            .map(|k| Source::Disk(self.disk.cursor::<T>(k)))
             .collect();
-        sources.push(Box::new(self.buf.iter().copied()));
+        sources.push(Source::Memory(self.buf.iter().copied()));
         Sorted::Merged(Merge::new(sources))
     }
 
@@ -278,15 +319,32 @@ impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Sorted<A, B> 
     }
 }
 
+/// One sorted source of a [`Merge`]: a run on disk or the buffer.
+enum Source<'a, T> {
+    Disk(Cursor<'a, T>),
+    Memory(std::iter::Copied<std::slice::Iter<'a, T>>),
+}
+
+impl<T: Spill> Iterator for Source<'_, T> {
+    type Item = T;
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Source::Disk(c) => c.next(),
+            Source::Memory(m) => m.next(),
+        }
+    }
+}
+
 /// K-way merge of ascending sources (ties: the lower source first; equal
 /// values are interchangeable, so the sequence is the sorted one).
 struct Merge<'a, T: Ord> {
-    sources: Vec<Box<dyn Iterator<Item = T> + 'a>>,
+    sources: Vec<Source<'a, T>>,
     heap: BinaryHeap<std::cmp::Reverse<(T, usize)>>,
 }
 
-impl<'a, T: Ord> Merge<'a, T> {
-    fn new(mut sources: Vec<Box<dyn Iterator<Item = T> + 'a>>) -> Self {
+impl<'a, T: Spill + Ord> Merge<'a, T> {
+    fn new(mut sources: Vec<Source<'a, T>>) -> Self {
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (k, s) in sources.iter_mut().enumerate() {
             if let Some(x) = s.next() {
@@ -297,12 +355,18 @@ impl<'a, T: Ord> Merge<'a, T> {
     }
 }
 
-impl<T: Ord> Iterator for Merge<'_, T> {
+impl<T: Spill + Ord> Iterator for Merge<'_, T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
-        let std::cmp::Reverse((x, k)) = self.heap.pop()?;
-        if let Some(y) = self.sources[k].next() {
-            self.heap.push(std::cmp::Reverse((y, k)));
+        // The smallest is replaced in place by its source's next value: one
+        // sift down, where a pop and a push would sift twice.
+        let mut top = self.heap.peek_mut()?;
+        let std::cmp::Reverse((x, k)) = *top;
+        match self.sources[k].next() {
+            Some(y) => *top = std::cmp::Reverse((y, k)),
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
         }
         Some(x)
     }

@@ -156,18 +156,20 @@ impl<'a> Simulation<'a> {
             return;
         }
         let i = slot as usize;
-        let mut r = std::mem::replace(&mut self.requests[i], vacant());
-        // No report reads the block hashes: the record waiting for its turn
-        // in the reorder buffer holds no more than it needs.
-        r.prefix_hashes = Vec::new();
         self.slab.vacant[i] = true;
         self.slab.free.push(slot);
         let id = self.slab.ids[i];
         if self.slab.track_recent && id >= self.slab.recent_base {
-            self.slab.recent[(id - self.slab.recent_base) as usize] = Recent::Ended(r.replica);
+            let replica = self.requests[i].replica;
+            self.slab.recent[(id - self.slab.recent_base) as usize] = Recent::Ended(replica);
         }
         self.life_forget(slot);
-        self.stream.ended(self.slab.ids[i], r);
+        // No report reads the block hashes: every record is folded without
+        // them, whether now or after its wait in the reorder buffer.
+        self.requests[i].prefix_hashes = Vec::new();
+        // Folded or packed from its slot, not copied out of it first.
+        self.stream.ended(id, &mut self.requests[i]);
+        self.requests[i] = vacant();
     }
 
     /// Releases requests replica `r` completed, unless its static batch
@@ -208,8 +210,8 @@ impl<'a> Simulation<'a> {
         let mut live: Vec<(u64, usize)> = self.live().map(|(i, id)| (id, i)).collect();
         live.sort_unstable();
         for (id, i) in live {
-            let r = std::mem::replace(&mut self.requests[i], vacant());
-            self.stream.ended(id, r);
+            self.stream.ended(id, &mut self.requests[i]);
+            self.requests[i] = vacant();
         }
         if self.stream.pending() > 0 {
             return Err(format!(
