@@ -259,27 +259,40 @@ fn backlog_halves(
         };
         ev.push((gone, -1));
     }
-    let avg = |ev: &mut SpillSort<(u64, i64)>, a: u64, b: u64| -> f64 {
-        // Integrate N(t) over [a, b).
-        let (mut n, mut area, mut prev) = (0i64, 0f64, 0u64);
-        for (at, d) in ev.sorted() {
+    // Integrate N(t) over both halves in one pass over the sorted events
+    // (one sort, one read of a spilled log); each half adds the same terms
+    // in the same order as a pass of its own would, so the same bits.
+    let halves = [(a, m), (m, b)];
+    let mut area = [0f64; 2];
+    let mut done = [false; 2];
+    let (mut n, mut prev) = (0i64, 0u64);
+    for (at, d) in ev.sorted() {
+        for (k, &(a, b)) in halves.iter().enumerate() {
+            if done[k] {
+                continue;
+            }
             let (lo, hi) = (prev.max(a), at.min(b));
             if hi > lo {
-                area += n as f64 * (hi - lo) as f64;
+                area[k] += n as f64 * (hi - lo) as f64;
             }
-            if at >= b {
-                return area / (b - a).max(1) as f64;
-            }
-            prev = at;
-            n += d;
+            done[k] = at >= b;
         }
+        if done == [true; 2] {
+            break;
+        }
+        prev = at;
+        n += d;
+    }
+    let avg = |k: usize| -> f64 {
+        let (a, b) = halves[k];
+        let mut area = area[k];
         let lo = prev.max(a);
-        if b > lo {
+        if !done[k] && b > lo {
             area += n as f64 * (b - lo) as f64;
         }
         area / (b - a).max(1) as f64
     };
-    (avg(&mut ev, a, m), avg(&mut ev, m, b))
+    (avg(0), avg(1))
 }
 
 #[cfg(test)]

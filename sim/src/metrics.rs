@@ -61,14 +61,20 @@ impl Dist {
             let pos = q * (n - 1) as f64;
             (pos, pos.floor() as usize, pos.ceil() as usize)
         };
+        // The neighbours' indices, found once rather than per sample (the
+        // loop runs over every request: `floor`/`ceil` there were most of
+        // the pass's cost).
+        let idx = QS.map(|q| {
+            let (_, l, h) = at(q);
+            (l, h)
+        });
         let mut lo = [0f64; 4];
         let mut hi = [0f64; 4];
         let mut max = 0f64;
         let sum: f64 = sorted
             .enumerate()
             .map(|(i, x)| {
-                for (k, &q) in QS.iter().enumerate() {
-                    let (_, l, h) = at(q);
+                for (k, &(l, h)) in idx.iter().enumerate() {
                     if i == l {
                         lo[k] = x;
                     }

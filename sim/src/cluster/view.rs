@@ -11,6 +11,7 @@
 
 use super::min_tree::MinTree;
 use crate::replica::Replica;
+use std::cell::RefCell;
 use std::cmp::Reverse;
 
 /// The capacity of the fastest replica in a view.
@@ -56,6 +57,20 @@ impl ReplicaLoad {
     }
 }
 
+/// An index a router may never read: built at its first query and kept up
+/// to date from then on. A run's router reads one index at most (least
+/// outstanding or most free KV), and the other one changed after every
+/// iteration for nothing (the KV index, under the bench's
+/// least-outstanding router, was most of the view's cost). The minimum
+/// does not depend on the order of the updates (lowest index on ties), so a
+/// tree built late answers exactly as one kept all along.
+#[derive(Clone, Debug)]
+struct Lazy<K> {
+    tree: MinTree<K>,
+    /// Queried at least once: updates go into the tree.
+    read: bool,
+}
+
 /// The fleet as the router sees it, indexed so that the least-loaded replica
 /// (by outstanding requests, or by free KV blocks) is found in O(1) and kept
 /// up to date in O(log N) per change.
@@ -63,11 +78,11 @@ impl ReplicaLoad {
 pub struct FleetView {
     loads: Vec<ReplicaLoad>,
     /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]).
-    by_outstanding: MinTree<u64>,
+    by_outstanding: RefCell<Lazy<u64>>,
     /// Relative speed of each replica, [`FULL`] for the fastest.
     capacity: Vec<u64>,
     /// Most free KV blocks first, then fewest outstanding requests.
-    by_free_kv: MinTree<(Reverse<u64>, u32)>,
+    by_free_kv: RefCell<Lazy<(Reverse<u64>, u32)>>,
     /// Every change is seen at once (no report interval).
     live: bool,
     /// Replicas a router may choose (all, unless the fleet has a life
@@ -92,19 +107,52 @@ impl FleetView {
         assert_eq!(capacity.len(), replicas.len());
         assert!(capacity.iter().all(|&c| (1..=FULL).contains(&c)));
         let loads: Vec<ReplicaLoad> = replicas.iter().map(ReplicaLoad::of).collect();
+        // Both trees are filled from the loads at their first query.
         FleetView {
-            by_outstanding: MinTree::new(
-                loads
-                    .iter()
-                    .zip(&capacity)
-                    .map(|(l, &c)| Self::per_capacity(l, c))
-                    .collect(),
-            ),
+            by_outstanding: RefCell::new(Lazy {
+                tree: MinTree::new(vec![0; loads.len()]),
+                read: false,
+            }),
             capacity,
-            by_free_kv: MinTree::new(loads.iter().map(Self::kv_key).collect()),
+            by_free_kv: RefCell::new(Lazy {
+                tree: MinTree::new(vec![(Reverse(0), 0); loads.len()]),
+                read: false,
+            }),
             routable: vec![true; loads.len()],
             loads,
             live,
+        }
+    }
+
+    /// Fills the outstanding-requests tree from the loads.
+    fn outstanding_keys(&self) {
+        let mut t = self.by_outstanding.borrow_mut();
+        t.tree = MinTree::new((0..self.len()).map(|i| self.outstanding_key(i)).collect());
+    }
+
+    /// Fills the free-KV tree from the loads.
+    fn kv_keys(&self) {
+        let mut t = self.by_free_kv.borrow_mut();
+        t.tree = MinTree::new((0..self.len()).map(|i| self.kv_key_of(i)).collect());
+    }
+
+    /// Replica `i`'s key in the outstanding-requests tree; an unroutable
+    /// replica sorts last.
+    fn outstanding_key(&self, i: usize) -> u64 {
+        if self.routable[i] {
+            Self::per_capacity(&self.loads[i], self.capacity[i])
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Replica `i`'s key in the free-KV tree; an unroutable replica sorts
+    /// last.
+    fn kv_key_of(&self, i: usize) -> (Reverse<u64>, u32) {
+        if self.routable[i] {
+            Self::kv_key(&self.loads[i])
+        } else {
+            (Reverse(0), u32::MAX)
         }
     }
 
@@ -130,17 +178,16 @@ impl FleetView {
         self.index(i);
     }
 
-    /// Puts replica `i`'s keys in the trees; an unroutable replica sorts
-    /// last in both.
+    /// Puts replica `i`'s keys in the trees a router reads; an unroutable
+    /// replica sorts last in both.
     fn index(&mut self, i: usize) {
-        let load = self.loads[i];
-        if self.routable[i] {
-            self.by_outstanding
-                .set(i, Self::per_capacity(&load, self.capacity[i]));
-            self.by_free_kv.set(i, Self::kv_key(&load));
-        } else {
-            self.by_outstanding.set(i, u64::MAX);
-            self.by_free_kv.set(i, (Reverse(0), u32::MAX));
+        if self.by_outstanding.get_mut().read {
+            let key = self.outstanding_key(i);
+            self.by_outstanding.get_mut().tree.set(i, key);
+        }
+        if self.by_free_kv.get_mut().read {
+            let key = self.kv_key_of(i);
+            self.by_free_kv.get_mut().tree.set(i, key);
         }
     }
 
@@ -191,19 +238,28 @@ impl FleetView {
     /// The replica with the fewest outstanding requests per unit of capacity
     /// (lowest index on ties), among the routable ones when any is.
     pub fn least_outstanding(&self) -> usize {
-        self.by_outstanding.argmin()
+        if !self.by_outstanding.borrow().read {
+            self.outstanding_keys();
+            self.by_outstanding.borrow_mut().read = true;
+        }
+        self.by_outstanding.borrow().tree.argmin()
     }
 
     /// The replica with the most free KV blocks (then the fewest outstanding
     /// requests, then the lowest index).
     pub fn most_free_kv(&self) -> usize {
-        self.by_free_kv.argmin()
+        if !self.by_free_kv.borrow().read {
+            self.kv_keys();
+            self.by_free_kv.borrow_mut().read = true;
+        }
+        self.by_free_kv.borrow().tree.argmin()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::RequestId;
     use crate::scenario::EngineCfg;
 
     fn reps(n: u32) -> Vec<Replica> {
@@ -226,6 +282,42 @@ mod tests {
         stale.report(&rs);
         assert_eq!(stale.least_outstanding(), 1);
         assert_eq!(stale.most_free_kv(), 1, "equal KV: fewest outstanding wins");
+    }
+
+    #[test]
+    fn a_tree_first_read_late_answers_as_a_scan() {
+        // Changes before and after each tree's first query: the lazily
+        // built tree must name the replica a left-to-right scan finds.
+        let mut rs = reps(5);
+        let mut v = FleetView::new(&rs, true);
+        let scan = |v: &FleetView| {
+            let mut best = (0, 0);
+            for i in 0..v.len() {
+                let (o, k) = (v.load(i).outstanding(), v.load(i).kv_free());
+                if o < v.load(best.0).outstanding() {
+                    best.0 = i;
+                }
+                let kb = v.load(best.1);
+                if k > kb.kv_free() || (k == kb.kv_free() && o < kb.outstanding()) {
+                    best.1 = i;
+                }
+            }
+            best
+        };
+        for (step, r) in [3usize, 0, 3, 1, 4, 4, 2, 0].into_iter().enumerate() {
+            rs[r].enqueue(step as RequestId);
+            v.observe(r, &rs[r]);
+            if step == 2 {
+                assert_eq!(v.least_outstanding(), scan(&v).0);
+            }
+            if step >= 5 {
+                assert_eq!(v.least_outstanding(), scan(&v).0);
+                assert_eq!(v.most_free_kv(), scan(&v).1);
+            }
+        }
+        v.set_routable(0, false);
+        assert_ne!(v.least_outstanding(), 0);
+        assert_ne!(v.most_free_kv(), 0);
     }
 
     #[test]
