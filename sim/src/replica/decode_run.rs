@@ -53,7 +53,7 @@
 
 use super::{attribution, IterationOutcome, Replica, TokenGaps};
 use crate::cost::BatchShape;
-use crate::request::{Request, RequestId, Status};
+use crate::request::{Request, RequestId};
 use crate::time::SimTime;
 
 /// The closed form of one replica's run of decode-only steps.
@@ -284,12 +284,7 @@ impl Replica {
             s.kv_tokens += j;
             s.generated += j;
             s.last_token = now.0;
-            let r = &mut reqs[s.id as usize];
-            st.attr.mix.leave_decode(r);
-            r.generated = s.generated;
-            r.finished = Some(now);
-            r.last_token = now;
-            r.status = Status::Completed;
+            super::mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);
             completed.push(s.id);
             st.retire(&mut s, reqs);
             run.leaves += 1;

@@ -122,6 +122,19 @@ pub struct Replica {
     run: decode_run::DecodeRun,
 }
 
+/// Closes the record of a request whose last token came out at `now`
+/// (`generated` tokens in all): it leaves the decode clock and is completed.
+/// Shared by the step-by-step iteration end and decode runs, which must
+/// agree byte for byte.
+#[inline]
+fn mark_completed(mix: &attribution::IterationMix, r: &mut Request, generated: u32, now: SimTime) {
+    mix.leave_decode(r);
+    r.generated = generated;
+    r.finished = Some(now);
+    r.last_token = now;
+    r.status = Status::Completed;
+}
+
 impl Replica {
     /// A replica with `kv_blocks` KV blocks of `block_bytes` bytes per GPU.
     /// `seed` seeds its own random streams (speculative acceptance).
@@ -407,12 +420,7 @@ impl Replica {
                     // decode replica (`handoff`).
                     keep = false;
                 } else {
-                    let r = &mut reqs[s.id as usize];
-                    st.attr.mix.leave_decode(r);
-                    r.generated = s.generated;
-                    r.finished = Some(now);
-                    r.last_token = now;
-                    r.status = Status::Completed;
+                    mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);
                     completed.push(s.id);
                     if keep_done {
                         s.done = true;
