@@ -65,10 +65,32 @@ impl ReplicaLoad {
 /// does not depend on the order of the updates (lowest index on ties), so a
 /// tree built late answers exactly as one kept all along.
 #[derive(Clone, Debug)]
-struct Lazy<K> {
-    tree: MinTree<K>,
-    /// Queried at least once: updates go into the tree.
-    read: bool,
+struct Lazy<K>(RefCell<Option<MinTree<K>>>);
+
+impl<K: Ord + Copy> Lazy<K> {
+    fn unread() -> Self {
+        Lazy(RefCell::new(None))
+    }
+
+    /// The index's minimum; at the first query the tree is built over the
+    /// `n` replicas' keys.
+    fn argmin(&self, n: usize, key: impl Fn(usize) -> K) -> usize {
+        self.0
+            .borrow_mut()
+            .get_or_insert_with(|| MinTree::new((0..n).map(key).collect()))
+            .argmin()
+    }
+
+    /// Whether the tree exists (was queried): then updates must reach it.
+    fn read(&mut self) -> bool {
+        self.0.get_mut().is_some()
+    }
+
+    fn set(&mut self, i: usize, key: K) {
+        if let Some(t) = self.0.get_mut() {
+            t.set(i, key);
+        }
+    }
 }
 
 /// The fleet as the router sees it, indexed so that the least-loaded replica
@@ -78,11 +100,11 @@ struct Lazy<K> {
 pub struct FleetView {
     loads: Vec<ReplicaLoad>,
     /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]).
-    by_outstanding: RefCell<Lazy<u64>>,
+    by_outstanding: Lazy<u64>,
     /// Relative speed of each replica, [`FULL`] for the fastest.
     capacity: Vec<u64>,
     /// Most free KV blocks first, then fewest outstanding requests.
-    by_free_kv: RefCell<Lazy<(Reverse<u64>, u32)>>,
+    by_free_kv: Lazy<(Reverse<u64>, u32)>,
     /// Every change is seen at once (no report interval).
     live: bool,
     /// Replicas a router may choose (all, unless the fleet has a life
@@ -109,31 +131,13 @@ impl FleetView {
         let loads: Vec<ReplicaLoad> = replicas.iter().map(ReplicaLoad::of).collect();
         // Both trees are filled from the loads at their first query.
         FleetView {
-            by_outstanding: RefCell::new(Lazy {
-                tree: MinTree::new(vec![0; loads.len()]),
-                read: false,
-            }),
+            by_outstanding: Lazy::unread(),
             capacity,
-            by_free_kv: RefCell::new(Lazy {
-                tree: MinTree::new(vec![(Reverse(0), 0); loads.len()]),
-                read: false,
-            }),
+            by_free_kv: Lazy::unread(),
             routable: vec![true; loads.len()],
             loads,
             live,
         }
-    }
-
-    /// Fills the outstanding-requests tree from the loads.
-    fn outstanding_keys(&self) {
-        let mut t = self.by_outstanding.borrow_mut();
-        t.tree = MinTree::new((0..self.len()).map(|i| self.outstanding_key(i)).collect());
-    }
-
-    /// Fills the free-KV tree from the loads.
-    fn kv_keys(&self) {
-        let mut t = self.by_free_kv.borrow_mut();
-        t.tree = MinTree::new((0..self.len()).map(|i| self.kv_key_of(i)).collect());
     }
 
     /// Replica `i`'s key in the outstanding-requests tree; an unroutable
@@ -181,13 +185,13 @@ impl FleetView {
     /// Puts replica `i`'s keys in the trees a router reads; an unroutable
     /// replica sorts last in both.
     fn index(&mut self, i: usize) {
-        if self.by_outstanding.get_mut().read {
+        if self.by_outstanding.read() {
             let key = self.outstanding_key(i);
-            self.by_outstanding.get_mut().tree.set(i, key);
+            self.by_outstanding.set(i, key);
         }
-        if self.by_free_kv.get_mut().read {
+        if self.by_free_kv.read() {
             let key = self.kv_key_of(i);
-            self.by_free_kv.get_mut().tree.set(i, key);
+            self.by_free_kv.set(i, key);
         }
     }
 
@@ -238,21 +242,14 @@ impl FleetView {
     /// The replica with the fewest outstanding requests per unit of capacity
     /// (lowest index on ties), among the routable ones when any is.
     pub fn least_outstanding(&self) -> usize {
-        if !self.by_outstanding.borrow().read {
-            self.outstanding_keys();
-            self.by_outstanding.borrow_mut().read = true;
-        }
-        self.by_outstanding.borrow().tree.argmin()
+        self.by_outstanding
+            .argmin(self.len(), |i| self.outstanding_key(i))
     }
 
     /// The replica with the most free KV blocks (then the fewest outstanding
     /// requests, then the lowest index).
     pub fn most_free_kv(&self) -> usize {
-        if !self.by_free_kv.borrow().read {
-            self.kv_keys();
-            self.by_free_kv.borrow_mut().read = true;
-        }
-        self.by_free_kv.borrow().tree.argmin()
+        self.by_free_kv.argmin(self.len(), |i| self.kv_key_of(i))
     }
 }
 
