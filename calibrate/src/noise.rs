@@ -205,8 +205,7 @@ mod tests {
 
     #[test]
     fn tight_repeats_pass_and_noisy_ones_are_named() {
-        // ±0.5 % around 10 ms: tight.
-        let tight: Vec<u64> = (0..15).map(|i| 10_000_000 + (i % 3) * 50_000).collect();
+        let tight = tight_times();
         assert!(median_ci_pct(&tight) < CI_TARGET_PCT);
         // 10–30 ms: a loaded machine.
         let noisy: Vec<u64> = (0..15)
@@ -228,14 +227,15 @@ mod tests {
             .collect();
         let c = median_ci_pct(&slightly);
         assert!(c > CI_TARGET_PCT && c <= 2.0 * CI_TARGET_PCT, "{c}");
-        let mut shapes = vec![tight_again(); 19];
+        let mut shapes = vec![tight_times(); 19];
         shapes.push(slightly);
         let mild = judge(&shapes, 3, Some(1.1), 8, 1);
         assert_eq!(mild.loose_shapes, 1);
         assert!(mild.findings[0].contains("profile stands"), "{mild:?}");
     }
 
-    fn tight_again() -> Vec<u64> {
+    /// ±0.5 % around 10 ms: tight.
+    fn tight_times() -> Vec<u64> {
         (0..15).map(|i| 10_000_000 + (i % 3) * 50_000).collect()
     }
 
