@@ -1,30 +1,44 @@
-//! Inter-token latencies as an exact sparse histogram.
+//! Inter-token latencies as an exact weighted histogram.
 //!
 //! Every decode iteration yields (gap, tokens) pairs: the time its tokens
 //! waited since their sequence's previous token, and how many tokens waited
 //! that long. The run used to keep every pair to the end (16 bytes per
 //! iteration: 3.3 GB for the 1,000-replica autoscaled day of
-//! docs/autoscaling.md). Counting each distinct pair instead keeps what
-//! repeats once (the Mooncake conversation trace on 16 replicas: 2.3 M pairs,
-//! 355 k distinct; the bench's scenario: 724 k pairs, 544 k distinct), and
-//! [`ItlHistogram::dist`] gives the same [`Dist`] as [`Dist::of_weighted`]
-//! over the full list, bit for bit: the same values in the same sorted
-//! order, the same floating-point sum in the same order.
-//! This is a count (frequency) histogram with unit-width integer buckets, the
-//! exact limit of HdrHistogram-style bucketing (Tene, HdrHistogram); no
-//! precision is traded away.
+//! docs/autoscaling.md), then every distinct pair, sorted and merged
+//! (the Mooncake conversation trace on 16-token blocks: 2.31 M pairs,
+//! 355 k distinct). The summary needs far less: the total weight, the
+//! largest gap and the weighted sum are kept as the gaps come, exactly (the
+//! sum in a u128), and each quantile is the smallest gap whose cumulative
+//! token weight reaches its rank, found in the one log-linear bucket that
+//! holds the rank (`records::gap_log`, HdrHistogram's index, Tene,
+//! HdrHistogram, with exact per-bucket weights and the bucket's exact gaps).
+//! No precision is traded away: [`ItlHistogram::dist`] gives the same
+//! [`Dist`] as [`Dist::of_weighted`] over the full list, bit for bit,
+//! whenever the weighted sum of gaps is below 2^53 ns (about 104 days of
+//! summed token gaps: every example scenario and test). Then every partial
+//! sum of the list's float addition is an exact integer, so one conversion
+//! of the exact integer sum gives the same bits; beyond it the list's
+//! running float sum rounds at each step and this mean is the more exact
+//! (the exact sum rounded once).
 
 use crate::metrics::Dist;
-use crate::records::pair_counts::{PairCounts, Sorted};
+use crate::records::gap_log::GapLog;
+use crate::records::pair_counts::PairCounts;
 use crate::time::{nanos_to_ms, Nanos};
 
-/// Counts of (gap ns, tokens) pairs; see the module comment. The counting
-/// itself (`records::pair_counts`) keeps its working set in the L2 cache and
-/// its memory bounded, spilling sorted runs to disk beyond the bound; the
-/// result is exact either way.
+/// The inter-token histogram; see the module comment. The counting itself
+/// (`records::pair_counts`) keeps its working set in the L2 cache, and the
+/// gaps it drains are filed by bucket with memory bounded (`records::gap_log`,
+/// spilling to disk beyond the bound); the result is exact either way.
 #[derive(Debug, Default)]
 pub struct ItlHistogram {
-    counts: PairCounts,
+    hot: PairCounts,
+    gaps: GapLog,
+    /// Tokens counted (drained from the hot table).
+    total: u64,
+    /// Sum of gap × tokens (exact).
+    sum: u128,
+    max: u64,
 }
 
 impl ItlHistogram {
@@ -33,93 +47,64 @@ impl ItlHistogram {
     #[inline]
     pub fn add_all(&mut self, pairs: &[(Nanos, u32)]) {
         for &(gap, w) in pairs {
-            if w > 0 {
-                self.counts.add(gap, w);
+            if w > 0 && self.hot.add(gap, w) {
+                self.drain();
             }
         }
     }
 
-    /// The first error spilling counts to disk.
+    /// Moves the hot table's gaps into the statistics and the gap log.
+    fn drain(&mut self) {
+        let (gaps, total, sum, max) = (
+            &mut self.gaps,
+            &mut self.total,
+            &mut self.sum,
+            &mut self.max,
+        );
+        self.hot.drain(|gap, tokens| {
+            *total += tokens;
+            *sum += gap as u128 * tokens as u128;
+            *max = (*max).max(gap);
+            gaps.push(gap, tokens);
+        });
+    }
+
+    /// The first error spilling gaps to disk.
     pub fn error(&self) -> Option<&str> {
-        self.counts.error()
+        self.gaps.error()
     }
 
-    /// Entries held in memory (the structure's size).
-    pub fn distinct(&self) -> usize {
-        self.counts.in_memory()
+    /// Entries held in memory (the hot table's and the gap log's).
+    pub fn in_memory(&self) -> usize {
+        self.hot.len() + self.gaps.in_memory()
     }
 
-    /// The distribution [`Dist::of_weighted`] gives for the same pairs.
+    /// Bytes held in memory (the structure's size).
+    pub fn memory_bytes(&self) -> usize {
+        self.hot.memory_bytes() + self.gaps.memory_bytes()
+    }
+
+    /// The distribution [`Dist::of_weighted`] gives for the same pairs (see
+    /// the module comment for the mean past 2^53 ns).
     pub fn dist(&mut self) -> Dist {
-        dist_of(self.counts.sorted())
-    }
-}
-
-/// [`ItlHistogram::dist`] over `src` (read twice).
-fn dist_of(mut src: Sorted<'_>) -> Dist {
-    if src.is_empty() {
-        return Dist::default();
-    }
-    {
-        // Pass 1: the total weight, the sum and the largest gap.
-        let (mut total, mut sum, mut max) = (0u64, 0f64, 0u64);
-        for ((x, w), c) in groups(src.iter()) {
-            total += w as u64 * c;
-            // One addition per original pair, in sorted order, as the list
-            // version does: the float sum rounds the same way.
-            let v = x as f64 * w as f64;
-            for _ in 0..c {
-                sum += v;
-            }
-            max = x;
+        self.drain();
+        if self.total == 0 {
+            return Dist::default();
         }
-        // Pass 2: the quantiles, the smallest gap whose cumulative weight
-        // reaches each target. Every copy of a pair has the same value: a
-        // quantile is x once the group's last copy reaches its target.
         const QS: [f64; 4] = [0.50, 0.90, 0.95, 0.99];
-        let targets = QS.map(|q| (q * total as f64).ceil().max(1.0) as u64);
-        let mut found = [None::<u64>; 4];
-        let mut acc = 0u64;
-        for ((x, w), c) in groups(src.iter()) {
-            acc += w as u64 * c;
-            for (k, &t) in targets.iter().enumerate() {
-                if found[k].is_none() && acc >= t {
-                    found[k] = Some(x);
-                }
-            }
-            if found[3].is_some() {
-                break;
-            }
-        }
-        let q = |k: usize| nanos_to_ms(found[k].unwrap_or(max));
+        let targets = QS.map(|q| (q * self.total as f64).ceil().max(1.0) as u64);
+        let found = self.gaps.select(&targets);
+        let q = |k: usize| nanos_to_ms(found[k].unwrap_or(self.max));
         Dist {
-            count: total,
-            mean: sum / total as f64 / 1e6,
+            count: self.total,
+            mean: self.sum as f64 / self.total as f64 / 1e6,
             p50: q(0),
             p90: q(1),
             p95: q(2),
             p99: q(3),
-            max: nanos_to_ms(max),
+            max: nanos_to_ms(self.max),
         }
     }
-}
-
-/// Sorted (gap, tokens, count) runs with equal pairs summed.
-fn groups(
-    sorted: impl Iterator<Item = (u64, u64, u64)>,
-) -> impl Iterator<Item = ((Nanos, u32), u64)> {
-    let mut it = sorted.peekable();
-    std::iter::from_fn(move || {
-        let (x, w, mut c) = it.next()?;
-        while let Some(&(nx, nw, nc)) = it.peek() {
-            if (nx, nw) != (x, w) {
-                break;
-            }
-            c += nc;
-            it.next();
-        }
-        Some(((x, w as u32), c))
-    })
 }
 
 #[cfg(test)]
@@ -127,16 +112,46 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A histogram with small limits: the hot table drains, the gap log
+    /// spills and the selection narrows, all many times over.
+    fn small(bits: u32, log_max: usize, select_max: usize) -> ItlHistogram {
+        ItlHistogram {
+            hot: PairCounts::with_bits(bits),
+            gaps: GapLog::with_limits(log_max, select_max),
+            ..Default::default()
+        }
+    }
+
+    fn assert_same(a: &Dist, b: &Dist) {
+        assert_eq!(a.count, b.count);
+        for (x, y) in [
+            (a.mean, b.mean),
+            (a.p50, b.p50),
+            (a.p90, b.p90),
+            (a.p95, b.p95),
+            (a.p99, b.p99),
+            (a.max, b.max),
+        ] {
+            assert_eq!(x.to_bits(), y.to_bits(), "{a:?} vs {b:?}");
+        }
+    }
+
     proptest! {
         /// The histogram's summary equals the list's, field for field, bit
-        /// for bit (values drawn from few gaps and weights, so pairs repeat).
+        /// for bit (values drawn from few gaps and weights, so pairs repeat),
+        /// through every path: drains, spills and narrowed selections.
         #[test]
         fn histogram_equals_the_full_list(
             iters in proptest::collection::vec(
                 proptest::collection::vec((0u64..40, 0u32..5), 0..6), 0..200),
             scale in prop_oneof![Just(1u64), Just(1_000_003u64), Just(3_000_000_007u64)],
+            limits in prop_oneof![
+                Just((13u32, LOG_MAX_DEFAULT, SELECT_MAX_DEFAULT)),
+                Just((2u32, 3usize, 2usize)),
+                Just((3u32, 16usize, 1usize)),
+            ],
         ) {
-            let mut h = ItlHistogram::default();
+            let mut h = small(limits.0, limits.1, limits.2);
             let mut all = Vec::new();
             for it in &iters {
                 let pairs: Vec<(Nanos, u32)> = it.iter().map(|&(g, w)| (g * scale, w)).collect();
@@ -150,46 +165,67 @@ mod tests {
                            (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
                 prop_assert_eq!(x.to_bits(), y.to_bits());
             }
+            prop_assert!(h.error().is_none());
         }
     }
 
+    const LOG_MAX_DEFAULT: usize = crate::records::gap_log::LOG_MAX;
+    const SELECT_MAX_DEFAULT: usize = crate::records::gap_log::SELECT_MAX;
+
     #[test]
-    fn spilled_runs_merge_to_the_same_summary() {
-        // A small hot table and memory bound: the counts flush, merge and
-        // spill many times over.
-        let mut h = ItlHistogram {
-            counts: PairCounts::with_limits(5, 2_000),
-        };
+    fn spilled_gaps_give_the_same_summary() {
+        let mut h = small(5, 2_000, 300);
         let mut all = Vec::new();
         for i in 0..60_000u64 {
             // Distinct gaps, then the same gaps again in a later run.
             let pairs = [((i * 7919) % 40_009 * 1000, (i % 3) as u32 + 1)];
             h.add_all(&pairs);
             all.extend_from_slice(&pairs);
+            assert!(h.in_memory() <= 2_000 + 16);
         }
-        assert!(h.counts.spilled() > 0);
-        assert!(h.distinct() <= 2_000 + 16);
-        let (a, b) = (h.dist(), Dist::of_weighted(all));
-        assert_eq!(a.count, b.count);
-        for (x, y) in [
-            (a.mean, b.mean),
-            (a.p50, b.p50),
-            (a.p90, b.p90),
-            (a.p95, b.p95),
-            (a.p99, b.p99),
-            (a.max, b.max),
-        ] {
-            assert_eq!(x.to_bits(), y.to_bits());
-        }
+        assert!(h.gaps.spilled_runs() > 10);
+        assert_same(&h.dist(), &Dist::of_weighted(all));
     }
 
     #[test]
-    fn memory_follows_distinct_pairs() {
+    fn memory_follows_distinct_gaps() {
         let mut h = ItlHistogram::default();
         for _ in 0..10_000 {
             h.add_all(&[(20_000_000, 3), (20_000_000, 1), (31_000_000, 3)]);
         }
-        assert_eq!(h.distinct(), 3);
+        assert_eq!(h.in_memory(), 2);
         assert_eq!(h.dist().count, 70_000);
+    }
+
+    #[test]
+    fn the_mean_is_the_list_s_below_2_53_and_the_exact_sum_rounded_once_beyond() {
+        // Just below 2^53 ns of summed gaps: the list's float sum is exact
+        // at every step, and so the same bits.
+        let gap = (1u64 << 40) + 12_345;
+        let below: Vec<(Nanos, u32)> = (0..4095u64).map(|i| (gap + i, 2)).collect();
+        let sum_below: u128 = below.iter().map(|&(g, w)| g as u128 * w as u128).sum();
+        assert!(sum_below < 1 << 53);
+        let mut h = ItlHistogram::default();
+        h.add_all(&below);
+        assert_same(&h.dist(), &Dist::of_weighted(below.clone()));
+
+        // Far beyond: odd gaps near 2^60 whose running float sum rounds at
+        // almost every step. The histogram's mean is the exact sum rounded
+        // once; the list's drifts from it.
+        let big: Vec<(Nanos, u32)> = (0..3000u64)
+            .map(|i| ((1 << 60) + 2 * i * 1_000_003 + 1, 3))
+            .collect();
+        let exact: u128 = big.iter().map(|&(g, w)| g as u128 * w as u128).sum();
+        let total: u64 = big.iter().map(|p| p.1 as u64).sum();
+        let mut h = ItlHistogram::default();
+        h.add_all(&big);
+        let (a, b) = (h.dist(), Dist::of_weighted(big));
+        assert_eq!(
+            a.mean.to_bits(),
+            (exact as f64 / total as f64 / 1e6).to_bits()
+        );
+        assert_ne!(a.mean.to_bits(), b.mean.to_bits(), "the list's sum rounds");
+        // Everything else is unchanged.
+        assert_same(&Dist { mean: b.mean, ..a }, &b);
     }
 }

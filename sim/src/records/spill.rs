@@ -52,20 +52,6 @@ impl Spill for (u64, i64) {
     }
 }
 
-/// (gap, tokens, count) of the inter-token histogram (`records::itl`).
-impl Spill for (u64, u64, u64) {
-    const BYTES: usize = 24;
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.0.to_le_bytes());
-        out.extend_from_slice(&self.1.to_le_bytes());
-        out.extend_from_slice(&self.2.to_le_bytes());
-    }
-    fn get(b: &[u8]) -> (u64, u64, u64) {
-        let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        (u(0), u(8), u(16))
-    }
-}
-
 /// The temporary file and the runs written to it (offset, values).
 #[derive(Debug, Default)]
 struct Disk {
@@ -101,41 +87,6 @@ impl Disk {
                 self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
             }
         }
-    }
-
-    /// Writes `values` (already in order) as one run, through a bounded
-    /// buffer.
-    fn write_run<T: Spill>(&mut self, values: impl Iterator<Item = T>) -> usize {
-        if self.error.is_some() {
-            return 0;
-        }
-        let (start, mut n) = (self.end, 0usize);
-        let mut bytes = Vec::with_capacity(READ * T::BYTES);
-        let res = (|| -> std::io::Result<()> {
-            if self.file.is_none() {
-                self.file = Some(tempfile::tempfile()?);
-            }
-            let f = self.file.as_mut().expect("just created");
-            for x in values {
-                x.put(&mut bytes);
-                n += 1;
-                if bytes.len() >= READ * T::BYTES {
-                    f.write_all(&bytes)?;
-                    bytes.clear();
-                }
-            }
-            f.write_all(&bytes)
-        })();
-        match res {
-            Ok(()) => {
-                self.runs.push((start, n));
-                self.end += (n * T::BYTES) as u64;
-            }
-            Err(e) => {
-                self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
-            }
-        }
-        n
     }
 
     /// A cursor over run `k`.
@@ -266,12 +217,6 @@ impl<T: Spill + Ord> SpillSort<T> {
             self.disk.write(&self.buf);
             self.buf.clear();
         }
-    }
-
-    /// Writes `values`, already in ascending order, to disk as one run of
-    /// their own (the merge at the end reads them with the other runs).
-    pub fn push_sorted_run(&mut self, values: impl Iterator<Item = T>) {
-        self.len += self.disk.write_run(values);
     }
 
     pub fn len(&self) -> usize {
