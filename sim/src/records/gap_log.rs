@@ -34,7 +34,7 @@ pub const SUB_BITS: u32 = 6;
 pub const BUCKETS: usize = (65 - SUB_BITS as usize) << SUB_BITS;
 
 /// Entries held in memory before the log spills (16 bytes each: 4 MiB; a
-/// spill groups them into a byte buffer of the same size).
+/// spill groups them into a second buffer of the same size).
 pub const LOG_MAX: usize = 1 << 18;
 
 /// Entries a selection sorts at once; a bucket with more is narrowed first.
@@ -43,7 +43,8 @@ pub const SELECT_MAX: usize = 1 << 16;
 /// Bits a narrowing step splits a range into.
 const NARROW_BITS: u32 = 12;
 
-/// Bytes per spilled entry (gap, tokens as u64 little-endian).
+/// Bytes per entry, in memory and on disk (gap u64, tokens u32 and bucket
+/// u32, little-endian on disk).
 const ENTRY: usize = 16;
 
 /// Entries read from disk at a time during a selection.
@@ -71,6 +72,15 @@ fn bucket_range(b: usize) -> (u64, u32) {
     (mant << shift, shift)
 }
 
+/// One filed gap: tokens that waited `gap` ns, and the gap's bucket
+/// (computed once, when filed).
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    gap: u64,
+    tokens: u32,
+    bucket: u32,
+}
+
 /// A spilled run: where its entries start and how many (its bucket offsets
 /// follow them as `BUCKETS + 1` u32 values).
 #[derive(Clone, Copy, Debug)]
@@ -87,8 +97,10 @@ pub struct GapLog {
     /// Token weight per bucket (exact).
     weights: Box<[u64]>,
     /// Entries not yet spilled, in the order they came.
-    log: Vec<(u64, u64)>,
+    log: Vec<Entry>,
     /// A spill's grouping buffer, kept for the next spill.
+    grouped: Vec<Entry>,
+    /// A spill's bytes on their way to disk.
     bytes: Vec<u8>,
     file: Option<File>,
     end: u64,
@@ -113,6 +125,7 @@ impl GapLog {
             select_max: select_max.max(1),
             weights: vec![0; BUCKETS].into_boxed_slice(),
             log: Vec::new(),
+            grouped: Vec::new(),
             bytes: Vec::new(),
             file: None,
             end: 0,
@@ -123,9 +136,25 @@ impl GapLog {
 
     /// Files `tokens` (> 0) tokens that waited `gap` ns.
     #[inline]
-    pub fn push(&mut self, gap: u64, tokens: u64) {
-        self.weights[bucket(gap)] += tokens;
-        self.log.push((gap, tokens));
+    pub fn push(&mut self, gap: u64, mut tokens: u64) {
+        let b = bucket(gap);
+        self.weights[b] += tokens;
+        // More than 2^32 - 1 tokens on one gap since the last drain: several
+        // entries (quantiles sum them).
+        while tokens > u32::MAX as u64 {
+            self.file_entry(gap, u32::MAX, b);
+            tokens -= u32::MAX as u64;
+        }
+        self.file_entry(gap, tokens as u32, b);
+    }
+
+    #[inline]
+    fn file_entry(&mut self, gap: u64, tokens: u32, bucket: usize) {
+        self.log.push(Entry {
+            gap,
+            tokens,
+            bucket: bucket as u32,
+        });
         if self.log.len() >= self.log_max {
             self.spill();
         }
@@ -139,7 +168,7 @@ impl GapLog {
     /// Bytes this structure holds in memory (its buffers' capacities).
     pub fn memory_bytes(&self) -> usize {
         self.weights.len() * 8
-            + self.log.capacity() * ENTRY
+            + (self.log.capacity() + self.grouped.capacity()) * ENTRY
             + self.bytes.capacity()
             + self.runs.capacity() * std::mem::size_of::<Run>()
     }
@@ -162,34 +191,39 @@ impl GapLog {
         }
         // Counting sort by bucket: offsets, then each entry at its place.
         let mut offsets = vec![0u32; BUCKETS + 1];
-        for &(g, _) in &self.log {
-            offsets[bucket(g) + 1] += 1;
+        for e in &self.log {
+            offsets[e.bucket as usize + 1] += 1;
         }
         for b in 0..BUCKETS {
             offsets[b + 1] += offsets[b];
         }
-        let data = self.log.len() * ENTRY;
-        self.bytes.clear();
-        self.bytes.resize(data + (BUCKETS + 1) * 4, 0);
-        for (b, o) in offsets.iter().enumerate() {
-            self.bytes[data + 4 * b..data + 4 * b + 4].copy_from_slice(&o.to_le_bytes());
-        }
-        let mut next = offsets;
-        for &(g, w) in &self.log {
-            let slot = &mut next[bucket(g)];
-            let at = *slot as usize * ENTRY;
+        self.grouped.resize(self.log.len(), Entry::default());
+        let mut next = offsets.clone();
+        for &e in &self.log {
+            let slot = &mut next[e.bucket as usize];
+            self.grouped[*slot as usize] = e;
             *slot += 1;
-            self.bytes[at..at + 8].copy_from_slice(&g.to_le_bytes());
-            self.bytes[at + 8..at + 16].copy_from_slice(&w.to_le_bytes());
         }
+        let (grouped, bytes) = (&self.grouped, &mut self.bytes);
         let res = (|| -> std::io::Result<()> {
             if self.file.is_none() {
                 self.file = Some(tempfile::tempfile()?);
             }
-            self.file
-                .as_mut()
-                .expect("just created")
-                .write_all(&self.bytes)
+            let f = self.file.as_mut().expect("just created");
+            for chunk in grouped.chunks(READ) {
+                bytes.clear();
+                for e in chunk {
+                    bytes.extend_from_slice(&e.gap.to_le_bytes());
+                    bytes.extend_from_slice(&e.tokens.to_le_bytes());
+                    bytes.extend_from_slice(&e.bucket.to_le_bytes());
+                }
+                f.write_all(bytes)?;
+            }
+            bytes.clear();
+            for o in &offsets {
+                bytes.extend_from_slice(&o.to_le_bytes());
+            }
+            f.write_all(bytes)
         })();
         match res {
             Ok(()) => {
@@ -197,7 +231,7 @@ impl GapLog {
                     at: self.end,
                     len: self.log.len(),
                 });
-                self.end += self.bytes.len() as u64;
+                self.end += ((self.log.len() * ENTRY) + (BUCKETS + 1) * 4) as u64;
             }
             Err(e) => {
                 self.error = Some(format!(
@@ -207,13 +241,12 @@ impl GapLog {
         }
         self.log.clear();
     }
-
     /// Calls `f` with every entry of bucket `b` whose gap lies in
     /// [`lo`, `hi`] (memory and disk).
     fn scan(&mut self, b: usize, lo: u64, hi: u64, mut f: impl FnMut(u64, u64)) {
-        for &(g, w) in &self.log {
-            if g >= lo && g <= hi {
-                f(g, w);
+        for e in &self.log {
+            if e.gap >= lo && e.gap <= hi {
+                f(e.gap, e.tokens as u64);
             }
         }
         let Some(file) = self.file.as_ref() else {
@@ -234,7 +267,8 @@ impl GapLog {
                     for e in chunk.chunks_exact(ENTRY) {
                         let g = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
                         if g >= lo && g <= hi {
-                            f(g, u64::from_le_bytes(e[8..].try_into().expect("8 bytes")));
+                            let w = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+                            f(g, w as u64);
                         }
                     }
                     at += n;
@@ -415,5 +449,25 @@ mod tests {
         let total: u64 = v.iter().map(|e| e.1).sum();
         let targets = [1, total / 2, total * 99 / 100, total];
         assert_eq!(log.select(&targets), by_sorting(v, &targets));
+    }
+
+    #[test]
+    fn more_tokens_than_an_entry_holds_are_split() {
+        let mut log = GapLog::with_limits(2, 1);
+        log.push(7_000, 1);
+        log.push(9_000, 3 * u32::MAX as u64 + 5);
+        log.push(8_000, 2);
+        assert!(log.spilled_runs() >= 2);
+        let total = 3 * u32::MAX as u64 + 8;
+        assert_eq!(
+            log.select(&[1, 2, 3, 4, total]),
+            [
+                Some(7_000),
+                Some(8_000),
+                Some(8_000),
+                Some(9_000),
+                Some(9_000)
+            ]
+        );
     }
 }
