@@ -210,14 +210,15 @@ impl GapLog {
                 self.file = Some(tempfile::tempfile()?);
             }
             let f = self.file.as_mut().expect("just created");
+            bytes.resize(READ * ENTRY, 0);
             for chunk in grouped.chunks(READ) {
-                bytes.clear();
-                for e in chunk {
-                    bytes.extend_from_slice(&e.gap.to_le_bytes());
-                    bytes.extend_from_slice(&e.tokens.to_le_bytes());
-                    bytes.extend_from_slice(&e.bucket.to_le_bytes());
+                let out = &mut bytes[..chunk.len() * ENTRY];
+                for (o, e) in out.chunks_exact_mut(ENTRY).zip(chunk) {
+                    o[..8].copy_from_slice(&e.gap.to_le_bytes());
+                    o[8..12].copy_from_slice(&e.tokens.to_le_bytes());
+                    o[12..].copy_from_slice(&e.bucket.to_le_bytes());
                 }
-                f.write_all(bytes)?;
+                f.write_all(out)?;
             }
             bytes.clear();
             for o in &offsets {
