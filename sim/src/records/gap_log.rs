@@ -3,11 +3,10 @@
 //!
 //! Every (gap, tokens) entry the hot table (`records::pair_counts`) flushes
 //! is filed under its gap's bucket: the gap's leading [`SUB_BITS`] + 1
-//! significant bits, the index of HdrHistogram (Tene, HdrHistogram; the
-//! log-linear layout of Gil Tene's "How NOT to measure latency"): buckets
-//! are exact below 2^[`SUB_BITS`] ns and 1/64 to 1/128 of their value wide
-//! above, [`BUCKETS`] in all over the whole u64 range, in ascending order of
-//! value. Each bucket's total token weight is kept exactly, so the bucket
+//! significant bits, the log-linear index of HdrHistogram (Gil Tene,
+//! HdrHistogram, "sub-buckets" within power-of-two buckets): buckets are one
+//! nanosecond wide below 128 ns and 1/128 to 1/64 of their values wide above,
+//! [`BUCKETS`] in all over the whole u64 range, in ascending order of value. Each bucket's total token weight is kept exactly, so the bucket
 //! that holds a quantile's rank is known without reading a gap; only that
 //! bucket's entries are then read and sorted ([`GapLog::select`]).
 //!

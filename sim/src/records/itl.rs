@@ -220,6 +220,7 @@ mod tests {
         let mut h = ItlHistogram::default();
         h.add_all(&big);
         let (a, b) = (h.dist(), Dist::of_weighted(big));
+        assert_eq!((h.sum, h.total), (exact, total), "the sum is exact");
         assert_eq!(
             a.mean.to_bits(),
             (exact as f64 / total as f64 / 1e6).to_bits()
