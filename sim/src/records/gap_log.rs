@@ -1,14 +1,16 @@
 //! Exact inter-token gaps kept by log-linear bucket, so that a quantile at
 //! the end reads one bucket's gaps, not all of them.
 //!
-//! Every (gap, tokens) entry the hot table (`records::pair_counts`) flushes
+//! Every (gap, tokens) entry the hot table (`records::pair_counts`) drains
 //! is filed under its gap's bucket: the gap's leading [`SUB_BITS`] + 1
 //! significant bits, the log-linear index of HdrHistogram (Gil Tene,
 //! HdrHistogram, "sub-buckets" within power-of-two buckets): buckets are one
-//! nanosecond wide below 128 ns and 1/128 to 1/64 of their values wide above,
-//! [`BUCKETS`] in all over the whole u64 range, in ascending order of value. Each bucket's total token weight is kept exactly, so the bucket
+//! nanosecond wide below 128 ns and 1/128 to 1/64 of their values wide
+//! above, [`BUCKETS`] in all over the whole u64 range, in ascending order of
+//! value. Each bucket's total token weight is kept exactly, so the bucket
 //! that holds a quantile's rank is known without reading a gap; only that
-//! bucket's entries are then read and sorted ([`GapLog::select`]).
+//! bucket's entries are then read and sorted ([`GapLog::select`]), and a gap
+//! filed several times (once per drain that saw it) is simply summed there.
 //!
 //! The entries themselves stay in an unsorted in-memory log of at most
 //! [`LOG_MAX`] entries (16 bytes each); past that the log is written to an
