@@ -401,7 +401,7 @@ mod tests {
             assert!(b < BUCKETS);
             let (lo, bits) = bucket_range(b);
             assert!(
-                lo <= v && v - lo <= (1u64 << bits) - 1,
+                lo <= v && v - lo < (1u64 << bits),
                 "{v} in {b}: {lo} +2^{bits}"
             );
             assert_eq!(bucket(lo), b);
