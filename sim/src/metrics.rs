@@ -441,9 +441,12 @@ impl RequestsSummary {
                 goodput_rps_per_gpu: good as f64 / secs / g,
             });
         }
-        let [wait, ttft, tpot, e2e] = latency_dists(
-            [&mut self.wait, &mut self.ttft, &mut self.tpot, &mut self.e2e],
-        );
+        let [wait, ttft, tpot, e2e] = latency_dists([
+            &mut self.wait,
+            &mut self.ttft,
+            &mut self.tpot,
+            &mut self.e2e,
+        ]);
         s.latency = Latency {
             queue_wait_ms: wait,
             ttft_ms: ttft,

@@ -193,6 +193,11 @@ impl RecordStream {
         Ok(())
     }
 
+    /// Whether the folding runs on a worker thread ([`Self::start_worker`]).
+    pub fn has_worker(&self) -> bool {
+        self.worker.is_some()
+    }
+
     /// [`Self::ended`] for a request the caller gives away: handed to the
     /// worker when there is one, folded here otherwise.
     pub fn ended_owned(&mut self, id: u64, mut r: Request) {
@@ -362,7 +367,10 @@ mod tests {
         let csv = s.take_csv().expect("no error").expect("csv");
         csv.finish(dir).expect("written");
         let summary = format!("{:?} {:?}", s.summary, s.completed_output_tokens);
-        (summary, std::fs::read(dir.join("requests.csv")).expect("read"))
+        (
+            summary,
+            std::fs::read(dir.join("requests.csv")).expect("read"),
+        )
     }
 
     #[test]
@@ -372,7 +380,10 @@ mod tests {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let inline = folded(false, a.path(), n);
         let threaded = folded(true, b.path(), n);
-        assert_eq!(inline.1.iter().filter(|&&c| c == b'\n').count() as u64, n + 1);
+        assert_eq!(
+            inline.1.iter().filter(|&&c| c == b'\n').count() as u64,
+            n + 1
+        );
         assert_eq!(inline, threaded);
     }
 }

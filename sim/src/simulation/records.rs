@@ -170,10 +170,16 @@ impl<'a> Simulation<'a> {
         // No report reads the block hashes: every record is folded without
         // them, whether now or after its wait in the reorder buffer.
         self.requests[i].prefix_hashes = Vec::new();
-        // Moved out of its slot: folded here, or on the record stream's
-        // worker thread (`RecordStream::start_worker`).
-        let r = std::mem::replace(&mut self.requests[i], vacant());
-        self.stream.ended_owned(id, r);
+        if self.stream.has_worker() {
+            // Moved out of its slot to the record stream's worker thread
+            // (`RecordStream::start_worker`).
+            let r = std::mem::replace(&mut self.requests[i], vacant());
+            self.stream.ended_owned(id, r);
+        } else {
+            // Folded or packed from its slot, not copied out of it first.
+            self.stream.ended(id, &mut self.requests[i]);
+            self.requests[i] = vacant();
+        }
     }
 
     /// Releases requests replica `r` completed, unless its static batch
