@@ -2,6 +2,16 @@
 //! (time, insertion sequence number). Ties at the same nanosecond are broken
 //! by insertion order, as in nexosim and SimPy, so a run is a pure function of
 //! its inputs.
+//!
+//! A std `BinaryHeap` of `u128` keys stays the queue: a radix heap (Ahuja,
+//! Mehlhorn, Orlin and Tarjan, J. ACM 1990) and a 4-ary heap with Floyd's
+//! bottom-up pop were both measured dearer on the 1,000-replica fleet
+//! (callgrind, 100 k requests, 1.9 M pops, inclusive: `BinaryHeap::pop`
+//! 499 M instructions, the radix heap's refill 674 M, the 4-ary pop 795 M;
+//! the radix heap moves each event down about log2 n buckets, as many steps
+//! as the binary heap's sift, each dearer) and on `bench`'s 4 replicas (a
+//! heap of a few events). The tests pin the pop order any replacement must
+//! keep.
 
 use crate::time::SimTime;
 use std::cmp::Ordering;
@@ -125,6 +135,9 @@ impl<E> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
 
     #[test]
     fn pops_in_time_then_insertion_order() {
@@ -137,5 +150,109 @@ mod tests {
         assert_eq!(order, vec!["a", "b", "c", "d"]);
         assert_eq!(q.now(), SimTime(10));
         assert_eq!(q.events_processed(), 4);
+        assert!(q.is_empty());
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn ties_keep_insertion_order_whatever_came_between() {
+        // Events at one time pushed before and after the clock moved, with
+        // earlier ones between, still pop in insertion order.
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(1_000), 0);
+        q.schedule(SimTime(3), 1);
+        q.schedule(SimTime(1_000), 2);
+        assert_eq!(q.pop(), Some((SimTime(3), 1)));
+        q.schedule(SimTime(1_000), 3);
+        q.schedule(SimTime(999), 4);
+        q.schedule(SimTime(1_000), 5);
+        assert_eq!(q.pop(), Some((SimTime(999), 4)));
+        q.schedule(SimTime(1_000), 6);
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(rest, vec![0, 2, 3, 5, 6]);
+    }
+
+    #[test]
+    fn a_push_after_a_peek_can_come_first() {
+        // A decode run peeks at the queue, then schedules its own step
+        // before the peeked time: that step pops first.
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(100), "far");
+        assert_eq!(q.peek_time(), Some(SimTime(100)));
+        q.skip_to(SimTime(40));
+        q.schedule(SimTime(60), "near");
+        assert_eq!(q.peek_time(), Some(SimTime(60)));
+        assert_eq!(q.pop(), Some((SimTime(60), "near")));
+        assert_eq!(q.pop(), Some((SimTime(100), "far")));
+    }
+
+    /// One step of a random schedule: push `n` events at `now + delta`
+    /// each, pop, peek, or skip the clock forward to before the next event.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(Vec<u64>),
+        Pop,
+        Peek,
+        Skip(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Deltas from tiny (many ties) to huge (high buckets).
+        let delta = prop_oneof![
+            3 => 0u64..4,
+            3 => 0u64..5_000,
+            2 => 0u64..50_000_000,
+            1 => 0u64..(1 << 62),
+        ];
+        prop_oneof![
+            4 => proptest::collection::vec(delta, 1..6).prop_map(Op::Push),
+            4 => Just(Op::Pop),
+            1 => Just(Op::Peek),
+            1 => (0u64..1_000).prop_map(Op::Skip),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn pops_exactly_as_a_binary_heap_of_time_and_sequence(
+            ops in proptest::collection::vec(op(), 1..400)
+        ) {
+            let mut q = EventQueue::new();
+            let mut reference = BinaryHeap::new();
+            let mut seq = 0u64;
+            for op in ops {
+                match op {
+                    Op::Push(deltas) => {
+                        for d in deltas {
+                            let t = q.now().0.saturating_add(d);
+                            q.schedule(SimTime(t), seq);
+                            reference.push(Reverse((t, seq)));
+                            seq += 1;
+                        }
+                    }
+                    Op::Pop => {
+                        let want = reference.pop().map(|Reverse((t, s))| (SimTime(t), s));
+                        prop_assert_eq!(q.pop(), want);
+                    }
+                    Op::Peek => {
+                        let want = reference.peek().map(|Reverse((t, _))| SimTime(*t));
+                        prop_assert_eq!(q.peek_time(), want);
+                    }
+                    Op::Skip(d) => {
+                        let t = q.now().0 + d;
+                        let next = reference.peek().map(|Reverse((t, _))| *t);
+                        if next.is_none_or(|n| t < n) {
+                            q.skip_to(SimTime(t));
+                            prop_assert_eq!(q.now(), SimTime(t));
+                        }
+                    }
+                }
+                prop_assert_eq!(q.len(), reference.len());
+            }
+            while let Some(Reverse((t, s))) = reference.pop() {
+                prop_assert_eq!(q.pop(), Some((SimTime(t), s)));
+            }
+            prop_assert_eq!(q.pop(), None);
+        }
     }
 }

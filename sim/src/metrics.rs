@@ -441,13 +441,18 @@ impl RequestsSummary {
                 goodput_rps_per_gpu: good as f64 / secs / g,
             });
         }
-        let dist = |v: &mut SpillSort<u64>| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
+        let [wait, ttft, tpot, e2e] = latency_dists([
+            &mut self.wait,
+            &mut self.ttft,
+            &mut self.tpot,
+            &mut self.e2e,
+        ]);
         s.latency = Latency {
-            queue_wait_ms: dist(&mut self.wait),
-            ttft_ms: dist(&mut self.ttft),
-            tpot_ms: dist(&mut self.tpot),
+            queue_wait_ms: wait,
+            ttft_ms: ttft,
+            tpot_ms: tpot,
             itl_ms: itl,
-            e2e_ms: dist(&mut self.e2e),
+            e2e_ms: e2e,
         };
         s.engine.preempted_requests = self.preempted;
         s.counts = counts;
@@ -462,6 +467,31 @@ impl RequestsSummary {
     }
 }
 
+/// Samples from which [`latency_dists`] merges on threads (below, the
+/// threads would cost more than they save).
+const PARALLEL_FROM: usize = 1 << 18;
+
+/// The distributions of `samples`, each from its own sorted stream. On a
+/// large run each merges its runs spilled to disk (a k-way merge of up to
+/// tens of millions of samples) on a thread of its own: the four are
+/// independent, so the numbers are the same as one after the other.
+fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> [Dist; 4] {
+    let dist = |v: &mut SpillSort<u64>| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
+    if samples.iter().all(|v| v.len() < PARALLEL_FROM) {
+        return samples.map(dist);
+    }
+    std::thread::scope(|sc| {
+        let [first, rest @ ..] = samples;
+        // (A thread that cannot start panics here, as an allocation that
+        // fails does.)
+        let handles = rest.map(|v| sc.spawn(move || dist(v)));
+        let d0 = dist(first);
+        let [d1, d2, d3] =
+            handles.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        [d0, d1, d2, d3]
+    })
+}
+
 fn reason_key(r: RejectReason) -> String {
     r.as_str().to_string()
 }
@@ -470,6 +500,31 @@ fn reason_key(r: RejectReason) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn latency_dists_on_threads_equal_one_after_the_other() {
+        // Enough samples to take the threaded path (and spill to disk).
+        let n = PARALLEL_FROM + 12_345;
+        let mut sets: [SpillSort<u64>; 4] = Default::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for (k, set) in sets.iter_mut().enumerate() {
+            for _ in 0..n + k * 1000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                set.push(f64_key((x >> 40) as f64 * 1e-3));
+            }
+        }
+        let want: Vec<Dist> = sets
+            .iter_mut()
+            .map(|v| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key)))
+            .collect();
+        let [a, b, c, d] = &mut sets;
+        let got = latency_dists([a, b, c, d]);
+        assert_eq!(format!("{want:?}"), format!("{got:?}"));
+        // Each set kept its own place.
+        assert_ne!(format!("{:?}", got[0]), format!("{:?}", got[3]));
+    }
 
     /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
     /// Fan type 7).

@@ -203,7 +203,7 @@ impl RequestsCsv {
     }
 
     /// Flushes, syncs and renames the file to `dir/requests.csv`.
-    fn finish(mut self, dir: &Path) -> std::io::Result<()> {
+    pub(crate) fn finish(mut self, dir: &Path) -> std::io::Result<()> {
         self.w.flush()?;
         self.w.get_ref().sync_all()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;

@@ -112,6 +112,9 @@ impl<'a> Simulation<'a> {
                     .collect(),
             )?;
             self.stream.set_csv(csv);
+            // Writing the file overlaps the simulation (byte-identical: one
+            // thread folds the records, in the same order).
+            self.stream.start_worker()?;
         }
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
@@ -167,9 +170,16 @@ impl<'a> Simulation<'a> {
         // No report reads the block hashes: every record is folded without
         // them, whether now or after its wait in the reorder buffer.
         self.requests[i].prefix_hashes = Vec::new();
-        // Folded or packed from its slot, not copied out of it first.
-        self.stream.ended(id, &mut self.requests[i]);
-        self.requests[i] = vacant();
+        if self.stream.has_worker() {
+            // Moved out of its slot to the record stream's worker thread
+            // (`RecordStream::start_worker`).
+            let r = std::mem::replace(&mut self.requests[i], vacant());
+            self.stream.ended_owned(id, r);
+        } else {
+            // Folded or packed from its slot, not copied out of it first.
+            self.stream.ended(id, &mut self.requests[i]);
+            self.requests[i] = vacant();
+        }
     }
 
     /// Releases requests replica `r` completed, unless its static batch
@@ -210,9 +220,10 @@ impl<'a> Simulation<'a> {
         let mut live: Vec<(u64, usize)> = self.live().map(|(i, id)| (id, i)).collect();
         live.sort_unstable();
         for (id, i) in live {
-            self.stream.ended(id, &mut self.requests[i]);
-            self.requests[i] = vacant();
+            let r = std::mem::replace(&mut self.requests[i], vacant());
+            self.stream.ended_owned(id, r);
         }
+        self.stream.join();
         if self.stream.pending() > 0 {
             return Err(format!(
                 "{} requests ended but an earlier one never did",
