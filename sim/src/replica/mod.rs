@@ -120,6 +120,8 @@ pub struct Replica {
     pub stats: ReplicaStats,
     /// Decode-only steps in closed form (`decode_run`).
     run: decode_run::DecodeRun,
+    /// The cost model's terms kept from this replica's last step.
+    pub step_terms: crate::cost::StepTerms,
 }
 
 /// Closes the record of a request whose last token came out at `now`
@@ -181,6 +183,7 @@ impl Replica {
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
             run: Default::default(),
+            step_terms: Default::default(),
         }
     }
 

@@ -376,7 +376,9 @@ impl<'a> Simulation<'a> {
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
             let cost = &self.costs[self.fleet.pool_of(r)];
-            let dt = cost.iteration_time(&shape).max(1);
+            let dt = cost
+                .iteration_time_with(&shape, &mut self.replicas[r].step_terms)
+                .max(1);
             crate::replica::attribution::price_decode_alone(
                 &mut self.replicas[r],
                 &shape,
