@@ -640,13 +640,14 @@ pub fn engine_block_hashes(hashes: &[u64], hash_block: u32, block: u32, tokens: 
         // j is that of workload block j / per without a division per block
         // (the same values as the general formula below, about half the
         // instructions on a trace's ~750 blocks per request).
-        let per = (hash_block / block) as usize;
-        let mut out = vec![0u64; full as usize];
-        for (k, run) in out.chunks_mut(per).enumerate() {
-            let (h, first) = (hashes[k], (k * per) as u64);
-            for (i, o) in run.iter_mut().enumerate() {
-                *o = mix(h, first + i as u64);
+        let per = (hash_block / block) as u64;
+        let mut out = Vec::with_capacity(full as usize);
+        for (k, &h) in hashes.iter().enumerate() {
+            let first = k as u64 * per;
+            if first >= full {
+                break;
             }
+            out.extend((first..(first + per).min(full)).map(|j| mix(h, j)));
         }
         return out;
     }
