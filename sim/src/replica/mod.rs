@@ -120,8 +120,6 @@ pub struct Replica {
     pub stats: ReplicaStats,
     /// Decode-only steps in closed form (`decode_run`).
     run: decode_run::DecodeRun,
-    /// The cost model's terms kept from this replica's last step.
-    pub step_terms: crate::cost::StepTerms,
 }
 
 /// Closes the record of a request whose last token came out at `now`
@@ -183,7 +181,6 @@ impl Replica {
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
             run: Default::default(),
-            step_terms: Default::default(),
         }
     }
 

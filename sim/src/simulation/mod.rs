@@ -170,6 +170,8 @@ pub struct Simulation<'a> {
     run_step: Option<SimTime>,
     /// Where runs may step ahead of other replicas' events (`decode_runs`).
     ahead: decode_runs::RunAhead,
+    /// The cost model's terms kept from each replica's last step.
+    step_terms: Vec<crate::cost::StepTerms>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -350,7 +352,9 @@ impl<'a> Simulation<'a> {
             run_owner: None,
             run_step: None,
             ahead,
+            step_terms: Vec::new(),
         };
+        sim.step_terms = vec![Default::default(); sim.replicas.len()];
         sim.fleet_init();
         sim.canary_init();
         sim.region_init();
@@ -385,7 +389,7 @@ impl<'a> Simulation<'a> {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
             let cost = &self.costs[self.fleet.pool_of(r)];
             let dt = cost
-                .iteration_time_with(&shape, &mut self.replicas[r].step_terms)
+                .iteration_time_with(&shape, &mut self.step_terms[r])
                 .max(1);
             crate::replica::attribution::price_decode_alone(
                 &mut self.replicas[r],

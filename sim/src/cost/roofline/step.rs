@@ -5,9 +5,10 @@
 //! sequence by one token a step and changes nothing else. In a one-group,
 //! one-stage roofline everything but the decode attention term — the
 //! element-wise kernels, the matrices, the communication, the LM head, the
-//! engine's host time — is a function of the rest of the shape, so
-//! [`StepTerms`] keeps those terms from the last step priced and
-//! [`Roofline::iteration_time_with`] recomputes only the attention. It adds
+//! engine's host time — is a function of the sequence count in a
+//! decode-only step, so [`StepTerms`] keeps those terms from the last such
+//! step priced and [`Roofline::iteration_time_with`] recomputes only the
+//! attention (and the swap time, one division). It adds
 //! the very same `f64` values in the very same order as
 //! [`Roofline::forward_secs`] and `iteration_secs`, so every price, and every
 //! output, stays bit for bit the same (a test compares them over a sweep).
@@ -16,16 +17,13 @@ use super::Roofline;
 use crate::cost::BatchShape;
 use crate::time::Nanos;
 
-/// The context-independent terms of the last shape a replica priced, keyed
-/// by that shape less its decode context (and its idle time, which the
-/// roofline ignores).
+/// The context-independent terms of the last decode-only shape a replica
+/// priced, which depend on its sequence count alone (`seqs`; 0: none kept).
 #[derive(Clone, Debug, Default)]
 pub struct StepTerms {
-    key: Option<[u64; 8]>,
-    /// Swap time over PCIe.
-    fixed: f64,
-    /// Element-wise kernels plus prefill attention, the first two terms of
-    /// a layer's shared part.
+    seqs: u32,
+    /// Element-wise kernels plus prefill attention (none), the first two
+    /// terms of a layer's shared part.
     ew_prefill: f64,
     dense: f64,
     comm: f64,
@@ -35,39 +33,28 @@ pub struct StepTerms {
     host: f64,
 }
 
-/// The shape's fields that the cached terms depend on, as bits.
-fn key(b: &BatchShape) -> [u64; 8] {
-    [
-        b.prefill_seqs as u64,
-        b.prefill_tokens,
-        b.prefill_attn_pairs.to_bits(),
-        b.prefill_kv_tokens,
-        b.decode_seqs as u64,
-        b.verify_extra_tokens,
-        b.swap_bytes.to_bits(),
-        b.verify_context_tokens,
-    ]
-}
-
 impl Roofline {
     /// [`CostModel::iteration_time`](crate::cost::CostModel::iteration_time)
-    /// reusing `terms` from the replica's last step when only the decode
-    /// context changed.
+    /// reusing `terms` from the replica's last decode-only step when this
+    /// one is decode-only with as many sequences. Other shapes (prefills,
+    /// speculative verification, several groups or stages) are priced
+    /// directly and leave `terms` as they are.
     pub fn iteration_time_with(&self, b: &BatchShape, terms: &mut StepTerms) -> Nanos {
-        if b.is_empty() {
-            return 0;
+        let decode_only = b.prefill_seqs == 0
+            && b.prefill_tokens == 0
+            && b.prefill_kv_tokens == 0
+            && b.prefill_attn_pairs == 0.0
+            && b.verify_extra_tokens == 0
+            && b.verify_context_tokens == 0;
+        if !self.single_group || !decode_only || b.decode_seqs == 0 {
+            return crate::cost::CostModel::iteration_time(self, b);
         }
-        if !self.single_group {
-            return crate::time::secs_to_nanos(self.iteration_secs(b)).max(1);
-        }
-        let k = key(b);
-        if terms.key != Some(k) {
+        if terms.seqs != b.decode_seqs {
             let tokens = b.tokens();
             let n = tokens as f64;
             let logit_rows = b.logit_rows() as f64;
             *terms = StepTerms {
-                key: Some(k),
-                fixed: b.swap_bytes / self.pcie_bw,
+                seqs: b.decode_seqs,
                 ew_prefill: self.elementwise(n) + self.attn_prefill(b),
                 dense: self.memo.get(super::Term::Dense, tokens, || self.dense(n)),
                 comm: self.comm(n),
@@ -89,6 +76,7 @@ impl Roofline {
         }
         // `forward_secs`'s one-group sums, in its order.
         let t = &*terms;
+        let fixed = b.swap_bytes / self.pcie_bw;
         let shared = t.ew_prefill + self.attn_decode(b);
         let per_dense = t.dense + shared + t.comm;
         let mut layers = self.dense_layers * per_dense;
@@ -96,7 +84,7 @@ impl Roofline {
             let per_moe = t.moe + shared + t.moe_comm;
             layers += self.moe_layers * per_moe;
         }
-        let forward = t.fixed + layers + t.lm_head;
+        let forward = fixed + layers + t.lm_head;
         crate::time::secs_to_nanos(self.runtime.step_secs(forward, t.host)).max(1)
     }
 }
