@@ -33,7 +33,7 @@ pub mod runtime;
 pub use breakdown::{decode_sweep, knee, lone_request, Breakdown, LoneRequest, SweepRow, Term};
 pub use comm::ALLREDUCE_BW_EFFICIENCY;
 pub use gemm::{GEMM_EFFICIENCY, MEMORY_EFFICIENCY};
-pub use roofline::Roofline;
+pub use roofline::{Roofline, StepTerms};
 pub use runtime::EngineRuntime;
 
 use crate::time::Nanos;
@@ -122,6 +122,12 @@ impl BatchShape {
 pub trait CostModel: Send + Sync {
     /// Wall time of one iteration running `batch`, in nanoseconds.
     fn iteration_time(&self, batch: &BatchShape) -> Nanos;
+    /// The same price for one replica's next step, given the terms kept
+    /// from its last (a model may reuse what only the decode context
+    /// changed; see [`StepTerms`]). Must equal `iteration_time`.
+    fn iteration_time_with(&self, batch: &BatchShape, _terms: &mut StepTerms) -> Nanos {
+        self.iteration_time(batch)
+    }
     /// Where the numbers come from, for summaries and reports.
     fn source(&self) -> String;
     /// The iteration term by term, where the model can say (`servesim cost`).

@@ -17,6 +17,9 @@ use crate::parallel::{self, Parallelism};
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 
+mod step;
+pub use step::StepTerms;
+
 /// The analytical roofline cost model over catalog figures. Everything that
 /// depends only on the model, the hardware and the layout is computed once in
 /// [`Roofline::with_parallelism`]; [`Roofline::iteration_secs`] does a few
@@ -464,6 +467,10 @@ impl CostModel for Roofline {
 
     fn explain(&self, b: &BatchShape) -> Option<super::Breakdown> {
         Some(self.breakdown(b))
+    }
+
+    fn iteration_time_with(&self, b: &BatchShape, terms: &mut StepTerms) -> Nanos {
+        Roofline::iteration_time_with(self, b, terms)
     }
 
     fn source(&self) -> String {

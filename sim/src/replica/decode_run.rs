@@ -105,6 +105,13 @@ impl Replica {
         self.run.active
     }
 
+    /// Whether the closed-form step in progress completes sequences (its
+    /// end retires them, so it must keep its place among other replicas'
+    /// events: records, freed slots and follow-ups go in event order).
+    pub fn run_step_completes(&self) -> bool {
+        self.run.active && self.run.formed == self.run.next_leave
+    }
+
     /// Whether nothing but the running sequences can take part in the next
     /// step: no request waits, none is swapped out or arriving by KV
     /// transfer, and the replica's setup keeps steps a function of the

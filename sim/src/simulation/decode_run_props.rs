@@ -175,10 +175,22 @@ fn toml(c: &Case) -> String {
     t
 }
 
-/// The run's files, by name.
-fn files(s: &Scenario) -> Vec<(String, Vec<u8>)> {
+/// The run's files, by name: priced by the scenario's cost model or by
+/// [`GridCost`], with records kept or streamed (`simulate`'s way, which
+/// recycles request slots).
+fn files(s: &Scenario, grid: bool, streamed: bool) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
-    let r = Simulation::new(s).run(|_| {}).unwrap();
+    let sim = if grid {
+        Simulation::with_cost_model(s, Box::new(GridCost))
+    } else {
+        Simulation::new(s)
+    };
+    let sim = if streamed {
+        sim.stream_records(Some(dir.path())).unwrap()
+    } else {
+        sim
+    };
+    let r = sim.run(|_| {}).unwrap();
     crate::output::write_all(dir.path(), &r).unwrap();
     let mut out: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -187,9 +199,118 @@ fn files(s: &Scenario) -> Vec<(String, Vec<u8>)> {
             let name = e.file_name().to_string_lossy().into_owned();
             (name, std::fs::read(e.path()).unwrap())
         })
+        .filter(|(n, _)| !n.starts_with('.'))
         .collect();
     out.sort();
     out
+}
+
+/// Prices every iteration in whole milliseconds (one per 512 tokens through
+/// the layers and per 64 Ki tokens of decode context, plus one), so that,
+/// with arrivals and ticks on a millisecond grid too, iterations end at the
+/// same nanosecond as arrivals, ticks and other replicas' iterations all the
+/// time: the ties a step taken ahead of the queue must respect.
+struct GridCost;
+
+impl CostModel for GridCost {
+    fn iteration_time(&self, b: &crate::cost::BatchShape) -> crate::time::Nanos {
+        if b.is_empty() {
+            return 0;
+        }
+        1_000_000 * (1 + b.tokens() / 512 + b.decode_context_tokens / 65_536)
+    }
+
+    fn source(&self) -> String {
+        "whole milliseconds (test)".into()
+    }
+}
+
+/// A Mooncake-format trace on a 10 ms grid: bursts at one time, shared
+/// first blocks (prefix hits), prompts of one to six 512-token blocks.
+#[derive(Clone, Debug)]
+struct GridCase {
+    seed: u64,
+    replicas: u32,
+    router: &'static str,
+    policy: &'static str,
+    max_num_seqs: u32,
+    prefix: bool,
+    tick_ms: u32,
+    /// Load reports every so many ms (none: the router sees every change).
+    report_ms: Option<u32>,
+    rows: Vec<(u32, u32, u32, u32)>,
+}
+
+fn grid_case() -> impl Strategy<Value = GridCase> {
+    (
+        (0u64..1000, 1u32..5),
+        prop::sample::select(vec!["round-robin", "least-outstanding", "least-kv"]),
+        prop::sample::select(vec!["vllm", "sarathi", "continuous"]),
+        prop::sample::select(vec![256u32, 4]),
+        any::<bool>(),
+        prop::sample::select(vec![10u32, 50, 7]),
+        prop::sample::select(vec![None, Some(3u32), Some(20)]),
+        prop::collection::vec((0u32..6, 20u32..3000, 1u32..400, 0u32..3), 10..60),
+    )
+        .prop_map(
+            |((seed, replicas), router, policy, max_num_seqs, prefix, tick_ms, report_ms, rows)| {
+                GridCase {
+                    seed,
+                    replicas,
+                    router,
+                    policy,
+                    max_num_seqs,
+                    prefix,
+                    tick_ms,
+                    report_ms,
+                    rows,
+                }
+            },
+        )
+}
+
+/// The trace file and the scenario reading it.
+fn grid_scenario(c: &GridCase, dir: &std::path::Path) -> Scenario {
+    let (mut t, mut text, mut next_id) = (0u32, String::new(), 100u32);
+    for &(gap, prompt, output, first) in &c.rows {
+        t += gap * 10;
+        let blocks = prompt.div_ceil(512);
+        let ids: Vec<String> = std::iter::once(first)
+            .chain((1..blocks).map(|_| {
+                next_id += 1;
+                next_id
+            }))
+            .map(|h| h.to_string())
+            .collect();
+        text += &format!(
+            "{{\"timestamp\": {t}, \"input_length\": {prompt}, \"output_length\": {output}, \"hash_ids\": [{}]}}\n",
+            ids.join(", ")
+        );
+    }
+    let trace = dir.join("grid.jsonl");
+    std::fs::write(&trace, text).unwrap();
+    let report = c
+        .report_ms
+        .map(|ms| format!("report_interval_s = {}\n", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    let toml = format!(
+        "name = \"g\"\nseed = {}\n[horizon]\n[model]\npreset = \"llama-3.1-8b\"\n\
+         [hardware]\npreset = \"h100-sxm\"\n[fleet]\nreplicas = {}\nrouter = \"{}\"\n{}\
+         [engine]\npolicy = \"{}\"\nblock_size = 16\nmax_num_seqs = {}\n\
+         max_batched_tokens = 2048\nmax_model_len = 8192\nprefix_caching = {}\n\
+         [metrics]\ntimeseries_interval_s = {}\n\
+         [workload]\ntrace = {{ format = \"mooncake\", path = \"{}\" }}\n",
+        c.seed,
+        c.replicas,
+        c.router,
+        report,
+        c.policy,
+        c.max_num_seqs,
+        c.prefix,
+        c.tick_ms as f64 / 1000.0,
+        trace.display()
+    );
+    Scenario::from_toml_str(&toml, &dir.join("g.toml").to_string_lossy()).unwrap()
 }
 
 proptest! {
@@ -201,14 +322,36 @@ proptest! {
         let s = Scenario::from_toml_str(&text, "p.toml");
         prop_assume!(s.is_ok(), "{}", s.err().map(|e| e.to_string()).unwrap_or_default());
         let mut s = s.unwrap();
-        s.file.engine.decode_runs = false;
-        let steps = files(&s);
-        s.file.engine.decode_runs = true;
-        let runs = files(&s);
-        prop_assert_eq!(steps.len(), runs.len());
-        for ((a, x), (b, y)) in steps.iter().zip(&runs) {
-            prop_assert_eq!(a, b);
-            prop_assert!(x == y, "{} differs\n{}", a, text);
+        for streamed in [false, true] {
+            s.file.engine.decode_runs = false;
+            let steps = files(&s, false, streamed);
+            s.file.engine.decode_runs = true;
+            let runs = files(&s, false, streamed);
+            prop_assert_eq!(steps.len(), runs.len());
+            for ((a, x), (b, y)) in steps.iter().zip(&runs) {
+                prop_assert_eq!(a, b);
+                prop_assert!(x == y, "{} differs (streamed: {})\n{}", a, streamed, text);
+            }
+        }
+    }
+
+    /// Runs stepping ahead of other replicas' events (`decode_runs`) where
+    /// everything happens on a millisecond grid: ties with arrivals, ticks
+    /// and other replicas' iterations at every turn.
+    #[test]
+    fn decode_runs_keep_ties_on_a_grid(c in grid_case()) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = grid_scenario(&c, dir.path());
+        for streamed in [false, true] {
+            s.file.engine.decode_runs = false;
+            let steps = files(&s, true, streamed);
+            s.file.engine.decode_runs = true;
+            let runs = files(&s, true, streamed);
+            prop_assert_eq!(steps.len(), runs.len());
+            for ((a, x), (b, y)) in steps.iter().zip(&runs) {
+                prop_assert_eq!(a, b);
+                prop_assert!(x == y, "{} differs (streamed: {})\n{:?}", a, streamed, c);
+            }
         }
     }
 }

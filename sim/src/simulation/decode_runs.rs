@@ -11,15 +11,92 @@
 //! next iteration's start, so deferring that one schedule to the end of the
 //! event changes no order. Elsewhere replicas still take closed-form steps,
 //! one event each.
+//!
+//! **Stepping ahead.** In a fleet of many replicas the next queued event is
+//! nearly always another replica's iteration end, so the rule above rarely
+//! applies. Replicas share nothing between arrivals, though: another
+//! replica's iteration end touches only that replica, its router view
+//! (a per-replica entry) and the inter-token histogram (a multiset), and a
+//! step that completes nothing leaves no record. So where nothing but the
+//! workload's next arrival, the time-series tick and the load report can
+//! reach a replica from outside ([`RunAhead`]: an open-loop source, no
+//! tenants, regions or canary, on top of the above), a run's step that
+//! completes no sequence is handled at once when it ends strictly before
+//! every queued event of those three kinds, whatever other replicas have
+//! queued before it. At each of those events every replica is then exactly
+//! where the step-by-step order leaves it (each mid-step, its next end
+//! queued), so every output is the same; the summary's event count includes
+//! the steps taken ahead. A step that ties with such an event keeps its
+//! place in the queue.
 
 use super::{Event, RunError, Simulation};
 use crate::guard::RunGuard;
 use crate::time::SimTime;
 
+/// What may reach a replica from outside while it runs: the times of the
+/// queued events of the kinds that can (none in the queue: `u64::MAX`), in
+/// a fleet where only those kinds can (`enabled`).
+#[derive(Debug)]
+pub(super) struct RunAhead {
+    enabled: bool,
+    arrival: u64,
+    sample: u64,
+    report: u64,
+    /// Steps taken ahead of queued events (counted as events).
+    pub(super) events: u64,
+}
+
+impl Default for RunAhead {
+    fn default() -> Self {
+        RunAhead {
+            enabled: false,
+            arrival: u64::MAX,
+            sample: u64::MAX,
+            report: u64::MAX,
+            events: 0,
+        }
+    }
+}
+
+impl RunAhead {
+    /// `event` was scheduled at `t`.
+    pub(super) fn scheduled(&mut self, t: SimTime, event: &Event) {
+        match event {
+            Event::Arrival => self.arrival = t.0,
+            Event::Sample => self.sample = t.0,
+            Event::LoadReport => self.report = t.0,
+            _ => {}
+        }
+    }
+
+    /// `event` left the queue.
+    pub(super) fn popped(&mut self, event: &Event) {
+        self.scheduled(SimTime(u64::MAX), event);
+    }
+
+    /// Whether a step ending at `t` comes strictly before every event that
+    /// could reach its replica.
+    fn before_outside(&self, t: SimTime) -> bool {
+        self.enabled && t.0 < self.arrival.min(self.sample).min(self.report)
+    }
+}
+
 impl Simulation<'_> {
     /// Whether runs may skip the event queue in this fleet.
     pub(super) fn runs_inline(&self) -> bool {
         self.scenario.file.engine.decode_runs && self.life.is_none() && !self.fleet.disaggregated()
+    }
+
+    /// Decides once whether runs may step ahead (see [`RunAhead`]): only
+    /// arrivals from the source, ticks and load reports reach a replica
+    /// from outside, and no request's end creates another event.
+    pub(super) fn init_run_ahead(&mut self) {
+        let f = &self.scenario.file;
+        self.ahead.enabled = self.runs_inline()
+            && self.source.open_loop()
+            && f.tenants.is_empty()
+            && f.fleet.regions.is_empty()
+            && f.canary.is_none();
     }
 
     /// Called by `start_iteration` for replica `r`'s iteration ending at
@@ -46,19 +123,28 @@ impl Simulation<'_> {
     ) -> Result<(), RunError> {
         while let Some(t) = self.run_step.take() {
             let queued_first = self.queue.peek_time().is_some_and(|q| q <= t);
-            if queued_first || deadline.is_some_and(|d| t > d) {
+            let ahead = queued_first
+                && self.ahead.before_outside(t)
+                && !self.replicas[r].run_step_completes();
+            if (queued_first && !ahead) || deadline.is_some_and(|d| t > d) {
                 self.queue.schedule(t, Event::IterationEnd(r as u32));
                 break;
             }
-            self.queue.skip_to(t);
+            if ahead {
+                self.ahead.events += 1;
+            } else {
+                self.queue.skip_to(t);
+            }
             guard.on_event(t.0).map_err(|m| {
                 RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
             })?;
-            *end = t;
+            *end = (*end).max(t);
             self.run_owner = Some(r);
             self.on_iteration_end(r, t);
             self.run_owner = None;
-            self.fleet_after_iteration(r, t);
+            // No life cycle here (`runs_inline`): nothing drains, so the
+            // main loop's `fleet_after_iteration` has nothing to do.
+            debug_assert!(self.life.is_none());
         }
         Ok(())
     }

@@ -168,6 +168,10 @@ pub struct Simulation<'a> {
     /// handled, and its run's next step, held aside while it may skip the queue.
     run_owner: Option<usize>,
     run_step: Option<SimTime>,
+    /// Where runs may step ahead of other replicas' events (`decode_runs`).
+    ahead: decode_runs::RunAhead,
+    /// The cost model's terms kept from each replica's last step.
+    step_terms: Vec<crate::cost::StepTerms>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -278,19 +282,23 @@ impl<'a> Simulation<'a> {
         };
         let first = source.next_request();
         let mut queue = EventQueue::new();
+        let mut ahead = decode_runs::RunAhead::default();
         let mut pending = None;
         if let Some(spec) = first {
             if max_requests > 0 && deadline.is_none_or(|d| spec.arrival <= d) {
                 queue.schedule(spec.arrival, Event::Arrival);
+                ahead.scheduled(spec.arrival, &Event::Arrival);
                 pending = Some(spec);
             }
         }
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
+            ahead.scheduled(SimTime::ZERO, &Event::Sample);
         }
         let fleet = Fleet::new(scenario, &replicas);
         if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
+            ahead.scheduled(t, &Event::LoadReport);
         }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
@@ -343,10 +351,14 @@ impl<'a> Simulation<'a> {
             regions: crate::region::Regions::new(scenario),
             run_owner: None,
             run_step: None,
+            ahead,
+            step_terms: Vec::new(),
         };
+        sim.step_terms = vec![Default::default(); sim.replicas.len()];
         sim.fleet_init();
         sim.canary_init();
         sim.region_init();
+        sim.init_run_ahead();
         sim
     }
 
@@ -376,7 +388,9 @@ impl<'a> Simulation<'a> {
     fn start_iteration(&mut self, r: usize, now: SimTime) {
         if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
             let cost = &self.costs[self.fleet.pool_of(r)];
-            let dt = cost.iteration_time(&shape).max(1);
+            let dt = cost
+                .iteration_time_with(&shape, &mut self.step_terms[r])
+                .max(1);
             crate::replica::attribution::price_decode_alone(
                 &mut self.replicas[r],
                 &shape,
@@ -402,6 +416,7 @@ impl<'a> Simulation<'a> {
             if let Some(next) = self.source.next_request() {
                 if self.deadline.is_none_or(|d| next.arrival <= d) {
                     self.queue.schedule(next.arrival.max(now), Event::Arrival);
+                    self.ahead.scheduled(next.arrival.max(now), &Event::Arrival);
                     self.pending = Some(next);
                 }
             }
@@ -583,6 +598,7 @@ impl<'a> Simulation<'a> {
             || self.replicas.iter().any(Replica::is_busy);
         if work_ahead && self.deadline.is_none_or(|d| next <= d) {
             self.queue.schedule(next, Event::LoadReport);
+            self.ahead.scheduled(next, &Event::LoadReport);
         }
     }
 
@@ -610,6 +626,7 @@ impl<'a> Simulation<'a> {
             let next = now.plus(self.sample_every);
             if self.deadline.is_none_or(|d| next <= d) {
                 self.queue.schedule(next, Event::Sample);
+                self.ahead.scheduled(next, &Event::Sample);
             }
         }
     }
@@ -639,8 +656,10 @@ impl<'a> Simulation<'a> {
                 ev,
                 Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
             ) {
-                end = now;
+                // Runs may have stepped past `now` (`decode_runs`).
+                end = end.max(now);
             }
+            self.ahead.popped(&ev);
             match ev {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
@@ -719,7 +738,7 @@ impl<'a> Simulation<'a> {
             kv_blocks_per_replica: s.memory.kv_blocks,
             block_size: f.engine.block_size,
             duration_s: end.as_secs_f64(),
-            events: self.queue.events_processed(),
+            events: self.queue.events_processed() + self.ahead.events,
             workload,
             ..Summary::default()
         };

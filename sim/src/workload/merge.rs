@@ -99,4 +99,8 @@ impl RequestSource for Merged {
         }
         Ok(merged)
     }
+
+    fn open_loop(&self) -> bool {
+        self.sources.iter().all(|s| s.open_loop())
+    }
 }

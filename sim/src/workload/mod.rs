@@ -81,6 +81,15 @@ pub trait RequestSource: Send {
         Ok(None)
     }
 
+    /// Whether this source never answers `on_request_end` with a follow-up
+    /// (every arrival comes from `next_request`). Decode runs may then step
+    /// ahead of other replicas' events (`simulation::decode_runs`): no
+    /// request's end can create an arrival before the next one queued.
+    /// `false` unless a source says so.
+    fn open_loop(&self) -> bool {
+        false
+    }
+
     /// The name behind tenant index `index` of the requests produced so far
     /// (a trace's `tenant_column` value), when the source names tenants.
     fn tenant_name(&self, _index: u32) -> Option<String> {
@@ -106,6 +115,10 @@ impl RequestSource for Box<dyn RequestSource> {
         (**self).finish()
     }
 
+    fn open_loop(&self) -> bool {
+        (**self).open_loop()
+    }
+
     fn tenant_name(&self, index: u32) -> Option<String> {
         (**self).tenant_name(index)
     }
@@ -117,6 +130,10 @@ pub struct NoRequests;
 impl RequestSource for NoRequests {
     fn next_request(&mut self) -> Option<RequestSpec> {
         None
+    }
+
+    fn open_loop(&self) -> bool {
+        true
     }
 }
 

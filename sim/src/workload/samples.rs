@@ -87,6 +87,10 @@ impl<S: RequestSource> RequestSource for Samples<S> {
         self.inner.finish()
     }
 
+    fn open_loop(&self) -> bool {
+        self.inner.open_loop()
+    }
+
     fn tenant_name(&self, index: u32) -> Option<String> {
         self.inner.tenant_name(index)
     }

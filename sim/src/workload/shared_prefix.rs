@@ -103,6 +103,10 @@ impl<S: RequestSource> RequestSource for SharedPrefix<S> {
         self.inner.on_request_end(req, now, completed)
     }
 
+    fn open_loop(&self) -> bool {
+        self.inner.open_loop()
+    }
+
     fn tenant_name(&self, index: u32) -> Option<String> {
         self.inner.tenant_name(index)
     }

@@ -80,6 +80,11 @@ impl Iterator for Generator {
 }
 
 impl RequestSource for Generator {
+    /// Arrivals drawn from the arrival process alone.
+    fn open_loop(&self) -> bool {
+        true
+    }
+
     fn next_request(&mut self) -> Option<RequestSpec> {
         self.next()
     }

@@ -311,6 +311,11 @@ impl Replay {
 }
 
 impl RequestSource for Replay {
+    /// A trace's requests all come from its rows.
+    fn open_loop(&self) -> bool {
+        true
+    }
+
     fn next_request(&mut self) -> Option<RequestSpec> {
         loop {
             if self.error.is_some() || self.report.requests >= self.max {

@@ -488,6 +488,11 @@ impl ServeGen {
 }
 
 impl RequestSource for ServeGen {
+    /// Arrivals drawn from the fitted clients alone.
+    fn open_loop(&self) -> bool {
+        true
+    }
+
     fn next_request(&mut self) -> Option<RequestSpec> {
         if self.error.is_some() || self.report.requests >= self.max {
             return None;

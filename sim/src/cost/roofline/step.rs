@@ -1,0 +1,148 @@
+//! A replica's steps priced without recomputing what they share.
+//!
+//! Consecutive iterations of a replica mostly have the same shape but for
+//! their decode context: a decode run (`replica::decode_run`) grows every
+//! sequence by one token a step and changes nothing else. In a one-group,
+//! one-stage roofline everything but the decode attention term — the
+//! element-wise kernels, the matrices, the communication, the LM head, the
+//! engine's host time — is a function of the sequence count in a
+//! decode-only step, so [`StepTerms`] keeps those terms from the last such
+//! step priced and [`Roofline::iteration_time_with`] recomputes only the
+//! attention (and the swap time, one division). It adds
+//! the very same `f64` values in the very same order as
+//! [`Roofline::forward_secs`] and `iteration_secs`, so every price, and every
+//! output, stays bit for bit the same (a test compares them over a sweep).
+
+use super::Roofline;
+use crate::cost::BatchShape;
+use crate::time::Nanos;
+
+/// The context-independent terms of the last decode-only shape a replica
+/// priced, which depend on its sequence count alone (`seqs`; 0: none kept).
+#[derive(Clone, Debug, Default)]
+pub struct StepTerms {
+    seqs: u32,
+    /// Element-wise kernels plus prefill attention (none), the first two
+    /// terms of a layer's shared part.
+    ew_prefill: f64,
+    dense: f64,
+    comm: f64,
+    moe: f64,
+    moe_comm: f64,
+    lm_head: f64,
+    host: f64,
+}
+
+impl Roofline {
+    /// [`CostModel::iteration_time`](crate::cost::CostModel::iteration_time)
+    /// reusing `terms` from the replica's last decode-only step when this
+    /// one is decode-only with as many sequences. Other shapes (prefills,
+    /// speculative verification, several groups or stages) are priced
+    /// directly and leave `terms` as they are.
+    pub fn iteration_time_with(&self, b: &BatchShape, terms: &mut StepTerms) -> Nanos {
+        let decode_only = b.prefill_seqs == 0
+            && b.prefill_tokens == 0
+            && b.prefill_kv_tokens == 0
+            && b.prefill_attn_pairs == 0.0
+            && b.verify_extra_tokens == 0
+            && b.verify_context_tokens == 0;
+        if !self.single_group || !decode_only || b.decode_seqs == 0 {
+            return crate::cost::CostModel::iteration_time(self, b);
+        }
+        if terms.seqs != b.decode_seqs {
+            let tokens = b.tokens();
+            let n = tokens as f64;
+            let logit_rows = b.logit_rows() as f64;
+            *terms = StepTerms {
+                seqs: b.decode_seqs,
+                ew_prefill: self.elementwise(n) + self.attn_prefill(b),
+                dense: self.memo.get(super::Term::Dense, tokens, || self.dense(n)),
+                comm: self.comm(n),
+                moe: if self.moe_layers > 0.0 {
+                    self.memo.get(super::Term::Moe, tokens, || self.moe(n, n))
+                } else {
+                    0.0
+                },
+                moe_comm: if self.moe_layers > 0.0 {
+                    self.moe_comm(n)
+                } else {
+                    0.0
+                },
+                lm_head: self.memo.get(super::Term::LmHead, b.logit_rows(), || {
+                    self.lm_head(logit_rows)
+                }),
+                host: self.host(b).total(),
+            };
+        }
+        // `forward_secs`'s one-group sums, in its order.
+        let t = &*terms;
+        let fixed = b.swap_bytes / self.pcie_bw;
+        let shared = t.ew_prefill + self.attn_decode(b);
+        let per_dense = t.dense + shared + t.comm;
+        let mut layers = self.dense_layers * per_dense;
+        if self.moe_layers > 0.0 {
+            let per_moe = t.moe + shared + t.moe_comm;
+            layers += self.moe_layers * per_moe;
+        }
+        let forward = fixed + layers + t.lm_head;
+        crate::time::secs_to_nanos(self.runtime.step_secs(forward, t.host)).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{self, Dtype};
+    use crate::cost::CostModel;
+    use crate::parallel::Parallelism;
+
+    fn roofline(model: &str, tp: u32, pipeline: u32) -> Roofline {
+        let (m, _) = catalog::model(model).unwrap();
+        let h = catalog::hardware("h100-sxm").unwrap();
+        let par = Parallelism {
+            tensor: tp,
+            pipeline,
+            expert: 1,
+        };
+        Roofline::with_parallelism(&m, &h, Dtype::Bf16, Dtype::Bf16, &par)
+    }
+
+    /// Runs of decode steps, mixed steps and swaps, priced through one
+    /// `StepTerms` as a replica does, give the plain price bit for bit.
+    #[test]
+    fn cached_terms_give_the_plain_price() {
+        for (model, tp, pp) in [
+            ("llama-3.1-8b", 1, 1),
+            ("llama-3.1-70b", 4, 1),
+            ("mixtral-8x7b", 2, 1),
+            ("llama-3.1-70b", 2, 2),
+        ] {
+            let r = roofline(model, tp, pp);
+            let mut terms = StepTerms::default();
+            let mut priced = 0;
+            for seqs in [1u32, 2, 7, 64, 300] {
+                for step in 0..40u64 {
+                    let mut b = BatchShape::default();
+                    for i in 0..seqs as u64 {
+                        b.add_decode(100 + 37 * i + step);
+                    }
+                    if step % 9 == 4 {
+                        b.add_prefill(512 + step, 64 * step);
+                    }
+                    if step % 13 == 7 {
+                        b.swap_bytes = 3.5e6 * step as f64;
+                    }
+                    b.idle_ns = step % 3;
+                    assert_eq!(
+                        r.iteration_time_with(&b, &mut terms),
+                        r.iteration_time(&b),
+                        "{model} tp {tp} pp {pp}: {b:?}"
+                    );
+                    priced += 1;
+                }
+            }
+            assert_eq!(r.iteration_time_with(&BatchShape::default(), &mut terms), 0);
+            assert_eq!(priced, 200);
+        }
+    }
+}
