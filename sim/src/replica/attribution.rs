@@ -245,6 +245,42 @@ impl QueueClock {
     }
 }
 
+impl QueueClock {
+    /// The decode-only step of a decode run that ran from `start` to `now`,
+    /// followed at once by the next, identical but for its context
+    /// (`Replica::run_step_through`): [`Self::advance`]`(start, now)`,
+    /// [`Self::begin`]`(now)` and [`Self::decided`] with the same cause and
+    /// token mix, in one. The last decision was such a step, so nothing is
+    /// fresh or resumed, no prefill tokens stall the decodes and the cause
+    /// stays `QueueIteration` (nothing waits).
+    #[inline]
+    pub fn run_step(&mut self, start: SimTime, now: SimTime) {
+        if self.off {
+            return;
+        }
+        debug_assert!(self.fresh.is_empty() && self.resumed.is_empty());
+        debug_assert!(self.decode_alone_ns.is_none() && self.prefill_tokens == 0);
+        debug_assert!(self.decodes && self.cause == Component::QueueIteration);
+        let d = now.0.saturating_sub(start.0);
+        self.decode_compute += d;
+        self.mix = IterationMix {
+            on: true,
+            start,
+            now,
+            d,
+            stall: 0,
+            tokens: self.tokens.max(1),
+            decodes: true,
+            decode_compute: self.decode_compute,
+            decode_stall: self.decode_stall,
+        };
+        let dt = now.0.saturating_sub(self.since.0);
+        self.cum[Component::QueueIteration as usize] += dt;
+        self.since = SimTime(self.since.0.max(now.0));
+        self.blocked = None;
+    }
+}
+
 /// The iteration `shape` without its prefill chunks, when it mixes prefills
 /// and decodes: the counterfactual whose price says how much of the mixed
 /// iteration the decodes would have taken alone.

@@ -193,7 +193,14 @@ impl Replica {
             self.end_decode_run();
             return None;
         }
-        // `form_batch`'s steps, each in O(1).
+        Some(self.form_plain_step(now, reqs, alloc))
+    }
+
+    /// `form_batch`'s steps for run step `formed + 1`, each in O(1), once
+    /// its `alloc` blocks are known to be free.
+    #[inline]
+    fn form_plain_step(&mut self, now: SimTime, reqs: &mut [Request], alloc: u64) -> BatchShape {
+        let j = self.run.formed + 1;
         self.account_kv(now);
         let st = &mut self.st;
         st.swap_blocks = 0;
@@ -220,7 +227,7 @@ impl Replica {
         self.stats.batch_tokens += shape.tokens();
         self.run.formed = j;
         self.run.steps += 1;
-        Some(shape)
+        shape
     }
 
     /// Finishes a closed-form step at `now`, if the iteration in progress is
@@ -235,6 +242,21 @@ impl Replica {
         if !self.run.active || self.run.formed == self.run.finished {
             return None;
         }
+        let n = self.run.n;
+        let duration = self.finish_plain_step(now, gaps);
+        if self.run.finished == self.run.next_leave {
+            self.leave_run(now, reqs, completed);
+        }
+        Some(IterationOutcome {
+            duration,
+            decode_seqs: n,
+        })
+    }
+
+    /// `finish_iteration`'s bookkeeping for the run step in progress, ending
+    /// at `now`, but for the sequences it completes; returns its duration.
+    #[inline]
+    fn finish_plain_step(&mut self, now: SimTime, gaps: &mut TokenGaps) -> u64 {
         let start = self.iteration_start.take().expect("a step in progress");
         self.last_finish = now;
         self.stats.busy_ns += now.since(start);
@@ -246,13 +268,68 @@ impl Replica {
         gaps.gaps.push((duration, n));
         self.run.finished += 1;
         self.run.last_end = now.0;
-        if self.run.finished == self.run.next_leave {
-            self.leave_run(now, reqs, completed);
+        duration
+    }
+
+    /// Ends the run step in progress at `now` and forms the next one, when
+    /// that is all the iteration's end would do: the step completes no
+    /// sequence, nothing waits to join the batch (no request routed here
+    /// while it ran, none swapped out or arriving by KV transfer), and the
+    /// next step's allocations fit the free blocks. It leaves the replica
+    /// exactly as `finish_iteration` then `form_batch` do on that path
+    /// (`finish_plain_step`, `form_plain_step`), but writes only what
+    /// changes from one step of a run to the next: the step's shape differs
+    /// from the last one by its context alone, and the latency clock's
+    /// decision is the same (`QueueClock::run_step`). Returns the new step's
+    /// shape for the caller to price; `None` leaves the replica untouched
+    /// for the general path.
+    pub fn run_step_through(&mut self, now: SimTime, gaps: &mut TokenGaps) -> Option<&BatchShape> {
+        let run = &self.run;
+        if !run.active || run.formed != run.finished + 1 || run.formed == run.next_leave {
+            return None;
         }
-        Some(IterationOutcome {
-            duration,
-            decode_seqs: n,
-        })
+        // The rest of `run_possible` held when the run started and cannot
+        // change without an admission (`forked`) or a reconfiguration.
+        let st = &self.st;
+        if !st.waiting.is_empty() || !st.swapped.is_empty() || !st.handoff.arrived.is_empty() {
+            return None;
+        }
+        // Step `formed + 1`'s allocations: sequences whose free slots run
+        // out at it (`form_run_step`).
+        let alloc = run.hist[(run.formed % st.cfg.block_size) as usize] as u64;
+        if alloc > st.kv.free() {
+            return None;
+        }
+        let (n, formed) = (run.n, run.formed);
+        // `finish_plain_step`.
+        let start = self.iteration_start.expect("a step in progress");
+        let d = now.since(start);
+        self.last_finish = now;
+        self.stats.busy_ns += d;
+        self.account_kv(now);
+        gaps.gaps.push((d, n));
+        // `form_plain_step` at the same instant (its `account_kv` adds
+        // nothing: no time passed, no block changed hands).
+        let st = &mut self.st;
+        st.attr.run_step(start, now);
+        st.swap_blocks = 0;
+        st.preempted_now = false;
+        let granted = st.kv.allocate(alloc);
+        debug_assert!(granted);
+        // The step in progress was formed as a run step (`form_plain_step`
+        // or here): `acc` is its shape, which only the context changes.
+        st.acc.decode_context_tokens = self.run.ctx1 + n as u64 * formed as u64;
+        debug_assert!(st.acc.decode_seqs == n && st.acc.prefill_tokens == 0 && st.acc_valid);
+        self.iteration_start = Some(now);
+        self.stats.iterations += 1;
+        self.stats.batch_seqs += n as u64;
+        self.stats.batch_tokens += st.acc.tokens();
+        let run = &mut self.run;
+        run.finished += 1;
+        run.last_end = now.0;
+        run.formed += 1;
+        run.steps += 1;
+        Some(&self.st.acc)
     }
 
     /// The step just finished at `now` completed the sequences whose

@@ -121,6 +121,7 @@ impl Simulation<'_> {
         guard: &mut RunGuard,
         end: &mut SimTime,
     ) -> Result<(), RunError> {
+        let mut unobserved = false;
         while let Some(t) = self.run_step.take() {
             let queued_first = self.queue.peek_time().is_some_and(|q| q <= t);
             let ahead = queued_first
@@ -139,12 +140,33 @@ impl Simulation<'_> {
                 RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
             })?;
             *end = (*end).max(t);
+            // A step that only hands over to the next one: its end done
+            // without the general path's dispatch, the router told once.
+            self.gaps.gaps.clear();
+            let rep = &mut self.replicas[r];
+            if let Some(shape) = rep.run_step_through(t, &mut self.gaps) {
+                self.itl.add_all(&self.gaps.gaps);
+                let cost = &self.costs[self.fleet.pool_of(r)];
+                let dt = cost
+                    .iteration_time_with(shape, &mut self.step_terms[r])
+                    .max(1);
+                self.run_step = Some(t.plus(dt));
+                unobserved = true;
+                continue;
+            }
+            unobserved = false;
             self.run_owner = Some(r);
             self.on_iteration_end(r, t);
             self.run_owner = None;
             // No life cycle here (`runs_inline`): nothing drains, so the
             // main loop's `fleet_after_iteration` has nothing to do.
             debug_assert!(self.life.is_none());
+        }
+        // Nothing outside the replica looked at it between its steps (they
+        // ended before every event that could), so the router's view needs
+        // only its state after the last one.
+        if unobserved {
+            self.fleet.observe(r, &self.replicas[r]);
         }
         Ok(())
     }
