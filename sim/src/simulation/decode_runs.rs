@@ -111,17 +111,41 @@ impl Simulation<'_> {
         true
     }
 
+    /// Replica `r`'s run step ending at `now` only hands over to the next:
+    /// ends it and forms the next in one call (`Replica::run_step_through`),
+    /// keeping the next step's end aside for [`Self::continue_run`] as
+    /// `defer_run_step` does. Only where runs are continued inline
+    /// (`runs_inline`: no life cycle or disaggregation, whose hooks the
+    /// general path runs). Returns false, having done nothing, for any
+    /// other iteration end. The caller tells the router's view.
+    pub(super) fn step_through(&mut self, r: usize, now: SimTime) -> bool {
+        self.gaps.gaps.clear();
+        let rep = &mut self.replicas[r];
+        let Some(shape) = rep.run_step_through(now, &mut self.gaps) else {
+            return false;
+        };
+        self.itl.add_all(&self.gaps.gaps);
+        let cost = &self.costs[self.fleet.pool_of(r)];
+        let dt = cost
+            .iteration_time_with(shape, &mut self.step_terms[r])
+            .max(1);
+        self.run_step = Some(now.plus(dt));
+        true
+    }
+
     /// After replica `r`'s iteration ended at `now`: while its run's next
     /// step ends before anything queued (and within the horizon), that step
-    /// ends here; otherwise it goes into the queue.
+    /// ends here; otherwise it goes into the queue. `unobserved`: that
+    /// iteration end was `step_through`'s, which leaves the router's view
+    /// to be told here.
     pub(super) fn continue_run(
         &mut self,
         r: usize,
         deadline: Option<SimTime>,
         guard: &mut RunGuard,
         end: &mut SimTime,
+        mut unobserved: bool,
     ) -> Result<(), RunError> {
-        let mut unobserved = false;
         while let Some(t) = self.run_step.take() {
             let queued_first = self.queue.peek_time().is_some_and(|q| q <= t);
             let ahead = queued_first
@@ -142,15 +166,7 @@ impl Simulation<'_> {
             *end = (*end).max(t);
             // A step that only hands over to the next one: its end done
             // without the general path's dispatch, the router told once.
-            self.gaps.gaps.clear();
-            let rep = &mut self.replicas[r];
-            if let Some(shape) = rep.run_step_through(t, &mut self.gaps) {
-                self.itl.add_all(&self.gaps.gaps);
-                let cost = &self.costs[self.fleet.pool_of(r)];
-                let dt = cost
-                    .iteration_time_with(shape, &mut self.step_terms[r])
-                    .max(1);
-                self.run_step = Some(t.plus(dt));
+            if self.step_through(r, t) {
                 unobserved = true;
                 continue;
             }

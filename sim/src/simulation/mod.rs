@@ -666,11 +666,15 @@ impl<'a> Simulation<'a> {
                 Event::IterationEnd(r) => {
                     if !self.fleet_stale_end(r as usize, now) {
                         let r = r as usize;
-                        self.run_owner = self.runs_inline().then_some(r);
-                        self.on_iteration_end(r, now);
-                        self.run_owner = None;
-                        self.fleet_after_iteration(r, now);
-                        self.continue_run(r, deadline, &mut guard, &mut end)?;
+                        let inline = self.runs_inline();
+                        let through = inline && self.step_through(r, now);
+                        if !through {
+                            self.run_owner = inline.then_some(r);
+                            self.on_iteration_end(r, now);
+                            self.run_owner = None;
+                            self.fleet_after_iteration(r, now);
+                        }
+                        self.continue_run(r, deadline, &mut guard, &mut end, through)?;
                     }
                 }
                 Event::Retry(slot) => {
