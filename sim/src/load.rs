@@ -164,24 +164,58 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
     replicas: u32,
     configured_rate: Option<f64>,
 ) -> LoadReport {
-    let last_arrival = reqs().map(|r| r.arrival).max().unwrap_or(0);
-    let count = reqs().count();
-    let done_by = |t: u64| {
-        reqs()
-            .filter(|r| r.kind == Kind::Completed && r.finished().is_some_and(|f| f <= t))
-            .count()
-    };
-    let in_flight = reqs().filter(|r| r.kind == Kind::InFlight).count() as u64;
+    // Three reads of the records (a streamed run reads them back from
+    // disk each time): what the windows depend on, then every sum over them
+    // at once, then the backlog. Each sum takes the same terms in the same
+    // order as a pass of its own, so the same bits.
+    let (mut last_arrival, mut count, mut in_flight) = (0u64, 0usize, 0u64);
+    for r in reqs() {
+        last_arrival = last_arrival.max(r.arrival);
+        count += 1;
+        in_flight += (r.kind == Kind::InFlight) as u64;
+    }
     let window = last_arrival as f64 / 1e9;
     let offered = configured_rate
         .or_else(|| (window > 0.0 && count > 1).then(|| (count - 1) as f64 / window));
     // Warm-up: a quarter of the window, or the mean time in system of the
     // requests that arrived in it when longer.
     let quarter = last_arrival / 4;
-    let (n, sum) = reqs()
-        .filter(|r| r.arrival <= quarter && r.kind == Kind::Completed)
-        .filter_map(|r| r.finished().map(|f| f.saturating_sub(r.arrival)))
-        .fold((0u64, 0u128), |(n, s), w| (n + 1, s + w as u128));
+    // Queue waits of arrivals in the halves after a quarter of warm-up.
+    let wmid = quarter + (last_arrival - quarter) / 2;
+    // Completions by the last arrival (by the end when all arrived at 0).
+    let done_t = if last_arrival > 0 {
+        last_arrival
+    } else {
+        u64::MAX
+    };
+    let (mut n, mut sum) = (0u64, 0u128);
+    let mut done = 0usize;
+    let mut waits = [(0u64, 0f64); 2];
+    for r in reqs() {
+        let finished = r.finished();
+        if r.kind == Kind::Completed {
+            if r.arrival <= quarter {
+                if let Some(f) = finished {
+                    (n, sum) = (n + 1, sum + f.saturating_sub(r.arrival) as u128);
+                }
+            }
+            done += finished.is_some_and(|f| f <= done_t) as usize;
+        }
+        let half = if (quarter..wmid).contains(&r.arrival) {
+            0
+        } else if (wmid..last_arrival + 1).contains(&r.arrival) {
+            1
+        } else {
+            continue;
+        };
+        let w = match (r.kind, r.queue_wait()) {
+            (Kind::Rejected, _) => continue,
+            (_, Some(w)) => w,
+            (_, None) => end.0.saturating_sub(r.arrival),
+        };
+        waits[half].0 += 1;
+        waits[half].1 += w as f64 / 1e6;
+    }
     let sojourn = if n > 0 { (sum / n as u128) as u64 } else { 0 };
     let warm = quarter.max(sojourn);
     let too_short = warm >= last_arrival / 2 || last_arrival == 0;
@@ -192,28 +226,9 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
         backlog_halves(reqs(), warm, mid, last_arrival, end)
     };
     let growing = !too_short && late > GROWTH_FACTOR * early + replicas.max(1) as f64;
-    // Queue waits of arrivals in the halves after a quarter of warm-up.
-    let wmid = quarter + (last_arrival - quarter) / 2;
-    let mean_wait = |a: u64, b: u64| -> f64 {
-        let (mut n, mut sum) = (0u64, 0f64);
-        for r in reqs().filter(|r| (a..b).contains(&r.arrival)) {
-            let w = match (r.kind, r.queue_wait()) {
-                (Kind::Rejected, _) => continue,
-                (_, Some(w)) => w,
-                (_, None) => end.0.saturating_sub(r.arrival),
-            };
-            n += 1;
-            sum += w as f64 / 1e6;
-        }
-        if n == 0 {
-            0.0
-        } else {
-            sum / n as f64
-        }
-    };
+    let mean_wait = |(n, sum): (u64, f64)| if n == 0 { 0.0 } else { sum / n as f64 };
     let waits_grow = last_arrival > 0
-        && mean_wait(wmid, last_arrival + 1)
-            > GROWTH_FACTOR * mean_wait(quarter, wmid) + WAIT_SLACK_MS;
+        && mean_wait(waits[1]) > GROWTH_FACTOR * mean_wait(waits[0]) + WAIT_SLACK_MS;
     let verdict = if growing || waits_grow {
         "overloaded"
     } else if too_short {
@@ -224,9 +239,9 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
     LoadReport {
         offered_rps: offered,
         achieved_rps: if last_arrival > 0 {
-            done_by(last_arrival) as f64 / window
+            done as f64 / window
         } else {
-            done_by(u64::MAX) as f64 / end.as_secs_f64().max(1e-9)
+            done as f64 / end.as_secs_f64().max(1e-9)
         },
         in_system_early: early,
         in_system_late: late,
