@@ -47,9 +47,14 @@
 //! The simulation (`simulation::Simulation::continue_run`) also skips the
 //! event queue for a run's step that ends before every queued event: the
 //! event would have been popped next, so handling it at once keeps the
-//! order. `[engine] decode_runs = false` (or `--step-by-step`) turns both
-//! off; a test runs every example scenario both ways and compares the files
-//! byte for byte.
+//! order. A step whose end only hands over to the next (it completes
+//! nothing, nothing waits, the next step's blocks are free) is ended and
+//! the next formed in one call, [`Replica::run_step_through`], which writes
+//! only what differs from one step of a run to the next (the context, the
+//! clocks, the counters) instead of going through `finish_iteration` and
+//! `form_batch`. `[engine] decode_runs = false` (or `--step-by-step`) turns
+//! all of it off; a test runs every example scenario both ways and compares
+//! the files byte for byte.
 
 use super::{attribution, IterationOutcome, Replica, TokenGaps};
 use crate::cost::BatchShape;
