@@ -184,7 +184,7 @@ impl FleetView {
             let key = self.outstanding_key(i);
             self.by_outstanding.set(i, key);
         }
-        if (outstanding || old.kv_free() != load.kv_free()) && self.by_free_kv.read() {
+        if self.by_free_kv.read() && (outstanding || old.kv_free() != load.kv_free()) {
             let key = self.kv_key_of(i);
             self.by_free_kv.set(i, key);
         }
