@@ -360,14 +360,22 @@ impl Replica {
         if let Some(out) = self.finish_run_step(now, reqs, completed, gaps) {
             return out;
         }
-        self.finish_ordinary(now, reqs, completed, gaps)
+        // The walk below compiled twice: a replica that neither decodes
+        // speculatively nor tells its fairness policy of decoded tokens (every
+        // run without those features) gives each decoding sequence one token
+        // and charges no one, so its walk skips both questions per sequence.
+        if self.speculation.is_none() && !self.st.waiting.charges_decode() {
+            self.finish_ordinary::<true>(now, reqs, completed, gaps)
+        } else {
+            self.finish_ordinary::<false>(now, reqs, completed, gaps)
+        }
     }
 
     /// [`Self::finish_iteration`] of an iteration the policy decided (not a
     /// decode run's step); out of line for the same reason as
     /// [`Self::form_ordinary`].
     #[inline(never)]
-    fn finish_ordinary(
+    fn finish_ordinary<const PLAIN: bool>(
         &mut self,
         now: SimTime,
         reqs: &mut [Request],
@@ -388,7 +396,7 @@ impl Replica {
         let keep_done = self.keeps_done;
         self.st.attr.advance(start, now);
         let st = &mut self.st;
-        let charge_decode = st.waiting.charges_decode();
+        let charge_decode = !PLAIN && st.waiting.charges_decode();
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
         let mut back_to_back = 0u32;
@@ -427,6 +435,7 @@ impl Replica {
                 }
                 s.last_token = now.0;
                 let n = match &mut self.speculation {
+                    _ if PLAIN => 1,
                     Some(sp) => {
                         let n = sp.sample_tokens().min(s.remaining());
                         self.stats.spec_steps += 1;
