@@ -42,21 +42,44 @@ impl<K: Ord + Copy> MinTree<K> {
         }
     }
 
-    /// Sets replica `i`'s key.
+    /// Whether leaf `a` wins over leaf `b` (smaller key, then lower index).
+    #[inline]
+    fn beats(&self, a: u32, b: u32) -> bool {
+        let (ka, kb) = (self.keys[a as usize], self.keys[b as usize]);
+        ka < kb || (ka == kb && a < b)
+    }
+
+    /// Sets replica `i`'s key. Only the nodes on `i`'s path can change hands,
+    /// and which way tells how far up to look: a better key can only take
+    /// nodes over (one comparison with the holder per level, and none above
+    /// the first node it fails to take); a worse one can only lose the
+    /// nodes it held (rematched from their children, and none above the
+    /// first node it did not hold).
     pub fn set(&mut self, i: usize, key: K) {
-        if self.keys[i] == key {
+        let old = self.keys[i];
+        if old == key {
             return;
         }
         self.keys[i] = key;
+        let leaf = i as u32;
         let mut n = (self.size + i) / 2;
-        while n >= 1 {
-            let w = self.better(self.win[2 * n], self.win[2 * n + 1]);
-            if self.win[n] == w && w as usize != i {
-                // The winner above is unchanged and is not the leaf that moved.
-                break;
+        if key < old {
+            while n >= 1 {
+                let w = self.win[n];
+                if w != leaf {
+                    if !self.beats(leaf, w) {
+                        // The holder beats `i` here and so above.
+                        break;
+                    }
+                    self.win[n] = leaf;
+                }
+                n /= 2;
             }
-            self.win[n] = w;
-            n /= 2;
+        } else {
+            while n >= 1 && self.win[n] == leaf {
+                self.win[n] = self.better(self.win[2 * n], self.win[2 * n + 1]);
+                n /= 2;
+            }
         }
     }
 
@@ -106,6 +129,10 @@ mod tests {
                 t.set(i, k);
                 assert_eq!(t.argmin(), scan(&keys), "n={n} keys={keys:?}");
                 assert_eq!(t.key(t.argmin()), keys[scan(&keys)]);
+                // Every node holds the winner of its two children, as a
+                // tree built afresh would.
+                let fresh = MinTree::new(keys.clone());
+                assert_eq!(t.win, fresh.win, "n={n} keys={keys:?}");
             }
         }
     }

@@ -175,11 +175,19 @@ impl FleetView {
     }
 
     fn set(&mut self, i: usize, load: ReplicaLoad) {
-        if self.loads[i] == load {
-            return;
+        let old = std::mem::replace(&mut self.loads[i], load);
+        // Each tree is told only when its own key moved: most changes after
+        // an iteration are KV blocks alone, which the outstanding-requests
+        // tree (least-outstanding routing) does not order by.
+        let outstanding = old.outstanding() != load.outstanding();
+        if outstanding && self.by_outstanding.read() {
+            let key = self.outstanding_key(i);
+            self.by_outstanding.set(i, key);
         }
-        self.loads[i] = load;
-        self.index(i);
+        if self.by_free_kv.read() && (outstanding || old.kv_free() != load.kv_free()) {
+            let key = self.kv_key_of(i);
+            self.by_free_kv.set(i, key);
+        }
     }
 
     /// Puts replica `i`'s keys in the trees a router reads; an unroutable

@@ -106,10 +106,27 @@ impl QueueClock {
     /// Called when an iteration is being formed at `now`, before the policy
     /// runs: requests that arrived since the last formation take their
     /// snapshot at their arrival, then the clock advances to `now`.
+    #[inline]
     pub fn begin(&mut self, now: SimTime, reqs: &mut [Request]) {
         if self.off {
             return;
         }
+        // Most iterations (every step of a decode run) find no newcomer:
+        // their snapshots are taken out of line, so the common case is a few
+        // stores without the loop's frame.
+        if !self.fresh.is_empty() {
+            self.snapshot_fresh(now, reqs);
+        }
+        let dt = now.0.saturating_sub(self.since.0);
+        self.cum[self.cause as usize] += dt;
+        self.since = SimTime(self.since.0.max(now.0));
+        self.blocked = None;
+    }
+
+    /// The requests enqueued since the last [`Self::begin`] take their
+    /// snapshot of the clock at their arrival (before it advances to `now`).
+    #[inline(never)]
+    fn snapshot_fresh(&mut self, now: SimTime, reqs: &mut [Request]) {
         for id in self.fresh.drain(..) {
             let a = &mut reqs[id as usize].attribution;
             // In the simulator a request is enqueued when it arrives, after
@@ -124,10 +141,6 @@ impl QueueClock {
             a.ns[c] = a.ns[c].wrapping_sub(t.0 - self.since.0);
             a.mark = t;
         }
-        let dt = now.0.saturating_sub(self.since.0);
-        self.cum[self.cause as usize] += dt;
-        self.since = SimTime(self.since.0.max(now.0));
-        self.blocked = None;
     }
 
     /// A waiting request is being admitted at `now` (the instant of the last
@@ -222,6 +235,10 @@ impl QueueClock {
         let stall = match self.decode_alone_ns {
             // The prefills' cost: the iteration less its decode-only price.
             Some(alone) => d.saturating_sub(alone),
+            // A decode-only iteration (every step of a decode run) has no
+            // prefill share: the same 0 the division gives, without the
+            // 128-bit division's call.
+            None if self.prefill_tokens == 0 => 0,
             None => (d as u128 * self.prefill_tokens.min(tokens) as u128 / tokens as u128) as u64,
         };
         if self.decodes {

@@ -111,6 +111,10 @@ pub struct Replica {
     pub id: u32,
     st: SchedState,
     policy: Box<dyn BatchPolicy>,
+    /// `policy.keeps_finished_until_batch_ends()`, fixed for the policy's
+    /// life: asked after every iteration, where the virtual call cost more
+    /// than the answer.
+    keeps_done: bool,
     speculation: Option<Speculation>,
     /// Start of the iteration in progress, if any.
     iteration_start: Option<SimTime>,
@@ -165,8 +169,10 @@ impl Replica {
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
             prefill_only: false,
         };
+        let policy = policy::build(engine.policy);
         Replica {
             id,
+            keeps_done: policy.keeps_finished_until_batch_ends(),
             st: SchedState::new(
                 cfg,
                 kv_blocks,
@@ -174,7 +180,7 @@ impl Replica {
                     .prefix_caching
                     .then(|| PrefixCache::new(engine.pinned_prefix_blocks)),
             ),
-            policy: policy::build(engine.policy),
+            policy,
             speculation,
             iteration_start: None,
             last_finish: SimTime::ZERO,
@@ -200,8 +206,7 @@ impl Replica {
 
     /// Replaces the waiting queue's order (before any request is queued).
     pub fn set_fairness(&mut self, order: Box<dyn FairnessPolicy>) {
-        debug_assert!(self.st.waiting.is_empty());
-        self.st.waiting.order = order;
+        self.st.waiting.set_order(order);
     }
 
     /// The waiting queue (per-tenant counts, tokens) for admission control.
@@ -209,10 +214,12 @@ impl Replica {
         &self.st.waiting
     }
 
+    #[inline]
     pub fn is_busy(&self) -> bool {
         self.iteration_start.is_some()
     }
 
+    #[inline]
     pub fn has_work(&self) -> bool {
         !self.st.running.is_empty()
             || !self.st.waiting.is_empty()
@@ -221,14 +228,17 @@ impl Replica {
     }
 
     /// Requests routed here and not finished: waiting + swapped + running.
+    #[inline]
     pub fn outstanding(&self) -> usize {
         self.st.waiting.len() + self.st.swapped.len() + self.st.running.len()
     }
 
+    #[inline]
     pub fn waiting_len(&self) -> usize {
         self.st.waiting.len() + self.st.swapped.len()
     }
 
+    #[inline]
     pub fn running_len(&self) -> usize {
         self.st.running.len()
     }
@@ -267,6 +277,7 @@ impl Replica {
     /// KV blocks in active use: the allocator's used blocks less cached
     /// prefixes no sequence references (those are free to evict, as vLLM's
     /// KV-usage gauge counts them).
+    #[inline]
     pub fn active_kv_blocks(&self) -> u64 {
         self.st.kv.used()
             - self
@@ -287,6 +298,7 @@ impl Replica {
         (held, self.st.host_blocks())
     }
 
+    #[inline]
     fn account_kv(&mut self, now: SimTime) {
         let dt = now.since(self.last_kv_change) as u128;
         let active = self.active_kv_blocks();
@@ -302,6 +314,14 @@ impl Replica {
         if let Some(shape) = self.form_run_step(now, reqs) {
             return Some(shape);
         }
+        self.form_ordinary(now, reqs)
+    }
+
+    /// [`Self::form_batch`] when the iteration is not a decode run's step:
+    /// the policy decides. Out of line, so that a run's step (most of a
+    /// fleet's iterations) does not pay for this path's stack frame.
+    #[inline(never)]
+    fn form_ordinary(&mut self, now: SimTime, reqs: &mut [Request]) -> Option<BatchShape> {
         self.account_kv(now);
         if !self.st.handoff.arrived.is_empty() {
             self.join_arrived(now, reqs);
@@ -309,7 +329,7 @@ impl Replica {
         self.st.begin_iteration();
         self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
-        let closed = self.policy.keeps_finished_until_batch_ends();
+        let closed = self.keeps_done;
         let cause = attribution::blocker(&self.st, &shape, closed);
         self.st.attr.decided(cause, &shape, now, reqs);
         if shape.is_empty() {
@@ -340,6 +360,28 @@ impl Replica {
         if let Some(out) = self.finish_run_step(now, reqs, completed, gaps) {
             return out;
         }
+        // The walk below compiled twice: a replica that neither decodes
+        // speculatively nor tells its fairness policy of decoded tokens (every
+        // run without those features) gives each decoding sequence one token
+        // and charges no one, so its walk skips both questions per sequence.
+        if self.speculation.is_none() && !self.st.waiting.charges_decode() {
+            self.finish_ordinary::<true>(now, reqs, completed, gaps)
+        } else {
+            self.finish_ordinary::<false>(now, reqs, completed, gaps)
+        }
+    }
+
+    /// [`Self::finish_iteration`] of an iteration the policy decided (not a
+    /// decode run's step); out of line for the same reason as
+    /// [`Self::form_ordinary`].
+    #[inline(never)]
+    fn finish_ordinary<const PLAIN: bool>(
+        &mut self,
+        now: SimTime,
+        reqs: &mut [Request],
+        completed: &mut Vec<RequestId>,
+        gaps: &mut TokenGaps,
+    ) -> IterationOutcome {
         let start = self
             .iteration_start
             .take()
@@ -351,10 +393,10 @@ impl Replica {
             duration: now.since(start),
             ..IterationOutcome::default()
         };
-        let keep_done = self.policy.keeps_finished_until_batch_ends();
+        let keep_done = self.keeps_done;
         self.st.attr.advance(start, now);
         let st = &mut self.st;
-        let charge_decode = st.waiting.order.charges_decode();
+        let charge_decode = !PLAIN && st.waiting.charges_decode();
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
         let mut back_to_back = 0u32;
@@ -393,6 +435,7 @@ impl Replica {
                 }
                 s.last_token = now.0;
                 let n = match &mut self.speculation {
+                    _ if PLAIN => 1,
                     Some(sp) => {
                         let n = sp.sample_tokens().min(s.remaining());
                         self.stats.spec_steps += 1;
@@ -472,8 +515,9 @@ impl Replica {
 
     /// Whether finished sequences still sit in the batch (static batching
     /// keeps them until the whole batch ends): their records are still read.
+    #[inline]
     pub fn holds_finished(&self) -> bool {
-        self.policy.keeps_finished_until_batch_ends() && self.st.running.iter().any(|s| s.done)
+        self.keeps_done && self.st.running.iter().any(|s| s.done)
     }
 
     /// Brings the KV-use integral up to `now` (at the end of a run).

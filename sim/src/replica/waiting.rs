@@ -7,10 +7,19 @@ use super::*;
 /// (`tenancy::fairness`; FCFS, with preempted sequences returning to the
 /// front, unless the scenario names another), and it keeps per-tenant counts
 /// and the prefill tokens waiting for admission control.
+///
+/// Its length and whether the policy charges decoded tokens are kept beside
+/// the policy: every iteration asks both (is anything waiting, may a decode
+/// run start), and through the boxed policy each question was a virtual
+/// call (a fleet's replicas ask millions of times).
 pub struct WaitingQueue {
     pub(super) order: Box<dyn FairnessPolicy>,
     pub(super) per_tenant: Vec<u32>,
     pub(super) tokens: u64,
+    /// Entries in `order`.
+    len: usize,
+    /// `order.charges_decode()`, fixed for a policy's life.
+    charges_decode: bool,
 }
 
 impl Default for WaitingQueue {
@@ -19,6 +28,8 @@ impl Default for WaitingQueue {
             order: Box::new(Fcfs::default()),
             per_tenant: Vec::new(),
             tokens: 0,
+            len: 0,
+            charges_decode: false,
         }
     }
 }
@@ -32,9 +43,21 @@ impl std::fmt::Debug for WaitingQueue {
 }
 
 impl WaitingQueue {
+    /// Replaces the order (the queue must be empty).
+    pub(super) fn set_order(&mut self, order: Box<dyn FairnessPolicy>) {
+        debug_assert!(self.is_empty() && order.is_empty());
+        self.charges_decode = order.charges_decode();
+        self.order = order;
+    }
+    /// Whether the order's policy is told of decoded tokens.
+    #[inline]
+    pub fn charges_decode(&self) -> bool {
+        self.charges_decode
+    }
     pub(super) fn count(&mut self, w: &Waiting) {
         *tenancy::fairness::queue_of(&mut self.per_tenant, w.tenant) += 1;
         self.tokens += w.tokens as u64;
+        self.len += 1;
     }
     pub fn push_back(&mut self, w: Waiting) {
         self.count(&w);
@@ -50,15 +73,22 @@ impl WaitingQueue {
     }
     pub fn pop_front(&mut self) -> Option<RequestId> {
         let w = self.order.pop_front()?;
-        self.per_tenant[w.tenant as usize] -= 1;
-        self.tokens -= w.tokens as u64;
+        self.uncount(&w);
         Some(w.id)
     }
-    pub fn len(&self) -> usize {
-        self.order.len()
+    fn uncount(&mut self, w: &Waiting) {
+        self.per_tenant[w.tenant as usize] -= 1;
+        self.tokens -= w.tokens as u64;
+        self.len -= 1;
     }
+    #[inline]
+    pub fn len(&self) -> usize {
+        debug_assert_eq!(self.len, self.order.len());
+        self.len
+    }
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.len() == 0
     }
     pub fn iter(&self) -> impl Iterator<Item = RequestId> + '_ {
         self.order.ids().into_iter()
@@ -75,8 +105,7 @@ impl WaitingQueue {
     pub fn remove(&mut self, id: RequestId) -> bool {
         match self.order.remove(id) {
             Some(w) => {
-                self.per_tenant[w.tenant as usize] -= 1;
-                self.tokens -= w.tokens as u64;
+                self.uncount(&w);
                 true
             }
             None => false,
