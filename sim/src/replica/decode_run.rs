@@ -133,8 +133,8 @@ impl Replica {
             && !st.forked
             && self.speculation.is_none()
             && !st.cfg.prefill_only
-            && !self.policy.keeps_finished_until_batch_ends()
-            && !st.waiting.order.charges_decode()
+            && !self.keeps_done
+            && !st.waiting.charges_decode()
     }
 
     /// Starts a run at `now` when every running sequence decoded back to back
