@@ -445,11 +445,15 @@ impl<'a> Simulation<'a> {
         let mut req = Request::from_spec(spec);
         if self.scenario.file.engine.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
-            // another block size (Mooncake: 512 tokens).
+            // another block size (Mooncake: 512 tokens). A rejected request's
+            // are never looked up (emptied below), so they are not derived.
             let hashes = std::mem::take(&mut req.prefix_hashes);
             let bs = self.scenario.file.engine.block_size;
             let covered = req.prompt_tokens + req.output_tokens;
-            req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+            if reason.is_none() {
+                req.prefix_hashes =
+                    engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+            }
             req.hash_block_tokens = bs;
         }
         if reason.is_none() {
