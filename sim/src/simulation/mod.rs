@@ -310,6 +310,7 @@ impl<'a> Simulation<'a> {
                 .unwrap_or(u64::MAX),
         );
         let expected = if expected == u64::MAX { 4096 } else { expected };
+        let step_terms = vec![Default::default(); replicas.len()];
         let mut sim = Simulation {
             scenario,
             costs,
@@ -352,9 +353,8 @@ impl<'a> Simulation<'a> {
             run_owner: None,
             run_step: None,
             ahead,
-            step_terms: Vec::new(),
+            step_terms,
         };
-        sim.step_terms = vec![Default::default(); sim.replicas.len()];
         sim.fleet_init();
         sim.canary_init();
         sim.region_init();
