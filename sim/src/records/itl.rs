@@ -47,9 +47,15 @@ impl ItlHistogram {
     #[inline]
     pub fn add_all(&mut self, pairs: &[(Nanos, u32)]) {
         for &(gap, w) in pairs {
-            if w > 0 && self.hot.add(gap, w) {
-                self.drain();
-            }
+            self.add(gap, w);
+        }
+    }
+
+    /// Adds `w` tokens that waited `gap` (none: ignored).
+    #[inline]
+    pub fn add(&mut self, gap: Nanos, w: u32) {
+        if w > 0 && self.hot.add(gap, w) {
+            self.drain();
         }
     }
 

@@ -117,6 +117,13 @@ impl QueueClock {
         if !self.fresh.is_empty() {
             self.snapshot_fresh(now, reqs);
         }
+        self.tick(now);
+    }
+
+    /// Advances the queue's clock to `now`, charging the time since the
+    /// last formation to the cause that blocked the queue then.
+    #[inline(always)]
+    fn tick(&mut self, now: SimTime) {
         let dt = now.0.saturating_sub(self.since.0);
         self.cum[self.cause as usize] += dt;
         self.since = SimTime(self.since.0.max(now.0));
@@ -225,6 +232,7 @@ impl QueueClock {
 
     /// Advances the decode clock over the iteration that ran from `start` to
     /// `now`, and returns its split for the prefilling sequences.
+    #[inline(always)]
     pub fn advance(&mut self, start: SimTime, now: SimTime) -> &IterationMix {
         if self.off {
             // `mix` stays the default, whose charging methods do nothing.
@@ -260,9 +268,7 @@ impl QueueClock {
         };
         &self.mix
     }
-}
 
-impl QueueClock {
     /// The decode-only step of a decode run that ran from `start` to `now`,
     /// followed at once by the next, identical but for its context
     /// (`Replica::run_step_through`): [`Self::advance`]`(start, now)`,
@@ -278,23 +284,8 @@ impl QueueClock {
         debug_assert!(self.fresh.is_empty() && self.resumed.is_empty());
         debug_assert!(self.decode_alone_ns.is_none() && self.prefill_tokens == 0);
         debug_assert!(self.decodes && self.cause == Component::QueueIteration);
-        let d = now.0.saturating_sub(start.0);
-        self.decode_compute += d;
-        self.mix = IterationMix {
-            on: true,
-            start,
-            now,
-            d,
-            stall: 0,
-            tokens: self.tokens.max(1),
-            decodes: true,
-            decode_compute: self.decode_compute,
-            decode_stall: self.decode_stall,
-        };
-        let dt = now.0.saturating_sub(self.since.0);
-        self.cum[Component::QueueIteration as usize] += dt;
-        self.since = SimTime(self.since.0.max(now.0));
-        self.blocked = None;
+        self.advance(start, now);
+        self.tick(now);
     }
 }
 

@@ -191,9 +191,9 @@ impl Replica {
         if !self.run.active && !self.start_decode_run(now) {
             return None;
         }
-        let j = self.run.formed + 1;
-        let bs = self.st.cfg.block_size;
-        let alloc = self.run.hist[((j - 1) % bs) as usize] as u64;
+        // Step `formed + 1` allocates for the sequences whose free slots
+        // run out at it.
+        let alloc = self.run.hist[(self.run.formed % self.st.cfg.block_size) as usize] as u64;
         if alloc > self.st.kv.free() {
             self.end_decode_run();
             return None;
@@ -205,34 +205,41 @@ impl Replica {
     /// its `alloc` blocks are known to be free.
     #[inline]
     fn form_plain_step(&mut self, now: SimTime, reqs: &mut [Request], alloc: u64) -> BatchShape {
-        let j = self.run.formed + 1;
         self.account_kv(now);
+        let n = self.run.n;
+        // No swap and no idle time (`run_possible`: the last iteration
+        // ended at `now`): the rest of the shape is zero.
+        let shape = BatchShape {
+            decode_seqs: n,
+            decode_context_tokens: self.run.ctx1 + n as u64 * self.run.formed as u64,
+            ..BatchShape::default()
+        };
+        let st = &mut self.st;
+        st.acc = shape;
+        st.acc_valid = true;
+        st.attr.begin(now, reqs);
+        let cause = attribution::blocker(st, &shape, false);
+        st.attr.decided(cause, &shape, now, reqs);
+        self.begin_step(now, alloc);
+        shape
+    }
+
+    /// What every run step's formation at `now` does once `st.acc` holds
+    /// its shape: its `alloc` blocks taken (free blocks cover them, so none
+    /// evicts, see `make_free`), the iteration started and counted.
+    #[inline]
+    fn begin_step(&mut self, now: SimTime, alloc: u64) {
         let st = &mut self.st;
         st.swap_blocks = 0;
         st.preempted_now = false;
-        st.attr.begin(now, reqs);
-        // Free blocks cover every allocation, so none evicts (`make_free`).
         let granted = st.kv.allocate(alloc);
         debug_assert!(granted);
-        let n = self.run.n;
-        let mut shape = BatchShape {
-            decode_seqs: n,
-            decode_context_tokens: self.run.ctx1 + n as u64 * (j - 1) as u64,
-            ..BatchShape::default()
-        };
-        st.acc = shape;
-        st.acc_valid = true;
-        shape.swap_bytes = st.swap_blocks as f64 * st.cfg.block_bytes;
-        let cause = attribution::blocker(st, &shape, false);
-        st.attr.decided(cause, &shape, now, reqs);
-        shape.idle_ns = now.since(self.last_finish);
         self.iteration_start = Some(now);
         self.stats.iterations += 1;
-        self.stats.batch_seqs += shape.seqs() as u64;
-        self.stats.batch_tokens += shape.tokens();
-        self.run.formed = j;
+        self.stats.batch_seqs += st.acc.seqs() as u64;
+        self.stats.batch_tokens += st.acc.tokens();
+        self.run.formed += 1;
         self.run.steps += 1;
-        shape
     }
 
     /// Finishes a closed-form step at `now`, if the iteration in progress is
@@ -262,18 +269,26 @@ impl Replica {
     /// at `now`, but for the sequences it completes; returns its duration.
     #[inline]
     fn finish_plain_step(&mut self, now: SimTime, gaps: &mut TokenGaps) -> u64 {
-        let start = self.iteration_start.take().expect("a step in progress");
-        self.last_finish = now;
-        self.stats.busy_ns += now.since(start);
-        self.account_kv(now);
-        let duration = now.since(start);
+        let (start, duration) = self.end_step(now);
         self.st.attr.advance(start, now);
         // Every sequence got its previous token when the last step ended.
-        let n = self.run.n;
-        gaps.gaps.push((duration, n));
+        gaps.gaps.push((duration, self.run.n));
+        duration
+    }
+
+    /// What every run step's end at `now` does: the replica's clocks, KV
+    /// accounting and the run's counters. Returns the step's start and
+    /// duration.
+    #[inline]
+    fn end_step(&mut self, now: SimTime) -> (SimTime, u64) {
+        let start = self.iteration_start.take().expect("a step in progress");
+        let duration = now.since(start);
+        self.last_finish = now;
+        self.stats.busy_ns += duration;
+        self.account_kv(now);
         self.run.finished += 1;
         self.run.last_end = now.0;
-        duration
+        (start, duration)
     }
 
     /// Ends the run step in progress at `now` and forms the next one, when
@@ -285,10 +300,11 @@ impl Replica {
     /// (`finish_plain_step`, `form_plain_step`), but writes only what
     /// changes from one step of a run to the next: the step's shape differs
     /// from the last one by its context alone, and the latency clock's
-    /// decision is the same (`QueueClock::run_step`). Returns the new step's
-    /// shape for the caller to price; `None` leaves the replica untouched
-    /// for the general path.
-    pub fn run_step_through(&mut self, now: SimTime, gaps: &mut TokenGaps) -> Option<&BatchShape> {
+    /// decision is the same (`QueueClock::run_step`). Returns the ended
+    /// step's inter-token gap (one for each of the new shape's sequences)
+    /// and the new step's shape for the caller to price; `None` leaves the
+    /// replica untouched for the general path.
+    pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, &BatchShape)> {
         let run = &self.run;
         if !run.active || run.formed != run.finished + 1 || run.formed == run.next_leave {
             return None;
@@ -299,42 +315,22 @@ impl Replica {
         if !st.waiting.is_empty() || !st.swapped.is_empty() || !st.handoff.arrived.is_empty() {
             return None;
         }
-        // Step `formed + 1`'s allocations: sequences whose free slots run
-        // out at it (`form_run_step`).
+        // As in `form_run_step`.
         let alloc = run.hist[(run.formed % st.cfg.block_size) as usize] as u64;
         if alloc > st.kv.free() {
             return None;
         }
-        let (n, formed) = (run.n, run.formed);
-        // `finish_plain_step`.
-        let start = self.iteration_start.expect("a step in progress");
-        let d = now.since(start);
-        self.last_finish = now;
-        self.stats.busy_ns += d;
-        self.account_kv(now);
-        gaps.gaps.push((d, n));
+        let (start, gap) = self.end_step(now);
         // `form_plain_step` at the same instant (its `account_kv` adds
         // nothing: no time passed, no block changed hands).
         let st = &mut self.st;
         st.attr.run_step(start, now);
-        st.swap_blocks = 0;
-        st.preempted_now = false;
-        let granted = st.kv.allocate(alloc);
-        debug_assert!(granted);
         // The step in progress was formed as a run step (`form_plain_step`
         // or here): `acc` is its shape, which only the context changes.
-        st.acc.decode_context_tokens = self.run.ctx1 + n as u64 * formed as u64;
-        debug_assert!(st.acc.decode_seqs == n && st.acc.prefill_tokens == 0 && st.acc_valid);
-        self.iteration_start = Some(now);
-        self.stats.iterations += 1;
-        self.stats.batch_seqs += n as u64;
-        self.stats.batch_tokens += st.acc.tokens();
-        let run = &mut self.run;
-        run.finished += 1;
-        run.last_end = now.0;
-        run.formed += 1;
-        run.steps += 1;
-        Some(&self.st.acc)
+        st.acc.decode_context_tokens = self.run.ctx1 + self.run.n as u64 * self.run.formed as u64;
+        debug_assert!(st.acc.decode_seqs == self.run.n && st.acc.prefill_tokens == 0);
+        self.begin_step(now, alloc);
+        Some((gap, &self.st.acc))
     }
 
     /// The step just finished at `now` completed the sequences whose

@@ -119,12 +119,11 @@ impl Simulation<'_> {
     /// general path runs). Returns false, having done nothing, for any
     /// other iteration end. The caller tells the router's view.
     pub(super) fn step_through(&mut self, r: usize, now: SimTime) -> bool {
-        self.gaps.gaps.clear();
-        let rep = &mut self.replicas[r];
-        let Some(shape) = rep.run_step_through(now, &mut self.gaps) else {
+        let Some((gap, shape)) = self.replicas[r].run_step_through(now) else {
             return false;
         };
-        self.itl.add_all(&self.gaps.gaps);
+        // Every sequence got its previous token when the last step ended.
+        self.itl.add(gap, shape.decode_seqs);
         let cost = &self.costs[self.fleet.pool_of(r)];
         let dt = cost
             .iteration_time_with(shape, &mut self.step_terms[r])
