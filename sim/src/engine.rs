@@ -197,7 +197,8 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        // Deltas from tiny (many ties) to huge (high buckets).
+        // Deltas from tiny (many ties) to huge (keys near the top of the
+        // u128 packing of time and sequence).
         let delta = prop_oneof![
             3 => 0u64..4,
             3 => 0u64..5_000,
