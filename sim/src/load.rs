@@ -23,7 +23,6 @@
 //! Otherwise, when the warm-up takes more than half the window, the halves
 //! cannot be compared: the verdict is `too-short`.
 
-use crate::records::spill::SpillSort;
 use crate::request::{Request, Status};
 use crate::time::SimTime;
 use serde::Serialize;
@@ -166,8 +165,9 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
 ) -> LoadReport {
     // Three reads of the records (a streamed run reads them back from
     // disk each time): what the windows depend on, then every sum over them
-    // at once, then the backlog. Each sum takes the same terms in the same
-    // order as a pass of its own, so the same bits.
+    // at once, then the backlog (whose windows depend on the second). Each
+    // sum takes the same terms in the same order as a pass of its own, so
+    // the same bits.
     let (mut last_arrival, mut count, mut in_flight) = (0u64, 0usize, 0u64);
     for r in reqs() {
         last_arrival = last_arrival.max(r.arrival);
@@ -253,6 +253,18 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
 
 /// Time-average number in the system over [a, m) and [m, b). Rejected
 /// requests never enter the system.
+///
+/// The integral of N(t) over a window is the sum over requests of the
+/// time each spent in it (N(t) is the count of arrivals at or before t less
+/// the departures), so it is summed request by request in exact integer
+/// arithmetic, with no sorting and no memory: each request adds the part of
+/// the window after its arrival and takes away the part after its
+/// departure. This used to integrate N(t) in f64 over the time-sorted
+/// arrivals and departures (a sort of two events per request, spilled to
+/// disk past a bound); every partial sum there is an integer, so whenever
+/// the total stays below 2^53 (request-nanoseconds: 104 days of summed time
+/// in the system per half) both give the same bits, and beyond that this is
+/// the more exact (the exact sum rounded once).
 fn backlog_halves(
     reqs: impl Iterator<Item = LoadRecord>,
     a: u64,
@@ -260,52 +272,25 @@ fn backlog_halves(
     b: u64,
     run_end: SimTime,
 ) -> (f64, f64) {
-    // (time, +1 arrival / −1 departure); departures sort first at a tie.
-    // Sorted on disk beyond a bounded buffer (`records::spill`).
-    let mut ev: SpillSort<(u64, i64)> = SpillSort::default();
+    let halves = [(a, m), (m, b)];
+    // The part of window [lo, hi) at or after t.
+    let after = |t: u64, (lo, hi): (u64, u64)| (hi - t.clamp(lo, hi)) as i128;
+    let mut area = [0i128; 2];
     for r in reqs {
         if r.kind == Kind::Rejected {
             continue;
         }
-        ev.push((r.arrival, 1));
         let gone = match r.kind {
             Kind::Completed => r.finished().unwrap_or(run_end.0),
             _ => u64::MAX,
         };
-        ev.push((gone, -1));
-    }
-    // Integrate N(t) over both halves in one pass over the sorted events
-    // (one sort, one read of a spilled log); each half adds the same terms
-    // in the same order as a pass of its own would, so the same bits.
-    let halves = [(a, m), (m, b)];
-    let mut area = [0f64; 2];
-    let mut done = [false; 2];
-    let (mut n, mut prev) = (0i64, 0u64);
-    for (at, d) in ev.sorted() {
-        for (k, &(a, b)) in halves.iter().enumerate() {
-            if done[k] {
-                continue;
-            }
-            let (lo, hi) = (prev.max(a), at.min(b));
-            if hi > lo {
-                area[k] += n as f64 * (hi - lo) as f64;
-            }
-            done[k] = at >= b;
+        for (k, &w) in halves.iter().enumerate() {
+            area[k] += after(r.arrival, w) - after(gone, w);
         }
-        if done == [true; 2] {
-            break;
-        }
-        prev = at;
-        n += d;
     }
     let avg = |k: usize| -> f64 {
         let (a, b) = halves[k];
-        let mut area = area[k];
-        let lo = prev.max(a);
-        if !done[k] && b > lo {
-            area += n as f64 * (b - lo) as f64;
-        }
-        area / (b - a).max(1) as f64
+        area[k] as f64 / (b - a).max(1) as f64
     };
     (avg(0), avg(1))
 }
@@ -333,6 +318,85 @@ mod tests {
             r.finished = Some(SimTime::from_secs_f64(d));
         }
         r
+    }
+
+    /// The integration this replaced: N(t) summed in f64 over the
+    /// time-sorted arrivals (+1) and departures (−1, first at a tie).
+    fn backlog_by_events(recs: &[LoadRecord], a: u64, m: u64, b: u64, end: u64) -> (f64, f64) {
+        let mut ev = Vec::new();
+        for r in recs.iter().filter(|r| r.kind != Kind::Rejected) {
+            ev.push((r.arrival, 1i64));
+            let gone = match r.kind {
+                Kind::Completed => r.finished().unwrap_or(end),
+                _ => u64::MAX,
+            };
+            ev.push((gone, -1));
+        }
+        ev.sort_unstable();
+        let halves = [(a, m), (m, b)];
+        let (mut area, mut done) = ([0f64; 2], [false; 2]);
+        let (mut n, mut prev) = (0i64, 0u64);
+        for (at, d) in ev {
+            for (k, &(a, b)) in halves.iter().enumerate() {
+                if done[k] {
+                    continue;
+                }
+                let (lo, hi) = (prev.max(a), at.min(b));
+                if hi > lo {
+                    area[k] += n as f64 * (hi - lo) as f64;
+                }
+                done[k] = at >= b;
+            }
+            if done == [true; 2] {
+                break;
+            }
+            prev = at;
+            n += d;
+        }
+        let avg = |k: usize| {
+            let (a, b) = halves[k];
+            let mut area = area[k];
+            let lo = prev.max(a);
+            if !done[k] && b > lo {
+                area += n as f64 * (b - lo) as f64;
+            }
+            area / (b - a).max(1) as f64
+        };
+        (avg(0), avg(1))
+    }
+
+    proptest::proptest! {
+        /// Summed request by request, the backlog has the same bits as the
+        /// sorted-event integration (whose partial sums stay below 2^53
+        /// here), whatever the outcomes, ties and windows.
+        #[test]
+        fn backlog_equals_the_event_integration(
+            recs in proptest::collection::vec(
+                (0u64..2_000, 0u64..3_000, 0u8..4, proptest::bool::ANY),
+                0..200,
+            ),
+            cuts in (0u64..3_000, 0u64..3_000, 0u64..3_000),
+            end in 0u64..4_000,
+        ) {
+            let recs: Vec<LoadRecord> = recs
+                .into_iter()
+                .map(|(arrival, stay, kind, has_finish)| LoadRecord {
+                    arrival: arrival * 1_000_003,
+                    finished: if has_finish { (arrival + stay) * 1_000_003 } else { u64::MAX },
+                    wait: u64::MAX,
+                    kind: [Kind::InFlight, Kind::Completed, Kind::Rejected, Kind::Other]
+                        [kind as usize],
+                })
+                .collect();
+            let mut w = [cuts.0, cuts.1, cuts.2].map(|c| c * 1_000_003);
+            w.sort_unstable();
+            let [a, m, b] = w;
+            let end = end * 1_000_003;
+            let got = backlog_halves(recs.iter().copied(), a, m, b, SimTime(end));
+            let want = backlog_by_events(&recs, a, m, b, end);
+            proptest::prop_assert_eq!(got.0.to_bits(), want.0.to_bits(), "{:?} {:?}", got, want);
+            proptest::prop_assert_eq!(got.1.to_bits(), want.1.to_bits(), "{:?} {:?}", got, want);
+        }
     }
 
     #[test]
