@@ -4,10 +4,12 @@
 
 pub mod gap_log;
 pub mod itl;
+pub mod itl_feed;
 pub mod packed;
 pub mod pair_counts;
 
 pub use itl::ItlHistogram;
+pub use itl_feed::ItlFeed;
 pub mod stream;
 
 pub use stream::RecordStream;

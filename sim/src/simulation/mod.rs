@@ -148,8 +148,9 @@ pub struct Simulation<'a> {
     /// End of the run when the horizon has a duration.
     deadline: Option<SimTime>,
     sample_every: Nanos,
-    /// Inter-token latencies, counted per distinct (gap, tokens) pair.
-    itl: crate::records::ItlHistogram,
+    /// Inter-token latencies, as (gap, tokens) pairs into an exact
+    /// histogram (filed on a thread when the run writes files).
+    itl: crate::records::ItlFeed,
     timeseries: Vec<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,

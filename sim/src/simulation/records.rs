@@ -113,8 +113,10 @@ impl<'a> Simulation<'a> {
             )?;
             self.stream.set_csv(csv);
             // Writing the file overlaps the simulation (byte-identical: one
-            // thread folds the records, in the same order).
+            // thread folds the records, in the same order), and so does
+            // filing the inter-token gaps (`records::itl_feed`).
             self.stream.start_worker()?;
+            self.itl.start_worker()?;
         }
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
