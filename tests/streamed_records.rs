@@ -1,9 +1,11 @@
 //! A run that streams its records (requests leave memory as they end, the
-//! reports fold them as they go, `requests.csv` is written as they end:
-//! what `servesim simulate` does) gives byte-identical files to a run that
-//! keeps every request to the end, on every example scenario, and on
-//! variations that recycle request slots under static batching, retries
-//! and tenants.
+//! reports fold them as they go on a worker thread, `requests.csv` is
+//! written as they end, the inter-token gaps are filed and the trace is
+//! read on threads of their own: what `servesim simulate` does) gives
+//! byte-identical files to a run that keeps every request to the end and
+//! does everything in place, on every example scenario, and on variations
+//! that recycle request slots under static batching, retries and tenants,
+//! and that read a trace ahead.
 
 use sim::{Scenario, Simulation};
 use std::path::{Path, PathBuf};
@@ -140,4 +142,62 @@ fn regions_with_per_pool_life_cycles_stream_the_same_files() {
     assert!(r.summary.regions.iter().any(|g| g.overflow_out > 0));
     let tmp = tempfile::tempdir().unwrap();
     same_both_ways(&s, "regions-pools", tmp.path());
+}
+
+#[test]
+fn a_trace_read_ahead_with_its_hashes_derived_there_streams_the_same_files() {
+    // A Mooncake-format trace (512-token hash blocks) over 16-token engine
+    // blocks with prefix caching: a streamed run reads it on a thread and
+    // derives the engine hashes there (`simulation::read_ahead`), in batches
+    // that this trace crosses several times. With a request horizon short
+    // of the trace, the reader must read no further than the run would
+    // (the workload report counts the rows read).
+    let tmp = tempfile::tempdir().unwrap();
+    let line = |i: u64| {
+        let blocks = 1 + (i * 7) % 9;
+        let hashes: Vec<String> = (0..blocks)
+            .map(|j| match j {
+                0..3 => i % 5 * 100 + j,
+                _ => 1000 * i + j,
+            })
+            .map(|h| h.to_string())
+            .collect();
+        format!(
+            "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \"hash_ids\": [{}]}}\n",
+            i * 40,
+            blocks * 512 - (i * 13) % 400,
+            20 + (i * 31) % 200,
+            hashes.join(", ")
+        )
+    };
+    // The cut run stops pulling at 333 requests; the trace reader's own
+    // reorder window reads a few thousand rows past that, not to the end.
+    for (label, rows, horizon) in [("whole", 700, ""), ("cut", 6000, "requests = 333\n")] {
+        let trace = tmp.path().join(format!("{label}.jsonl"));
+        std::fs::write(&trace, (0..rows).map(line).collect::<String>()).unwrap();
+        let text = format!(
+            "name = \"read-ahead\"\nseed = 3\n[horizon]\n{horizon}[model]\npreset = \"smollm2-135m\"\n\
+             [hardware]\npreset = \"h200\"\n[fleet]\nreplicas = 2\n[engine]\nprefix_caching = true\n\
+             max_model_len = 8192\n[workload]\ntrace = {{ format = \"mooncake\", path = \"{}\" }}\n",
+            trace.display()
+        );
+        let p = tmp.path().join(format!("{label}.toml"));
+        std::fs::write(&p, text).unwrap();
+        let s = Scenario::load(&p).unwrap();
+        same_both_ways(&s, label, tmp.path());
+        let r = Simulation::new(&s).run(|_| {}).unwrap();
+        let rows = &r.summary.workload.as_ref().expect("a trace report").traces[0];
+        if label == "cut" {
+            assert_eq!(r.summary.counts.arrived, 333);
+            assert!(rows.rows < 6000, "{rows:?}");
+        }
+        let hit = r
+            .summary
+            .engine
+            .prefix_cache
+            .as_ref()
+            .expect("prefix cache")
+            .token_hit_rate;
+        assert!(hit > 0.0, "{label}: shared prefixes hit ({hit})");
+    }
 }

@@ -446,14 +446,14 @@ impl<'a> Simulation<'a> {
         let mut req = Request::from_spec(spec);
         if self.scenario.file.engine.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
-            // another block size (Mooncake: 512 tokens). A rejected request's
-            // are never looked up (emptied below), so they are not derived.
-            let hashes = std::mem::take(&mut req.prefix_hashes);
+            // another block size (Mooncake: 512 tokens), or be derived
+            // already (`read_ahead`). A rejected request's are never looked
+            // up (emptied below), so they are not derived.
             let bs = self.scenario.file.engine.block_size;
-            let covered = req.prompt_tokens + req.output_tokens;
-            if reason.is_none() {
-                req.prefix_hashes =
-                    engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+            if reason.is_some() {
+                req.prefix_hashes = Vec::new();
+            } else {
+                in_engine_blocks(&mut req, bs);
             }
             req.hash_block_tokens = bs;
         }
@@ -852,10 +852,25 @@ impl<'a> Simulation<'a> {
     }
 }
 
+/// Turns `req`'s block hashes into hashes of the engine's `bs`-token blocks
+/// covering its prompt and output (`engine_block_hashes`); hashes already
+/// of that size are cut to that length in place, as the derivation would.
+fn in_engine_blocks(req: &mut Request, bs: u32) {
+    let covered = req.prompt_tokens + req.output_tokens;
+    if req.hash_block_tokens == bs {
+        let full = (req.prefix_hashes.len() as u64 * bs as u64).min(covered as u64) / bs as u64;
+        req.prefix_hashes.truncate(full as usize);
+    } else {
+        let hashes = std::mem::take(&mut req.prefix_hashes);
+        req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+    }
+}
+
 mod canary_run;
 mod decode_runs;
 mod invariants;
 mod life;
+mod read_ahead;
 mod records;
 mod regions;
 

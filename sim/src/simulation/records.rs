@@ -117,12 +117,51 @@ impl<'a> Simulation<'a> {
             // filing the inter-token gaps (`records::itl_feed`).
             self.stream.start_worker()?;
             self.itl.start_worker()?;
+            self.read_ahead()?;
         }
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
         self.slab.held_done = vec![Vec::new(); self.replicas.len()];
         self.requests = Vec::new();
         Ok(self)
+    }
+
+    /// Reads the source on a thread of its own when the run pulls exactly
+    /// its request horizon from it (`read_ahead`): an open-loop source, no
+    /// duration horizon, and no tenants or regions (whose retries and
+    /// overflows take arrivals that are not pulled).
+    fn read_ahead(&mut self) -> std::io::Result<()> {
+        let f = &self.scenario.file;
+        if self.pending.is_none()
+            || !self.source.open_loop()
+            || self.deadline.is_some()
+            || !f.tenants.is_empty()
+            || !f.fleet.regions.is_empty()
+        {
+            return Ok(());
+        }
+        // The pending request was pulled; each admission pulls one more
+        // until the horizon.
+        let limit = self.max_requests.saturating_sub(self.slab.arrived + 1);
+        let source = std::mem::replace(&mut self.source, Box::new(crate::workload::NoRequests));
+        let caching = f.engine.prefix_caching.then_some(f.engine.block_size);
+        self.source = Box::new(super::read_ahead::ReadAhead::start(
+            source,
+            limit,
+            move |spec| {
+                if let Some(bs) = caching {
+                    let covered = spec.prompt_tokens + spec.output_tokens;
+                    spec.prefix_hashes = crate::kv::prefix_cache::engine_block_hashes(
+                        &spec.prefix_hashes,
+                        spec.hash_block_tokens,
+                        bs,
+                        covered,
+                    );
+                    spec.hash_block_tokens = bs;
+                }
+            },
+        )?);
+        Ok(())
     }
 
     /// The slot the next admitted request will take.
