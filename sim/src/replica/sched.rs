@@ -253,16 +253,72 @@ impl SchedState {
         // `workload.n`) keeps to one chain of blocks per sequence, so its
         // fit is a multiply and each sequence adds one decode. Through the
         // group arithmetic of `fork` the bench ran +33 % instructions.
-        if self.forked {
-            self.decode_loop::<true>(now, reqs)
-        } else {
-            self.decode_loop::<false>(now, reqs)
+        match (self.forked, self.cfg.draft_tokens) {
+            (true, _) => self.decode_loop::<true>(now, reqs),
+            (false, 0) => self.one_token_decode_loop(now, reqs),
+            (false, _) => self.decode_loop::<false>(now, reqs),
         }
+    }
+
+    /// [`Self::decode_loop`] of a replica that neither forks nor decodes
+    /// speculatively (most runs): each decode writes one token and adds one
+    /// sequence to the shape. The walk keeps its sums in registers and
+    /// counts no decodes of its own: they are the shape's new decoding
+    /// sequences less the static-batch padding among them.
+    fn one_token_decode_loop(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
+        let bs = self.cfg.block_size;
+        // Summed in a local copy and stored once: nothing the loop calls
+        // (`grow`, and the preemptions it makes) reads or adds to `acc`.
+        let mut acc = self.acc;
+        let first_seqs = acc.decode_seqs;
+        let mut padding = 0u32;
+        let mut from = 0;
+        loop {
+            // Fast path: most sequences fit their next token in the blocks
+            // they hold; the walk stops at the first that needs a block.
+            let stop = self.running[from..].iter_mut().position(|s| {
+                if s.prefilling() {
+                    return false;
+                }
+                if s.done {
+                    // Static-batch padding: a plain decode step.
+                    acc.add_decode(s.kv_tokens as u64 + 1);
+                    padding += 1;
+                    return false;
+                }
+                let tokens = s.kv_tokens + 1;
+                if tokens > s.capacity(bs) && !s.reserved {
+                    return true;
+                }
+                s.decode = true;
+                acc.add_decode(tokens as u64);
+                false
+            });
+            // Slow path: allocate, preempting from the back if blocks run out.
+            let Some(j) = stop else {
+                break;
+            };
+            let i = from + j;
+            let tokens = self.running[i].kv_tokens + 1;
+            if !self.grow(i, tokens, now, reqs) {
+                break; // `i` itself was preempted: it was the last one
+            }
+            self.running[i].decode = true;
+            acc.add_decode(tokens as u64);
+            from = i + 1;
+        }
+        self.acc = acc;
+        (acc.decode_seqs - first_seqs - padding) as u64
     }
 
     fn decode_loop<const GROUPS: bool>(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
         let bs = self.cfg.block_size;
         let k = self.cfg.draft_tokens;
+        // The shape is summed in a local copy, which the compiler keeps in
+        // registers through the loop, and stored once at the end: nothing
+        // the loop calls (`grow`, and the preemptions it makes) reads or
+        // adds to `self.acc`.
+        let mut acc = self.acc;
         let add = |acc: &mut BatchShape, s: &RunningSeq, write: u32| {
             let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
             if GROUPS && s.samples > 1 {
@@ -287,7 +343,7 @@ impl SchedState {
                     // Static-batch padding: a plain decode step per sample.
                     let n = if GROUPS { s.samples.max(1) } else { 1 };
                     for _ in 0..n {
-                        self.acc.add_decode(s.kv_tokens as u64 + 1);
+                        acc.add_decode(s.kv_tokens as u64 + 1);
                     }
                     continue;
                 }
@@ -303,7 +359,7 @@ impl SchedState {
                 }
                 s.decode = true;
                 decodes += 1;
-                add(&mut self.acc, s, write);
+                add(&mut acc, s, write);
             }
             // Slow path: allocate, preempting from the back if blocks run out.
             let Some((i, tokens)) = needs_block else {
@@ -316,9 +372,10 @@ impl SchedState {
             s.decode = true;
             decodes += 1;
             let write = tokens - s.kv_tokens;
-            add(&mut self.acc, s, write);
+            add(&mut acc, s, write);
             from = i + 1;
         }
+        self.acc = acc;
         decodes
     }
 
