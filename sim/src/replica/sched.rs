@@ -94,6 +94,11 @@ pub struct SchedState {
     pub(super) swap_blocks: u64,
     /// Whether the iteration being formed preempted anything.
     pub preempted_now: bool,
+    /// Set by [`Self::schedule_decodes`]: no running sequence before this
+    /// index is prefilling (0 when the walk did not look). Sarathi starts
+    /// its search for prefills to continue here; it holds only while the
+    /// iteration preempted nothing (no sequence has moved since).
+    pub(super) first_prefilling: usize,
     /// The shape being built as sequences are marked; invalidated when a
     /// marked sequence is preempted (then [`Self::shape`] rebuilds it).
     pub(super) acc: BatchShape,
@@ -123,6 +128,7 @@ impl SchedState {
             host_blocks_used: 0,
             swap_blocks: 0,
             preempted_now: false,
+            first_prefilling: 0,
             acc: BatchShape::default(),
             acc_valid: true,
             preemptions: 0,
@@ -253,6 +259,7 @@ impl SchedState {
         // `workload.n`) keeps to one chain of blocks per sequence, so its
         // fit is a multiply and each sequence adds one decode. Through the
         // group arithmetic of `fork` the bench ran +33 % instructions.
+        self.first_prefilling = 0;
         match (self.forked, self.cfg.draft_tokens) {
             (true, _) => self.decode_loop::<true>(now, reqs),
             (false, 0) => self.one_token_decode_loop(now, reqs),
@@ -264,7 +271,9 @@ impl SchedState {
     /// speculatively (most runs): each decode writes one token and adds one
     /// sequence to the shape. The walk keeps its sums in registers and
     /// counts no decodes of its own: they are the shape's new decoding
-    /// sequences less the static-batch padding among them.
+    /// sequences less the static-batch padding among them. It also stops
+    /// at the first prefilling sequence, to note where it is
+    /// (`first_prefilling`).
     fn one_token_decode_loop(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
         let bs = self.cfg.block_size;
         // Summed in a local copy and stored once: nothing the loop calls
@@ -272,13 +281,15 @@ impl SchedState {
         let mut acc = self.acc;
         let first_seqs = acc.decode_seqs;
         let mut padding = 0u32;
+        let mut first_prefilling = None;
         let mut from = 0;
         loop {
             // Fast path: most sequences fit their next token in the blocks
-            // they hold; the walk stops at the first that needs a block.
+            // they hold; the walk stops at the first that needs a block
+            // (and at the first prefilling one).
             let stop = self.running[from..].iter_mut().position(|s| {
                 if s.prefilling() {
-                    return false;
+                    return first_prefilling.is_none();
                 }
                 if s.done {
                     // Static-batch padding: a plain decode step.
@@ -299,6 +310,11 @@ impl SchedState {
                 break;
             };
             let i = from + j;
+            if self.running[i].prefilling() {
+                first_prefilling = Some(i);
+                from = i + 1;
+                continue;
+            }
             let tokens = self.running[i].kv_tokens + 1;
             if !self.grow(i, tokens, now, reqs) {
                 break; // `i` itself was preempted: it was the last one
@@ -308,6 +324,7 @@ impl SchedState {
             from = i + 1;
         }
         self.acc = acc;
+        self.first_prefilling = first_prefilling.unwrap_or(self.running.len());
         (acc.decode_seqs - first_seqs - padding) as u64
     }
 

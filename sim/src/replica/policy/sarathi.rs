@@ -23,8 +23,13 @@ impl BatchPolicy for Sarathi {
         let mut budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
 
         // Continue prompts already being prefilled, oldest first. They are
-        // a few among many decodes: a tight scan finds each.
-        let mut from = 0;
+        // a few among many decodes: a tight scan finds each, from the first
+        // the decode walk saw (unless a preemption has moved sequences).
+        let mut from = if st.preempted_now {
+            0
+        } else {
+            st.first_prefilling.min(st.running.len())
+        };
         while budget > 0 {
             let Some(j) = st.running[from..].iter().position(|s| s.prefilling()) else {
                 break;

@@ -75,24 +75,38 @@ fn general_decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
 /// overflow) to the general path.
 #[inline]
 fn plain_decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
-    if !(1..=1_000_000_000).contains(&unit_ns) {
+    if !(1..=1_000_000_000).contains(&unit_ns) || s.is_empty() || s.len() > 28 {
         return None;
     }
-    let (int, frac) = match s.iter().position(|&c| c == b'.') {
-        Some(p) => (&s[..p], &s[p + 1..]),
-        None => (s, &s[..0]),
-    };
-    if int.len() > 18 || frac.len() > 9 || int.len() + frac.len() == 0 {
+    // One pass: whole digits up to the first other byte (wrapping, so a
+    // too-long run is only rejected below), then the fraction.
+    let mut whole = 0u64;
+    let mut i = 0;
+    while i < s.len() {
+        let d = s[i].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        whole = whole.wrapping_mul(10).wrapping_add(d as u64);
+        i += 1;
+    }
+    if i > 18 {
         return None;
     }
-    let digits = |d: &[u8]| -> Option<u64> {
-        d.iter().try_fold(0u64, |a, &c| {
-            let v = c.wrapping_sub(b'0');
-            (v <= 9).then_some(a * 10 + v as u64)
-        })
-    };
-    let (whole, f) = (digits(int)?, digits(frac)?);
-    let scale = 10u64.pow(frac.len() as u32);
+    let (mut f, mut scale) = (0u64, 1u64);
+    if i < s.len() {
+        if s[i] != b'.' || s.len() - i - 1 > 9 || s.len() == 1 {
+            return None;
+        }
+        for &c in &s[i + 1..] {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            f = f * 10 + d as u64;
+            scale *= 10;
+        }
+    }
     let u = unit_ns as u64;
     let part = (f * u * 2 + scale) / (scale * 2);
     let ns = (whole as i64).checked_mul(unit_ns)?;
@@ -261,6 +275,15 @@ mod tests {
             "1a",
             "",
             ".",
+            "-1.5",
+            "+2",
+            "1e3",
+            "12.",
+            "0.1234567891",
+            "1234567890123456789",
+            "1..2",
+            "1.2.3",
+            "99999999999999999999999999",
         ]
         .iter()
         .map(|s| s.to_string())
