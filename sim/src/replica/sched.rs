@@ -254,11 +254,13 @@ impl SchedState {
     /// blocks run out (vLLM: the lowest-priority, i.e. latest admitted).
     /// Returns the number of decoding sequences.
     pub fn schedule_decodes(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
-        // The simulator's hottest loop, compiled twice: a replica that never
-        // admitted a request with several samples (every run without
+        // The simulator's hottest loop, compiled three ways: a replica that
+        // never admitted a request with several samples (every run without
         // `workload.n`) keeps to one chain of blocks per sequence, so its
         // fit is a multiply and each sequence adds one decode. Through the
         // group arithmetic of `fork` the bench ran +33 % instructions.
+        // Without speculation either, each decode also writes exactly one
+        // token (`one_token_decode_loop`).
         self.first_prefilling = 0;
         match (self.forked, self.cfg.draft_tokens) {
             (true, _) => self.decode_loop::<true>(now, reqs),
