@@ -400,10 +400,12 @@ impl Replica {
         // Decodes whose previous token came at this iteration's start (the
         // common, back-to-back case) share one gap: counted, not searched.
         let mut back_to_back = 0u32;
-        let mut write = 0;
         let mut running = std::mem::take(&mut st.running);
-        for read in 0..running.len() {
-            let s = &mut running[read];
+        // The walk goes by pointer (no index or bounds check per sequence)
+        // and notes the few sequences that leave; the survivors are moved
+        // down after it, a block copy per gap.
+        let mut left: Vec<usize> = Vec::new();
+        for (read, s) in running.iter_mut().enumerate() {
             let emitted = if s.chunk > 0 {
                 st.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
                 s.kv_tokens += s.chunk;
@@ -456,31 +458,33 @@ impl Replica {
                 let tenant = reqs[s.id as usize].tenant;
                 st.waiting.order.on_decode(tenant, emitted * s.samples);
             }
-            let mut keep = true;
-            if emitted > 0 && s.generated >= s.output_tokens {
-                if st.cfg.prefill_only && st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
-                    // A disaggregated prefill replica: the KV leaves for a
-                    // decode replica (`handoff`).
-                    keep = false;
-                } else {
-                    mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);
-                    completed.push(s.id);
-                    if keep_done {
-                        s.done = true;
-                    } else {
-                        st.retire(s, reqs);
-                        keep = false;
-                    }
-                }
+            if emitted == 0 || s.generated < s.output_tokens {
+                continue;
             }
-            if keep {
-                if write != read {
-                    running[write] = running[read];
-                }
-                write += 1;
+            if st.cfg.prefill_only && st.handoff.hand_off(s, now, &st.attr.mix, reqs) {
+                // A disaggregated prefill replica: the KV leaves for a
+                // decode replica (`handoff`).
+                left.push(read);
+                continue;
+            }
+            mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);
+            completed.push(s.id);
+            if keep_done {
+                s.done = true;
+            } else {
+                st.retire(s, reqs);
+                left.push(read);
             }
         }
-        running.truncate(write);
+        if let Some(&first) = left.first() {
+            let mut write = first;
+            for (k, &gone) in left.iter().enumerate() {
+                let next = left.get(k + 1).copied().unwrap_or(running.len());
+                running.copy_within(gone + 1..next, write);
+                write += next - gone - 1;
+            }
+            running.truncate(write);
+        }
         st.running = running;
         if back_to_back > 0 {
             gaps.gaps.push((out.duration, back_to_back));

@@ -94,6 +94,11 @@ pub struct SchedState {
     pub(super) swap_blocks: u64,
     /// Whether the iteration being formed preempted anything.
     pub preempted_now: bool,
+    /// Set by [`Self::schedule_decodes`]: no running sequence before this
+    /// index is prefilling (0 when the walk did not look). Sarathi starts
+    /// its search for prefills to continue here; it holds only while the
+    /// iteration preempted nothing (no sequence has moved since).
+    pub(super) first_prefilling: usize,
     /// The shape being built as sequences are marked; invalidated when a
     /// marked sequence is preempted (then [`Self::shape`] rebuilds it).
     pub(super) acc: BatchShape,
@@ -123,6 +128,7 @@ impl SchedState {
             host_blocks_used: 0,
             swap_blocks: 0,
             preempted_now: false,
+            first_prefilling: 0,
             acc: BatchShape::default(),
             acc_valid: true,
             preemptions: 0,
@@ -248,21 +254,90 @@ impl SchedState {
     /// blocks run out (vLLM: the lowest-priority, i.e. latest admitted).
     /// Returns the number of decoding sequences.
     pub fn schedule_decodes(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
-        // The simulator's hottest loop, compiled twice: a replica that never
-        // admitted a request with several samples (every run without
+        // The simulator's hottest loop, compiled three ways: a replica that
+        // never admitted a request with several samples (every run without
         // `workload.n`) keeps to one chain of blocks per sequence, so its
         // fit is a multiply and each sequence adds one decode. Through the
         // group arithmetic of `fork` the bench ran +33 % instructions.
-        if self.forked {
-            self.decode_loop::<true>(now, reqs)
-        } else {
-            self.decode_loop::<false>(now, reqs)
+        // Without speculation either, each decode also writes exactly one
+        // token (`one_token_decode_loop`).
+        self.first_prefilling = 0;
+        match (self.forked, self.cfg.draft_tokens) {
+            (true, _) => self.decode_loop::<true>(now, reqs),
+            (false, 0) => self.one_token_decode_loop(now, reqs),
+            (false, _) => self.decode_loop::<false>(now, reqs),
         }
+    }
+
+    /// [`Self::decode_loop`] of a replica that neither forks nor decodes
+    /// speculatively (most runs): each decode writes one token and adds one
+    /// sequence to the shape. The walk keeps its sums in registers and
+    /// counts no decodes of its own: they are the shape's new decoding
+    /// sequences less the static-batch padding among them. It also stops
+    /// at the first prefilling sequence, to note where it is
+    /// (`first_prefilling`).
+    fn one_token_decode_loop(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
+        let bs = self.cfg.block_size;
+        // Summed in a local copy and stored once: nothing the loop calls
+        // (`grow`, and the preemptions it makes) reads or adds to `acc`.
+        let mut acc = self.acc;
+        let first_seqs = acc.decode_seqs;
+        let mut padding = 0u32;
+        let mut first_prefilling = None;
+        let mut from = 0;
+        loop {
+            // Fast path: most sequences fit their next token in the blocks
+            // they hold; the walk stops at the first that needs a block
+            // (and at the first prefilling one).
+            let stop = self.running[from..].iter_mut().position(|s| {
+                if s.prefilling() {
+                    return first_prefilling.is_none();
+                }
+                if s.done {
+                    // Static-batch padding: a plain decode step.
+                    acc.add_decode(s.kv_tokens as u64 + 1);
+                    padding += 1;
+                    return false;
+                }
+                let tokens = s.kv_tokens + 1;
+                if tokens > s.capacity(bs) && !s.reserved {
+                    return true;
+                }
+                s.decode = true;
+                acc.add_decode(tokens as u64);
+                false
+            });
+            // Slow path: allocate, preempting from the back if blocks run out.
+            let Some(j) = stop else {
+                break;
+            };
+            let i = from + j;
+            if self.running[i].prefilling() {
+                first_prefilling = Some(i);
+                from = i + 1;
+                continue;
+            }
+            let tokens = self.running[i].kv_tokens + 1;
+            if !self.grow(i, tokens, now, reqs) {
+                break; // `i` itself was preempted: it was the last one
+            }
+            self.running[i].decode = true;
+            acc.add_decode(tokens as u64);
+            from = i + 1;
+        }
+        self.acc = acc;
+        self.first_prefilling = first_prefilling.unwrap_or(self.running.len());
+        (acc.decode_seqs - first_seqs - padding) as u64
     }
 
     fn decode_loop<const GROUPS: bool>(&mut self, now: SimTime, reqs: &mut [Request]) -> u64 {
         let bs = self.cfg.block_size;
         let k = self.cfg.draft_tokens;
+        // The shape is summed in a local copy, which the compiler keeps in
+        // registers through the loop, and stored once at the end: nothing
+        // the loop calls (`grow`, and the preemptions it makes) reads or
+        // adds to `self.acc`.
+        let mut acc = self.acc;
         let add = |acc: &mut BatchShape, s: &RunningSeq, write: u32| {
             let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
             if GROUPS && s.samples > 1 {
@@ -287,7 +362,7 @@ impl SchedState {
                     // Static-batch padding: a plain decode step per sample.
                     let n = if GROUPS { s.samples.max(1) } else { 1 };
                     for _ in 0..n {
-                        self.acc.add_decode(s.kv_tokens as u64 + 1);
+                        acc.add_decode(s.kv_tokens as u64 + 1);
                     }
                     continue;
                 }
@@ -303,7 +378,7 @@ impl SchedState {
                 }
                 s.decode = true;
                 decodes += 1;
-                add(&mut self.acc, s, write);
+                add(&mut acc, s, write);
             }
             // Slow path: allocate, preempting from the back if blocks run out.
             let Some((i, tokens)) = needs_block else {
@@ -316,9 +391,10 @@ impl SchedState {
             s.decode = true;
             decodes += 1;
             let write = tokens - s.kv_tokens;
-            add(&mut self.acc, s, write);
+            add(&mut acc, s, write);
             from = i + 1;
         }
+        self.acc = acc;
         decodes
     }
 

@@ -22,19 +22,28 @@ impl BatchPolicy for Sarathi {
         }
         let mut budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
 
-        // Continue prompts already being prefilled, oldest first.
-        let mut i = 0;
-        while i < st.running.len() && budget > 0 {
+        // Continue prompts already being prefilled, oldest first. They are
+        // a few among many decodes: a tight scan finds each, from the first
+        // the decode walk saw (unless a preemption has moved sequences).
+        let mut from = if st.preempted_now {
+            0
+        } else {
+            st.first_prefilling.min(st.running.len())
+        };
+        while budget > 0 {
+            let Some(j) = st.running[from..].iter().position(|s| s.prefilling()) else {
+                break;
+            };
+            let i = from + j;
             let s = st.running[i];
-            if s.prefilling() {
-                let chunk = ((s.prefill_target - s.kv_tokens) as u64).min(budget) as u32;
-                if !st.grow(i, s.kv_tokens + chunk, now, reqs) {
-                    break; // it was preempted, and it was the last one
-                }
-                st.set_chunk(i, chunk);
-                budget -= chunk as u64;
+            let chunk = ((s.prefill_target - s.kv_tokens) as u64).min(budget) as u32;
+            if !st.grow(i, s.kv_tokens + chunk, now, reqs) {
+                break; // it was preempted, and it was the last one
             }
-            i += 1;
+            st.set_chunk(i, chunk);
+            budget -= chunk as u64;
+            // `grow` preempts only from the back, past `i`.
+            from = i + 1;
         }
 
         // Then admit new prompts with the remaining budget.

@@ -22,6 +22,11 @@ fn trim(s: &[u8]) -> &[u8] {
 /// nearest nanosecond.
 pub fn decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
     let s = trim(s);
+    plain_decimal_ns(s, unit_ns).or_else(|| general_decimal_ns(s, unit_ns))
+}
+
+/// [`decimal_ns`] of any field (trimmed), in 128-bit arithmetic.
+fn general_decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
     if s.iter().any(|&c| c == b'e' || c == b'E') {
         let v: f64 = std::str::from_utf8(s).ok()?.parse().ok()?;
         return f64_ns(v, unit_ns);
@@ -60,6 +65,52 @@ pub fn decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
     let ns = whole * u + (f * u * 2 + scale) / (scale * 2);
     let ns = if neg { -ns } else { ns };
     i64::try_from(ns).ok()
+}
+
+/// [`decimal_ns`] of the usual field, unsigned `digits[.digits]` with at
+/// most 18 whole and 9 fractional digits, in 64-bit arithmetic: the same
+/// rounding formula, whose terms cannot overflow there (f·u·2 < 2·10¹⁸),
+/// without the 128-bit multiplies and division the general path pays per
+/// row. `None` sends anything else (signs, exponents, long fractions, an
+/// overflow) to the general path.
+#[inline]
+fn plain_decimal_ns(s: &[u8], unit_ns: i64) -> Option<i64> {
+    if !(1..=1_000_000_000).contains(&unit_ns) || s.is_empty() || s.len() > 28 {
+        return None;
+    }
+    // One pass: whole digits up to the first other byte (wrapping, so a
+    // too-long run is only rejected below), then the fraction.
+    let mut whole = 0u64;
+    let mut i = 0;
+    while i < s.len() {
+        let d = s[i].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        whole = whole.wrapping_mul(10).wrapping_add(d as u64);
+        i += 1;
+    }
+    if i > 18 {
+        return None;
+    }
+    let (mut f, mut scale) = (0u64, 1u64);
+    if i < s.len() {
+        if s[i] != b'.' || s.len() - i - 1 > 9 || s.len() == 1 {
+            return None;
+        }
+        for &c in &s[i + 1..] {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            f = f * 10 + d as u64;
+            scale *= 10;
+        }
+    }
+    let u = unit_ns as u64;
+    let part = (f * u * 2 + scale) / (scale * 2);
+    let ns = (whole as i64).checked_mul(unit_ns)?;
+    ns.checked_add(part as i64)
 }
 
 /// A float number of units, to the nearest nanosecond.
@@ -164,6 +215,17 @@ pub fn time_expected(unit: TimeUnit) -> &'static str {
 /// A token count: a whole number (a trailing `.0…` is accepted, as written
 /// by tools that store counts as floats).
 pub fn count(s: &[u8]) -> Option<u64> {
+    // The usual field, 1 to 19 bare digits, in one pass; anything else
+    // (padding, a `.0` tail, a bad byte) takes the general path below.
+    if (1..=19).contains(&s.len()) {
+        let plain = s.iter().try_fold(0u64, |a, &c| {
+            let v = c.wrapping_sub(b'0');
+            (v <= 9).then_some(a * 10 + v as u64)
+        });
+        if plain.is_some() {
+            return plain;
+        }
+    }
     let s = trim(s);
     let s = match s.iter().position(|&c| c == b'.') {
         Some(p) if s[p + 1..].iter().all(|&c| c == b'0') => &s[..p],
@@ -190,6 +252,53 @@ mod tests {
         assert_eq!(decimal_ns(b"0.0000000015", 1_000_000_000), Some(2));
         for bad in [&b""[..], b".", b"1.2.3", b"abc", b"1,5"] {
             assert_eq!(decimal_ns(bad, 1), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_plain_decimal_path_agrees_with_the_general_one() {
+        let mut fields: Vec<String> = [
+            "0",
+            "0.0",
+            "5.",
+            ".5",
+            "4.314579",
+            "61.114",
+            "999999999999999999",
+            "999999999999999999.999999999",
+            "9223372036.854775807",
+            "9223372037",
+            "1.000000001",
+            "0.0000000015",
+            "12.3456789",
+            "7.5",
+            "1a",
+            "",
+            ".",
+            "-1.5",
+            "+2",
+            "1e3",
+            "12.",
+            "0.1234567891",
+            "1234567890123456789",
+            "1..2",
+            "1.2.3",
+            "99999999999999999999999999",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let (w, f) = (x >> 40, (x >> 8) & 0xff_ffff);
+            fields.push(format!("{w}.{f:0width$}", width = (x % 10) as usize));
+        }
+        for f in &fields {
+            for u in [1, 1_000, 1_000_000, 1_000_000_000] {
+                let b = f.as_bytes();
+                assert_eq!(decimal_ns(b, u), general_decimal_ns(b, u), "{f} in {u} ns");
+            }
         }
     }
 
