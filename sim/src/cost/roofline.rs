@@ -298,10 +298,18 @@ impl Roofline {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        let ctx = b.decode_context_tokens as f64;
-        let flops = self.attn_decode_flops_per_pair * ctx;
-        let bytes = ctx * self.kv_bytes_per_token_layer;
-        (flops / self.attn_flops).max(bytes / (self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY))
+        self.decode_attention().secs(b.decode_context_tokens)
+    }
+
+    /// What decode attention's time depends on besides the context.
+    #[inline]
+    pub(super) fn decode_attention(&self) -> DecodeAttention {
+        DecodeAttention {
+            flops_per_pair: self.attn_decode_flops_per_pair,
+            kv_bytes_per_token: self.kv_bytes_per_token_layer,
+            flops: self.attn_flops,
+            bw: self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY,
+        }
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -457,6 +465,29 @@ impl Roofline {
     }
 }
 
+/// Decode attention's constants, per layer and GPU: FLOPs per query–key
+/// pair and KV bytes per token, the attention FLOP rate and the bandwidth
+/// the paged KV cache streams at. A replica's `StepTerms` keeps a copy, so
+/// that a decode run's step is priced from them alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct DecodeAttention {
+    flops_per_pair: f64,
+    kv_bytes_per_token: f64,
+    flops: f64,
+    bw: f64,
+}
+
+impl DecodeAttention {
+    /// Decode attention over `context` tokens, seconds per layer.
+    #[inline(always)]
+    pub(super) fn secs(&self, context: u64) -> f64 {
+        let ctx = context as f64;
+        let flops = self.flops_per_pair * ctx;
+        let bytes = ctx * self.kv_bytes_per_token;
+        (flops / self.flops).max(bytes / self.bw)
+    }
+}
+
 impl CostModel for Roofline {
     fn iteration_time(&self, b: &BatchShape) -> Nanos {
         if b.is_empty() {
@@ -471,6 +502,10 @@ impl CostModel for Roofline {
 
     fn iteration_time_with(&self, b: &BatchShape, terms: &mut StepTerms) -> Nanos {
         Roofline::iteration_time_with(self, b, terms)
+    }
+
+    fn decode_step_time(&self, seqs: u32, context: u64, terms: &mut StepTerms) -> Nanos {
+        Roofline::decode_step_time(self, seqs, context, terms)
     }
 
     fn source(&self) -> String {
