@@ -8,8 +8,7 @@ use super::gemm::{
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
 use super::{
-    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY,
-    DECODE_ATTENTION_BW_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
+    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
 };
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
@@ -301,17 +300,6 @@ impl Roofline {
         self.decode_attention().secs(b.decode_context_tokens)
     }
 
-    /// What decode attention's time depends on besides the context.
-    #[inline]
-    pub(super) fn decode_attention(&self) -> DecodeAttention {
-        DecodeAttention {
-            flops_per_pair: self.attn_decode_flops_per_pair,
-            kv_bytes_per_token: self.kv_bytes_per_token_layer,
-            flops: self.attn_flops,
-            bw: self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY,
-        }
-    }
-
     /// One all-reduce of `tokens` hidden states over the group
     /// (Megatron-style tensor parallelism, Shoeybi et al. 2019; see `comm`).
     #[inline]
@@ -462,29 +450,6 @@ impl Roofline {
             .map(|&(d, e, last)| d * per_dense + e * per_moe + if last { lm_head } else { 0.0 })
             .fold(0.0, f64::max);
         fixed + round_trip.max(m * slowest)
-    }
-}
-
-/// Decode attention's constants, per layer and GPU: FLOPs per query–key
-/// pair and KV bytes per token, the attention FLOP rate and the bandwidth
-/// the paged KV cache streams at. A replica's `StepTerms` keeps a copy, so
-/// that a decode run's step is priced from them alone.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct DecodeAttention {
-    flops_per_pair: f64,
-    kv_bytes_per_token: f64,
-    flops: f64,
-    bw: f64,
-}
-
-impl DecodeAttention {
-    /// Decode attention over `context` tokens, seconds per layer.
-    #[inline(always)]
-    pub(super) fn secs(&self, context: u64) -> f64 {
-        let ctx = context as f64;
-        let flops = self.flops_per_pair * ctx;
-        let bytes = ctx * self.kv_bytes_per_token;
-        (flops / self.flops).max(bytes / self.bw)
     }
 }
 

@@ -16,9 +16,9 @@
 //! [`Roofline::forward_secs`] and `iteration_secs`, so every price, and every
 //! output, stays bit for bit the same (a test compares them over a sweep).
 
-use super::{DecodeAttention, Roofline};
+use super::Roofline;
 use crate::cost::runtime::EngineRuntime;
-use crate::cost::BatchShape;
+use crate::cost::{BatchShape, DECODE_ATTENTION_BW_EFFICIENCY};
 use crate::time::Nanos;
 
 /// The context-independent terms of the last decode-only shape a replica
@@ -78,7 +78,41 @@ impl StepTerms {
     }
 }
 
+/// Decode attention's constants, per layer and GPU: FLOPs per query–key
+/// pair and KV bytes per token, the attention FLOP rate and the bandwidth
+/// the paged KV cache streams at. A replica's `StepTerms` keeps a copy, so
+/// that a decode run's step is priced from them alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct DecodeAttention {
+    flops_per_pair: f64,
+    kv_bytes_per_token: f64,
+    flops: f64,
+    bw: f64,
+}
+
+impl DecodeAttention {
+    /// Decode attention over `context` tokens, seconds per layer.
+    #[inline(always)]
+    pub(super) fn secs(&self, context: u64) -> f64 {
+        let ctx = context as f64;
+        let flops = self.flops_per_pair * ctx;
+        let bytes = ctx * self.kv_bytes_per_token;
+        (flops / self.flops).max(bytes / self.bw)
+    }
+}
+
 impl Roofline {
+    /// What decode attention's time depends on besides the context.
+    #[inline]
+    pub(super) fn decode_attention(&self) -> DecodeAttention {
+        DecodeAttention {
+            flops_per_pair: self.attn_decode_flops_per_pair,
+            kv_bytes_per_token: self.kv_bytes_per_token_layer,
+            flops: self.attn_flops,
+            bw: self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY,
+        }
+    }
+
     /// [`CostModel::iteration_time`](crate::cost::CostModel::iteration_time)
     /// reusing `terms` from the replica's last decode-only step when this
     /// one is decode-only with as many sequences. Other shapes (prefills,
