@@ -48,14 +48,24 @@ impl SimTime {
 #[inline]
 pub fn secs_to_nanos(s: f64) -> Nanos {
     if s.is_nan() || s <= 0.0 {
-        0
+        return 0;
+    }
+    let x = s * NANOS_PER_SEC as f64;
+    // `x.round()` (half away from zero) without its libm call: the baseline
+    // x86-64 target has no `roundsd` (SSE4.1), and every priced iteration
+    // comes through here. Below 2^63 the cast truncates, `i as f64` is that
+    // integer exactly, and `x - i` is x's fraction exactly (both lie on x's
+    // grid of representable values), so adding one when the fraction is at
+    // least one half is the same integer `round` gives. From 2^52 up every
+    // `f64` is already an integer.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if x < TWO_63 {
+        let i = x as i64;
+        (i + (x - i as f64 >= 0.5) as i64) as u64
+    } else if x >= u64::MAX as f64 {
+        u64::MAX
     } else {
-        let ns = (s * NANOS_PER_SEC as f64).round();
-        if ns >= u64::MAX as f64 {
-            u64::MAX
-        } else {
-            ns as u64
-        }
+        x as u64
     }
 }
 
@@ -82,5 +92,59 @@ mod tests {
         assert_eq!(SimTime(5).plus(u64::MAX), SimTime::MAX);
         assert_eq!(SimTime(5).since(SimTime(9)), 0);
         assert_eq!(nanos_to_ms(2_500_000), 2.5);
+    }
+
+    /// The libm-free rounding gives `f64::round`'s integer for every kind of
+    /// value: halves and their neighbours, tiny, huge, the cast's limits.
+    #[test]
+    fn secs_to_nanos_rounds_as_f64_round() {
+        let reference = |s: f64| -> Nanos {
+            if s.is_nan() || s <= 0.0 {
+                return 0;
+            }
+            let ns = (s * NANOS_PER_SEC as f64).round();
+            if ns >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                ns as u64
+            }
+        };
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MAX,
+            0.5e-9,
+            0.5f64.next_down() / 1e9,
+            2f64.powi(52) / 1e9,
+            2f64.powi(53) / 1e9,
+            2f64.powi(63) / 1e9,
+            2f64.powi(64) / 1e9,
+        ];
+        for k in 0..2000u64 {
+            let n = k as f64 + 0.5;
+            for v in [n, n.next_down(), n.next_up(), k as f64] {
+                xs.push(v / 1e9);
+                xs.push(v);
+            }
+        }
+        // A deterministic spread over many magnitudes.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let s = f64::from_bits(x >> 1);
+            if s.is_finite() {
+                xs.push(s);
+            }
+            xs.push((x >> 11) as f64 * 2f64.powi(-53) * 2f64.powi((x % 90) as i32 - 40));
+        }
+        for s in xs {
+            assert_eq!(secs_to_nanos(s), reference(s), "{s:e}");
+        }
     }
 }

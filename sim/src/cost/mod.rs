@@ -128,6 +128,18 @@ pub trait CostModel: Send + Sync {
     fn iteration_time_with(&self, batch: &BatchShape, _terms: &mut StepTerms) -> Nanos {
         self.iteration_time(batch)
     }
+    /// [`Self::iteration_time_with`] of a decode-only step of `seqs`
+    /// sequences over `context` tokens with nothing swapped (every step of
+    /// a decode run), which a model may price without building the shape
+    /// and checking it is one.
+    fn decode_step_time(&self, seqs: u32, context: u64, terms: &mut StepTerms) -> Nanos {
+        let b = BatchShape {
+            decode_seqs: seqs,
+            decode_context_tokens: context,
+            ..BatchShape::default()
+        };
+        self.iteration_time_with(&b, terms)
+    }
     /// Where the numbers come from, for summaries and reports.
     fn source(&self) -> String;
     /// The iteration term by term, where the model can say (`servesim cost`).

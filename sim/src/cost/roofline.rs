@@ -8,8 +8,7 @@ use super::gemm::{
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
 use super::{
-    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY,
-    DECODE_ATTENTION_BW_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
+    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
 };
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
@@ -298,10 +297,7 @@ impl Roofline {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        let ctx = b.decode_context_tokens as f64;
-        let flops = self.attn_decode_flops_per_pair * ctx;
-        let bytes = ctx * self.kv_bytes_per_token_layer;
-        (flops / self.attn_flops).max(bytes / (self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY))
+        self.decode_attention().secs(b.decode_context_tokens)
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -471,6 +467,10 @@ impl CostModel for Roofline {
 
     fn iteration_time_with(&self, b: &BatchShape, terms: &mut StepTerms) -> Nanos {
         Roofline::iteration_time_with(self, b, terms)
+    }
+
+    fn decode_step_time(&self, seqs: u32, context: u64, terms: &mut StepTerms) -> Nanos {
+        Roofline::decode_step_time(self, seqs, context, terms)
     }
 
     fn source(&self) -> String {

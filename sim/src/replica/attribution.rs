@@ -275,7 +275,15 @@ impl QueueClock {
     /// [`Self::begin`]`(now)` and [`Self::decided`] with the same cause and
     /// token mix, in one. The last decision was such a step, so nothing is
     /// fresh or resumed, no prefill tokens stall the decodes and the cause
-    /// stays `QueueIteration` (nothing waits).
+    /// stays `QueueIteration` (nothing waits): the whole step is decode
+    /// compute, `advance`'s stall being 0, and `decided` would write back
+    /// what its fields hold.
+    ///
+    /// `mix` is left as the last `advance` made it: it is read only once an
+    /// iteration's end has gone through `advance` (`finish_iteration`, a
+    /// run step's `finish_run_step`, and the formation after either), never
+    /// between a step that ends here and the next step's end, which
+    /// rewrites it whole or comes here again.
     #[inline]
     pub fn run_step(&mut self, start: SimTime, now: SimTime) {
         if self.off {
@@ -284,8 +292,11 @@ impl QueueClock {
         debug_assert!(self.fresh.is_empty() && self.resumed.is_empty());
         debug_assert!(self.decode_alone_ns.is_none() && self.prefill_tokens == 0);
         debug_assert!(self.decodes && self.cause == Component::QueueIteration);
-        self.advance(start, now);
-        self.tick(now);
+        self.decode_compute += now.0.saturating_sub(start.0);
+        // `tick(now)` with its cause known.
+        self.cum[Component::QueueIteration as usize] += now.0.saturating_sub(self.since.0);
+        self.since = SimTime(self.since.0.max(now.0));
+        self.blocked = None;
     }
 }
 

@@ -72,6 +72,9 @@ pub struct DecodeRun {
     /// Steps formed and finished so far in this run.
     formed: u32,
     finished: u32,
+    /// `formed` modulo the block size: the slot of `hist` whose sequences
+    /// need a block at the next step (kept, not divided out, each step).
+    phase: u32,
     /// The step at which the next sequences complete: the least
     /// `remaining()` among the sequences still in the run.
     next_leave: u32,
@@ -169,6 +172,7 @@ impl Replica {
         run.active = true;
         run.formed = 0;
         run.finished = 0;
+        run.phase = 0;
         run.next_leave = min_rem;
         run.n = n;
         run.ctx1 = ctx1;
@@ -193,7 +197,7 @@ impl Replica {
         }
         // Step `formed + 1` allocates for the sequences whose free slots
         // run out at it.
-        let alloc = self.run.hist[(self.run.formed % self.st.cfg.block_size) as usize] as u64;
+        let alloc = self.run.hist[self.run.phase as usize] as u64;
         if alloc > self.st.kv.free() {
             self.end_decode_run();
             return None;
@@ -235,11 +239,18 @@ impl Replica {
         let granted = st.kv.allocate(alloc);
         debug_assert!(granted);
         self.iteration_start = Some(now);
+        // `acc` is the run's shape: `n` decodes, as many sequences and tokens.
+        let run = &mut self.run;
+        debug_assert!(st.acc.seqs() == run.n && st.acc.tokens() == run.n as u64);
         self.stats.iterations += 1;
-        self.stats.batch_seqs += st.acc.seqs() as u64;
-        self.stats.batch_tokens += st.acc.tokens();
-        self.run.formed += 1;
-        self.run.steps += 1;
+        self.stats.batch_seqs += run.n as u64;
+        self.stats.batch_tokens += run.n as u64;
+        run.formed += 1;
+        run.phase += 1;
+        if run.phase == st.cfg.block_size {
+            run.phase = 0;
+        }
+        run.steps += 1;
     }
 
     /// Finishes a closed-form step at `now`, if the iteration in progress is
@@ -301,10 +312,14 @@ impl Replica {
     /// changes from one step of a run to the next: the step's shape differs
     /// from the last one by its context alone, and the latency clock's
     /// decision is the same (`QueueClock::run_step`). Returns the ended
-    /// step's inter-token gap (one for each of the new shape's sequences)
-    /// and the new step's shape for the caller to price; `None` leaves the
-    /// replica untouched for the general path.
-    pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, &BatchShape)> {
+    /// step's inter-token gap (one for each of the new step's sequences)
+    /// and the new step for the caller to price: its decoding sequences and
+    /// their context (a decode-only shape without swaps); `None` leaves the
+    /// replica untouched for the general path. Inlined into the
+    /// simulation's loop over a run's steps (its one caller), which would
+    /// otherwise pay a call's frame on every step.
+    #[inline(always)]
+    pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, u32, u64)> {
         let run = &self.run;
         if !run.active || run.formed != run.finished + 1 || run.formed == run.next_leave {
             return None;
@@ -316,7 +331,7 @@ impl Replica {
             return None;
         }
         // As in `form_run_step`.
-        let alloc = run.hist[(run.formed % st.cfg.block_size) as usize] as u64;
+        let alloc = run.hist[run.phase as usize] as u64;
         if alloc > st.kv.free() {
             return None;
         }
@@ -327,10 +342,15 @@ impl Replica {
         st.attr.run_step(start, now);
         // The step in progress was formed as a run step (`form_plain_step`
         // or here): `acc` is its shape, which only the context changes.
-        st.acc.decode_context_tokens = self.run.ctx1 + self.run.n as u64 * self.run.formed as u64;
-        debug_assert!(st.acc.decode_seqs == self.run.n && st.acc.prefill_tokens == 0);
+        let (n, context) = (
+            self.run.n,
+            self.run.ctx1 + self.run.n as u64 * self.run.formed as u64,
+        );
+        st.acc.decode_context_tokens = context;
+        debug_assert!(st.acc.decode_seqs == n && st.acc.prefill_tokens == 0);
+        debug_assert!(st.acc.swap_bytes == 0.0 && st.acc.verify_extra_tokens == 0);
         self.begin_step(now, alloc);
-        Some((gap, &self.st.acc))
+        Some((gap, n, context))
     }
 
     /// The step just finished at `now` completed the sequences whose

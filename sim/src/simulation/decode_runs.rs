@@ -74,10 +74,14 @@ impl RunAhead {
         self.scheduled(SimTime(u64::MAX), event);
     }
 
-    /// Whether a step ending at `t` comes strictly before every event that
-    /// could reach its replica.
-    fn before_outside(&self, t: SimTime) -> bool {
-        self.enabled && t.0 < self.arrival.min(self.sample).min(self.report)
+    /// The instant before which a step comes strictly before every event
+    /// that could reach its replica (0 when runs may not step ahead).
+    fn outside(&self) -> u64 {
+        if self.enabled {
+            self.arrival.min(self.sample).min(self.report)
+        } else {
+            0
+        }
     }
 }
 
@@ -119,17 +123,28 @@ impl Simulation<'_> {
     /// general path runs). Returns false, having done nothing, for any
     /// other iteration end. The caller tells the router's view.
     pub(super) fn step_through(&mut self, r: usize, now: SimTime) -> bool {
-        let Some((gap, shape)) = self.replicas[r].run_step_through(now) else {
+        let Some(end) = self.hand_over(r, self.fleet.pool_of(r), now) else {
             return false;
         };
-        // Every sequence got its previous token when the last step ended.
-        self.itl.add(gap, shape.decode_seqs);
-        let cost = &self.costs[self.fleet.pool_of(r)];
-        let dt = cost
-            .iteration_time_with(shape, &mut self.step_terms[r])
-            .max(1);
-        self.run_step = Some(now.plus(dt));
+        self.run_step = Some(end);
         true
+    }
+
+    /// [`Self::step_through`] of replica `r` of `pool`, returning the next
+    /// step's end instead of keeping it aside (`continue_run`'s loop).
+    #[inline(always)]
+    fn hand_over(&mut self, r: usize, pool: usize, now: SimTime) -> Option<SimTime> {
+        let (gap, seqs, context) = self.replicas[r].run_step_through(now)?;
+        // Every sequence got its previous token when the last step ended.
+        self.itl.add(gap, seqs);
+        // Priced from the replica's kept terms when they are this sequence
+        // count's (a roofline's), without the call into the cost model.
+        let terms = &mut self.step_terms[r];
+        let dt = match terms.decode_step_time(seqs, context) {
+            Some(dt) => dt,
+            None => self.costs[pool].decode_step_time(seqs, context, terms),
+        };
+        Some(now.plus(dt.max(1)))
     }
 
     /// After replica `r`'s iteration ended at `now`: while its run's next
@@ -137,6 +152,11 @@ impl Simulation<'_> {
     /// ends here; otherwise it goes into the queue. `unobserved`: that
     /// iteration end was `step_through`'s, which leaves the router's view
     /// to be told here.
+    ///
+    /// Between two steps that only hand over (`hand_over`) nothing is
+    /// scheduled or popped, so the queue's next event and the times of the
+    /// events that could reach the replica are read again only after a step
+    /// that took the general path.
     pub(super) fn continue_run(
         &mut self,
         r: usize,
@@ -145,12 +165,14 @@ impl Simulation<'_> {
         end: &mut SimTime,
         mut unobserved: bool,
     ) -> Result<(), RunError> {
-        while let Some(t) = self.run_step.take() {
-            let queued_first = self.queue.peek_time().is_some_and(|q| q <= t);
-            let ahead = queued_first
-                && self.ahead.before_outside(t)
-                && !self.replicas[r].run_step_completes();
-            if (queued_first && !ahead) || deadline.is_some_and(|d| t > d) {
+        let pool = self.fleet.pool_of(r);
+        let deadline = deadline.map_or(u64::MAX, |d| d.0);
+        let mut next = self.run_step.take();
+        let (mut queued, mut outside) = (self.queue.peek_time(), self.ahead.outside());
+        while let Some(t) = next {
+            let queued_first = queued.is_some_and(|q| q <= t);
+            let ahead = queued_first && t.0 < outside && !self.replicas[r].run_step_completes();
+            if (queued_first && !ahead) || t.0 > deadline {
                 self.queue.schedule(t, Event::IterationEnd(r as u32));
                 break;
             }
@@ -165,7 +187,8 @@ impl Simulation<'_> {
             *end = (*end).max(t);
             // A step that only hands over to the next one: its end done
             // without the general path's dispatch, the router told once.
-            if self.step_through(r, t) {
+            next = self.hand_over(r, pool, t);
+            if next.is_some() {
                 unobserved = true;
                 continue;
             }
@@ -176,6 +199,8 @@ impl Simulation<'_> {
             // No life cycle here (`runs_inline`): nothing drains, so the
             // main loop's `fleet_after_iteration` has nothing to do.
             debug_assert!(self.life.is_none());
+            next = self.run_step.take();
+            (queued, outside) = (self.queue.peek_time(), self.ahead.outside());
         }
         // Nothing outside the replica looked at it between its steps (they
         // ended before every event that could), so the router's view needs
