@@ -134,7 +134,9 @@ impl GapLog {
             log_max: log_max.max(1),
             select_max: select_max.max(1),
             tally: vec![Tally::default(); BUCKETS].into_boxed_slice(),
-            log: Vec::new(),
+            // Its whole bound at once: batches of varied sizes would
+            // otherwise grow it past the bound (amortized growth rounds up).
+            log: Vec::with_capacity(log_max.clamp(1, LOG_MAX)),
             grouped: Vec::new(),
             bytes: Vec::new(),
             file: None,

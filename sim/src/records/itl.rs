@@ -375,6 +375,28 @@ mod tests {
     }
 
     #[test]
+    fn memory_stays_within_its_bound_with_the_default_limits() {
+        // Distinct gaps (bypassing the hot table) mixed with a repeated one
+        // (keeping it): several spills of the full log.
+        let mut h = ItlHistogram::default();
+        let mut all = Vec::new();
+        for i in 0..700_000u64 {
+            let mut pairs = vec![((i * 7919) % 1_000_003 * 1_000 + 1, 1 + (i % 3) as u32)];
+            if i % 5 == 0 {
+                pairs.push((5_000_000, 2));
+            }
+            h.add_all(&pairs);
+            all.extend_from_slice(&pairs);
+        }
+        assert!(h.gaps.spilled_runs() >= 2);
+        // The log (16 bytes an entry) and a spill's grouping (12) at their
+        // bound, and the rest (batch, hot table, tallies) well below 1 MiB.
+        let bound = LOG_MAX_DEFAULT * (16 + 12) + (1 << 20);
+        assert!(h.memory_bytes() <= bound, "{} > {bound}", h.memory_bytes());
+        assert_same(&h.dist(), &Dist::of_weighted(all));
+    }
+
+    #[test]
     fn memory_follows_distinct_gaps() {
         let mut h = ItlHistogram::default();
         for _ in 0..10_000 {
