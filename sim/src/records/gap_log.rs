@@ -15,7 +15,8 @@
 //! The entries themselves stay in an unsorted in-memory log of at most
 //! [`LOG_MAX`] entries (16 bytes each); past that the log is written to an
 //! anonymous temporary file as one run grouped by bucket (a counting sort,
-//! O(n), no comparisons), followed by the run's bucket offsets, so a bucket
+//! O(n), no comparisons, whose counts are kept as the entries are filed;
+//! 12 bytes an entry on disk), followed by the run's bucket offsets, so a bucket
 //! is one contiguous read per run. Nothing is merged, nothing is read back
 //! except the few buckets asked for, and memory stays bounded whatever the
 //! run's length. When a bucket holds more entries than [`SELECT_MAX`] the
@@ -35,7 +36,7 @@ pub const SUB_BITS: u32 = 6;
 pub const BUCKETS: usize = (65 - SUB_BITS as usize) << SUB_BITS;
 
 /// Entries held in memory before the log spills (16 bytes each: 4 MiB; a
-/// spill groups them into a second buffer of the same size).
+/// spill groups them into a second buffer of 12 bytes an entry: 3 MiB).
 pub const LOG_MAX: usize = 1 << 18;
 
 /// Entries a selection sorts at once; a bucket with more is narrowed first.
@@ -44,9 +45,9 @@ pub const SELECT_MAX: usize = 1 << 16;
 /// Bits a narrowing step splits a range into.
 const NARROW_BITS: u32 = 12;
 
-/// Bytes per entry, in memory and on disk (gap u64, tokens u32 and bucket
-/// u32, little-endian on disk).
-const ENTRY: usize = 16;
+/// Bytes per entry on disk (gap u64 and tokens u32, little-endian; the
+/// bucket is the run's bucket offsets' to tell).
+const ENTRY: usize = 12;
 
 /// Entries read from disk at a time during a selection.
 const READ: usize = 1 << 12;
@@ -54,13 +55,10 @@ const READ: usize = 1 << 12;
 /// The bucket of gap `v` (ascending in `v`).
 #[inline]
 pub fn bucket(v: u64) -> usize {
-    let e = 63 - (v | 1).leading_zeros();
-    if e < SUB_BITS {
-        v as usize
-    } else {
-        let shift = e - SUB_BITS;
-        ((shift as usize) << SUB_BITS) + (v >> shift) as usize
-    }
+    // Below 2^(SUB_BITS + 1) the shift is 0 and the bucket is `v` itself:
+    // one formula, no branch (gaps come in millions).
+    let shift = (63 - (v | 1).leading_zeros()).saturating_sub(SUB_BITS);
+    ((shift as usize) << SUB_BITS) + (v >> shift) as usize
 }
 
 /// The smallest gap of bucket `b` and log2 of the bucket's width.
@@ -73,13 +71,21 @@ fn bucket_range(b: usize) -> (u64, u32) {
     (mant << shift, shift)
 }
 
-/// One filed gap: tokens that waited `gap` ns, and the gap's bucket
-/// (computed once, when filed).
+/// One filed gap in memory: tokens that waited `gap` ns, and the gap's
+/// bucket (computed once, when filed, and used again by the spill).
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     gap: u64,
     tokens: u32,
     bucket: u32,
+}
+
+/// One bucket's tallies: its exact token weight, and its entries in the
+/// in-memory log (side by side: filing an entry updates both).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    weight: u64,
+    logged: u64,
 }
 
 /// A spilled run: where its entries start and how many (its bucket offsets
@@ -95,13 +101,16 @@ struct Run {
 pub struct GapLog {
     log_max: usize,
     select_max: usize,
-    /// Token weight per bucket (exact).
-    weights: Box<[u64]>,
+    /// Per bucket, its weight and its entries in `log` (counted as they are
+    /// filed, so that a spill starts from its offsets instead of a counting
+    /// pass).
+    tally: Box<[Tally]>,
     /// Entries not yet spilled, in the order they came.
     log: Vec<Entry>,
-    /// A spill's grouping buffer, kept for the next spill.
-    grouped: Vec<Entry>,
-    /// A spill's bytes on their way to disk.
+    /// A spill's entries grouped by bucket, already in their on-disk
+    /// bytes (kept for the next spill).
+    grouped: Vec<[u8; ENTRY]>,
+    /// A spill's bucket offsets on their way to disk.
     bytes: Vec<u8>,
     file: Option<File>,
     end: u64,
@@ -124,8 +133,10 @@ impl GapLog {
         GapLog {
             log_max: log_max.max(1),
             select_max: select_max.max(1),
-            weights: vec![0; BUCKETS].into_boxed_slice(),
-            log: Vec::new(),
+            tally: vec![Tally::default(); BUCKETS].into_boxed_slice(),
+            // Its whole bound at once: batches of varied sizes would
+            // otherwise grow it past the bound (amortized growth rounds up).
+            log: Vec::with_capacity(log_max.clamp(1, LOG_MAX)),
             grouped: Vec::new(),
             bytes: Vec::new(),
             file: None,
@@ -138,26 +149,49 @@ impl GapLog {
     /// Files `tokens` (> 0) tokens that waited `gap` ns.
     #[inline]
     pub fn push(&mut self, gap: u64, mut tokens: u64) {
-        let b = bucket(gap);
-        self.weights[b] += tokens;
         // More than 2^32 - 1 tokens on one gap since the last drain: several
         // entries (quantiles sum them).
         while tokens > u32::MAX as u64 {
-            self.file_entry(gap, u32::MAX, b);
+            self.file(gap, u32::MAX);
             tokens -= u32::MAX as u64;
         }
-        self.file_entry(gap, tokens as u32, b);
+        self.file(gap, tokens as u32);
     }
 
+    /// Files one entry: `tokens` (> 0) tokens that waited `gap` ns.
     #[inline]
-    fn file_entry(&mut self, gap: u64, tokens: u32, bucket: usize) {
-        self.log.push(Entry {
-            gap,
-            tokens,
-            bucket: bucket as u32,
-        });
-        if self.log.len() >= self.log_max {
-            self.spill();
+    fn file(&mut self, gap: u64, tokens: u32) {
+        self.file_all(&[(gap, tokens)], |_, _| {});
+    }
+
+    /// Files every (gap, tokens) pair (tokens > 0), calling `each` with each
+    /// pair as it goes. The inter-token histogram files a batch of pairs at
+    /// once (one per decode step), and this loop is its cost: the log has
+    /// room reserved for each stretch between spills, so that the loop body
+    /// makes no call and keeps its state in registers.
+    #[inline]
+    pub fn file_all(&mut self, pairs: &[(u64, u32)], mut each: impl FnMut(u64, u32)) {
+        let mut rest = pairs;
+        while !rest.is_empty() {
+            let room = self.log_max.saturating_sub(self.log.len()).max(1);
+            let (now, later) = rest.split_at(rest.len().min(room));
+            let tally = &mut self.tally;
+            self.log.extend(now.iter().map(|&(gap, tokens)| {
+                each(gap, tokens);
+                let b = bucket(gap);
+                let t = &mut tally[b];
+                t.weight += tokens as u64;
+                t.logged += 1;
+                Entry {
+                    gap,
+                    tokens,
+                    bucket: b as u32,
+                }
+            }));
+            if self.log.len() >= self.log_max {
+                self.spill();
+            }
+            rest = later;
         }
     }
 
@@ -168,8 +202,9 @@ impl GapLog {
 
     /// Bytes this structure holds in memory (its buffers' capacities).
     pub fn memory_bytes(&self) -> usize {
-        self.weights.len() * 8
-            + (self.log.capacity() + self.grouped.capacity()) * ENTRY
+        self.tally.len() * std::mem::size_of::<Tally>()
+            + self.log.capacity() * std::mem::size_of::<Entry>()
+            + self.grouped.capacity() * ENTRY
             + self.bytes.capacity()
             + self.runs.capacity() * std::mem::size_of::<Run>()
     }
@@ -185,24 +220,28 @@ impl GapLog {
     }
 
     /// Writes the log to disk as one run grouped by bucket.
+    #[inline(never)]
     fn spill(&mut self) {
         if self.log.is_empty() || self.error.is_some() {
             self.log.clear();
+            self.tally.iter_mut().for_each(|t| t.logged = 0);
             return;
         }
-        // Counting sort by bucket: offsets, then each entry at its place.
+        // Counting sort by bucket (the counts were kept as the entries were
+        // filed): offsets, then each entry's bytes at its place, so that the
+        // grouped buffer is written as it is.
         let mut offsets = vec![0u32; BUCKETS + 1];
-        for e in &self.log {
-            offsets[e.bucket as usize + 1] += 1;
+        for (b, t) in self.tally.iter_mut().enumerate() {
+            offsets[b + 1] = offsets[b] + t.logged as u32;
+            t.logged = 0;
         }
-        for b in 0..BUCKETS {
-            offsets[b + 1] += offsets[b];
-        }
-        self.grouped.resize(self.log.len(), Entry::default());
+        self.grouped.resize(self.log.len(), [0; ENTRY]);
         let mut next = offsets.clone();
-        for &e in &self.log {
+        for e in &self.log {
             let slot = &mut next[e.bucket as usize];
-            self.grouped[*slot as usize] = e;
+            let out = &mut self.grouped[*slot as usize];
+            out[..8].copy_from_slice(&e.gap.to_le_bytes());
+            out[8..].copy_from_slice(&e.tokens.to_le_bytes());
             *slot += 1;
         }
         let (grouped, bytes) = (&self.grouped, &mut self.bytes);
@@ -211,16 +250,7 @@ impl GapLog {
                 self.file = Some(tempfile::tempfile()?);
             }
             let f = self.file.as_mut().expect("just created");
-            bytes.resize(READ * ENTRY, 0);
-            for chunk in grouped.chunks(READ) {
-                let out = &mut bytes[..chunk.len() * ENTRY];
-                for (o, e) in out.chunks_exact_mut(ENTRY).zip(chunk) {
-                    o[..8].copy_from_slice(&e.gap.to_le_bytes());
-                    o[8..12].copy_from_slice(&e.tokens.to_le_bytes());
-                    o[12..].copy_from_slice(&e.bucket.to_le_bytes());
-                }
-                f.write_all(out)?;
-            }
+            f.write_all(grouped.as_flattened())?;
             bytes.clear();
             for o in &offsets {
                 bytes.extend_from_slice(&o.to_le_bytes());
@@ -243,6 +273,7 @@ impl GapLog {
         }
         self.log.clear();
     }
+
     /// Calls `f` with every entry of bucket `b` whose gap lies in
     /// [`lo`, `hi`] (memory and disk).
     fn scan(&mut self, b: usize, lo: u64, hi: u64, mut f: impl FnMut(u64, u64)) {
@@ -294,8 +325,8 @@ impl GapLog {
         let (mut b, mut below) = (0usize, 0u64);
         for (k, &t) in targets.iter().enumerate() {
             // The bucket whose cumulative weight first reaches t.
-            while b < BUCKETS && below + self.weights[b] < t {
-                below += self.weights[b];
+            while b < BUCKETS && below + self.tally[b].weight < t {
+                below += self.tally[b].weight;
                 b += 1;
             }
             if b == BUCKETS {

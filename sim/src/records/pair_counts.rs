@@ -98,8 +98,10 @@ impl PairCounts {
     /// taken; the table is empty after.
     pub fn drain(&mut self, mut f: impl FnMut(u64, u64)) {
         for &i in &self.used {
-            let s = std::mem::take(&mut self.slots[i as usize]);
+            // Only `tokens` marks a slot empty: the stale gap can stay.
+            let s = &mut self.slots[i as usize];
             f(s.gap, s.tokens);
+            s.tokens = 0;
         }
         self.used.clear();
     }
