@@ -9,8 +9,8 @@
 //! thread that owns the histogram and files them in the order they came, so
 //! the histogram, and every number read from it, is the same as filing
 //! them in place, at any thread count. Without a worker (sweeps, which keep
-//! every core busy with configurations, and tests) the buffer is filed in
-//! place when full.
+//! every core busy with configurations, and tests) the pairs go straight
+//! to the histogram.
 
 use crate::metrics::Dist;
 use crate::records::ItlHistogram;
@@ -54,7 +54,7 @@ pub struct ItlFeed {
 impl Default for ItlFeed {
     fn default() -> Self {
         ItlFeed {
-            buf: Vec::with_capacity(PAIRS),
+            buf: Vec::new(),
             hist: ItlHistogram::default(),
             worker: None,
         }
@@ -68,7 +68,7 @@ impl ItlFeed {
         if self.worker.is_some() {
             return Ok(());
         }
-        self.file_buffer();
+        self.buf.reserve_exact(PAIRS);
         let mut hist = std::mem::take(&mut self.hist);
         let (tx, rx) = mpsc::sync_channel::<Pairs>(QUEUED);
         let (back, empties) = mpsc::channel::<Pairs>();
@@ -95,6 +95,10 @@ impl ItlFeed {
     /// ignores them).
     #[inline]
     pub fn add(&mut self, gap: Nanos, w: u32) {
+        if self.worker.is_none() {
+            // In place, the histogram batches the pairs itself.
+            return self.hist.add(gap, w);
+        }
         if w > 0 {
             self.buf.push((gap, w));
             if self.buf.len() >= PAIRS {
@@ -111,7 +115,7 @@ impl ItlFeed {
         }
     }
 
-    /// Files the buffer here, or hands it to the worker.
+    /// Hands the full buffer to the worker.
     #[cold]
     fn hand_over(&mut self) {
         let Some(w) = &mut self.worker else {
