@@ -44,7 +44,7 @@ const MAX_TEXT: usize = 32;
 #[inline]
 fn digit_count(x: u64) -> usize {
     let bits = 64 - x.leading_zeros() as usize;
-    let t = bits * 1233 >> 12;
+    let t = (bits * 1233) >> 12;
     (t + (x >= POW10[t]) as usize).max(1)
 }
 
