@@ -107,16 +107,17 @@ impl Packed {
         // Most components of most requests are zero (a request meets few of
         // their causes): a bit per component says which follow, and the
         // zeros take neither bytes nor work on either side.
+        // The bits are filled in once the components are written (one pass).
+        let at = buf.len();
+        buf.extend_from_slice(&[0, 0]);
         let mut nonzero = 0u16;
         for (i, &ns) in attribution.ns.iter().enumerate() {
-            nonzero |= ((ns != 0) as u16) << i;
-        }
-        buf.extend_from_slice(&nonzero.to_le_bytes());
-        for ns in attribution.ns {
             if ns != 0 {
+                nonzero |= 1 << i;
                 put(buf, ns);
             }
         }
+        buf[at..at + 2].copy_from_slice(&nonzero.to_le_bytes());
         Packed {
             bytes: buf.as_slice().into(),
             status,
