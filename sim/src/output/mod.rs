@@ -157,9 +157,11 @@ fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Re
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
-    w: std::io::BufWriter<fs::File>,
-    /// The row being written.
-    row: Vec<u8>,
+    file: fs::File,
+    /// Rows not yet in the file (about [`RequestsCsv::FLUSH_AT`] bytes at
+    /// most): each row is formatted straight into it, where a `BufWriter`
+    /// would take a copy of each row from a buffer of its own.
+    pending: Vec<u8>,
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
@@ -169,6 +171,9 @@ pub struct RequestsCsv {
 }
 
 impl RequestsCsv {
+    /// Bytes of rows gathered before they are written to the file.
+    const FLUSH_AT: usize = 1 << 16;
+
     /// Starts `dir/requests.csv` (its temporary) with its header.
     /// `regions`: the fleet's region names, when it has regions.
     pub fn create(
@@ -181,8 +186,9 @@ impl RequestsCsv {
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
         let file = fs::File::create(&tmp)?;
         let mut out = RequestsCsv {
-            w: std::io::BufWriter::with_capacity(1 << 16, file),
-            row: Vec::new(),
+            file,
+            // Room for the last row past `FLUSH_AT` too (no reallocation).
+            pending: Vec::with_capacity(Self::FLUSH_AT + (1 << 12)),
             tmp,
             attribution,
             disagg,
@@ -190,22 +196,29 @@ impl RequestsCsv {
             regions,
         };
         let header = request_header(attribution, disagg, !out.regions.is_empty())?;
-        out.w.write_all(&header)?;
+        out.pending.extend_from_slice(&header);
         Ok(out)
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
-        self.row.clear();
         let (attribution, disagg) = (self.attribution, self.disagg);
-        request_row::push_request_row(&mut self.row, id, r, attribution, disagg, &self.regions);
-        self.w.write_all(&self.row)
+        request_row::push_request_row(&mut self.pending, id, r, attribution, disagg, &self.regions);
+        if self.pending.len() < Self::FLUSH_AT {
+            return Ok(());
+        }
+        // Cleared even when the write fails: the run reports the first
+        // error, and its rows are not kept.
+        let res = self.file.write_all(&self.pending);
+        self.pending.clear();
+        res
     }
 
-    /// Flushes, syncs and renames the file to `dir/requests.csv`.
+    /// Writes the rest, syncs and renames the file to `dir/requests.csv`.
     pub(crate) fn finish(mut self, dir: &Path) -> std::io::Result<()> {
-        self.w.flush()?;
-        self.w.get_ref().sync_all()?;
+        self.file.write_all(&self.pending)?;
+        self.pending.clear();
+        self.file.sync_all()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
         Ok(())

@@ -6,10 +6,9 @@
 //! when it holds a comma, a double quote, or a line break, with quotes
 //! doubled; rows end in `\n`); a test compares the two.
 
-use super::fast_fmt::{push_fixed, push_ns_as_ms, push_u64};
-use crate::attribution::Component;
+use super::fast_fmt::{push_fixed, push_ns_as_ms, push_ns_fixed, push_u64};
+use crate::attribution::{Component, N_COMPONENTS};
 use crate::request::{Request, Status};
-use crate::time::nanos_to_ms;
 
 /// Appends request `id`'s row, with its line end, to `buf`. `attribution`:
 /// the latency components (`attr_*` columns); `disagg`: the KV transfer
@@ -28,7 +27,8 @@ pub fn push_request_row<S: AsRef<str>>(
     };
     push_u64(buf, id);
     buf.push(b',');
-    push_fixed(buf, r.arrival.as_secs_f64(), 6);
+    // `arrival.as_secs_f64()` with six decimals.
+    push_ns_fixed::<9, 6>(buf, r.arrival.0);
     buf.push(b',');
     if r.replica != u32::MAX {
         push_u64(buf, r.replica as u64);
@@ -40,9 +40,9 @@ pub fn push_request_row<S: AsRef<str>>(
     buf.push(b',');
     push_u64(buf, r.generated as u64 * r.samples as u64);
     buf.push(b',');
-    push_field(buf, r.status.as_str());
+    push_plain(buf, r.status.as_str());
     buf.push(b',');
-    push_field(buf, reason);
+    push_plain(buf, reason);
     buf.push(b',');
     push_ms(buf, r.queue_wait());
     buf.push(b',');
@@ -75,10 +75,12 @@ pub fn push_request_row<S: AsRef<str>>(
     buf.push(b'\n');
 }
 
-/// Milliseconds with three decimals (nothing for `None`).
+/// Milliseconds with three decimals (nothing for `None`): the text of
+/// `time::nanos_to_ms` formatted `{:.3}`, from the integer nanoseconds.
+#[inline]
 fn push_ms(buf: &mut Vec<u8>, v: Option<u64>) {
     if let Some(x) = v {
-        push_fixed(buf, nanos_to_ms(x), 3);
+        push_ns_fixed::<6, 3>(buf, x);
     }
 }
 
@@ -86,19 +88,43 @@ fn push_ms(buf: &mut Vec<u8>, v: Option<u64>) {
 /// completed, those of TTFT when it has a first token but had not finished
 /// by the horizon, none otherwise (rejected, or still queued).
 fn push_components(buf: &mut Vec<u8>, r: &Request) {
-    let done = r.status == Status::Completed;
-    let first = r.first_token.is_some();
-    for c in Component::ALL {
-        buf.push(b',');
-        if done || (first && c.before_first_token()) {
-            push_ns_as_ms(buf, r.attribution.get(c));
+    // The components of TTFT come first (`Component::before_first_token`),
+    // so those written are a prefix of them.
+    let shown = if r.status == Status::Completed {
+        N_COMPONENTS
+    } else if r.first_token.is_some() {
+        Component::KvTransfer as usize
+    } else {
+        0
+    };
+    for &ns in &r.attribution.ns[..shown] {
+        if ns == 0 {
+            // Most components of most requests: the comma and the text at once.
+            buf.extend_from_slice(b",0.000000");
+        } else {
+            buf.push(b',');
+            push_ns_as_ms(buf, ns);
         }
     }
+    buf.extend_from_slice(&[b','; N_COMPONENTS][shown..]);
+}
+
+/// A text field known to need no quotes (a status or a reject reason: a
+/// test checks every one).
+#[inline]
+fn push_plain(buf: &mut Vec<u8>, f: &str) {
+    debug_assert!(!needs_quotes(f), "{f:?}");
+    buf.extend_from_slice(f.as_bytes());
+}
+
+/// Whether the `csv` crate quotes `f` (its `QuoteStyle::Necessary`).
+fn needs_quotes(f: &str) -> bool {
+    f.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
 }
 
 /// A text field, quoted as the `csv` crate quotes it when it must be.
 fn push_field(buf: &mut Vec<u8>, f: &str) {
-    if !f.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+    if !needs_quotes(f) {
         buf.extend_from_slice(f.as_bytes());
         return;
     }
@@ -115,8 +141,8 @@ fn push_field(buf: &mut Vec<u8>, f: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::N_COMPONENTS;
     use crate::request::RejectReason;
+    use crate::time::nanos_to_ms;
     use crate::time::SimTime;
     use proptest::prelude::*;
 
@@ -125,6 +151,42 @@ mod tests {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(fields).expect("in memory");
         w.into_inner().expect("in memory")
+    }
+
+    /// What the row's shortcuts rest on: statuses and reject reasons need
+    /// no quotes, and the components of TTFT are the first ones, in the
+    /// order of `Attribution::ns`.
+    #[test]
+    fn plain_fields_and_component_order() {
+        use RejectReason::*;
+        for s in [
+            Status::InFlight,
+            Status::Completed,
+            Status::Cancelled,
+            Status::Failed,
+        ] {
+            assert!(!needs_quotes(s.as_str()));
+        }
+        for x in [
+            ExceedsMaxModelLen,
+            PromptExceedsTokenBudget,
+            ExceedsKvCapacity,
+            RateLimited,
+            QueueFull,
+            ConcurrencyLimit,
+            Deadline,
+            ServerBusy,
+            ServerRefused,
+            NoReadyReplica,
+            ReplicaFailed,
+        ] {
+            assert!(!needs_quotes(x.as_str()));
+            assert!(!needs_quotes(Status::Rejected(x).as_str()));
+        }
+        for (i, c) in Component::ALL.into_iter().enumerate() {
+            assert_eq!(c as usize, i);
+            assert_eq!(c.before_first_token(), i < Component::KvTransfer as usize);
+        }
     }
 
     proptest! {
@@ -136,7 +198,7 @@ mod tests {
             t in proptest::array::uniform4(0u64..1 << 44),
             opt in 0u8..16,
             small in proptest::array::uniform6(0u32..100_000),
-            status in 0u8..3,
+            status in 0u8..5,
             ns in proptest::array::uniform15(0u64..1 << 40),
             region in "[a-z,\"\n\r ]{1,6}",
             attribution in any::<bool>(),
@@ -150,7 +212,7 @@ mod tests {
             r.preemptions = small[4];
             r.tenant = small[5];
             r.session = t[3];
-            r.status = [Status::InFlight, Status::Completed, Status::Rejected(RejectReason::QueueFull)][status as usize];
+            r.status = [Status::InFlight, Status::Completed, Status::Rejected(RejectReason::QueueFull), Status::Cancelled, Status::Failed][status as usize];
             r.attribution.ns = ns;
             let ms = |v: Option<u64>| v.map(|x| format!("{:.3}", nanos_to_ms(x))).unwrap_or_default();
             let mut want = vec![
