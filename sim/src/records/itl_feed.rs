@@ -42,23 +42,13 @@ struct Worker {
 /// Inter-token (gap, tokens) pairs on their way to the run's
 /// [`ItlHistogram`], filed in place or on a worker thread
 /// ([`ItlFeed::start_worker`]); see the module comment.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ItlFeed {
     /// Pairs not yet filed or handed over, in the order they came.
     buf: Pairs,
     /// The histogram (its placeholder while a worker holds it).
     hist: ItlHistogram,
     worker: Option<Worker>,
-}
-
-impl Default for ItlFeed {
-    fn default() -> Self {
-        ItlFeed {
-            buf: Vec::new(),
-            hist: ItlHistogram::default(),
-            worker: None,
-        }
-    }
 }
 
 impl ItlFeed {
