@@ -42,24 +42,33 @@ struct Worker {
 /// Inter-token (gap, tokens) pairs on their way to the run's
 /// [`ItlHistogram`], filed in place or on a worker thread
 /// ([`ItlFeed::start_worker`]); see the module comment.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ItlFeed {
-    /// Pairs not yet filed or handed over, in the order they came.
+    /// Pairs not yet handed over, in the order they came.
     buf: Pairs,
-    /// The histogram (its placeholder while a worker holds it).
-    hist: ItlHistogram,
+    /// The histogram, when no worker holds it.
+    hist: Option<ItlHistogram>,
     worker: Option<Worker>,
+}
+
+impl Default for ItlFeed {
+    fn default() -> Self {
+        ItlFeed {
+            buf: Vec::new(),
+            hist: Some(ItlHistogram::default()),
+            worker: None,
+        }
+    }
 }
 
 impl ItlFeed {
     /// Files the pairs on a worker thread from now on (a no-op when one
     /// runs already).
     pub fn start_worker(&mut self) -> std::io::Result<()> {
-        if self.worker.is_some() {
+        let Some(mut hist) = self.hist.take() else {
             return Ok(());
-        }
+        };
         self.buf.reserve_exact(PAIRS);
-        let mut hist = std::mem::take(&mut self.hist);
         let (tx, rx) = mpsc::sync_channel::<Pairs>(QUEUED);
         let (back, empties) = mpsc::channel::<Pairs>();
         let handle = std::thread::Builder::new()
@@ -85,9 +94,9 @@ impl ItlFeed {
     /// ignores them).
     #[inline]
     pub fn add(&mut self, gap: Nanos, w: u32) {
-        if self.worker.is_none() {
+        if let Some(h) = &mut self.hist {
             // In place, the histogram batches the pairs itself.
-            return self.hist.add(gap, w);
+            return h.add(gap, w);
         }
         if w > 0 {
             self.buf.push((gap, w));
@@ -109,7 +118,7 @@ impl ItlFeed {
     #[cold]
     fn hand_over(&mut self) {
         let Some(w) = &mut self.worker else {
-            return self.file_buffer();
+            return;
         };
         let fresh = w
             .empties
@@ -122,11 +131,6 @@ impl ItlFeed {
         }
     }
 
-    fn file_buffer(&mut self) {
-        self.hist.add_all(&self.buf);
-        self.buf.clear();
-    }
-
     /// Waits for the worker to file everything handed to it and takes the
     /// histogram back (a panic on the worker resumes here).
     fn join(&mut self) {
@@ -136,24 +140,26 @@ impl ItlFeed {
             }
             if let Some(h) = w.handle.take() {
                 match h.join() {
-                    Ok(hist) => self.hist = hist,
+                    Ok(hist) => self.hist = Some(hist),
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             }
         }
-        self.file_buffer();
     }
 
     /// The distribution of every pair added (see [`ItlHistogram::dist`]);
     /// waits for the worker first.
     pub fn dist(&mut self) -> Dist {
         self.join();
-        self.hist.dist()
+        self.hist
+            .as_mut()
+            .map(ItlHistogram::dist)
+            .unwrap_or_default()
     }
 
     /// The first error spilling gaps to disk (complete after [`Self::dist`]).
     pub fn error(&self) -> Option<&str> {
-        self.hist.error()
+        self.hist.as_ref().and_then(ItlHistogram::error)
     }
 }
 
