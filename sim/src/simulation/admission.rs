@@ -1,0 +1,152 @@
+//! A request's way in: the next arrival from the source, the checks that
+//! reject it at once (it can never be served, or its tenant turns it
+//! away), its block hashes in the engine's block size, routing, and its
+//! place in the chosen replica's waiting queue.
+
+use super::*;
+use crate::kv::prefix_cache::engine_block_hashes;
+
+impl Simulation<'_> {
+    /// Why a request can never be served, if so. Replicas are identical, so
+    /// this is decided once, at arrival.
+    pub(super) fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
+        if !self.scenario.pools.is_empty() {
+            // It must fit every pool it may meet (pools are few).
+            return self.scenario.pools.iter().find_map(|p| {
+                let splits = self.replicas[p.first as usize].splits_prefills();
+                unservable(&p.scenario, spec.prompt_tokens, spec.output_tokens, splits)
+            });
+        }
+        unservable(
+            self.scenario,
+            spec.prompt_tokens,
+            spec.output_tokens,
+            self.replicas[0].splits_prefills(),
+        )
+        .or_else(|| {
+            let (p, o, n) = (spec.prompt_tokens, spec.output_tokens, spec.samples);
+            crate::replica::fork::exceeds_kv(self.scenario, p, o, n)
+                .then_some(RejectReason::ExceedsKvCapacity)
+        })
+    }
+
+    pub(super) fn on_arrival(&mut self, now: SimTime) {
+        let Some(spec) = self.pending.take() else {
+            return;
+        };
+        // Follow-ups may have used up the horizon since this was scheduled.
+        if self.slab.arrived >= self.max_requests {
+            return;
+        }
+        self.admit(spec, now);
+        if self.slab.arrived < self.max_requests {
+            if let Some(next) = self.source.next_request() {
+                if self.deadline.is_none_or(|d| next.arrival <= d) {
+                    self.queue.schedule(next.arrival.max(now), Event::Arrival);
+                    self.ahead.scheduled(next.arrival.max(now), &Event::Arrival);
+                    self.pending = Some(next);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_follow_up(&mut self, slot: u32, now: SimTime) {
+        let spec = self.deferred[slot as usize]
+            .take()
+            .expect("deferred request");
+        self.deferred_free.push(slot);
+        if self.slab.arrived < self.max_requests {
+            self.admit(spec, now);
+        }
+    }
+
+    /// A request enters the system: rejected at once if it can never be
+    /// served, otherwise routed and queued.
+    pub(super) fn admit(&mut self, spec: RequestSpec, now: SimTime) {
+        let id = self.next_slot();
+        let pool = self.canary_split(self.slab.arrived, &spec);
+        let reason = self
+            .rejection_in(pool, &spec)
+            .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
+        let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
+        let mut req = Request::from_spec(spec);
+        if self.scenario.file.engine.prefix_caching {
+            // The cache works in engine blocks; the workload's hashes may use
+            // another block size (Mooncake: 512 tokens), or be derived
+            // already (`read_ahead`). A rejected request's are never looked
+            // up (emptied below), so they are not derived.
+            let bs = self.scenario.file.engine.block_size;
+            if reason.is_some() {
+                req.prefix_hashes = Vec::new();
+            } else {
+                in_engine_blocks(&mut req, bs);
+            }
+            req.hash_block_tokens = bs;
+        }
+        if reason.is_none() {
+            if let Some(at) = self.region_overflow(&req, id, now) {
+                self.put(id, req);
+                self.queue.schedule(at, Event::Overflow);
+                return;
+            }
+        }
+        match reason {
+            Some(reason) => {
+                // A rejected request's block hashes are never looked up.
+                req.prefix_hashes = Vec::new();
+                req.status = Status::Rejected(reason);
+                req.finished = Some(now);
+                self.put(id, req);
+                self.canary_rejected(pool);
+                match retry {
+                    Some((at, slot)) => {
+                        self.queue.schedule(at, Event::Retry(slot));
+                        self.release(id);
+                    }
+                    None => self.request_ended(id, now, false, false),
+                }
+            }
+            None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
+                self.put(id, req);
+                self.place(id, now);
+            }
+            None => {
+                let r = match pool {
+                    Some(p) => self.fleet.route_in(p, &req),
+                    None => self.fleet.route(&mut req, &mut self.replicas),
+                };
+                self.put(id, req);
+                self.queue_on(r, id, now);
+            }
+        }
+    }
+
+    /// Queues request `id` (already routed to replica `r`) there, starts the
+    /// replica if it is idle and tells the router's view: every way into a
+    /// replica (arrival, a life-cycle placement, an overflow from another
+    /// region) ends here.
+    pub(super) fn queue_on(&mut self, r: usize, id: RequestId, now: SimTime) {
+        let req = &mut self.requests[id as usize];
+        req.replica = r as u32;
+        let waiting = Tenancy::waiting(id, req);
+        self.replicas[r].enqueue_waiting(waiting);
+        if !self.replicas[r].is_busy() {
+            self.start_iteration(r, now);
+        }
+        self.fleet.observe(r, &self.replicas[r]);
+    }
+}
+
+/// Turns `req`'s block hashes into hashes of the engine's `bs`-token blocks
+/// covering its prompt and output (`engine_block_hashes`); hashes already
+/// of that size are cut to that length in place, as the derivation would.
+fn in_engine_blocks(req: &mut Request, bs: u32) {
+    let covered = req.prompt_tokens + req.output_tokens;
+    if req.hash_block_tokens == bs {
+        let full = (req.prefix_hashes.len() as u64 * bs as u64).min(covered as u64) / bs as u64;
+        req.prefix_hashes.truncate(full as usize);
+    } else {
+        let hashes = std::mem::take(&mut req.prefix_hashes);
+        req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+    }
+}
