@@ -469,10 +469,6 @@ impl CostModel for Roofline {
         Roofline::iteration_time_with(self, b, terms)
     }
 
-    fn decode_step_time(&self, seqs: u32, context: u64, terms: &mut StepTerms) -> Nanos {
-        Roofline::decode_step_time(self, seqs, context, terms)
-    }
-
     fn source(&self) -> String {
         format!(
             "roofline over the {} spec ({} runtime): {}",

@@ -135,21 +135,6 @@ impl Roofline {
         terms.price(b.swap_bytes / self.pcie_bw, b.decode_context_tokens)
     }
 
-    /// [`Self::iteration_time_with`] of the decode-only shape of `seqs`
-    /// sequences over `context` tokens that swaps nothing (see
-    /// [`StepTerms::decode_step_time`]).
-    pub fn decode_step_time(&self, seqs: u32, context: u64, terms: &mut StepTerms) -> Nanos {
-        if let Some(ns) = terms.decode_step_time(seqs, context) {
-            return ns;
-        }
-        let b = BatchShape {
-            decode_seqs: seqs,
-            decode_context_tokens: context,
-            ..BatchShape::default()
-        };
-        self.iteration_time_with(&b, terms)
-    }
-
     /// Keeps the terms of decode-only shape `b` that depend on its sequence
     /// count alone. Once per sequence count: out of line, and off the steps'
     /// path.
