@@ -79,7 +79,8 @@ impl Simulation<'_> {
             if reason.is_some() {
                 req.prefix_hashes = Vec::new();
             } else {
-                in_engine_blocks(&mut req, bs);
+                let covered = req.prompt_tokens + req.output_tokens;
+                in_engine_blocks(&mut req.prefix_hashes, req.hash_block_tokens, bs, covered);
             }
             req.hash_block_tokens = bs;
         }
@@ -137,16 +138,16 @@ impl Simulation<'_> {
     }
 }
 
-/// Turns `req`'s block hashes into hashes of the engine's `bs`-token blocks
-/// covering its prompt and output (`engine_block_hashes`); hashes already
-/// of that size are cut to that length in place, as the derivation would.
-fn in_engine_blocks(req: &mut Request, bs: u32) {
-    let covered = req.prompt_tokens + req.output_tokens;
-    if req.hash_block_tokens == bs {
-        let full = (req.prefix_hashes.len() as u64 * bs as u64).min(covered as u64) / bs as u64;
-        req.prefix_hashes.truncate(full as usize);
+/// Turns `hashes` of `hash_block`-token blocks into hashes of the engine's
+/// `bs`-token blocks covering the first `covered` tokens
+/// (`engine_block_hashes`); hashes already of that size are cut to that
+/// length in place, as the derivation would. At admission, and ahead of it
+/// on the trace's reader thread (`read_ahead`).
+pub(super) fn in_engine_blocks(hashes: &mut Vec<u64>, hash_block: u32, bs: u32, covered: u32) {
+    if hash_block == bs {
+        let full = (hashes.len() as u64 * bs as u64).min(covered as u64) / bs as u64;
+        hashes.truncate(full as usize);
     } else {
-        let hashes = std::mem::take(&mut req.prefix_hashes);
-        req.prefix_hashes = engine_block_hashes(&hashes, req.hash_block_tokens, bs, covered);
+        *hashes = engine_block_hashes(hashes, hash_block, bs, covered);
     }
 }

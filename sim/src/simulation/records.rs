@@ -151,8 +151,8 @@ impl<'a> Simulation<'a> {
             move |spec| {
                 if let Some(bs) = caching {
                     let covered = spec.prompt_tokens + spec.output_tokens;
-                    spec.prefix_hashes = crate::kv::prefix_cache::engine_block_hashes(
-                        &spec.prefix_hashes,
+                    super::admission::in_engine_blocks(
+                        &mut spec.prefix_hashes,
                         spec.hash_block_tokens,
                         bs,
                         covered,
