@@ -43,8 +43,8 @@ impl Replica {
         self.st
             .running
             .iter()
-            .find(|s| s.id == id)
-            .map(|s| s.generated + self.run_tokens())
+            .position(|s| s.id == id)
+            .map(|i| self.run_generated(i))
     }
 }
 

@@ -56,7 +56,7 @@
 //! all of it off; a test runs every example scenario both ways and compares
 //! the files byte for byte.
 
-use super::{attribution, IterationOutcome, Replica, TokenGaps};
+use super::{attribution, IterationOutcome, Replica, RunningSeq, TokenGaps};
 use crate::cost::BatchShape;
 use crate::request::{Request, RequestId};
 use crate::time::SimTime;
@@ -68,28 +68,33 @@ pub struct DecodeRun {
     enabled: bool,
     /// A run is in progress: the running sequences' token counts and blocks
     /// are those of its start.
-    active: bool,
+    pub(super) active: bool,
     /// Steps formed and finished so far in this run.
-    formed: u32,
-    finished: u32,
+    pub(super) formed: u32,
+    pub(super) finished: u32,
     /// `formed` modulo the block size: the slot of `hist` whose sequences
     /// need a block at the next step (kept, not divided out, each step).
     phase: u32,
     /// The step at which the next sequences complete: the least
     /// `remaining()` among the sequences still in the run.
-    next_leave: u32,
+    pub(super) next_leave: u32,
     /// Decoding sequences.
-    n: u32,
+    pub(super) n: u32,
     /// Σ (context + 1) over the sequences at the first step.
-    ctx1: u64,
+    pub(super) ctx1: u64,
     /// When the last finished step ended (every sequence's last token).
     last_end: u64,
     /// Sequences by free KV slots at the start (`d_i`, below a block).
-    hist: Vec<u32>,
+    pub(super) hist: Vec<u32>,
     /// Steps taken in closed form over the replica's life (for tests).
     steps: u64,
     /// Sequences that completed inside a run over the replica's life.
     leaves: u64,
+    /// Sequences admitted into the step in progress (`run_join`): the last
+    /// `joining` of the running batch, not yet in the run's sums.
+    pub(super) joining: u32,
+    /// Steps that admitted beside the run, over the replica's life.
+    pub(super) joins: u64,
 }
 
 impl Replica {
@@ -117,18 +122,24 @@ impl Replica {
     /// end retires them, so it must keep its place among other replicas'
     /// events: records, freed slots and follow-ups go in event order).
     pub fn run_step_completes(&self) -> bool {
-        self.run.active && self.run.formed == self.run.next_leave
+        self.run.active && (self.run.formed == self.run.next_leave || self.run.joining > 0)
     }
 
-    /// Whether nothing but the running sequences can take part in the next
-    /// step: no request waits, none is swapped out or arriving by KV
-    /// transfer, and the replica's setup keeps steps a function of the
-    /// shape alone.
+    /// Steps that admitted requests beside a run so far (`run_join`).
+    pub fn decode_run_joins(&self) -> u64 {
+        self.run.joins
+    }
+
+    /// Whether nothing but the running sequences, and requests the policy
+    /// admits beside them (`run_join`), can take part in the next step: a
+    /// waiting request is admitted by a policy that decodes first and never
+    /// preempts for it, none is swapped out or arriving by KV transfer, and
+    /// the replica's setup keeps steps a function of the shape alone.
     #[inline]
     fn run_possible(&self, now: SimTime) -> bool {
         let st = &self.st;
         self.run.enabled
-            && st.waiting.is_empty()
+            && (st.waiting.is_empty() || self.admits_in_runs && !st.waiting.preempts())
             && st.swapped.is_empty()
             && st.handoff.arrived.is_empty()
             && !st.running.is_empty()
@@ -202,6 +213,9 @@ impl Replica {
             self.end_decode_run();
             return None;
         }
+        if !self.st.waiting.is_empty() {
+            return Some(self.form_joining_step(now, reqs, alloc));
+        }
         Some(self.form_plain_step(now, reqs, alloc))
     }
 
@@ -215,7 +229,10 @@ impl Replica {
         // ended at `now`): the rest of the shape is zero.
         let shape = BatchShape {
             decode_seqs: n,
-            decode_context_tokens: self.run.ctx1 + n as u64 * self.run.formed as u64,
+            decode_context_tokens: self
+                .run
+                .ctx1
+                .wrapping_add(n as u64 * self.run.formed as u64),
             ..BatchShape::default()
         };
         let st = &mut self.st;
@@ -233,18 +250,34 @@ impl Replica {
     /// evicts, see `make_free`), the iteration started and counted.
     #[inline]
     fn begin_step(&mut self, now: SimTime, alloc: u64) {
+        self.take_step_blocks(alloc);
+        // `acc` is the run's shape: `n` decodes, as many sequences and tokens.
+        let n = self.run.n as u64;
+        debug_assert!(self.st.acc.seqs() as u64 == n && self.st.acc.tokens() == n);
+        self.count_step(now, n, n);
+    }
+
+    /// The decodes' part of a run step's formation: no swap, no preemption,
+    /// its `alloc` blocks taken (free blocks cover them, so none evicts).
+    #[inline]
+    pub(super) fn take_step_blocks(&mut self, alloc: u64) {
         let st = &mut self.st;
         st.swap_blocks = 0;
         st.preempted_now = false;
         let granted = st.kv.allocate(alloc);
         debug_assert!(granted);
+    }
+
+    /// A run step of `seqs` sequences and `tokens` tokens starts at `now`:
+    /// counted, and the run's step counters advanced.
+    #[inline]
+    pub(super) fn count_step(&mut self, now: SimTime, seqs: u64, tokens: u64) {
         self.iteration_start = Some(now);
-        // `acc` is the run's shape: `n` decodes, as many sequences and tokens.
+        let st = &self.st;
         let run = &mut self.run;
-        debug_assert!(st.acc.seqs() == run.n && st.acc.tokens() == run.n as u64);
         self.stats.iterations += 1;
-        self.stats.batch_seqs += run.n as u64;
-        self.stats.batch_tokens += run.n as u64;
+        self.stats.batch_seqs += seqs;
+        self.stats.batch_tokens += tokens;
         run.formed += 1;
         run.phase += 1;
         if run.phase == st.cfg.block_size {
@@ -269,6 +302,9 @@ impl Replica {
         let duration = self.finish_plain_step(now, gaps);
         if self.run.finished == self.run.next_leave {
             self.leave_run(now, reqs, completed);
+        }
+        if self.run.joining > 0 {
+            self.finish_joiners(now, reqs, completed, gaps);
         }
         Some(IterationOutcome {
             duration,
@@ -321,7 +357,11 @@ impl Replica {
     #[inline(always)]
     pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, u32, u64)> {
         let run = &self.run;
-        if !run.active || run.formed != run.finished + 1 || run.formed == run.next_leave {
+        if !run.active
+            || run.formed != run.finished + 1
+            || run.formed == run.next_leave
+            || run.joining > 0
+        {
             return None;
         }
         // The rest of `run_possible` held when the run started and cannot
@@ -344,7 +384,9 @@ impl Replica {
         // or here): `acc` is its shape, which only the context changes.
         let (n, context) = (
             self.run.n,
-            self.run.ctx1 + self.run.n as u64 * self.run.formed as u64,
+            self.run
+                .ctx1
+                .wrapping_add(self.run.n as u64 * self.run.formed as u64),
         );
         st.acc.decode_context_tokens = context;
         debug_assert!(st.acc.decode_seqs == n && st.acc.prefill_tokens == 0);
@@ -368,26 +410,32 @@ impl Replica {
         let bs = st.cfg.block_size;
         let mut running = std::mem::take(&mut st.running);
         let mut next = u32::MAX;
+        // The run's members: the sequences admitted beside this step
+        // (`joining`, at the end) are not in its sums yet.
+        let mut members = running.len() - run.joining as usize;
         let mut i = 0;
-        while i < running.len() {
-            let rem = running[i].remaining();
-            if rem != j {
-                next = next.min(rem);
+        while i < members {
+            let leaves_at = running[i].run_leave_step();
+            if leaves_at != j {
+                next = next.min(leaves_at);
                 i += 1;
                 continue;
             }
             // Usually one sequence leaves a step: shifting the tail down
             // (a `memmove`) is cheaper than compacting element by element.
             let mut s = running.remove(i);
+            members -= 1;
+            let steps = j - s.run_base;
             if !s.reserved {
-                run.hist[(s.capacity(bs) - s.kv_tokens) as usize] -= 1;
-                let need = (s.kv_tokens + j).div_ceil(bs) - s.shared;
+                run.hist[s.run_block_phase(bs)] -= 1;
+                let need = (s.kv_tokens + steps).div_ceil(bs) - s.shared;
                 s.blocks = s.blocks.max(need);
             }
             run.n -= 1;
-            run.ctx1 -= s.kv_tokens as u64 + 1;
-            s.kv_tokens += j;
-            s.generated += j;
+            run.ctx1 = run.ctx1.wrapping_sub(s.run_context_base());
+            s.kv_tokens += steps;
+            s.generated += steps;
+            s.run_base = 0;
             s.last_token = now.0;
             super::mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);
             completed.push(s.id);
@@ -411,7 +459,13 @@ impl Replica {
         run.active = false;
         let (done, formed) = (run.finished, run.formed);
         let bs = self.st.cfg.block_size;
-        for s in &mut self.st.running {
+        // Sequences admitted beside the step in progress stay as the policy
+        // left them: not in the run, their prefill chunk marked.
+        let members = self.st.running.len() - run.joining as usize;
+        run.joining = 0;
+        for s in &mut self.st.running[..members] {
+            let (done, formed) = (done - s.run_base, formed - s.run_base);
+            s.run_base = 0;
             // Only a sequence whose tokens outgrew its blocks took more (no
             // division for the others: runs are mostly shorter than a block).
             if !s.reserved && s.kv_tokens + formed > s.capacity(bs) {
@@ -426,13 +480,44 @@ impl Replica {
         }
     }
 
-    /// Tokens the run has added to each sequence so far (0 outside a run).
-    pub(super) fn run_tokens(&self) -> u32 {
-        if self.run.active {
-            self.run.finished
+    /// Tokens running sequence `i` has generated so far, counting those the
+    /// run has added since it joined (none outside a run, nor for one
+    /// admitted beside the step in progress).
+    pub(super) fn run_generated(&self, i: usize) -> u32 {
+        let s = &self.st.running[i];
+        let members = self.st.running.len() - self.run.joining as usize;
+        if self.run.active && i < members {
+            s.generated + self.run.finished - s.run_base
         } else {
-            0
+            s.generated
         }
+    }
+}
+
+/// A run member's place in the run's closed form: its `kv_tokens` and
+/// `generated` are as of the step it joined after (`run_base`), and the run
+/// has added one token per step since.
+impl RunningSeq {
+    /// The run step at whose end this member gives its last token.
+    #[inline]
+    pub(super) fn run_leave_step(&self) -> u32 {
+        self.remaining() + self.run_base
+    }
+
+    /// Its slot in the run's histogram: it needs a block at step `j` when
+    /// `(j - 1) mod block_size` is this (its free slots when it joined,
+    /// shifted by the steps before).
+    #[inline]
+    pub(super) fn run_block_phase(&self, block_size: u32) -> usize {
+        ((self.capacity(block_size) - self.kv_tokens + self.run_base) % block_size) as usize
+    }
+
+    /// Its term of the run's context sum: its context at step `j` is this
+    /// plus `j - 1`. Wraps for a sequence that joined after more steps than
+    /// it had tokens (the sum is right modulo 2^64, and so exact).
+    #[inline]
+    pub(super) fn run_context_base(&self) -> u64 {
+        (self.kv_tokens as u64 + 1).wrapping_sub(self.run_base as u64)
     }
 }
 
@@ -502,6 +587,9 @@ mod tests {
                 steps * 3 > b.len() as u64,
                 "most steps closed-form: {steps}"
             );
+            for (k, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(x, y, "line {k}: block size {bs}, {blocks} blocks");
+            }
             assert_eq!(a, b, "block size {bs}, {blocks} blocks");
             for (x, y) in ra.iter().zip(&rb) {
                 assert_eq!(format!("{x:?}"), format!("{y:?}"));

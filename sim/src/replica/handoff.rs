@@ -154,6 +154,7 @@ impl Replica {
             // Parallel samples fork after the prompt, on the decode side.
             samples: r.samples,
             fork_tokens: r.prompt_tokens,
+            run_base: 0,
         });
         true
     }

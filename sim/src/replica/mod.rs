@@ -17,6 +17,7 @@ pub mod decode_run;
 pub mod fork;
 pub mod handoff;
 pub mod policy;
+mod run_join;
 mod sched;
 pub mod speculative;
 mod waiting;
@@ -115,6 +116,9 @@ pub struct Replica {
     /// life: asked after every iteration, where the virtual call cost more
     /// than the answer.
     keeps_done: bool,
+    /// `policy.admits_beside_decodes()`, likewise fixed: whether decode
+    /// runs admit waiting requests without ending (`run_join`).
+    admits_in_runs: bool,
     speculation: Option<Speculation>,
     /// Start of the iteration in progress, if any.
     iteration_start: Option<SimTime>,
@@ -173,6 +177,7 @@ impl Replica {
         Replica {
             id,
             keeps_done: policy.keeps_finished_until_batch_ends(),
+            admits_in_runs: policy.admits_beside_decodes(),
             st: SchedState::new(
                 cfg,
                 kv_blocks,

@@ -37,6 +37,11 @@ pub struct RunningSeq {
     /// Where the samples' tokens start to differ: the prompt length
     /// (`fork`).
     pub fork_tokens: u32,
+    /// In a decode run (`decode_run`): the run step after which this
+    /// sequence joined it (0 for those there at the run's start). Its
+    /// `kv_tokens` and `generated` are as of then; the run has since added
+    /// one token per step. 0 outside a run.
+    pub run_base: u32,
 }
 
 impl RunningSeq {
@@ -682,6 +687,7 @@ impl SchedState {
             last_token: 0,
             samples,
             fork_tokens,
+            run_base: 0,
         };
         self.running.push(s);
         self.contribute(&s);

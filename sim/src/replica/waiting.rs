@@ -20,6 +20,8 @@ pub struct WaitingQueue {
     len: usize,
     /// `order.charges_decode()`, fixed for a policy's life.
     charges_decode: bool,
+    /// `order.preempts()`, likewise.
+    preempts: bool,
 }
 
 impl Default for WaitingQueue {
@@ -30,6 +32,7 @@ impl Default for WaitingQueue {
             tokens: 0,
             len: 0,
             charges_decode: false,
+            preempts: false,
         }
     }
 }
@@ -47,7 +50,13 @@ impl WaitingQueue {
     pub(super) fn set_order(&mut self, order: Box<dyn FairnessPolicy>) {
         debug_assert!(self.is_empty() && order.is_empty());
         self.charges_decode = order.charges_decode();
+        self.preempts = order.preempts();
         self.order = order;
+    }
+    /// Whether a head that does not fit may preempt running sequences.
+    #[inline]
+    pub fn preempts(&self) -> bool {
+        self.preempts
     }
     /// Whether the order's policy is told of decoded tokens.
     #[inline]

@@ -40,6 +40,31 @@ pub trait BatchPolicy: Send {
     fn keeps_finished_until_batch_ends(&self) -> bool {
         false
     }
+
+    /// Whether [`Self::admit_beside_decodes`] decides an iteration the way
+    /// [`Self::schedule`] does when every running sequence decodes: a
+    /// policy that schedules its decodes first and then admits from the
+    /// waiting queue with what is left of the budget (Orca's
+    /// iteration-level scheduling as vLLM and Sarathi-Serve run it). Decode
+    /// runs (`replica::decode_run`) then admit without ending.
+    fn admits_beside_decodes(&self) -> bool {
+        false
+    }
+
+    /// The admissions [`Self::schedule`] would make at `now` after
+    /// `decodes` running sequences were each given a decode (and its KV
+    /// slot) without preempting anything, none being swapped out or
+    /// prefilling: the caller has done the decodes' part in closed form.
+    /// Only called when [`Self::admits_beside_decodes`].
+    fn admit_beside_decodes(
+        &mut self,
+        _st: &mut SchedState,
+        _decodes: u64,
+        _now: SimTime,
+        _reqs: &mut [Request],
+    ) {
+        unreachable!("the policy does not admit beside decode runs")
+    }
 }
 
 /// The policy a scenario names.

@@ -48,21 +48,43 @@ impl BatchPolicy for Sarathi {
 
         // Then admit new prompts with the remaining budget.
         if st.swapped.is_empty() {
-            while budget > 0 {
-                let Some(n) = st.head_prefill_tokens(reqs) else {
-                    break;
-                };
-                let chunk = (n as u64).min(budget) as u32;
-                if !st.admit_head(chunk, false, now, reqs) {
-                    break;
-                }
-                budget -= chunk as u64;
-            }
+            admit_chunks(st, budget, now, reqs);
         }
         st.shape(None)
     }
 
+    fn admits_beside_decodes(&self) -> bool {
+        true
+    }
+
+    /// With nothing prefilling, `schedule`'s continuing chunks are none:
+    /// what is left of the budget after the decodes goes to new prompts.
+    fn admit_beside_decodes(
+        &mut self,
+        st: &mut SchedState,
+        decodes: u64,
+        now: SimTime,
+        reqs: &mut [Request],
+    ) {
+        let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
+        admit_chunks(st, budget, now, reqs);
+    }
+
     fn splits_prefills(&self) -> bool {
         true
+    }
+}
+
+/// Admits new prompts FCFS, each with a chunk of what is left of `budget`.
+fn admit_chunks(st: &mut SchedState, mut budget: u64, now: SimTime, reqs: &mut [Request]) {
+    while budget > 0 {
+        let Some(n) = st.head_prefill_tokens(reqs) else {
+            break;
+        };
+        let chunk = (n as u64).min(budget) as u32;
+        if !st.admit_head(chunk, false, now, reqs) {
+            break;
+        }
+        budget -= chunk as u64;
     }
 }

@@ -83,6 +83,11 @@ pub trait FairnessPolicy: Send {
     fn preemption_level(&self, _tenant: u32) -> Option<i64> {
         None
     }
+    /// Whether [`Self::preemption_level`] is ever `Some`: a head that
+    /// cannot be admitted may preempt running sequences.
+    fn preempts(&self) -> bool {
+        false
+    }
     /// Whether decoded tokens matter to the policy (saves the replica a
     /// lookup per sequence per iteration when they do not).
     fn charges_decode(&self) -> bool {

@@ -77,6 +77,9 @@ impl FairnessPolicy for Priority {
     fn preemption_level(&self, tenant: u32) -> Option<i64> {
         self.preempt.then(|| self.shares.level(tenant))
     }
+    fn preempts(&self) -> bool {
+        self.preempt
+    }
 }
 
 #[cfg(test)]
