@@ -86,6 +86,11 @@ pub struct DecodeRun {
     last_end: u64,
     /// Sequences by free KV slots at the start (`d_i`, below a block).
     pub(super) hist: Vec<u32>,
+    /// The step at whose end each member gives its last token
+    /// (`RunningSeq::run_leave_step`), in batch order: the members leaving
+    /// a step are found, and the next to leave, by a scan of this dense
+    /// array instead of a walk of the batch.
+    pub(super) leave: Vec<u32>,
     /// Steps taken in closed form over the replica's life (for tests).
     steps: u64,
     /// Sequences that completed inside a run over the replica's life.
@@ -158,6 +163,7 @@ impl Replica {
         let run = &mut self.run;
         run.hist.clear();
         run.hist.resize(bs as usize, 0);
+        run.leave.clear();
         let (mut n, mut ctx1, mut min_rem) = (0u32, 0u64, u32::MAX);
         for s in &self.st.running {
             // Only plain decoding sequences, each with its previous token
@@ -177,6 +183,7 @@ impl Replica {
                 }
             }
             min_rem = min_rem.min(s.remaining());
+            run.leave.push(s.remaining());
             n += 1;
             ctx1 += s.kv_tokens as u64 + 1;
         }
@@ -409,22 +416,17 @@ impl Replica {
         let j = run.finished;
         let bs = st.cfg.block_size;
         let mut running = std::mem::take(&mut st.running);
-        let mut next = u32::MAX;
-        // The run's members: the sequences admitted beside this step
-        // (`joining`, at the end) are not in its sums yet.
-        let mut members = running.len() - run.joining as usize;
+        // The run's members (`leave` is theirs): the sequences admitted
+        // beside this step (`joining`, at the end) are not in its sums yet.
+        debug_assert_eq!(run.leave.len(), running.len() - run.joining as usize);
         let mut i = 0;
-        while i < members {
-            let leaves_at = running[i].run_leave_step();
-            if leaves_at != j {
-                next = next.min(leaves_at);
-                i += 1;
-                continue;
-            }
+        while let Some(k) = run.leave[i..].iter().position(|&at| at == j) {
+            i += k;
             // Usually one sequence leaves a step: shifting the tail down
             // (a `memmove`) is cheaper than compacting element by element.
+            run.leave.remove(i);
             let mut s = running.remove(i);
-            members -= 1;
+            debug_assert_eq!(s.run_leave_step(), j);
             let steps = j - s.run_base;
             if !s.reserved {
                 run.hist[s.run_block_phase(bs)] -= 1;
@@ -443,7 +445,7 @@ impl Replica {
             run.leaves += 1;
         }
         st.running = running;
-        run.next_leave = next;
+        run.next_leave = run.leave.iter().copied().min().unwrap_or(u32::MAX);
         // The last sequence left: nothing is behind the start-of-run state.
         run.active = run.n > 0;
     }
@@ -463,6 +465,7 @@ impl Replica {
         // left them: not in the run, their prefill chunk marked.
         let members = self.st.running.len() - run.joining as usize;
         run.joining = 0;
+        run.leave.clear();
         for s in &mut self.st.running[..members] {
             let (done, formed) = (done - s.run_base, formed - s.run_base);
             s.run_base = 0;

@@ -142,6 +142,7 @@ impl Replica {
                 run.n += 1;
                 run.ctx1 = run.ctx1.wrapping_add(s.run_context_base());
                 run.next_leave = run.next_leave.min(s.run_leave_step());
+                run.leave.push(s.run_leave_step());
             }
             i += 1;
         }
