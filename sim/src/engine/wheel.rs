@@ -1,0 +1,125 @@
+//! The near future of the event queue as a hashed timing wheel (Varghese
+//! and Lauck, SOSP'87; Brown's calendar queue, CACM 1988): events due
+//! within a fixed horizon of the clock sit in buckets of `2^shift` ns, one
+//! bucket per slot of a ring, with a bitmap of the buckets that hold any.
+//! Scheduling appends to a bucket; the next event is in the first bucket
+//! at or after the clock's (a bitmap word or two in a busy fleet), the
+//! least key of its few events. The (time, sequence) keys are the heap's,
+//! so the order is exactly the heap's; events past the horizon stay in the
+//! heap, and the queue pops whichever of the two holds the least key.
+//!
+//! Every event in the wheel is due in `[now, now + slots · 2^shift)`, so
+//! from the clock's slot the ring's order is time order: each slot holds
+//! the events of one bucket-width of time only.
+
+/// Buckets of events keyed by (time, sequence), due within the horizon.
+pub(super) struct Wheel<E> {
+    /// Bucket width: `2^shift` ns.
+    shift: u32,
+    /// Slots − 1 (slots a power of two).
+    mask: u64,
+    buckets: Vec<Vec<(u128, E)>>,
+    /// Bit `i` of word `i / 64`: bucket `i` holds an event.
+    bits: Vec<u64>,
+    len: usize,
+    /// The least key in the wheel and its bucket, while known (cleared by
+    /// a pop; a push keeps it right).
+    least: Option<(u128, usize)>,
+}
+
+impl<E> Wheel<E> {
+    /// A wheel of `slots` buckets (a power of two, at least 64) of
+    /// `2^shift` ns.
+    pub(super) fn new(shift: u32, slots: usize) -> Wheel<E> {
+        assert!(slots.is_power_of_two() && slots >= 64);
+        Wheel {
+            shift,
+            mask: slots as u64 - 1,
+            buckets: (0..slots).map(|_| Vec::new()).collect(),
+            bits: vec![0; slots / 64],
+            len: 0,
+            least: None,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Holds the event keyed `key` (due at `time`), when the clock is at
+    /// `now`; past the horizon, gives it back.
+    #[inline]
+    pub(super) fn push(&mut self, now: u64, time: u64, key: u128, event: E) -> Result<(), E> {
+        if (time >> self.shift) - (now >> self.shift) > self.mask {
+            return Err(event);
+        }
+        let slot = ((time >> self.shift) & self.mask) as usize;
+        self.buckets[slot].push((key, event));
+        self.bits[slot / 64] |= 1 << (slot % 64);
+        self.len += 1;
+        if let Some((least, _)) = self.least {
+            if key < least {
+                self.least = Some((key, slot));
+            }
+        }
+        Ok(())
+    }
+
+    /// The least key and its bucket, the clock being at `now`.
+    #[inline]
+    pub(super) fn least(&mut self, now: u64) -> Option<u128> {
+        if self.len == 0 {
+            return None;
+        }
+        if self.least.is_none() {
+            let slot = self.first_bucket(now);
+            let key = self.buckets[slot].iter().map(|e| e.0).min().expect("set");
+            self.least = Some((key, slot));
+        }
+        self.least.map(|(k, _)| k)
+    }
+
+    /// Takes the event with the least key (the wheel must hold one, and
+    /// [`Self::least`] have been asked since the last pop).
+    #[inline]
+    pub(super) fn pop(&mut self) -> (u128, E) {
+        let (key, slot) = self.least.take().expect("least asked first");
+        let bucket = &mut self.buckets[slot];
+        let i = bucket
+            .iter()
+            .position(|e| e.0 == key)
+            .expect("in its bucket");
+        let event = bucket.swap_remove(i);
+        if bucket.is_empty() {
+            self.bits[slot / 64] &= !(1 << (slot % 64));
+        }
+        self.len -= 1;
+        event
+    }
+
+    /// The first bucket holding an event, from the clock's slot on around
+    /// the ring (the wheel holds one).
+    fn first_bucket(&self, now: u64) -> usize {
+        let from = ((now >> self.shift) & self.mask) as usize;
+        let words = self.bits.len();
+        let (w0, b0) = (from / 64, from % 64);
+        let first = self.bits[w0] & (!0u64 << b0);
+        if first != 0 {
+            return w0 * 64 + first.trailing_zeros() as usize;
+        }
+        for k in 1..=words {
+            let w = (w0 + k) % words;
+            // Back at the clock's word: only its bits below the clock's
+            // slot are left (the far end of the horizon).
+            let bits = if k == words {
+                self.bits[w] & !(!0u64 << b0)
+            } else {
+                self.bits[w]
+            };
+            if bits != 0 {
+                return w * 64 + bits.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("the wheel holds an event")
+    }
+}
