@@ -137,14 +137,18 @@ impl Replica {
 
     /// Whether nothing but the running sequences, and requests the policy
     /// admits beside them (`run_join`), can take part in the next step: a
-    /// waiting request is admitted by a policy that decodes first and never
-    /// preempts for it, none is swapped out or arriving by KV transfer, and
-    /// the replica's setup keeps steps a function of the shape alone.
+    /// waiting request is admitted beside a run in progress by a policy
+    /// that decodes first and never preempts for it, none is swapped out or
+    /// arriving by KV transfer, and the replica's setup keeps steps a
+    /// function of the shape alone. A run starts only with nothing waiting:
+    /// the policy's iteration has just decided the batch, and a queue it
+    /// left behind (prompts in chunks, a full batch) usually waits on.
     #[inline]
     fn run_possible(&self, now: SimTime) -> bool {
         let st = &self.st;
         self.run.enabled
-            && (st.waiting.is_empty() || self.admits_in_runs && !st.waiting.preempts())
+            && (st.waiting.is_empty()
+                || self.run.active && self.admits_in_runs && !st.waiting.preempts())
             && st.swapped.is_empty()
             && st.handoff.arrived.is_empty()
             && !st.running.is_empty()
