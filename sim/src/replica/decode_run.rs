@@ -78,6 +78,11 @@ pub struct DecodeRun {
     /// The step at which the next sequences complete: the least
     /// `remaining()` among the sequences still in the run.
     pub(super) next_leave: u32,
+    /// The step whose end the general path must take: the next to complete
+    /// sequences (`next_leave`), or the step in progress when it admitted
+    /// beside the run (`run_join`). One field, so that a step that only
+    /// hands over pays one comparison for both.
+    pub(super) stop: u32,
     /// Decoding sequences.
     pub(super) n: u32,
     /// Σ (context + 1) over the sequences at the first step.
@@ -127,7 +132,7 @@ impl Replica {
     /// end retires them, so it must keep its place among other replicas'
     /// events: records, freed slots and follow-ups go in event order).
     pub fn run_step_completes(&self) -> bool {
-        self.run.active && (self.run.formed == self.run.next_leave || self.run.joining > 0)
+        self.run.active && self.run.formed == self.run.stop
     }
 
     /// Steps that admitted requests beside a run so far (`run_join`).
@@ -196,6 +201,7 @@ impl Replica {
         run.finished = 0;
         run.phase = 0;
         run.next_leave = min_rem;
+        run.stop = min_rem;
         run.n = n;
         run.ctx1 = ctx1;
         run.last_end = now.0;
@@ -368,11 +374,7 @@ impl Replica {
     #[inline(always)]
     pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, u32, u64)> {
         let run = &self.run;
-        if !run.active
-            || run.formed != run.finished + 1
-            || run.formed == run.next_leave
-            || run.joining > 0
-        {
+        if !run.active || run.formed != run.finished + 1 || run.formed == run.stop {
             return None;
         }
         // The rest of `run_possible` held when the run started and cannot
@@ -450,6 +452,7 @@ impl Replica {
         }
         st.running = running;
         run.next_leave = run.leave.iter().copied().min().unwrap_or(u32::MAX);
+        run.stop = run.next_leave;
         // The last sequence left: nothing is behind the start-of-run state.
         run.active = run.n > 0;
     }

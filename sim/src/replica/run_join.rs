@@ -73,6 +73,10 @@ impl Replica {
         self.run.joining = joining as u32;
         self.run.joins += (joining > 0) as u64;
         self.count_step(now, shape.seqs() as u64, shape.tokens());
+        if joining > 0 {
+            // Its end lands the newcomers: the general path's.
+            self.run.stop = self.run.formed;
+        }
         shape
     }
 
@@ -147,6 +151,7 @@ impl Replica {
             i += 1;
         }
         st.running = running;
+        run.stop = run.next_leave;
         gaps.gaps.extend(members_gap);
     }
 }
