@@ -15,6 +15,10 @@ use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use crate::workload::{self, RequestSource, RequestSpec, WorkloadError};
 
+/// Runs of at least this many requests write their load report on a
+/// thread of its own beside the latency distributions (`finish`).
+const LOAD_REPORT_BESIDE_FROM: usize = 1 << 18;
+
 /// Fleets of at least this many replicas keep their near events in the
 /// event queue's timing wheel (`engine`): a smaller fleet's heap holds a
 /// few events, which a binary heap orders in as few steps.
@@ -697,17 +701,37 @@ impl<'a> Simulation<'a> {
             &mut self.stream,
             crate::records::RecordStream::new(None, None, None),
         );
-        st.summary.finish(itl, end, s.gpus(), &mut summary);
-        summary.tenancy = st
-            .tenants
-            .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
         // Each region draws the whole `[workload]`: the fleet is offered it
         // once per region.
         let offered = f
             .offered_rate()
             .map(|r| r * f.fleet.regions.len().max(1) as f64);
-        summary.load =
-            crate::load::load_report_of(|| st.load.iter(), end, f.fleet.replicas, offered);
+        let (requests, load) = (st.summary, &st.load);
+        let load_report =
+            || crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
+        // The load report reads every request once more (from disk, on a
+        // large run): beside the latency distributions, which are
+        // independent of it, on a run large enough to pay for the thread.
+        summary.load = std::thread::scope(|scope| {
+            let beside = (load.len() >= LOAD_REPORT_BESIDE_FROM)
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("servesim-load".into())
+                        .spawn_scoped(scope, load_report)
+                        .ok()
+                })
+                .flatten();
+            requests.finish(itl, end, s.gpus(), &mut summary);
+            match beside {
+                Some(report) => report
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                None => load_report(),
+            }
+        });
+        summary.tenancy = st
+            .tenants
+            .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
         let dip = st.dip.map(|(d, _, _)| d.finish());
         summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
         let fleet_series = self.fleet_series();
