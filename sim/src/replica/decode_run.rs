@@ -30,16 +30,18 @@
 //! in its cache and the blocks that hold them.
 //!
 //! A sequence whose remaining output at the run's start is `j` completes at
-//! step `j`, and the run carries on through it: when that step ends, one
-//! pass over the batch finds the sequences completing, brings each up to
-//! date and retires it exactly as `finish_iteration` does (in running
-//! order; its blocks freed, full ones to the prefix cache), and takes it out
-//! of the run's sums (`n`, the context sum, its slot in the histogram). The
-//! next step is the same batch less those sequences, which is what step by
-//! step forms when nothing waits to be admitted. A step that would allocate
-//! beyond the free blocks (eviction or preemption), or meet a request that
-//! arrived, a swapped-out sequence or a KV transfer, is run by the ordinary
-//! path. Runs are off for replicas that decode
+//! step `j`, and the run carries on through it: when that step ends, a scan
+//! of the members' completion steps (`leave`, a dense array beside the
+//! batch) finds the sequences completing; each is brought up to date and
+//! retired exactly as `finish_iteration` does (in running order; its blocks
+//! freed, full ones to the prefix cache), and taken out of the run's sums
+//! (`n`, the context sum, its slot in the histogram). The next step is the
+//! same batch less those sequences, which is what step by step forms when
+//! nothing waits to be admitted. A request that waits is admitted beside
+//! the run by the policy, and joins it when its prefill lands
+//! (`replica::run_join`). A step that would allocate beyond the free blocks
+//! (eviction or preemption), or meet a swapped-out sequence or a KV
+//! transfer, is run by the ordinary path. Runs are off for replicas that decode
 //! speculatively, run parallel samples, keep static batches, or charge
 //! decoded tokens to a fairness policy (VTC): their steps are not a function
 //! of the shape alone.
@@ -76,7 +78,7 @@ pub struct DecodeRun {
     /// need a block at the next step (kept, not divided out, each step).
     phase: u32,
     /// The step at which the next sequences complete: the least
-    /// `remaining()` among the sequences still in the run.
+    /// `RunningSeq::run_leave_step` among the sequences still in the run.
     pub(super) next_leave: u32,
     /// The step whose end the general path must take: the next to complete
     /// sequences (`next_leave`), or the step in progress when it admitted
@@ -85,7 +87,10 @@ pub struct DecodeRun {
     pub(super) stop: u32,
     /// Decoding sequences.
     pub(super) n: u32,
-    /// Σ (context + 1) over the sequences at the first step.
+    /// Σ (context + 1) over the sequences at the first step; a sequence
+    /// that joined later counts its context then less the steps before it
+    /// (`RunningSeq::run_context_base`), so the sum may wrap: it is exact
+    /// modulo 2^64, and the context of every step, a true count, is right.
     pub(super) ctx1: u64,
     /// When the last finished step ended (every sequence's last token).
     last_end: u64,
@@ -538,10 +543,14 @@ mod tests {
     use crate::request::Request;
     use crate::time::SimTime;
 
+    /// What one replica did: every observable, its requests, the
+    /// closed-form steps, the completions inside runs and the steps that
+    /// admitted beside one.
+    type Drive = (Vec<String>, Vec<Request>, u64, u64, u64);
+
     /// Drives one replica to the end with fixed 1000-ns iterations (priced by
-    /// the shape, so a wrong shape shows), returning every observable, the
-    /// closed-form steps and the completions inside runs.
-    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> (Vec<String>, Vec<Request>, u64, u64) {
+    /// the shape, so a wrong shape shows).
+    fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> Drive {
         let e = engine(8, 4096, block_size);
         let mut rep = replica(&e, kv_blocks);
         if runs {
@@ -556,7 +565,7 @@ mod tests {
         let mut gaps = TokenGaps::default();
         let mut next = 0;
         for step in 0.. {
-            // Arrivals now and then, which must end a run.
+            // Arrivals now and then, admitted beside a run.
             if step % 17 == 0 && next < reqs.len() {
                 rep.enqueue(next as u32);
                 next += 1;
@@ -581,15 +590,17 @@ mod tests {
         }
         rep.close(t);
         log.push(format!("{} {}", rep.blocks_held(), rep.kv().used()));
-        (log, reqs, rep.decode_run_steps(), rep.decode_run_leaves())
+        let (steps, leaves) = (rep.decode_run_steps(), rep.decode_run_leaves());
+        (log, reqs, steps, leaves, rep.decode_run_joins())
     }
 
     #[test]
     fn a_replica_runs_the_same_with_and_without_closed_form_steps() {
         for (bs, blocks) in [(16, 1000), (4, 1000), (16, 14), (1, 200)] {
-            let (a, ra, none, _) = drive(false, bs, blocks);
-            let (b, rb, steps, leaves) = drive(true, bs, blocks);
+            let (a, ra, none, _, _) = drive(false, bs, blocks);
+            let (b, rb, steps, leaves, joins) = drive(true, bs, blocks);
             assert_eq!(none, 0);
+            assert!(joins > 0, "admissions beside a run: {joins}");
             // Completions inside runs are exercised (6 requests; the ones
             // that end while another arrival is far off).
             assert!(leaves >= 2, "completions inside runs: {leaves}");
