@@ -112,6 +112,16 @@ pub struct DecodeRun {
     pub(super) joins: u64,
 }
 
+impl DecodeRun {
+    /// The decode context of the run's next step, `formed + 1`: each
+    /// sequence's context then, summed (`ctx1` plus a token per sequence
+    /// per step already formed).
+    #[inline]
+    pub(super) fn next_context(&self) -> u64 {
+        self.ctx1.wrapping_add(self.n as u64 * self.formed as u64)
+    }
+}
+
 impl Replica {
     /// Lets this replica run decode-only steps in closed form.
     pub fn enable_decode_runs(&mut self) {
@@ -251,10 +261,7 @@ impl Replica {
         // ended at `now`): the rest of the shape is zero.
         let shape = BatchShape {
             decode_seqs: n,
-            decode_context_tokens: self
-                .run
-                .ctx1
-                .wrapping_add(n as u64 * self.run.formed as u64),
+            decode_context_tokens: self.run.next_context(),
             ..BatchShape::default()
         };
         let st = &mut self.st;
@@ -400,12 +407,7 @@ impl Replica {
         st.attr.run_step(start, now);
         // The step in progress was formed as a run step (`form_plain_step`
         // or here): `acc` is its shape, which only the context changes.
-        let (n, context) = (
-            self.run.n,
-            self.run
-                .ctx1
-                .wrapping_add(self.run.n as u64 * self.run.formed as u64),
-        );
+        let (n, context) = (self.run.n, self.run.next_context());
         st.acc.decode_context_tokens = context;
         debug_assert!(st.acc.decode_seqs == n && st.acc.prefill_tokens == 0);
         debug_assert!(st.acc.swap_bytes == 0.0 && st.acc.verify_extra_tokens == 0);

@@ -412,24 +412,7 @@ impl Replica {
         let mut left: Vec<usize> = Vec::new();
         for (read, s) in running.iter_mut().enumerate() {
             let emitted = if s.chunk > 0 {
-                st.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
-                s.kv_tokens += s.chunk;
-                s.chunk = 0;
-                if s.prefilling() {
-                    0 // a middle chunk: no token yet
-                } else {
-                    st.publish_prefill(s, reqs);
-                    let r = &mut reqs[s.id as usize];
-                    st.attr.mix.enter_decode(r);
-                    if s.generated == 0 {
-                        r.first_token = Some(now);
-                    } else {
-                        // Resumed after a recompute preemption.
-                        gaps.add(now.since(r.last_token), s.samples);
-                    }
-                    s.last_token = now.0;
-                    1
-                }
+                st.land_chunk(s, now, reqs, gaps)
             } else if s.decode {
                 s.decode = false;
                 // Each sample of a group is a decoding sequence with its

@@ -55,10 +55,7 @@ impl Replica {
         let st = &mut self.st;
         st.acc = BatchShape {
             decode_seqs: n,
-            decode_context_tokens: self
-                .run
-                .ctx1
-                .wrapping_add(n as u64 * self.run.formed as u64),
+            decode_context_tokens: self.run.next_context(),
             ..BatchShape::default()
         };
         st.acc_valid = true;
@@ -115,23 +112,10 @@ impl Replica {
         let mut i = first;
         while i < running.len() {
             let s = &mut running[i];
-            st.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
-            s.kv_tokens += s.chunk;
-            s.chunk = 0;
-            if s.prefilling() {
+            if st.land_chunk(s, now, reqs, gaps) == 0 {
                 i += 1; // a chunk of a longer prompt (the run has ended)
                 continue;
             }
-            st.publish_prefill(s, reqs);
-            let r = &mut reqs[s.id as usize];
-            st.attr.mix.enter_decode(r);
-            if s.generated == 0 {
-                r.first_token = Some(now);
-            } else {
-                // Resumed after a recompute preemption.
-                gaps.add(now.since(r.last_token), s.samples);
-            }
-            s.last_token = now.0;
             s.generated += 1;
             if s.generated >= s.output_tokens {
                 mark_completed(&st.attr.mix, &mut reqs[s.id as usize], s.generated, now);

@@ -230,6 +230,41 @@ impl SchedState {
         }
     }
 
+    /// Lands the prefill chunk sequence `s` ran in the iteration that ended
+    /// at `now` (charged for it first): its tokens join the cache, and when
+    /// that completes its prefill it samples its next token — the first, or
+    /// the next after a recompute preemption, whose gap goes to `gaps` —
+    /// its full prompt blocks become shareable and it enters the decode
+    /// clock. Returns the tokens it emitted (1, or 0 for a middle chunk);
+    /// the caller counts them. Shared by the iteration end and decode runs'
+    /// admissions (`run_join`), which must agree byte for byte.
+    #[inline]
+    pub(super) fn land_chunk(
+        &mut self,
+        s: &mut RunningSeq,
+        now: SimTime,
+        reqs: &mut [Request],
+        gaps: &mut TokenGaps,
+    ) -> u32 {
+        self.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
+        s.kv_tokens += s.chunk;
+        s.chunk = 0;
+        if s.prefilling() {
+            return 0; // a middle chunk: no token yet
+        }
+        self.publish_prefill(s, reqs);
+        let r = &mut reqs[s.id as usize];
+        self.attr.mix.enter_decode(r);
+        if s.generated == 0 {
+            r.first_token = Some(now);
+        } else {
+            // Resumed after a recompute preemption.
+            gaps.add(now.since(r.last_token), s.samples);
+        }
+        s.last_token = now.0;
+        1
+    }
+
     /// Adds what a marked sequence contributes to the iteration's shape.
     #[inline]
     pub(super) fn contribute(&mut self, s: &RunningSeq) {
