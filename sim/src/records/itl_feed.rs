@@ -13,48 +13,28 @@
 //! to the histogram.
 
 use crate::metrics::Dist;
+use crate::records::batch_worker::BatchWorker;
 use crate::records::ItlHistogram;
 use crate::time::Nanos;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 /// Pairs handed over at once (16 bytes each: 128 KiB): few enough that
 /// memory stays bounded, many enough that a hand-over costs nothing per
 /// pair.
 const PAIRS: usize = 1 << 13;
 
-/// Full buffers queued for the worker before the simulation waits for it.
-const QUEUED: usize = 2;
-
-type Pairs = Vec<(Nanos, u32)>;
-
-/// The simulation's side of a histogram filled on a worker thread.
-#[derive(Debug)]
-struct Worker {
-    /// Full buffers to the worker (`None` once closed).
-    tx: Option<mpsc::SyncSender<Pairs>>,
-    /// Buffers the worker has emptied, for reuse.
-    empties: mpsc::Receiver<Pairs>,
-    /// The worker; it returns the histogram it filled.
-    handle: Option<JoinHandle<ItlHistogram>>,
-}
-
 /// Inter-token (gap, tokens) pairs on their way to the run's
 /// [`ItlHistogram`], filed in place or on a worker thread
 /// ([`ItlFeed::start_worker`]); see the module comment.
 #[derive(Debug)]
 pub struct ItlFeed {
-    /// Pairs not yet handed over, in the order they came.
-    buf: Pairs,
     /// The histogram, when no worker holds it.
     hist: Option<ItlHistogram>,
-    worker: Option<Worker>,
+    worker: Option<BatchWorker<(Nanos, u32), ItlHistogram, PAIRS>>,
 }
 
 impl Default for ItlFeed {
     fn default() -> Self {
         ItlFeed {
-            buf: Vec::new(),
             hist: Some(ItlHistogram::default()),
             worker: None,
         }
@@ -65,28 +45,13 @@ impl ItlFeed {
     /// Files the pairs on a worker thread from now on (a no-op when one
     /// runs already).
     pub fn start_worker(&mut self) -> std::io::Result<()> {
-        let Some(mut hist) = self.hist.take() else {
+        let Some(hist) = self.hist.take() else {
             return Ok(());
         };
-        self.buf.reserve_exact(PAIRS);
-        let (tx, rx) = mpsc::sync_channel::<Pairs>(QUEUED);
-        let (back, empties) = mpsc::channel::<Pairs>();
-        let handle = std::thread::Builder::new()
-            .name("servesim-itl".into())
-            .spawn(move || {
-                for mut pairs in rx {
-                    hist.add_all(&pairs);
-                    pairs.clear();
-                    // The simulation may have finished already.
-                    let _ = back.send(pairs);
-                }
-                hist
-            })?;
-        self.worker = Some(Worker {
-            tx: Some(tx),
-            empties,
-            handle: Some(handle),
-        });
+        // A thread that fails to start fails the run.
+        self.worker = Some(BatchWorker::start("servesim-itl", hist, |h, pairs| {
+            h.add_all(pairs)
+        })?);
         Ok(())
     }
 
@@ -99,9 +64,8 @@ impl ItlFeed {
             return h.add(gap, w);
         }
         if w > 0 {
-            self.buf.push((gap, w));
-            if self.buf.len() >= PAIRS {
-                self.hand_over();
+            if let Some(worker) = &mut self.worker {
+                worker.push((gap, w));
             }
         }
     }
@@ -114,36 +78,11 @@ impl ItlFeed {
         }
     }
 
-    /// Hands the full buffer to the worker.
-    #[cold]
-    fn hand_over(&mut self) {
-        let Some(w) = &mut self.worker else {
-            return;
-        };
-        let fresh = w
-            .empties
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(PAIRS));
-        let full = std::mem::replace(&mut self.buf, fresh);
-        if let Some(tx) = &w.tx {
-            // A send fails only if the worker died; `join` reports why.
-            let _ = tx.send(full);
-        }
-    }
-
     /// Waits for the worker to file everything handed to it and takes the
     /// histogram back (a panic on the worker resumes here).
     fn join(&mut self) {
-        if let Some(mut w) = self.worker.take() {
-            if let Some(tx) = w.tx.take() {
-                let _ = tx.send(std::mem::take(&mut self.buf));
-            }
-            if let Some(h) = w.handle.take() {
-                match h.join() {
-                    Ok(hist) => self.hist = Some(hist),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
+        if let Some(hist) = self.worker.take().as_mut().and_then(BatchWorker::finish) {
+            self.hist = Some(hist);
         }
     }
 

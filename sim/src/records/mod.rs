@@ -2,6 +2,7 @@
 //! flight rather than by how many requests the run served: exact streaming
 //! distributions and compacted records of ended requests.
 
+mod batch_worker;
 pub mod gap_log;
 pub mod itl;
 pub mod itl_feed;

@@ -25,78 +25,22 @@ use crate::lifecycle::SloDipRecords;
 use crate::load::LoadRecord;
 use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
+use crate::records::batch_worker::BatchWorker;
 use crate::records::packed::Packed;
 use crate::records::spill::SpillLog;
 use crate::region::records::RegionRecords;
 use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
 use std::collections::VecDeque;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 /// Ended requests handed to the worker at once (~280 KB of records): few
 /// enough that memory stays bounded, many enough that the hand-over costs
 /// nothing per request.
 const BATCH: usize = 1024;
 
-/// Full batches queued for the worker before the simulation waits for it
-/// (memory stays bounded when folding falls behind).
-const QUEUED: usize = 2;
-
-type Batch = Vec<(u64, Request)>;
-
-/// The simulation's side of a record stream folded on a worker thread.
-struct Worker {
-    /// Ended requests not yet handed over, in the order they ended.
-    batch: Batch,
-    /// Full batches to the worker (`None` once closed).
-    tx: Option<mpsc::SyncSender<Batch>>,
-    /// Batches the worker has emptied, for reuse (no allocation per batch).
-    empties: mpsc::Receiver<Batch>,
-    /// The worker; it returns the stream it folded into.
-    handle: Option<JoinHandle<RecordStream>>,
-}
-
-impl Worker {
-    /// Hands the batch over (a no-op when empty).
-    fn send(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let fresh = self
-            .empties
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        let full = std::mem::replace(&mut self.batch, fresh);
-        if let Some(tx) = &self.tx {
-            // A send fails only if the worker died; `join` reports why.
-            let _ = tx.send(full);
-        }
-    }
-
-    /// Closes the hand-over and waits for the worker's stream (a panic on
-    /// the worker resumes here).
-    fn finish(&mut self) -> Option<RecordStream> {
-        self.send();
-        self.tx = None;
-        let h = self.handle.take()?;
-        match h.join() {
-            Ok(s) => Some(s),
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    }
-}
-
-impl Drop for Worker {
-    /// A run that stopped early (a guard, an error): the worker ends with
-    /// the records it has, and drops the partial file.
-    fn drop(&mut self) {
-        self.tx = None;
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
+/// The simulation's side of a record stream folded on a worker thread:
+/// ended requests, in the order they ended.
+type Worker = BatchWorker<(u64, Request), RecordStream, BATCH>;
 
 /// What the run's reports fold from each ended request (see the module
 /// comment), and the streamed `requests.csv` when the run writes one.
@@ -169,27 +113,11 @@ impl RecordStream {
             return Ok(());
         }
         let inner = std::mem::replace(self, RecordStream::new(None, None, None));
-        let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUED);
-        let (back, empties) = mpsc::channel::<Batch>();
-        let handle = std::thread::Builder::new()
-            .name("servesim-records".into())
-            .spawn(move || {
-                let mut s = inner;
-                for mut batch in rx {
-                    for (id, mut r) in batch.drain(..) {
-                        s.ended(id, &mut r);
-                    }
-                    // The simulation may have finished already.
-                    let _ = back.send(batch);
-                }
-                s
-            })?;
-        self.worker = Some(Worker {
-            batch: Vec::with_capacity(BATCH),
-            tx: Some(tx),
-            empties,
-            handle: Some(handle),
-        });
+        self.worker = Some(Worker::start("servesim-records", inner, |s, batch| {
+            for (id, mut r) in batch.drain(..) {
+                s.ended(id, &mut r);
+            }
+        })?);
         Ok(())
     }
 
@@ -202,12 +130,7 @@ impl RecordStream {
     /// worker when there is one, folded here otherwise.
     pub fn ended_owned(&mut self, id: u64, mut r: Request) {
         match &mut self.worker {
-            Some(w) => {
-                w.batch.push((id, r));
-                if w.batch.len() >= BATCH {
-                    w.send();
-                }
-            }
+            Some(w) => w.push((id, r)),
             None => self.ended(id, &mut r),
         }
     }

@@ -1,0 +1,147 @@
+//! A state folded on a worker thread from items the simulation hands over
+//! in order, in batches (`records::stream`'s ended requests,
+//! `records::itl_feed`'s inter-token gaps).
+//!
+//! The simulation fills a batch; a full one goes over a bounded channel (the
+//! simulation waits when the worker falls that far behind, so memory stays
+//! bounded) and comes back empty for reuse, so no batch is allocated after
+//! the first few. The worker folds the batches in the order they were sent,
+//! so its state is the one folding in place would give, at any thread
+//! count.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+/// Full batches queued for the worker before the simulation waits for it.
+const QUEUED: usize = 2;
+
+/// The simulation's side of a state `S` folded from items `T` on a worker
+/// thread, `N` items a batch (a constant: the hot `push` compares with
+/// it); see the module comment.
+pub(crate) struct BatchWorker<T, S, const N: usize> {
+    /// Items not yet handed over, in the order they came.
+    batch: Vec<T>,
+    /// Full batches to the worker (`None` once closed).
+    tx: Option<mpsc::SyncSender<Vec<T>>>,
+    /// Batches the worker has emptied, for reuse.
+    empties: mpsc::Receiver<Vec<T>>,
+    /// The worker; it returns the state it folded into.
+    handle: Option<JoinHandle<S>>,
+}
+
+impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> {
+    /// Starts thread `name`, which folds every batch into `state` with
+    /// `fold` (which may leave the batch as it likes: it is cleared after).
+    pub(crate) fn start(
+        name: &str,
+        mut state: S,
+        mut fold: impl FnMut(&mut S, &mut Vec<T>) + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel::<Vec<T>>(QUEUED);
+        let (back, empties) = mpsc::channel::<Vec<T>>();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                for mut batch in rx {
+                    fold(&mut state, &mut batch);
+                    batch.clear();
+                    // The simulation may have finished already.
+                    let _ = back.send(batch);
+                }
+                state
+            })?;
+        Ok(BatchWorker {
+            batch: Vec::with_capacity(N),
+            tx: Some(tx),
+            empties,
+            handle: Some(handle),
+        })
+    }
+
+    /// Adds `item`, handing the batch over when it is full.
+    #[inline]
+    pub(crate) fn push(&mut self, item: T) {
+        self.batch.push(item);
+        if self.batch.len() >= N {
+            self.send();
+        }
+    }
+
+    /// Hands the batch over (a no-op when empty).
+    #[cold]
+    fn send(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let fresh = self
+            .empties
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(N));
+        let full = std::mem::replace(&mut self.batch, fresh);
+        if let Some(tx) = &self.tx {
+            // A send fails only if the worker died; `finish` reports why.
+            let _ = tx.send(full);
+        }
+    }
+
+    /// Hands over what is left, closes the hand-over and waits for the
+    /// worker's state (a panic on the worker resumes here); `None` once
+    /// taken.
+    pub(crate) fn finish(&mut self) -> Option<S> {
+        self.send();
+        self.tx = None;
+        match self.handle.take()?.join() {
+            Ok(state) => Some(state),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl<T, S, const N: usize> Drop for BatchWorker<T, S, N> {
+    /// A run that stopped early (a guard, an error): the worker ends with
+    /// what it has.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl<T, S, const N: usize> std::fmt::Debug for BatchWorker<T, S, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchWorker")
+            .field("pending", &self.batch.len())
+            .field("capacity", &N)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_every_item_in_order_across_batches() {
+        let mut w =
+            BatchWorker::<_, _, 7>::start("test", Vec::new(), |s: &mut Vec<u32>, b| s.append(b))
+                .expect("thread");
+        for i in 0..100 {
+            w.push(i);
+        }
+        assert_eq!(w.finish(), Some((0..100).collect::<Vec<_>>()));
+        assert_eq!(w.finish(), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "fold failed")]
+    fn a_panic_on_the_worker_resumes_at_finish() {
+        let mut w = BatchWorker::<_, _, 2>::start("test", (), |_: &mut (), _: &mut Vec<u32>| {
+            panic!("fold failed")
+        })
+        .expect("thread");
+        w.push(1);
+        w.push(2);
+        w.finish();
+    }
+}
