@@ -120,6 +120,18 @@ impl DecodeRun {
     pub(super) fn next_context(&self) -> u64 {
         self.ctx1.wrapping_add(self.n as u64 * self.formed as u64)
     }
+
+    /// The shape of the run's next step: its members' decodes. No swap and
+    /// no idle time (`run_possible`: the last iteration ended at the step's
+    /// start): the rest of the shape is zero.
+    #[inline]
+    pub(super) fn decode_shape(&self) -> BatchShape {
+        BatchShape {
+            decode_seqs: self.n,
+            decode_context_tokens: self.next_context(),
+            ..BatchShape::default()
+        }
+    }
 }
 
 impl Replica {
@@ -256,14 +268,7 @@ impl Replica {
     #[inline]
     fn form_plain_step(&mut self, now: SimTime, reqs: &mut [Request], alloc: u64) -> BatchShape {
         self.account_kv(now);
-        let n = self.run.n;
-        // No swap and no idle time (`run_possible`: the last iteration
-        // ended at `now`): the rest of the shape is zero.
-        let shape = BatchShape {
-            decode_seqs: n,
-            decode_context_tokens: self.run.next_context(),
-            ..BatchShape::default()
-        };
+        let shape = self.run.decode_shape();
         let st = &mut self.st;
         st.acc = shape;
         st.acc_valid = true;

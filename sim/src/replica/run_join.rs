@@ -50,18 +50,14 @@ impl Replica {
         alloc: u64,
     ) -> BatchShape {
         self.account_kv(now);
-        let n = self.run.n;
         self.take_step_blocks(alloc);
         let st = &mut self.st;
-        st.acc = BatchShape {
-            decode_seqs: n,
-            decode_context_tokens: self.run.next_context(),
-            ..BatchShape::default()
-        };
+        st.acc = self.run.decode_shape();
         st.acc_valid = true;
         st.attr.begin(now, reqs);
         let before = st.running.len();
-        self.policy.admit_beside_decodes(st, n as u64, now, reqs);
+        let budget = st.cfg.max_batched_tokens.saturating_sub(self.run.n as u64);
+        self.policy.admit_beside_decodes(st, budget, now, reqs);
         let joining = st.running.len() - before;
         // No swap (none swapped out, none preempted): `acc` as it stands.
         let shape = st.shape(None);

@@ -17,7 +17,8 @@ impl BatchPolicy for Continuous {
         let decodes = st.schedule_decodes(now, reqs);
         let decodes = decodes + if st.preempted_now { 0 } else { st.swap_in() };
         if st.swapped.is_empty() {
-            self.admit_beside_decodes(st, decodes, now, reqs);
+            let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
+            admit_whole_prompts(st, budget, false, now, reqs);
         }
         st.shape(None)
     }
@@ -29,11 +30,10 @@ impl BatchPolicy for Continuous {
     fn admit_beside_decodes(
         &mut self,
         st: &mut SchedState,
-        decodes: u64,
+        budget: u64,
         now: SimTime,
         reqs: &mut [Request],
     ) {
-        let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
         admit_whole_prompts(st, budget, false, now, reqs);
     }
 }

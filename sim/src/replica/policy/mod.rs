@@ -51,15 +51,15 @@ pub trait BatchPolicy: Send {
         false
     }
 
-    /// The admissions [`Self::schedule`] would make at `now` after
-    /// `decodes` running sequences were each given a decode (and its KV
-    /// slot) without preempting anything, none being swapped out or
-    /// prefilling: the caller has done the decodes' part in closed form.
-    /// Only called when [`Self::admits_beside_decodes`].
+    /// The admissions [`Self::schedule`] would make at `now` with `budget`
+    /// tokens left after the running sequences were each given a decode
+    /// (and its KV slot) without preempting anything, none being swapped
+    /// out or prefilling: the caller has done the decodes' part in closed
+    /// form. Only called when [`Self::admits_beside_decodes`].
     fn admit_beside_decodes(
         &mut self,
         _st: &mut SchedState,
-        _decodes: u64,
+        _budget: u64,
         _now: SimTime,
         _reqs: &mut [Request],
     ) {

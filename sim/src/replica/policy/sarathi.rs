@@ -62,11 +62,10 @@ impl BatchPolicy for Sarathi {
     fn admit_beside_decodes(
         &mut self,
         st: &mut SchedState,
-        decodes: u64,
+        budget: u64,
         now: SimTime,
         reqs: &mut [Request],
     ) {
-        let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
         admit_chunks(st, budget, now, reqs);
     }
 
