@@ -468,8 +468,9 @@ impl RequestsSummary {
 }
 
 /// Samples from which [`latency_dists`] merges on threads (below, the
-/// threads would cost more than they save).
-const PARALLEL_FROM: usize = 1 << 18;
+/// threads would cost more than they save); the run's load report goes on
+/// a thread of its own from as many requests (`Simulation::finish`).
+pub(crate) const PARALLEL_FROM: usize = 1 << 18;
 
 /// The distributions of `samples`, each from its own sorted stream. On a
 /// large run each merges its runs spilled to disk (a k-way merge of up to
