@@ -22,6 +22,10 @@ use crate::time::Nanos;
 /// pair.
 const PAIRS: usize = 1 << 13;
 
+/// Full buffers that may wait for the worker (1 MiB): enough that the
+/// simulation does not wait while the worker waits for a core.
+const QUEUED: usize = 8;
+
 /// Inter-token (gap, tokens) pairs on their way to the run's
 /// [`ItlHistogram`], filed in place or on a worker thread
 /// ([`ItlFeed::start_worker`]); see the module comment.
@@ -49,9 +53,12 @@ impl ItlFeed {
             return Ok(());
         };
         // A thread that fails to start fails the run.
-        self.worker = Some(BatchWorker::start("servesim-itl", hist, |h, pairs| {
-            h.add_all(pairs)
-        })?);
+        self.worker = Some(BatchWorker::start(
+            "servesim-itl",
+            QUEUED,
+            hist,
+            |h, pairs| h.add_all(pairs),
+        )?);
         Ok(())
     }
 

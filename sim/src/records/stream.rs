@@ -38,6 +38,12 @@ use std::collections::VecDeque;
 /// nothing per request.
 const BATCH: usize = 1024;
 
+/// Full batches that may wait for the worker (~9 MB): the worker emits in
+/// a burst every request a long one held back (tens of thousands on a
+/// 1,000-replica fleet), and the simulation goes on meanwhile. With two,
+/// the simulation waited for the worker a sixth of a 10 M-request run.
+const QUEUED: usize = 32;
+
 /// The simulation's side of a record stream folded on a worker thread:
 /// ended requests, in the order they ended.
 type Worker = BatchWorker<(u64, Request), RecordStream, BATCH>;
@@ -113,11 +119,16 @@ impl RecordStream {
             return Ok(());
         }
         let inner = std::mem::replace(self, RecordStream::new(None, None, None));
-        self.worker = Some(Worker::start("servesim-records", inner, |s, batch| {
-            for (id, mut r) in batch.drain(..) {
-                s.ended(id, &mut r);
-            }
-        })?);
+        self.worker = Some(Worker::start(
+            "servesim-records",
+            QUEUED,
+            inner,
+            |s, batch| {
+                for (id, mut r) in batch.drain(..) {
+                    s.ended(id, &mut r);
+                }
+            },
+        )?);
         Ok(())
     }
 

@@ -20,12 +20,19 @@ use crate::workload::{RequestSource, RequestSpec, WorkloadError, WorkloadReport}
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-/// Requests handed over at once.
-const BATCH: usize = 128;
+/// Most requests handed over at once.
+const BATCH: usize = 512;
 
-/// Full batches queued before the reader waits (memory stays bounded:
-/// a Mooncake request with its engine hashes is ~6 KB).
-const QUEUED: usize = 2;
+/// A batch is also handed over once its requests carry this many block
+/// hashes (256 KiB: a Mooncake request with its engine hashes is ~6 KB, so
+/// about 40 of them), which bounds the memory read ahead.
+const BATCH_HASHES: usize = 1 << 15;
+
+/// Full batches queued before the reader waits: enough that the simulation
+/// does not catch up with a reader that waits for a core. With two batches
+/// of 128 it did, and the two then took turns (the simulation waited for
+/// the reader about a tenth of a 10 M-request fleet run).
+const QUEUED: usize = 16;
 
 /// A request source pulled on a thread; see the module comment.
 pub struct ReadAhead {
@@ -53,14 +60,17 @@ impl ReadAhead {
                 while left > 0 {
                     let n = BATCH.min(usize::try_from(left).unwrap_or(BATCH));
                     let mut batch = Vec::with_capacity(n);
-                    while batch.len() < n {
+                    let mut hashes = 0;
+                    let mut exhausted = false;
+                    while batch.len() < n && hashes < BATCH_HASHES {
                         let Some(mut spec) = source.next_request() else {
+                            exhausted = true;
                             break;
                         };
                         prepare(&mut spec);
+                        hashes += spec.prefix_hashes.len();
                         batch.push(spec);
                     }
-                    let exhausted = batch.len() < n;
                     left -= batch.len() as u64;
                     // The simulation stopped early (an error): stop reading.
                     if (!batch.is_empty() && tx.send(batch).is_err()) || exhausted {
@@ -195,5 +205,27 @@ mod tests {
             read.is_some_and(|n| n <= ((QUEUED + 2) * BATCH) as u64),
             "{read:?}"
         );
+    }
+
+    #[test]
+    fn requests_with_many_hashes_come_in_smaller_batches() {
+        let src = Box::new(Counting {
+            next: 0,
+            end: u64::MAX,
+        });
+        // 4,096 hashes each (32 KiB): eight to a batch.
+        let per_batch = (BATCH_HASHES / 4_096) as u64;
+        let mut r =
+            ReadAhead::start(src, u64::MAX, |s| s.prefix_hashes = vec![7; 4_096]).expect("thread");
+        assert_eq!(r.next_request().map(|s| s.prefix_hashes.len()), Some(4_096));
+        // Time for the reader to fill the queue and wait.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let read = r.finish().expect("finish").and_then(|w| w.users_left);
+        let read = read.expect("counted");
+        assert!(
+            read >= QUEUED as u64 * per_batch,
+            "the reader stopped early: {read}"
+        );
+        assert!(read <= (QUEUED as u64 + 2) * per_batch, "read {read} ahead");
     }
 }
