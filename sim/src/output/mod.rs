@@ -4,6 +4,7 @@
 //! run gives byte-identical files.
 
 mod atomic;
+mod early_sync;
 mod fast_fmt;
 mod request_row;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
@@ -167,6 +168,8 @@ pub struct RequestsCsv {
     disagg: bool,
     /// The fleet's region names (`origin_region`), when it has regions.
     regions: Vec<String>,
+    /// Writeback started while the file grows (`early_sync`).
+    early: early_sync::EarlySync,
     done: bool,
 }
 
@@ -194,6 +197,7 @@ impl RequestsCsv {
             disagg,
             done: false,
             regions,
+            early: early_sync::EarlySync::default(),
         };
         let header = request_header(attribution, disagg, !out.regions.is_empty())?;
         out.pending.extend_from_slice(&header);
@@ -210,6 +214,7 @@ impl RequestsCsv {
         // Cleared even when the write fails: the run reports the first
         // error, and its rows are not kept.
         let res = self.file.write_all(&self.pending);
+        self.early.wrote(&self.file, self.pending.len());
         self.pending.clear();
         res
     }
@@ -218,6 +223,7 @@ impl RequestsCsv {
     pub(crate) fn finish(mut self, dir: &Path) -> std::io::Result<()> {
         self.file.write_all(&self.pending)?;
         self.pending.clear();
+        self.early.finish();
         self.file.sync_all()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
@@ -228,6 +234,7 @@ impl RequestsCsv {
 impl Drop for RequestsCsv {
     fn drop(&mut self) {
         if !self.done {
+            self.early.finish();
             let _ = fs::remove_file(&self.tmp);
         }
     }
