@@ -24,15 +24,17 @@ use std::thread::JoinHandle;
 const BATCH: usize = 512;
 
 /// A batch is also handed over once its requests carry this many block
-/// hashes (256 KiB: a Mooncake request with its engine hashes is ~6 KB, so
-/// about 40 of them), which bounds the memory read ahead.
-const BATCH_HASHES: usize = 1 << 15;
+/// hashes (1 MiB: a Mooncake request with its engine hashes is ~6 KB, so
+/// about 170 of them), which bounds the memory read ahead. (At 32 Ki
+/// hashes, 40 Mooncake requests a batch, the hand-overs cost a one-core
+/// conversation run a tenth more time.)
+const BATCH_HASHES: usize = 1 << 17;
 
 /// Full batches queued before the reader waits: enough that the simulation
 /// does not catch up with a reader that waits for a core. With two batches
 /// of 128 it did, and the two then took turns (the simulation waited for
 /// the reader about a tenth of a 10 M-request fleet run).
-const QUEUED: usize = 16;
+const QUEUED: usize = 8;
 
 /// A request source pulled on a thread; see the module comment.
 pub struct ReadAhead {
@@ -213,7 +215,7 @@ mod tests {
             next: 0,
             end: u64::MAX,
         });
-        // 4,096 hashes each (32 KiB): eight to a batch.
+        // 4,096 hashes each (32 KiB): 32 to a batch.
         let per_batch = (BATCH_HASHES / 4_096) as u64;
         let mut r =
             ReadAhead::start(src, u64::MAX, |s| s.prefix_hashes = vec![7; 4_096]).expect("thread");
