@@ -172,7 +172,7 @@ fn a_trace_read_ahead_with_its_hashes_derived_there_streams_the_same_files() {
     };
     // The cut run stops pulling at 333 requests; the trace reader's own
     // reorder window reads a few thousand rows past that, not to the end.
-    for (label, rows, horizon) in [("whole", 700, ""), ("cut", 6000, "requests = 333\n")] {
+    for (label, rows, horizon) in [("whole", 1800, ""), ("cut", 6000, "requests = 333\n")] {
         let trace = tmp.path().join(format!("{label}.jsonl"));
         std::fs::write(&trace, (0..rows).map(line).collect::<String>()).unwrap();
         let text = format!(
