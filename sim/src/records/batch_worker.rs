@@ -8,9 +8,9 @@
 //! the first few. The channel must hold more than the worker's bursts: the
 //! record stream's worker emits every request a long one held back at once
 //! (`records::stream`), and a channel of two batches then stopped the
-//! simulation for up to 60 ms at a time, a sixth of a 10 M-request run. The worker folds the batches in the order they were sent,
-//! so its state is the one folding in place would give, at any thread
-//! count.
+//! simulation for up to 60 ms at a time, about a fifth of a 10 M-request
+//! run. The worker folds the batches in the order they were sent, so its
+//! state is the one folding in place would give, at any thread count.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;

@@ -41,7 +41,8 @@ const BATCH: usize = 1024;
 /// Full batches that may wait for the worker (~9 MB): the worker emits in
 /// a burst every request a long one held back (tens of thousands on a
 /// 1,000-replica fleet), and the simulation goes on meanwhile. With two,
-/// the simulation waited for the worker a sixth of a 10 M-request run.
+/// the simulation waited for the worker about a fifth of a 10 M-request
+/// run.
 const QUEUED: usize = 32;
 
 /// The simulation's side of a record stream folded on a worker thread:
