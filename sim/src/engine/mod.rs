@@ -134,26 +134,19 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn pop_through(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
         let limit = (limit.0 as u128) << 64 | u64::MAX as u128;
-        let (key, event) = match &mut self.wheel {
-            Some(w) => match w.least(self.now.0) {
-                Some(k) if self.heap.peek().is_none_or(|s| k < s.key) => {
-                    if k > limit {
-                        return None;
-                    }
-                    w.pop()
-                }
-                _ => {
-                    if self.heap.peek()?.key > limit {
-                        return None;
-                    }
-                    let s = self.heap.pop()?;
-                    (s.key, s.event)
-                }
-            },
-            None => {
-                if self.heap.peek()?.key > limit {
-                    return None;
-                }
+        let heap = self.heap.peek().map(|s| s.key);
+        // The wheel's least key, when it comes before the heap's.
+        let wheel = self
+            .wheel
+            .as_mut()
+            .and_then(|w| w.least(self.now.0))
+            .filter(|&k| heap.is_none_or(|h| k < h));
+        if wheel.or(heap)? > limit {
+            return None;
+        }
+        let (key, event) = match (wheel, &mut self.wheel) {
+            (Some(_), Some(w)) => w.pop(),
+            _ => {
                 let s = self.heap.pop()?;
                 (s.key, s.event)
             }
