@@ -56,7 +56,7 @@ impl Replica {
         st.acc_valid = true;
         st.attr.begin(now, reqs);
         let before = st.running.len();
-        let budget = st.cfg.max_batched_tokens.saturating_sub(self.run.n as u64);
+        let budget = st.budget_after(self.run.n as u64);
         self.policy.admit_beside_decodes(st, budget, now, reqs);
         let joining = st.running.len() - before;
         // No swap (none swapped out, none preempted): `acc` as it stands.

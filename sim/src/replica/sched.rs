@@ -230,6 +230,15 @@ impl SchedState {
         }
     }
 
+    /// The iteration's tokens left for prompts once `decodes` running
+    /// sequences each took one: what every policy admits against, and what
+    /// decode runs hand a policy that admits beside them (`run_join`), which
+    /// must agree with it.
+    #[inline]
+    pub fn budget_after(&self, decodes: u64) -> u64 {
+        self.cfg.max_batched_tokens.saturating_sub(decodes)
+    }
+
     /// Lands the prefill chunk sequence `s` ran in the iteration that ended
     /// at `now` (charged for it first): its tokens join the cache, and when
     /// that completes its prefill it samples its next token — the first, or

@@ -17,7 +17,7 @@ impl BatchPolicy for Continuous {
         let decodes = st.schedule_decodes(now, reqs);
         let decodes = decodes + if st.preempted_now { 0 } else { st.swap_in() };
         if st.swapped.is_empty() {
-            let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
+            let budget = st.budget_after(decodes);
             admit_whole_prompts(st, budget, false, now, reqs);
         }
         st.shape(None)

@@ -16,7 +16,7 @@ pub struct Orca;
 impl BatchPolicy for Orca {
     fn schedule(&mut self, st: &mut SchedState, now: SimTime, reqs: &mut [Request]) -> BatchShape {
         let decodes = st.schedule_decodes(now, reqs);
-        let budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
+        let budget = st.budget_after(decodes);
         admit_whole_prompts(st, budget, true, now, reqs);
         st.shape(None)
     }

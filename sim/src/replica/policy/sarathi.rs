@@ -20,7 +20,7 @@ impl BatchPolicy for Sarathi {
         if !st.preempted_now {
             decodes += st.swap_in();
         }
-        let mut budget = st.cfg.max_batched_tokens.saturating_sub(decodes);
+        let mut budget = st.budget_after(decodes);
 
         // Continue prompts already being prefilled, oldest first. They are
         // a few among many decodes: a tight scan finds each, from the first
