@@ -22,8 +22,10 @@ use crate::time::Nanos;
 /// pair.
 const PAIRS: usize = 1 << 13;
 
-/// Full buffers that may wait for the worker (1 MiB): enough that the
-/// simulation does not wait while the worker waits for a core.
+/// Full buffers that may wait for the worker (1 MiB). Raised from 2 with
+/// the records queue (`records::stream`), for the same reason: a worker
+/// that waits for a core should not stop the simulation. Not measured on
+/// its own: the two channels' waits look alike in a profile.
 const QUEUED: usize = 8;
 
 /// Inter-token (gap, tokens) pairs on their way to the run's
