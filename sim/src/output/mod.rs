@@ -7,6 +7,7 @@ mod atomic;
 mod early_sync;
 mod fast_fmt;
 mod request_row;
+mod stream_file;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
 use crate::attribution;
@@ -158,25 +159,19 @@ fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Re
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
-    file: fs::File,
-    /// Rows not yet in the file (about [`RequestsCsv::FLUSH_AT`] bytes at
-    /// most): each row is formatted straight into it, where a `BufWriter`
-    /// would take a copy of each row from a buffer of its own.
-    pending: Vec<u8>,
+    /// The temporary file; each row is formatted straight into its buffer,
+    /// where a `BufWriter` would take a copy of each row from a buffer of
+    /// its own.
+    out: stream_file::StreamFile,
     tmp: std::path::PathBuf,
     attribution: bool,
     disagg: bool,
     /// The fleet's region names (`origin_region`), when it has regions.
     regions: Vec<String>,
-    /// Writeback started while the file grows (`early_sync`).
-    early: early_sync::EarlySync,
     done: bool,
 }
 
 impl RequestsCsv {
-    /// Bytes of rows gathered before they are written to the file.
-    const FLUSH_AT: usize = 1 << 16;
-
     /// Starts `dir/requests.csv` (its temporary) with its header.
     /// `regions`: the fleet's region names, when it has regions.
     pub fn create(
@@ -187,44 +182,31 @@ impl RequestsCsv {
     ) -> std::io::Result<RequestsCsv> {
         fs::create_dir_all(dir)?;
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
-        let file = fs::File::create(&tmp)?;
-        let mut out = RequestsCsv {
-            file,
-            // Room for the last row past `FLUSH_AT` too (no reallocation).
-            pending: Vec::with_capacity(Self::FLUSH_AT + (1 << 12)),
+        // Written past the page cache where the file system allows it
+        // (`stream_file`): nothing reads it back before the run ends.
+        let mut out = stream_file::StreamFile::create(&tmp, true)?;
+        let header = request_header(attribution, disagg, !regions.is_empty())?;
+        out.buf().extend_from_slice(&header);
+        Ok(RequestsCsv {
+            out,
             tmp,
             attribution,
             disagg,
             done: false,
             regions,
-            early: early_sync::EarlySync::default(),
-        };
-        let header = request_header(attribution, disagg, !out.regions.is_empty())?;
-        out.pending.extend_from_slice(&header);
-        Ok(out)
+        })
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
         let (attribution, disagg) = (self.attribution, self.disagg);
-        request_row::push_request_row(&mut self.pending, id, r, attribution, disagg, &self.regions);
-        if self.pending.len() < Self::FLUSH_AT {
-            return Ok(());
-        }
-        // Cleared even when the write fails: the run reports the first
-        // error, and its rows are not kept.
-        let res = self.file.write_all(&self.pending);
-        self.early.wrote(&self.file, self.pending.len());
-        self.pending.clear();
-        res
+        request_row::push_request_row(self.out.buf(), id, r, attribution, disagg, &self.regions);
+        self.out.write_when_full()
     }
 
     /// Writes the rest, syncs and renames the file to `dir/requests.csv`.
     pub(crate) fn finish(mut self, dir: &Path) -> std::io::Result<()> {
-        self.file.write_all(&self.pending)?;
-        self.pending.clear();
-        self.early.finish();
-        self.file.sync_all()?;
+        self.out.finish()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
         Ok(())
@@ -234,7 +216,6 @@ impl RequestsCsv {
 impl Drop for RequestsCsv {
     fn drop(&mut self) {
         if !self.done {
-            self.early.finish();
             let _ = fs::remove_file(&self.tmp);
         }
     }
