@@ -356,7 +356,14 @@ pub struct RequestsSummary {
     ttft_ok: u64,
     tpot_ok: u64,
     preempted: u64,
+    /// The latency distributions merging on a thread of their own
+    /// ([`Self::start_dists`]), and the spill error their samples had.
+    early: Option<EarlyDists>,
 }
+
+/// [`latency_dists`] of the queue-wait, TTFT, TPOT and E2E samples, started
+/// once the last sample was in.
+type EarlyDists = (std::thread::JoinHandle<[Dist; 4]>, Option<String>);
 
 impl RequestsSummary {
     pub fn new(slo: Option<(f64, f64)>) -> RequestsSummary {
@@ -374,6 +381,7 @@ impl RequestsSummary {
     /// [`Self::add`] counting `samples` parallel samples' output tokens (the
     /// per-tenant report counts one).
     pub fn add_as(&mut self, r: &Request, samples: u32) {
+        debug_assert!(self.early.is_none(), "a request after start_dists");
         let counts = &mut self.counts;
         counts.arrived += 1;
         match r.status {
@@ -414,6 +422,47 @@ impl RequestsSummary {
         self.preempted += (r.preemptions > 0) as u64;
     }
 
+    /// Starts merging the latency distributions on a thread of their own
+    /// (no request may be added after), when they are large enough for
+    /// [`latency_dists`] to use threads: the caller goes on with other
+    /// work, and [`Self::finish`] takes the result. Where the thread cannot
+    /// start, `finish` merges them itself.
+    pub fn start_dists(&mut self) {
+        let samples = [&self.wait, &self.ttft, &self.tpot, &self.e2e];
+        if self.early.is_some() || samples.iter().all(|v| v.len() < PARALLEL_FROM) {
+            return;
+        }
+        let error = self.error().map(str::to_string);
+        let mut sets = [
+            std::mem::take(&mut self.wait),
+            std::mem::take(&mut self.ttft),
+            std::mem::take(&mut self.tpot),
+            std::mem::take(&mut self.e2e),
+        ];
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name("servesim-dists".into())
+            .spawn(move || {
+                // Sent once the thread started (a closure that never ran
+                // would drop them): always, below.
+                let Ok(mut sets) = rx.recv() else {
+                    return Default::default();
+                };
+                let [a, b, c, d] = &mut sets;
+                latency_dists([a, b, c, d])
+            });
+        match spawned {
+            Ok(h) => {
+                let _ = tx.send(std::mem::take(&mut sets));
+                self.early = Some((h, error));
+            }
+            Err(_) => {
+                let [wait, ttft, tpot, e2e] = sets;
+                (self.wait, self.ttft, self.tpot, self.e2e) = (wait, ttft, tpot, e2e);
+            }
+        }
+    }
+
     /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the
     /// inter-token latencies gathered per iteration) and preempted requests.
     pub fn finish(mut self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
@@ -441,12 +490,15 @@ impl RequestsSummary {
                 goodput_rps_per_gpu: good as f64 / secs / g,
             });
         }
-        let [wait, ttft, tpot, e2e] = latency_dists([
-            &mut self.wait,
-            &mut self.ttft,
-            &mut self.tpot,
-            &mut self.e2e,
-        ]);
+        let [wait, ttft, tpot, e2e] = match self.early.take() {
+            Some((h, _)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => latency_dists([
+                &mut self.wait,
+                &mut self.ttft,
+                &mut self.tpot,
+                &mut self.e2e,
+            ]),
+        };
         s.latency = Latency {
             queue_wait_ms: wait,
             ttft_ms: ttft,
@@ -461,6 +513,9 @@ impl RequestsSummary {
     /// The first error spilling samples to disk (the distributions are then
     /// incomplete).
     pub fn error(&self) -> Option<&str> {
+        if let Some((_, e)) = &self.early {
+            return e.as_deref();
+        }
         [&self.ttft, &self.tpot, &self.e2e, &self.wait]
             .into_iter()
             .find_map(|v| v.error())

@@ -10,7 +10,9 @@
 //! (`records::stream`), and a channel of two batches then stopped the
 //! simulation for up to 60 ms at a time, about a fifth of a 10 M-request
 //! run. The worker folds the batches in the order they were sent, so its
-//! state is the one folding in place would give, at any thread count.
+//! state is the one folding in place would give, at any thread count. The
+//! last batch comes marked, so a fold can start the work that waits for the
+//! last item while it folds that batch.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -21,8 +23,9 @@ use std::thread::JoinHandle;
 pub(crate) struct BatchWorker<T, S, const N: usize> {
     /// Items not yet handed over, in the order they came.
     batch: Vec<T>,
-    /// Full batches to the worker (`None` once closed).
-    tx: Option<mpsc::SyncSender<Vec<T>>>,
+    /// Full batches to the worker, the last one marked (`None` once
+    /// closed).
+    tx: Option<mpsc::SyncSender<(Vec<T>, bool)>>,
     /// Batches the worker has emptied, for reuse.
     empties: mpsc::Receiver<Vec<T>>,
     /// The worker; it returns the state it folded into.
@@ -31,21 +34,23 @@ pub(crate) struct BatchWorker<T, S, const N: usize> {
 
 impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> {
     /// Starts thread `name`, which folds every batch into `state` with
-    /// `fold` (which may leave the batch as it likes: it is cleared after);
-    /// the simulation waits once `queued` full batches wait for the worker.
+    /// `fold` (which may leave the batch as it likes: it is cleared after;
+    /// its flag marks the last batch, empty or not, that [`Self::finish`]
+    /// hands over); the simulation waits once `queued` full batches wait
+    /// for the worker.
     pub(crate) fn start(
         name: &str,
         queued: usize,
         mut state: S,
-        mut fold: impl FnMut(&mut S, &mut Vec<T>) + Send + 'static,
+        mut fold: impl FnMut(&mut S, &mut Vec<T>, bool) + Send + 'static,
     ) -> std::io::Result<Self> {
-        let (tx, rx) = mpsc::sync_channel::<Vec<T>>(queued);
+        let (tx, rx) = mpsc::sync_channel::<(Vec<T>, bool)>(queued);
         let (back, empties) = mpsc::channel::<Vec<T>>();
         let handle = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                for mut batch in rx {
-                    fold(&mut state, &mut batch);
+                for (mut batch, last) in rx {
+                    fold(&mut state, &mut batch, last);
                     batch.clear();
                     // The simulation may have finished already.
                     let _ = back.send(batch);
@@ -65,14 +70,14 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
     pub(crate) fn push(&mut self, item: T) {
         self.batch.push(item);
         if self.batch.len() >= N {
-            self.send();
+            self.send(false);
         }
     }
 
-    /// Hands the batch over (a no-op when empty).
+    /// Hands the batch over (a no-op when empty, unless `last`).
     #[cold]
-    fn send(&mut self) {
-        if self.batch.is_empty() {
+    fn send(&mut self, last: bool) {
+        if self.batch.is_empty() && !last {
             return;
         }
         let fresh = self
@@ -82,7 +87,7 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
         let full = std::mem::replace(&mut self.batch, fresh);
         if let Some(tx) = &self.tx {
             // A send fails only if the worker died; `finish` reports why.
-            let _ = tx.send(full);
+            let _ = tx.send((full, last));
         }
     }
 
@@ -90,7 +95,9 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
     /// worker's state (a panic on the worker resumes here); `None` once
     /// taken.
     pub(crate) fn finish(&mut self) -> Option<S> {
-        self.send();
+        if self.handle.is_some() {
+            self.send(true);
+        }
         self.tx = None;
         match self.handle.take()?.join() {
             Ok(state) => Some(state),
@@ -125,23 +132,34 @@ mod tests {
 
     #[test]
     fn folds_every_item_in_order_across_batches() {
-        let mut w =
-            BatchWorker::<_, _, 7>::start("test", 2, Vec::new(), |s: &mut Vec<u32>, b| s.append(b))
-                .expect("thread");
-        for i in 0..100 {
-            w.push(i);
+        // 98 items: 14 full batches, then an empty last one.
+        for n in [100, 98] {
+            let fold = |s: &mut (Vec<u32>, Vec<bool>), b: &mut Vec<u32>, last| {
+                s.0.append(b);
+                s.1.push(last);
+            };
+            let mut w =
+                BatchWorker::<_, _, 7>::start("test", 2, Default::default(), fold).expect("thread");
+            for i in 0..n {
+                w.push(i);
+            }
+            let (items, last) = w.finish().expect("state");
+            assert_eq!(items, (0..n).collect::<Vec<_>>());
+            // Only the last batch is marked, and it always comes.
+            assert_eq!(last.len(), n.div_ceil(7) as usize + (n % 7 == 0) as usize);
+            assert!(last[..last.len() - 1].iter().all(|&l| !l) && last[last.len() - 1]);
+            assert_eq!(w.finish(), None);
         }
-        assert_eq!(w.finish(), Some((0..100).collect::<Vec<_>>()));
-        assert_eq!(w.finish(), None);
     }
 
     #[test]
     #[should_panic(expected = "fold failed")]
     fn a_panic_on_the_worker_resumes_at_finish() {
-        let mut w = BatchWorker::<_, _, 2>::start("test", 2, (), |_: &mut (), _: &mut Vec<u32>| {
-            panic!("fold failed")
-        })
-        .expect("thread");
+        let mut w =
+            BatchWorker::<_, _, 2>::start("test", 2, (), |_: &mut (), _: &mut Vec<u32>, _| {
+                panic!("fold failed")
+            })
+            .expect("thread");
         w.push(1);
         w.push(2);
         w.finish();

@@ -59,7 +59,7 @@ impl ItlFeed {
             "servesim-itl",
             QUEUED,
             hist,
-            |h, pairs| h.add_all(pairs),
+            |h, pairs, _| h.add_all(pairs),
         )?);
         Ok(())
     }

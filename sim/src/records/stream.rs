@@ -124,9 +124,19 @@ impl RecordStream {
             "servesim-records",
             QUEUED,
             inner,
-            |s, batch| {
+            |s, batch, last| {
+                // The summary folds requests in any order: as they end, so
+                // that it is complete once the last batch is in, and its
+                // latency distributions are merged beside the emission of
+                // the rows a long request held back until the end.
+                for (_, r) in batch.iter() {
+                    s.summary.add(r);
+                }
+                if last {
+                    s.summary.start_dists();
+                }
                 for (id, mut r) in batch.drain(..) {
-                    s.ended(id, &mut r);
+                    s.hold_or_emit(id, &mut r);
                 }
             },
         )?);
@@ -161,10 +171,17 @@ impl RecordStream {
         self.csv = Some(csv);
     }
 
-    /// Request `id` ended (or is flushed at the horizon): emitted now if
-    /// every earlier id has been, held until then otherwise (packed, its KV
-    /// transfer record taken). Read in place: the caller then frees `r`.
+    /// Request `id` ended (or is flushed at the horizon): counted in the
+    /// summary, and emitted now if every earlier id has been, held until
+    /// then otherwise (packed, its KV transfer record taken). Read in
+    /// place: the caller then frees `r`.
     pub fn ended(&mut self, id: u64, r: &mut Request) {
+        self.summary.add(r);
+        self.hold_or_emit(id, r);
+    }
+
+    /// [`Self::ended`] but for the summary.
+    fn hold_or_emit(&mut self, id: u64, r: &mut Request) {
         debug_assert!(self.worker.is_none(), "folded beside its worker");
         debug_assert!(id >= self.next, "request {id} ended twice");
         let k = (id - self.next) as usize;
@@ -178,26 +195,33 @@ impl RecordStream {
             self.peak_pending = self.peak_pending.max(self.held);
             return;
         }
-        self.emit(id, r);
+        self.emit_in_order(id, r);
         self.next += 1;
         // The entry of `id` itself, when the ring reaches past it.
         self.pending.pop_front();
         while let Some(Some(_)) = self.pending.front() {
             let r = self.pending.pop_front().flatten().expect("held").unpack();
             self.held -= 1;
-            self.emit(self.next, &r);
+            self.emit_in_order(self.next, &r);
             self.next += 1;
         }
     }
 
-    /// Folds request `id` into every report (and its row into the file).
+    /// Folds request `id`, the requests before it folded already, into
+    /// every report (and its row into the file).
     pub fn emit(&mut self, id: u64, r: &Request) {
+        self.summary.add(r);
+        self.emit_in_order(id, r);
+    }
+
+    /// [`Self::emit`] but for the summary, which [`Self::ended`] folds in
+    /// end order.
+    fn emit_in_order(&mut self, id: u64, r: &Request) {
         if let Some(csv) = &mut self.csv {
             if let Err(e) = csv.row(id, r) {
                 self.io_error.get_or_insert(e);
             }
         }
-        self.summary.add(r);
         self.load.push(LoadRecord::of(r));
         if let Some(t) = &mut self.tenants {
             t.add(r);
