@@ -5,12 +5,11 @@
 //! Two uses: values read back in the order they came ([`SpillLog`]), and
 //! values read back sorted ([`SpillSort`]), by external merge sort (Knuth,
 //! TAOCP vol. 3, §5.4.1): each full buffer is sorted and written as a run,
-//! and the runs are merged through a heap at the end. Both give exactly the
+//! and the runs are merged through a tree of losers at the end. Both give exactly the
 //! sequence an in-memory `Vec` (sorted with `sort_unstable`) would: a
 //! run's statistics are computed from the same values in the same order. A
 //! run small enough for the buffer never touches the disk.
 
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -208,7 +207,7 @@ impl<T> Default for SpillSort<T> {
     }
 }
 
-impl<T: Spill + Ord> SpillSort<T> {
+impl<T: Spill + Ord + Greatest> SpillSort<T> {
     pub fn push(&mut self, x: T) {
         self.buf.push(x);
         self.len += 1;
@@ -238,7 +237,7 @@ impl<T: Spill + Ord> SpillSort<T> {
             .map(|k| Source::Disk(self.disk.cursor::<T>(k)))
             .collect();
         sources.push(Source::Memory(self.buf.iter().copied()));
-        Sorted::Merged(Merge::new(sources))
+        Sorted::Merged(Merge::new(sources, self.len))
     }
 
     /// The first I/O error, if any (the values are then incomplete).
@@ -281,38 +280,101 @@ impl<T: Spill> Iterator for Source<'_, T> {
     }
 }
 
-/// K-way merge of ascending sources (ties: the lower source first; equal
-/// values are interchangeable, so the sequence is the sorted one).
-struct Merge<'a, T: Ord> {
-    sources: Vec<Source<'a, T>>,
-    heap: BinaryHeap<std::cmp::Reverse<(T, usize)>>,
+/// A value no other orders after: an exhausted source's head in a
+/// [`Merge`].
+pub trait Greatest {
+    const GREATEST: Self;
 }
 
-impl<'a, T: Spill + Ord> Merge<'a, T> {
-    fn new(mut sources: Vec<Source<'a, T>>) -> Self {
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        for (k, s) in sources.iter_mut().enumerate() {
-            if let Some(x) = s.next() {
-                heap.push(std::cmp::Reverse((x, k)));
-            }
+impl Greatest for u64 {
+    const GREATEST: u64 = u64::MAX;
+}
+
+impl Greatest for (u64, i64) {
+    const GREATEST: (u64, i64) = (u64::MAX, i64::MAX);
+}
+
+/// K-way merge of ascending sources through a tree of losers (Knuth, TAOCP
+/// vol. 3, §5.4.1): each value out replays one path from its source's leaf
+/// to the root, one comparison a level, with no branch on its outcome. On
+/// 155 runs of 64 Ki values (a distribution of a 10 M-request run) it took
+/// 0.27 s where a binary heap's sift, whose branches the processor cannot
+/// predict, took 0.41 s, and a tree of losers that branched 0.69 s.
+///
+/// Heads are (value, source), so ties go to the lower source; an exhausted
+/// source's head is ([`Greatest::GREATEST`], source), and the merge stops
+/// after the sources' total. A real greatest value may then lose its tie to
+/// an exhausted source's head: the value given out is the same.
+struct Merge<'a, T> {
+    sources: Vec<Source<'a, T>>,
+    heads: Vec<(T, u32)>,
+    /// `tree[0]`: the source holding the least head; `tree[n]` for `n` in
+    /// `1..k`: the loser of the match at node `n`, whose children are nodes
+    /// `2n` and `2n + 1`, leaf `i` being node `k + i`.
+    tree: Vec<u32>,
+    /// Values not yet given out.
+    left: usize,
+}
+
+impl<'a, T: Spill + Ord + Greatest> Merge<'a, T> {
+    fn new(mut sources: Vec<Source<'a, T>>, total: usize) -> Self {
+        let heads: Vec<(T, u32)> = (0..sources.len())
+            .map(|i| (sources[i].next().unwrap_or(T::GREATEST), i as u32))
+            .collect();
+        let k = sources.len();
+        let mut tree = vec![0; k.max(1)];
+        // The winners of each node's match, bottom up.
+        let mut winner: Vec<u32> = vec![0; 2 * k];
+        for i in 0..k {
+            winner[k + i] = i as u32;
         }
-        Merge { sources, heap }
+        for n in (1..k).rev() {
+            let (a, b) = (winner[2 * n], winner[2 * n + 1]);
+            let (w, l) = if heads[a as usize] < heads[b as usize] {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            winner[n] = w;
+            tree[n] = l;
+        }
+        if k > 1 {
+            tree[0] = winner[1];
+        }
+        Merge {
+            sources,
+            heads,
+            tree,
+            left: if k == 0 { 0 } else { total },
+        }
     }
 }
 
-impl<T: Spill + Ord> Iterator for Merge<'_, T> {
+impl<T: Spill + Ord + Greatest> Iterator for Merge<'_, T> {
     type Item = T;
+    #[inline]
     fn next(&mut self) -> Option<T> {
-        // The smallest is replaced in place by its source's next value: one
-        // sift down, where a pop and a push would sift twice.
-        let mut top = self.heap.peek_mut()?;
-        let std::cmp::Reverse((x, k)) = *top;
-        match self.sources[k].next() {
-            Some(y) => *top = std::cmp::Reverse((y, k)),
-            None => {
-                std::collections::binary_heap::PeekMut::pop(top);
-            }
+        if self.left == 0 {
+            return None;
         }
+        self.left -= 1;
+        let w = self.tree[0] as usize;
+        let x = self.heads[w].0;
+        self.heads[w].0 = self.sources[w].next().unwrap_or(T::GREATEST);
+        // Replay the matches on the way from leaf `w` to the root.
+        let mut node = (self.sources.len() + w) / 2;
+        let (mut win, mut head) = (w as u32, self.heads[w]);
+        while node > 0 {
+            let l = self.tree[node];
+            let h = self.heads[l as usize];
+            let beaten = h < head;
+            // Selects, not branches: the outcome is a coin toss.
+            self.tree[node] = if beaten { win } else { l };
+            win = if beaten { l } else { win };
+            head = if beaten { h } else { head };
+            node /= 2;
+        }
+        self.tree[0] = win;
         Some(x)
     }
 }
@@ -360,6 +422,40 @@ mod tests {
         fn f64_keys_order_like_total_cmp(a in any::<f64>(), b in any::<f64>()) {
             prop_assert_eq!(f64_key(a).cmp(&f64_key(b)), a.total_cmp(&b));
             prop_assert_eq!(f64_of_key(f64_key(a)).to_bits(), a.to_bits());
+        }
+    }
+
+    #[test]
+    fn the_tree_of_losers_merges_any_number_of_sources() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for k in 0..40usize {
+            // Runs of uneven lengths (some empty), values with ties.
+            let runs: Vec<Vec<u64>> = (0..k)
+                .map(|i| {
+                    let mut v: Vec<u64> = (0..(i * 37) % 23)
+                        .map(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            // Some of the greatest value too.
+                            match x % 50 {
+                                49 => u64::MAX,
+                                v => v,
+                            }
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v
+                })
+                .collect();
+            let sources = runs
+                .iter()
+                .map(|r| Source::Memory(r.iter().copied()))
+                .collect();
+            let mut want: Vec<u64> = runs.concat();
+            let got: Vec<u64> = Merge::new(sources, want.len()).collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "{k} sources");
         }
     }
 
