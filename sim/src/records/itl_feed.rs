@@ -17,16 +17,16 @@ use crate::records::batch_worker::BatchWorker;
 use crate::records::ItlHistogram;
 use crate::time::Nanos;
 
-/// Pairs handed over at once (16 bytes each: 128 KiB): few enough that
-/// memory stays bounded, many enough that a hand-over costs nothing per
-/// pair.
-const PAIRS: usize = 1 << 13;
+/// Pairs handed over at once (16 bytes each: 512 KiB): few enough that
+/// memory stays bounded, many enough that a hand-over, which may wake the
+/// worker (a system call), costs nothing per pair.
+const PAIRS: usize = 1 << 15;
 
-/// Full buffers that may wait for the worker (1 MiB). Raised from 2 with
-/// the records queue (`records::stream`), for the same reason: a worker
-/// that waits for a core should not stop the simulation. Not measured on
-/// its own: the two channels' waits look alike in a profile.
-const QUEUED: usize = 8;
+/// Full buffers that may wait for the worker (2 MiB). Raised with the
+/// records queue (`records::stream`), for the same reason: a worker that
+/// waits for a core should not stop the simulation. Not measured on its
+/// own: the two channels' waits look alike in a profile.
+const QUEUED: usize = 4;
 
 /// Inter-token (gap, tokens) pairs on their way to the run's
 /// [`ItlHistogram`], filed in place or on a worker thread

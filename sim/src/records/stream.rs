@@ -33,17 +33,19 @@ use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
 use std::collections::VecDeque;
 
-/// Ended requests handed to the worker at once (~280 KB of records): few
+/// Ended requests handed to the worker at once (~1.1 MB of records): few
 /// enough that memory stays bounded, many enough that the hand-over costs
-/// nothing per request.
-const BATCH: usize = 1024;
+/// nothing per request; each hand-over may wake the worker, a system call
+/// that cost the simulation's thread about 15 µs on this project's
+/// machines (1,024 a batch woke it about 1,000 times per million requests).
+const BATCH: usize = 4096;
 
-/// Full batches that may wait for the worker (~9 MB): the worker emits in
-/// a burst every request a long one held back (tens of thousands on a
-/// 1,000-replica fleet), and the simulation goes on meanwhile. With two,
-/// the simulation waited for the worker about a fifth of a 10 M-request
-/// run.
-const QUEUED: usize = 32;
+/// Full batches that may wait for the worker (~9 MB, 32 Ki requests): the
+/// worker emits in a burst every request a long one held back (tens of
+/// thousands on a 1,000-replica fleet), and the simulation goes on
+/// meanwhile. With two batches of 1,024, the simulation waited for the
+/// worker about a fifth of a 10 M-request run.
+const QUEUED: usize = 8;
 
 /// The simulation's side of a record stream folded on a worker thread:
 /// ended requests, in the order they ended.
