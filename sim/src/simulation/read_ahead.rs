@@ -24,6 +24,11 @@ use std::thread::JoinHandle;
 /// read ahead).
 const BATCH: usize = 4096;
 
+/// Requests in the first batch; each next one is twice as large, up to
+/// [`BATCH`], so that a small run (Vidur's 5,000 requests) starts
+/// simulating after a few requests are read, not after most of its trace.
+const FIRST_BATCH: usize = 128;
+
 /// A batch is also handed over once its requests carry this many block
 /// hashes (1 MiB: a Mooncake request with its engine hashes is ~6 KB, so
 /// about 170 of them), which bounds the memory read ahead. (At 32 Ki
@@ -63,8 +68,10 @@ impl ReadAhead {
             .name("servesim-source".into())
             .spawn(move || {
                 let mut left = limit;
+                let mut size = FIRST_BATCH;
                 while left > 0 {
-                    let n = BATCH.min(usize::try_from(left).unwrap_or(BATCH));
+                    let n = size.min(usize::try_from(left).unwrap_or(size));
+                    size = (2 * size).min(BATCH);
                     let mut batch = Vec::with_capacity(n);
                     let mut hashes = 0;
                     let mut exhausted = false;
