@@ -425,8 +425,7 @@ impl RequestsSummary {
     /// Starts merging the latency distributions on a thread of their own
     /// (no request may be added after), when they are large enough for
     /// [`latency_dists`] to use threads: the caller goes on with other
-    /// work, and [`Self::finish`] takes the result. Where the thread cannot
-    /// start, `finish` merges them itself.
+    /// work, and [`Self::finish`] takes the result.
     pub fn start_dists(&mut self) {
         let samples = [&self.wait, &self.ttft, &self.tpot, &self.e2e];
         if self.early.is_some() || samples.iter().all(|v| v.len() < PARALLEL_FROM) {
@@ -439,28 +438,15 @@ impl RequestsSummary {
             std::mem::take(&mut self.tpot),
             std::mem::take(&mut self.e2e),
         ];
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let spawned = std::thread::Builder::new()
+        // A thread that cannot start panics here, as in `latency_dists`.
+        let merging = std::thread::Builder::new()
             .name("servesim-dists".into())
             .spawn(move || {
-                // Sent once the thread started (a closure that never ran
-                // would drop them): always, below.
-                let Ok(mut sets) = rx.recv() else {
-                    return Default::default();
-                };
                 let [a, b, c, d] = &mut sets;
                 latency_dists([a, b, c, d])
-            });
-        match spawned {
-            Ok(h) => {
-                let _ = tx.send(std::mem::take(&mut sets));
-                self.early = Some((h, error));
-            }
-            Err(_) => {
-                let [wait, ttft, tpot, e2e] = sets;
-                (self.wait, self.ttft, self.tpot, self.e2e) = (wait, ttft, tpot, e2e);
-            }
-        }
+            })
+            .unwrap_or_else(|e| panic!("cannot start a thread: {e}"));
+        self.early = Some((merging, error));
     }
 
     /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the

@@ -128,7 +128,10 @@ impl StreamFile {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(k) => done += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if self.direct && e.raw_os_error() == Some(EINVAL) => self.set_buffered()?,
+                // EINVAL: this file system takes no direct writes.
+                Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
+                    self.set_buffered()?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -179,11 +182,6 @@ impl Drop for StreamFile {
         self.early.finish();
     }
 }
-
-#[cfg(target_os = "linux")]
-const EINVAL: i32 = libc::EINVAL;
-#[cfg(not(target_os = "linux"))]
-const EINVAL: i32 = 22;
 
 /// `path` created for direct writes, or `None` where the file system
 /// refuses them (the caller opens it as usual).

@@ -36,8 +36,7 @@ use std::collections::VecDeque;
 /// Ended requests handed to the worker at once (~1.1 MB of records): few
 /// enough that memory stays bounded, many enough that the hand-over costs
 /// nothing per request; each hand-over may wake the worker, a system call
-/// that cost the simulation's thread about 15 µs on this project's
-/// machines (1,024 a batch woke it about 1,000 times per million requests).
+/// on the simulation's thread, up to one per batch.
 const BATCH: usize = 4096;
 
 /// Full batches that may wait for the worker (~9 MB, 32 Ki requests): the

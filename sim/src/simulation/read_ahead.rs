@@ -42,7 +42,7 @@ const BATCH_HASHES: usize = 1 << 17;
 /// the reader about a tenth of a 10 M-request fleet run). A reader that
 /// waits on a full queue is woken by each batch taken, a system call on the
 /// simulation's thread: batches of 512 made it 1,900 of the 3,200 the
-/// thread made per million requests; batches of 4,096, 240.
+/// thread made per million requests; batches of 4,096 from the first, 240.
 const QUEUED: usize = 4;
 
 /// A request source pulled on a thread; see the module comment.
