@@ -502,7 +502,9 @@ mod tests {
         let mut x = 7u64;
         let mut want = Vec::new();
         for _ in 0..3 * CHUNK + 11 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             s.push(x >> 40);
             want.push(x >> 40);
         }

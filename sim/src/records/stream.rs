@@ -26,12 +26,12 @@ use crate::load::LoadRecord;
 use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
 use crate::records::batch_worker::BatchWorker;
+use crate::records::held::HeldRing;
 use crate::records::packed::Packed;
 use crate::records::spill::SpillLog;
 use crate::region::records::RegionRecords;
 use crate::request::{Request, Status};
 use crate::tenancy::report::TenantRecords;
-use std::collections::VecDeque;
 
 /// Ended requests handed to the worker at once (~1.1 MB of records): few
 /// enough that memory stays bounded, many enough that the hand-over costs
@@ -57,7 +57,7 @@ pub struct RecordStream {
     next: u64,
     /// Requests that ended before `next` did, packed (`records::packed`):
     /// entry `k` is request `next + k` (`None`: not ended yet).
-    pending: VecDeque<Option<Packed>>,
+    pending: HeldRing<Packed>,
     /// Scratch space for packing.
     scratch: Vec<u8>,
     /// Requests held in `pending`.
@@ -94,7 +94,7 @@ impl RecordStream {
     ) -> RecordStream {
         RecordStream {
             next: 0,
-            pending: VecDeque::new(),
+            pending: HeldRing::default(),
             scratch: Vec::new(),
             held: 0,
             peak_pending: 0,
@@ -187,11 +187,10 @@ impl RecordStream {
         debug_assert!(id >= self.next, "request {id} ended twice");
         let k = (id - self.next) as usize;
         if k > 0 {
-            if self.pending.len() <= k {
-                self.pending.resize_with(k + 1, || None);
-            }
-            debug_assert!(self.pending[k].is_none(), "request {id} ended twice");
-            self.pending[k] = Some(Packed::pack(r, &mut self.scratch));
+            self.pending.extend_to(k + 1);
+            let slot = self.pending.slot_mut(k);
+            debug_assert!(slot.is_none(), "request {id} ended twice");
+            *slot = Some(Packed::pack(r, &mut self.scratch));
             self.held += 1;
             self.peak_pending = self.peak_pending.max(self.held);
             return;
