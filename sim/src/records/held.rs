@@ -4,12 +4,12 @@
 //! The ring spans the ids from the oldest unfinished request to the newest
 //! ended one, so its length follows the longest hold of the run, which
 //! grows as a longer run draws a longer request. A `VecDeque` doubles to
-//! grow and copies what it holds:
-//! a 100 M-request run's resident memory jumped 40 MiB at the doubling
-//! (`README`, Speed). Here the ring grows a chunk at a time and never
-//! moves a slot; a chunk emptied at the front is kept for reuse at the
-//! back. The operations are `VecDeque`'s that the stream uses, with the
-//! same results (a proptest checks them against one).
+//! grow and copies what it holds: a 100 M-request run's resident memory
+//! jumped 40 MiB at the doubling (README, Speed). Here the ring grows a
+//! chunk at a time and never moves a slot; a chunk emptied at the front is
+//! kept for reuse at the back. The operations are the `VecDeque` ones the
+//! stream uses, with the same results (a proptest checks them against
+//! one).
 
 use std::collections::VecDeque;
 
