@@ -4,7 +4,7 @@
 
 mod batch_worker;
 pub mod gap_log;
-pub mod held;
+mod held;
 pub mod itl;
 pub mod itl_feed;
 pub mod packed;

@@ -27,9 +27,9 @@ const READ_MIN: usize = 1 << 6;
 /// The read buffers of one merge, in all: a merge of `n` runs reads
 /// `MERGE_BYTES / n` bytes a run at a time (within [`READ_MIN`] and
 /// [`READ`] values), so its memory stops growing with the run's length
-/// past about 500 runs of `u64` (32 M values: a 100 M-request run's
-/// distributions have 1,526 runs each, 49 MiB of 8 KiB buffers for the
-/// four).
+/// past 512 runs of `u64` (32 Mi values: a 100 M-request run's
+/// distributions spill 1,525 runs each, 10^8 / [`CHUNK`], which took
+/// 48 MiB of 8 KiB buffers for the four).
 const MERGE_BYTES: usize = 4 << 20;
 
 /// A fixed-size value that spills as bytes.
@@ -487,11 +487,14 @@ mod tests {
 
     #[test]
     fn a_merge_of_many_runs_reads_less_of_each() {
-        // A 10 M-request run's 155 runs read as much as ever; a 100 M one's
-        // 1,526 share the merge's bytes; past that the floor holds.
-        assert_eq!(merge_read(155, 8), READ);
-        assert_eq!(merge_read(1526, 8), 343);
-        assert!(1526 * merge_read(1526, 8) * 8 <= MERGE_BYTES);
+        // A 10 M-request run's 152 runs (10^7 / CHUNK) read as much as
+        // ever, up to 512; a 100 M one's 1,525 share the merge's bytes;
+        // past that the floor holds.
+        assert_eq!(merge_read(152, 8), READ);
+        assert_eq!(merge_read(512, 8), READ);
+        assert_eq!(merge_read(513, 8), 1022);
+        assert_eq!(merge_read(1525, 8), 343);
+        assert!(1525 * merge_read(1525, 8) * 8 <= MERGE_BYTES);
         assert_eq!(merge_read(1 << 20, 8), READ_MIN);
         assert_eq!(merge_read(0, 16), READ);
     }
