@@ -18,11 +18,14 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 /// The simulation's side of a state `S` folded from items `T` on a worker
-/// thread, `N` items a batch (a constant: the hot `push` compares with
-/// it); see the module comment.
+/// thread, at most `N` items a batch; see the module comment.
 pub(crate) struct BatchWorker<T, S, const N: usize> {
     /// Items not yet handed over, in the order they came.
     batch: Vec<T>,
+    /// Items a batch (1 to `N`): what the worker has left to fold after the
+    /// last item comes is at most one batch, so a small run hands over
+    /// smaller ones.
+    size: usize,
     /// Full batches to the worker, the last one marked (`None` once
     /// closed).
     tx: Option<mpsc::SyncSender<(Vec<T>, bool)>>,
@@ -33,14 +36,15 @@ pub(crate) struct BatchWorker<T, S, const N: usize> {
 }
 
 impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> {
-    /// Starts thread `name`, which folds every batch into `state` with
-    /// `fold` (which may leave the batch as it likes: it is cleared after;
-    /// its flag marks the last batch, empty or not, that [`Self::finish`]
-    /// hands over); the simulation waits once `queued` full batches wait
-    /// for the worker.
+    /// Starts thread `name`, which folds every batch of `size` items (at
+    /// most `N`) into `state` with `fold` (which may leave the batch as it
+    /// likes: it is cleared after; its flag marks the last batch, empty or
+    /// not, that [`Self::finish`] hands over); the simulation waits once
+    /// `queued` full batches wait for the worker.
     pub(crate) fn start(
         name: &str,
         queued: usize,
+        size: usize,
         mut state: S,
         mut fold: impl FnMut(&mut S, &mut Vec<T>, bool) + Send + 'static,
     ) -> std::io::Result<Self> {
@@ -57,8 +61,10 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
                 }
                 state
             })?;
+        let size = size.clamp(1, N);
         Ok(BatchWorker {
-            batch: Vec::with_capacity(N),
+            batch: Vec::with_capacity(size),
+            size,
             tx: Some(tx),
             empties,
             handle: Some(handle),
@@ -69,7 +75,7 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
     #[inline]
     pub(crate) fn push(&mut self, item: T) {
         self.batch.push(item);
-        if self.batch.len() >= N {
+        if self.batch.len() >= self.size {
             self.send(false);
         }
     }
@@ -83,7 +89,7 @@ impl<T: Send + 'static, S: Send + 'static, const N: usize> BatchWorker<T, S, N> 
         let fresh = self
             .empties
             .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(N));
+            .unwrap_or_else(|_| Vec::with_capacity(self.size));
         let full = std::mem::replace(&mut self.batch, fresh);
         if let Some(tx) = &self.tx {
             // A send fails only if the worker died; `finish` reports why.
@@ -121,7 +127,7 @@ impl<T, S, const N: usize> std::fmt::Debug for BatchWorker<T, S, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BatchWorker")
             .field("pending", &self.batch.len())
-            .field("capacity", &N)
+            .field("size", &self.size)
             .finish()
     }
 }
@@ -132,21 +138,27 @@ mod tests {
 
     #[test]
     fn folds_every_item_in_order_across_batches() {
-        // 98 items: 14 full batches, then an empty last one.
-        for n in [100, 98] {
-            let fold = |s: &mut (Vec<u32>, Vec<bool>), b: &mut Vec<u32>, last| {
+        // 98 items in batches of 7: 14 full ones, then an empty last one.
+        // Batches of 3 under the same cap of 7: 33 (the last one partial).
+        for (n, size) in [(100, 7), (98, 7), (98, 3), (99, 3), (5, 100)] {
+            let fold = |s: &mut (Vec<u32>, Vec<usize>, Vec<bool>), b: &mut Vec<u32>, last| {
+                s.1.push(b.len());
                 s.0.append(b);
-                s.1.push(last);
+                s.2.push(last);
             };
-            let mut w =
-                BatchWorker::<_, _, 7>::start("test", 2, Default::default(), fold).expect("thread");
+            let mut w = BatchWorker::<_, _, 7>::start("test", 2, size, Default::default(), fold)
+                .expect("thread");
             for i in 0..n {
                 w.push(i);
             }
-            let (items, last) = w.finish().expect("state");
+            let (items, lens, last) = w.finish().expect("state");
             assert_eq!(items, (0..n).collect::<Vec<_>>());
+            let size = size.min(7);
+            let full = n as usize / size;
+            assert!(lens[..full].iter().all(|&l| l == size), "{lens:?}");
+            assert_eq!(lens[full..], [n as usize % size], "{lens:?}");
             // Only the last batch is marked, and it always comes.
-            assert_eq!(last.len(), n.div_ceil(7) as usize + (n % 7 == 0) as usize);
+            assert_eq!(last.len(), full + 1);
             assert!(last[..last.len() - 1].iter().all(|&l| !l) && last[last.len() - 1]);
             assert_eq!(w.finish(), None);
         }
@@ -156,7 +168,7 @@ mod tests {
     #[should_panic(expected = "fold failed")]
     fn a_panic_on_the_worker_resumes_at_finish() {
         let mut w =
-            BatchWorker::<_, _, 2>::start("test", 2, (), |_: &mut (), _: &mut Vec<u32>, _| {
+            BatchWorker::<_, _, 2>::start("test", 2, 2, (), |_: &mut (), _: &mut Vec<u32>, _| {
                 panic!("fold failed")
             })
             .expect("thread");

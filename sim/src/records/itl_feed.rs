@@ -58,6 +58,7 @@ impl ItlFeed {
         self.worker = Some(BatchWorker::start(
             "servesim-itl",
             QUEUED,
+            PAIRS,
             hist,
             |h, pairs, _| h.add_all(pairs),
         )?);

@@ -115,7 +115,8 @@ impl<'a> Simulation<'a> {
             // Writing the file overlaps the simulation (byte-identical: one
             // thread folds the records, in the same order), and so does
             // filing the inter-token gaps (`records::itl_feed`).
-            self.stream.start_worker()?;
+            let known = (self.max_requests != u64::MAX).then_some(self.max_requests);
+            self.stream.start_worker(known)?;
             self.itl.start_worker()?;
             self.read_ahead()?;
         }
