@@ -75,16 +75,44 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
+    // Each file's sync waits on the disk, so requests.csv is finished on a
+    // thread of its own while this one writes the others; summary.json
+    // still waits for both. The Mooncake conversation run's files took 8.3
+    // ms instead of 10.7 (medians of 10 alternated runs); Vidur's V1, whose
+    // files are smaller, gained nothing measurable (2.7 and 2.8 ms).
+    let (requests, series) = std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new()
+            .name("servesim-write".into())
+            .spawn_scoped(s, || write_requests_file(dir, result));
+        match spawned {
+            Ok(h) => {
+                let series = write_series(dir, result);
+                let requests = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (requests, series)
+            }
+            // No thread to be had: one after the other.
+            Err(_) => (write_requests_file(dir, result), write_series(dir, result)),
+        }
+    });
+    requests?;
+    series?;
     let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
     json.push('\n');
+    write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
+    Ok(())
+}
+
+/// `requests.csv`: the streamed file's rest and rename, or the whole file
+/// from the requests a run kept.
+fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     let streamed = result
         .streamed_requests
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
     match streamed {
-        // Written while the run went: only its rename is left.
-        Some(csv) => csv.finish(dir)?,
+        // Written while the run went: only its rest and rename are left.
+        Some(csv) => csv.finish(dir),
         None => write_atomic(&dir.join("requests.csv"), |w| {
             let disagg = result.summary.kv_transfer.is_some();
             let regions: Vec<&str> = result
@@ -94,8 +122,12 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
                 .map(|r| r.name.as_str())
                 .collect();
             write_requests(w, &result.requests, result.attribution, disagg, &regions)
-        })?,
+        }),
     }
+}
+
+/// `timeseries.csv`, and `pools.csv` when the fleet has pools.
+fn write_series(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
     if !result.summary.pools.is_empty() {
         let names: Vec<String> = result
@@ -110,7 +142,6 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
             crate::cluster::pool_series::write(w, &result.pool_series, &names, &roles)
         })?;
     }
-    write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())
 }
 
