@@ -21,6 +21,7 @@ mod cli;
 mod cost;
 mod explain;
 mod fleet_print;
+mod hugepages;
 mod print;
 mod quality;
 mod serve;
@@ -200,6 +201,7 @@ fn simulate(
     for n in &scenario.notes {
         eprintln!("warning: {n}");
     }
+    hugepages::choose_for(&scenario);
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
     // Refuse an unwritable folder, or one another run is writing, before
     // spending the run's time.

@@ -1,0 +1,117 @@
+//! Transparent huge pages for the runs that gain from them, 4 KiB pages for
+//! the others.
+//!
+//! mimalloc asks the kernel to back its arena with 2 MiB pages
+//! (`madvise(MADV_HUGEPAGE)`), so the first touch of each 2 MiB of heap
+//! faults in and clears a whole huge page. A big fleet needs that: the 10 M
+//! requests over 1,000 replicas of README's Speed section read at random
+//! over 200 MiB, and took 26.1 and 26.8 s with huge pages against 32.1 and
+//! 31.6 s without (the TLB's reach). A small run does not, and pays for
+//! them whenever the kernel has no huge page ready. On the 2-core VM of the
+//! measurements:
+//! - Vidur's V1 (5,000 requests, one replica) right after a process that
+//!   used 600 MiB took 77 ms (median of 20, 67 ms of it system time) with
+//!   huge pages and 36 ms without; back to back, 35 and 38 ms.
+//! - The Mooncake conversation run side by side with DynoSim (8 pairs each
+//!   way) spent 0.19–0.30 s of system time in 5 of 8 runs with huge pages
+//!   (0.01–0.08 s in the others), and 0.04–0.10 s in all 8 without.
+//! - 1 M requests over 100 or 1,000 replicas, and 2 M over 10, ran about as
+//!   fast either way.
+//!
+//! So `simulate` turns huge pages off for the process
+//! (`prctl(PR_SET_THP_DISABLE)`, which the kernel checks at each fault, so
+//! it holds for the arena mimalloc already advised), unless the fleet is
+//! big and the run long ([`wants_huge_pages`]). `MIMALLOC_ALLOW_THP`, when
+//! set, decides instead (mimalloc reads it at start), and other platforms
+//! keep what they have.
+
+use sim::scenario::Scenario;
+
+/// Replica objects from which a fleet's state outgrows the TLB's reach
+/// with 4 KiB pages (the 1,000-replica fleet gained 20 % from huge pages).
+const BIG_FLEET: u64 = 256;
+
+/// Requests from which a big fleet's run is long enough to win back its
+/// huge pages' faults (1 M over 1,000 replicas ran as fast either way).
+const LONG_RUN: u64 = 2_000_000;
+
+/// Whether a run over `replicas` replica objects, expected to take
+/// `requests` requests (`None`: unknown, a trace without a count), keeps
+/// huge pages.
+pub fn wants_huge_pages(replicas: u64, requests: Option<u64>) -> bool {
+    replicas >= BIG_FLEET && requests.is_none_or(|n| n >= LONG_RUN)
+}
+
+/// Replica objects the run simulates: every pool's, and with a life cycle
+/// the autoscaler's maximum and the standby pool.
+fn replicas(s: &Scenario) -> u64 {
+    let one = |f: &sim::scenario::ScenarioFile| {
+        sim::lifecycle::config::slots(f).unwrap_or(f.fleet.replicas) as u64
+    };
+    if s.pools.is_empty() {
+        one(&s.file)
+    } else {
+        s.pools.iter().map(|p| one(&p.scenario.file)).sum()
+    }
+}
+
+/// Sets huge pages on or off for the rest of the process as `s` wants
+/// them (see the module comment).
+pub fn choose_for(s: &Scenario) {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    let requests = sim::guard::estimate(s).requests;
+    set(wants_huge_pages(replicas(s), requests));
+}
+
+/// Allows or forbids transparent huge pages for this process's future page
+/// faults; a kernel that refuses leaves them as they were.
+#[cfg(target_os = "linux")]
+fn set(on: bool) {
+    // SAFETY: PR_SET_THP_DISABLE only sets a flag of this process's memory
+    // map; it reads no pointer.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(!on), 0, 0, 0);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set(_: bool) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_big_fleet_on_a_long_run_keeps_huge_pages() {
+        // Vidur's V1; the Mooncake trace on 8 replicas (no count).
+        assert!(!wants_huge_pages(1, Some(5_000)));
+        assert!(!wants_huge_pages(8, None));
+        // The README's 10 M fleet; its 1 M version; 2 M over 10 replicas.
+        assert!(wants_huge_pages(1_000, Some(10_000_000)));
+        assert!(!wants_huge_pages(1_000, Some(1_000_000)));
+        assert!(!wants_huge_pages(10, Some(2_000_000)));
+        assert!(wants_huge_pages(BIG_FLEET, Some(LONG_RUN)));
+        assert!(wants_huge_pages(BIG_FLEET, None));
+        assert!(!wants_huge_pages(BIG_FLEET - 1, None));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_kernel_takes_the_setting() {
+        let enabled = || {
+            std::fs::read_to_string("/proc/self/status")
+                .expect("status")
+                .lines()
+                .find_map(|l| l.strip_prefix("THP_enabled:").map(|v| v.trim() == "1"))
+        };
+        // Kernels before 5.0 do not report it.
+        let Some(before) = enabled() else { return };
+        set(false);
+        assert_eq!(enabled(), Some(false));
+        set(true);
+        assert_eq!(enabled(), Some(true));
+        set(before);
+    }
+}
