@@ -42,7 +42,6 @@ impl<T> Default for HeldRing<T> {
 
 impl<T> HeldRing<T> {
     /// Slots in the ring (the stream keeps its own count of held rows).
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -68,6 +67,14 @@ impl<T> HeldRing<T> {
         assert!(k < self.len, "slot {k} of a ring of {}", self.len);
         let at = self.head + k;
         &mut self.chunks[at / CHUNK][at % CHUNK]
+    }
+
+    /// What slot `k` from the front holds (`k` below the length).
+    #[inline]
+    pub fn slot(&self, k: usize) -> Option<&T> {
+        assert!(k < self.len, "slot {k} of a ring of {}", self.len);
+        let at = self.head + k;
+        self.chunks[at / CHUNK][at % CHUNK].as_ref()
     }
 
     /// The first slot, if the ring has one.

@@ -5,6 +5,7 @@
 mod batch_worker;
 pub mod gap_log;
 mod held;
+mod held_runs;
 pub mod itl;
 pub mod itl_feed;
 pub mod packed;

@@ -16,7 +16,7 @@
 
 use crate::attribution::{Attribution, N_COMPONENTS};
 use crate::cluster::disagg::TransferRecord;
-use crate::request::{Request, Status};
+use crate::request::{RejectReason, Request, Status};
 use crate::time::SimTime;
 
 /// A packed ended request: its numbers as bytes, and the two fields that
@@ -183,6 +183,91 @@ impl Packed {
     pub fn size(&self) -> usize {
         std::mem::size_of::<Packed>() + self.bytes.len()
     }
+
+    /// Whether [`Self::put_on_disk`] writes the row.
+    pub fn goes_to_disk(&self) -> bool {
+        self.kv_transfer.is_none()
+    }
+
+    /// Appends the row `id` as it goes to disk (`records::held_runs`): its
+    /// id, its status code, the length of its bytes and the bytes. A row
+    /// with a KV transfer record is not written (`false`): it stays in
+    /// memory.
+    pub fn put_on_disk(&self, id: u64, out: &mut Vec<u8>) -> bool {
+        if !self.goes_to_disk() {
+            return false;
+        }
+        out.extend_from_slice(&id.to_le_bytes());
+        out.push(status_code(self.status));
+        out.extend_from_slice(&(self.bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.bytes);
+        true
+    }
+
+    /// The row [`Self::put_on_disk`] wrote, from its status code and bytes
+    /// (`None`: no status has that code).
+    pub fn from_disk(status: u8, bytes: &[u8]) -> Option<Packed> {
+        Some(Packed {
+            bytes: bytes.into(),
+            status: status_of(status)?,
+            kv_transfer: None,
+        })
+    }
+}
+
+/// Rejection reasons by code (the code is the index).
+const REASONS: [RejectReason; 11] = [
+    RejectReason::ExceedsMaxModelLen,
+    RejectReason::PromptExceedsTokenBudget,
+    RejectReason::ExceedsKvCapacity,
+    RejectReason::RateLimited,
+    RejectReason::QueueFull,
+    RejectReason::ConcurrencyLimit,
+    RejectReason::Deadline,
+    RejectReason::ServerBusy,
+    RejectReason::ServerRefused,
+    RejectReason::NoReadyReplica,
+    RejectReason::ReplicaFailed,
+];
+
+/// A status as one byte: the four plain ones 0–3, a rejection 16 plus its
+/// reason's place in [`REASONS`].
+fn status_code(s: Status) -> u8 {
+    match s {
+        Status::InFlight => 0,
+        Status::Completed => 1,
+        Status::Cancelled => 2,
+        Status::Failed => 3,
+        // Every reason is listed, so one added to `RejectReason` without
+        // a code fails here.
+        Status::Rejected(r) => {
+            16 + match r {
+                RejectReason::ExceedsMaxModelLen => 0,
+                RejectReason::PromptExceedsTokenBudget => 1,
+                RejectReason::ExceedsKvCapacity => 2,
+                RejectReason::RateLimited => 3,
+                RejectReason::QueueFull => 4,
+                RejectReason::ConcurrencyLimit => 5,
+                RejectReason::Deadline => 6,
+                RejectReason::ServerBusy => 7,
+                RejectReason::ServerRefused => 8,
+                RejectReason::NoReadyReplica => 9,
+                RejectReason::ReplicaFailed => 10,
+            }
+        }
+    }
+}
+
+/// The status [`status_code`] gave `c`.
+fn status_of(c: u8) -> Option<Status> {
+    Some(match c {
+        0 => Status::InFlight,
+        1 => Status::Completed,
+        2 => Status::Cancelled,
+        3 => Status::Failed,
+        16.. => Status::Rejected(*REASONS.get(usize::from(c - 16))?),
+        _ => return None,
+    })
 }
 
 /// A signed difference (two's complement in a `u64`) mapped so that small
@@ -291,8 +376,38 @@ mod tests {
             }
             let want = format!("{r:?}");
             let p = Packed::pack(&mut r, &mut Vec::new());
+            // On disk and back (`held_runs`), when it may go there.
+            let mut disk = Vec::new();
+            let id = session ^ u64::from(region);
+            let p = if p.put_on_disk(id, &mut disk) {
+                prop_assert!(!kv);
+                prop_assert_eq!(&disk[..8], &id.to_le_bytes());
+                prop_assert_eq!(disk.len(), 13 + p.bytes.len());
+                Packed::from_disk(disk[8], &disk[13..]).expect("a status code")
+            } else {
+                prop_assert!(kv && disk.is_empty());
+                p
+            };
             prop_assert_eq!(format!("{:?}", p.unpack()), want);
         }
+    }
+
+    #[test]
+    fn every_status_has_its_own_code() {
+        let mut all = vec![
+            Status::InFlight,
+            Status::Completed,
+            Status::Cancelled,
+            Status::Failed,
+        ];
+        all.extend(REASONS.iter().map(|&r| Status::Rejected(r)));
+        let codes: std::collections::BTreeSet<u8> = all.iter().map(|&s| status_code(s)).collect();
+        assert_eq!(codes.len(), all.len());
+        for s in all {
+            assert_eq!(status_of(status_code(s)), Some(s));
+        }
+        assert_eq!(status_of(4), None);
+        assert_eq!(status_of(16 + REASONS.len() as u8), None);
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! from the next one to emit (a request is placed and taken in O(1), with
 //! no search and no shifting of its neighbours), bounded by the requests
 //! that arrived since the oldest one still in flight, not by the run's
-//! length.
+//! length. Past [`HELD_BYTES`] of them the held rows go to disk, in runs
+//! sorted by id (`records::held_runs`), and come back when their turn
+//! comes, so the memory they take no longer grows with the longest hold.
 //!
 //! A run that writes `requests.csv` folds its records on a worker thread
 //! ([`RecordStream::start_worker`]): the simulation hands each ended request
@@ -27,6 +29,7 @@ use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
 use crate::records::batch_worker::BatchWorker;
 use crate::records::held::HeldRing;
+use crate::records::held_runs::HeldRuns;
 use crate::records::packed::Packed;
 use crate::records::spill::SpillLog;
 use crate::region::records::RegionRecords;
@@ -48,6 +51,12 @@ const MIN_BATCH: usize = 256;
 
 /// Batches a run with a known request count is cut into (see [`MIN_BATCH`]).
 const BATCH_SHARE: u64 = 16;
+
+/// Bytes of packed rows held in memory past which they all go to disk
+/// (`records::held_runs`): a few tens of MiB, where the 1,000-replica
+/// fleet held up to about a million rows (80 MiB) and more as a longer run
+/// drew longer requests.
+const HELD_BYTES: usize = 24 << 20;
 
 /// Full batches that may wait for the worker (~9 MB, 32 Ki requests): the
 /// worker emits in a burst every request a long one held back (tens of
@@ -72,6 +81,20 @@ pub struct RecordStream {
     scratch: Vec<u8>,
     /// Requests held in `pending`.
     held: usize,
+    /// Bytes of the rows held in `pending` (`Packed::size`).
+    held_bytes: usize,
+    /// Held rows past `held_limit` bytes, on disk.
+    disk: HeldRuns,
+    /// [`HELD_BYTES`] (smaller in tests).
+    held_limit: usize,
+    /// Runs written to disk.
+    #[cfg(test)]
+    spills: usize,
+    /// Held rows stay in memory from now on: writing or reading them
+    /// failed once.
+    disk_failed: bool,
+    /// Reading held rows back failed: rows are missing.
+    held_error: Option<String>,
     /// Most requests held in `pending` at once (its high-water mark).
     pub peak_pending: usize,
     csv: Option<RequestsCsv>,
@@ -107,6 +130,13 @@ impl RecordStream {
             pending: HeldRing::default(),
             scratch: Vec::new(),
             held: 0,
+            held_bytes: 0,
+            disk: HeldRuns::default(),
+            held_limit: HELD_BYTES,
+            #[cfg(test)]
+            spills: 0,
+            disk_failed: false,
+            held_error: None,
             peak_pending: 0,
             csv: None,
             io_error: None,
@@ -203,20 +233,74 @@ impl RecordStream {
             self.pending.extend_to(k + 1);
             let slot = self.pending.slot_mut(k);
             debug_assert!(slot.is_none(), "request {id} ended twice");
-            *slot = Some(Packed::pack(r, &mut self.scratch));
+            let p = Packed::pack(r, &mut self.scratch);
+            self.held_bytes += p.size();
+            *slot = Some(p);
             self.held += 1;
-            self.peak_pending = self.peak_pending.max(self.held);
+            self.peak_pending = self.peak_pending.max(self.held + self.disk.rows());
+            if self.held_bytes > self.held_limit && !self.disk_failed {
+                self.spill_held();
+            }
             return;
         }
         self.emit_in_order(id, r);
         self.next += 1;
         // The entry of `id` itself, when the ring reaches past it.
         self.pending.pop_front();
-        while let Some(Some(_)) = self.pending.front() {
-            let r = self.pending.pop_front().flatten().expect("held").unpack();
-            self.held -= 1;
-            self.emit_in_order(self.next, &r);
+        loop {
+            if let Some(Some(_)) = self.pending.front() {
+                let p = self.pending.pop_front().flatten().expect("held");
+                self.held -= 1;
+                self.held_bytes -= p.size();
+                self.emit_in_order(self.next, &p.unpack());
+            } else if self.disk.least() == Some(self.next) {
+                match self.disk.take_least() {
+                    Ok((_, p)) => {
+                        self.pending.pop_front();
+                        self.emit_in_order(self.next, &p.unpack());
+                    }
+                    // The row is lost: the run fails with this error
+                    // (`spill_error`), and holds the rest in memory.
+                    Err(e) => {
+                        self.held_error.get_or_insert(format!(
+                            "cannot read rows held for id order back from a temporary file: {e}"
+                        ));
+                        self.disk_failed = true;
+                        return;
+                    }
+                }
+            } else {
+                break;
+            }
             self.next += 1;
+        }
+    }
+
+    /// Moves every held row that may go to disk there, as one run in id
+    /// order (`records::held_runs`); on an error they stay in memory, and
+    /// so do all held rows after.
+    #[cold]
+    fn spill_held(&mut self) {
+        let next = self.next;
+        let pending = &self.pending;
+        let held = (0..pending.len()).filter_map(|k| Some((next + k as u64, pending.slot(k)?)));
+        match self.disk.write_run(held) {
+            #[cfg(test)]
+            Ok(rows) => self.spills += usize::from(rows > 0),
+            #[cfg(not(test))]
+            Ok(_) => {}
+            Err(_) => {
+                self.disk_failed = true;
+                return;
+            }
+        }
+        for k in 0..self.pending.len() {
+            let slot = self.pending.slot_mut(k);
+            if slot.as_ref().is_some_and(Packed::goes_to_disk) {
+                let p = slot.take().expect("held");
+                self.held -= 1;
+                self.held_bytes -= p.size();
+            }
         }
     }
 
@@ -261,15 +345,16 @@ impl RecordStream {
 
     /// Requests still held for order (all emitted once the run flushed).
     pub fn pending(&self) -> usize {
-        self.held
+        self.held + self.disk.rows()
     }
 
     /// The first error spilling records to disk (the reports would then be
     /// incomplete).
     pub fn spill_error(&self) -> Option<String> {
         let e = self
-            .summary
-            .error()
+            .held_error
+            .as_deref()
+            .or(self.summary.error())
             .or(self.load.error())
             .or(self.transfers.error());
         let t = self.tenants.as_ref().and_then(|t| t.error());
@@ -333,12 +418,24 @@ mod tests {
     }
 
     fn folded(worker: Option<Option<u64>>, dir: &std::path::Path, n: u64) -> (String, Vec<u8>) {
+        folded_held(worker, dir, ended_order(n), HELD_BYTES).0
+    }
+
+    /// Folds `order` with held rows on disk past `limit` bytes; also gives
+    /// the runs written to disk.
+    fn folded_held(
+        worker: Option<Option<u64>>,
+        dir: &std::path::Path,
+        order: Vec<(u64, Request)>,
+        limit: usize,
+    ) -> ((String, Vec<u8>), usize) {
         let mut s = RecordStream::new(Some((0.5, 0.05)), None, None);
+        s.held_limit = limit;
         s.set_csv(RequestsCsv::create(dir, true, false, Vec::new()).expect("csv"));
         if let Some(requests) = worker {
             s.start_worker(requests).expect("thread");
         }
-        for (id, r) in ended_order(n) {
+        for (id, r) in order {
             s.ended_owned(id, r);
         }
         s.join();
@@ -346,10 +443,44 @@ mod tests {
         let csv = s.take_csv().expect("no error").expect("csv");
         csv.finish(dir).expect("written");
         let summary = format!("{:?} {:?}", s.summary, s.completed_output_tokens);
-        (
-            summary,
-            std::fs::read(dir.join("requests.csv")).expect("read"),
-        )
+        let file = std::fs::read(dir.join("requests.csv")).expect("read");
+        ((summary, file), s.spills)
+    }
+
+    /// Every 40th request runs for 150 to 190 arrivals, and one in 7 of
+    /// the others is rejected at arrival: most rows wait behind a long one.
+    fn long_holds(n: u64) -> Vec<(u64, Request)> {
+        let mut v = ended_order(n);
+        for (id, r) in &mut v {
+            if *id % 40 == 3 {
+                r.finished = Some(SimTime(*id * 1_000 + 150_000 + *id % 3 * 20_000));
+            } else if *id % 7 == 0 {
+                r.status = Status::Rejected(crate::request::RejectReason::QueueFull);
+                r.generated = 0;
+                r.first_scheduled = None;
+                r.first_token = None;
+                r.finished = Some(r.arrival);
+            }
+        }
+        v.sort_by_key(|(id, r)| (r.finished, *id));
+        v
+    }
+
+    #[test]
+    fn rows_held_on_disk_come_back_in_the_same_order() {
+        let n = 3_000;
+        let dir = || tempfile::tempdir().unwrap();
+        let (a, b, c) = (dir(), dir(), dir());
+        let (all, none) = folded_held(None, a.path(), long_holds(n), usize::MAX);
+        assert_eq!(none, 0);
+        // About 20 rows (32 + ~40 bytes each) a run: many runs, each
+        // overlapping the ones before in ids.
+        let (inline, spills) = folded_held(None, b.path(), long_holds(n), 1_500);
+        assert!(spills > 50, "{spills} runs");
+        assert_eq!(all, inline);
+        let (threaded, spills) = folded_held(Some(Some(n)), c.path(), long_holds(n), 1_500);
+        assert!(spills > 50, "{spills} runs");
+        assert_eq!(all, threaded);
     }
 
     #[test]

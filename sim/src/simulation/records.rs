@@ -266,7 +266,8 @@ impl<'a> Simulation<'a> {
             self.stream.ended_owned(id, r);
         }
         self.stream.join();
-        if self.stream.pending() > 0 {
+        // Rows a spill could not read back are reported as that error.
+        if self.stream.pending() > 0 && self.stream.spill_error().is_none() {
             return Err(format!(
                 "{} requests ended but an earlier one never did",
                 self.stream.pending()
