@@ -6,12 +6,13 @@
 //! that is up to about a million packed rows, and their number grows with
 //! the longest request a run draws, so a 100 M-request run's memory crept
 //! up as it went. When the rows held in memory pass a limit, the stream
-//! writes them all, in id order, to a run at the end of an anonymous
-//! temporary file and frees them; rows held later go to memory as before.
+//! writes them all, in id order, as a run in an anonymous temporary file
+//! of its own and frees them; rows held later go to memory as before.
 //! Each run is sorted, so the row with the least id on disk is the least
 //! of the runs' first rows, and the stream takes it when its id comes up.
-//! This is the external sort's merge (Knuth, TAOCP vol. 3, 5.4.1) with
-//! the few runs that are ever open at once scanned for their least.
+//! This is the merge of an external sort (Knuth, TAOCP vol. 3, 5.4.1),
+//! with the open runs scanned for their least: a run is written only when
+//! the limit's worth of rows is held, so few are open at once.
 //!
 //! A row on disk is its id, its status code and its packed bytes
 //! (`Packed::put_on_disk`); its read-back gives the same record.
