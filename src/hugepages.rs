@@ -97,6 +97,21 @@ mod tests {
         assert!(!wants_huge_pages(BIG_FLEET - 1, None));
     }
 
+    #[test]
+    fn replicas_count_every_pool_and_the_autoscalers_room() {
+        let count = |name: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scenarios")
+                .join(name);
+            replicas(&Scenario::load(&path).expect("example scenario"))
+        };
+        assert_eq!(count("quickstart.toml"), 4);
+        // Two pools of 4.
+        assert_eq!(count("heterogeneous.toml"), 8);
+        // One replica at the start, room for the autoscaler's 6.
+        assert_eq!(count("autoscale-step.toml"), 6);
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn the_kernel_takes_the_setting() {
