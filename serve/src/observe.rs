@@ -552,7 +552,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
     RunResult {
         summary,
         requests: reqs,
-        timeseries: Vec::new(),
+        timeseries: Default::default(),
         attribution: true,
         fleet_series: Vec::new(),
         pool_series: Vec::new(),

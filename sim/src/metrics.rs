@@ -318,6 +318,32 @@ pub struct TimeseriesRow {
     pub kv_blocks_total: u64,
 }
 
+/// A row as the time series spills it (`RunResult::timeseries`): its six
+/// fields, little-endian.
+impl crate::records::spill::Spill for TimeseriesRow {
+    const BYTES: usize = 36;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.time.0.to_le_bytes());
+        out.extend_from_slice(&self.replica.to_le_bytes());
+        out.extend_from_slice(&self.waiting.to_le_bytes());
+        out.extend_from_slice(&self.running.to_le_bytes());
+        out.extend_from_slice(&self.kv_blocks_used.to_le_bytes());
+        out.extend_from_slice(&self.kv_blocks_total.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> TimeseriesRow {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        TimeseriesRow {
+            time: SimTime(u64_at(0)),
+            replica: u32_at(8),
+            waiting: u32_at(12),
+            running: u32_at(16),
+            kv_blocks_used: u64_at(20),
+            kv_blocks_total: u64_at(28),
+        }
+    }
+}
+
 /// Fills the request-derived parts of a summary (a fold of
 /// [`RequestsSummary`] over `reqs`, the one code path a streamed run uses too).
 pub fn summarize_requests(
@@ -542,6 +568,28 @@ fn reason_key(r: RejectReason) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_spilled_time_series_comes_back_row_for_row() {
+        use crate::records::spill::{SpillLog, CHUNK};
+        let row = |i: u64| TimeseriesRow {
+            time: SimTime(i * 1_000_000_007),
+            replica: (i % 1_000) as u32,
+            waiting: (i * 7) as u32,
+            running: u32::MAX - i as u32,
+            kv_blocks_used: i << 33,
+            kv_blocks_total: u64::MAX - i,
+        };
+        // Two chunks on disk and a part in memory.
+        let n = 2 * CHUNK as u64 + 77;
+        let mut log = SpillLog::default();
+        for i in 0..n {
+            log.push(row(i));
+        }
+        assert_eq!(log.len() as u64, n);
+        assert!(log.error().is_none());
+        assert!(log.iter().eq((0..n).map(row)));
+    }
 
     #[test]
     fn latency_dists_on_threads_equal_one_after_the_other() {

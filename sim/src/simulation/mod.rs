@@ -7,6 +7,7 @@ use crate::cost::{CostModel, Roofline};
 use crate::engine::EventQueue;
 use crate::kv::BlockAllocator;
 use crate::metrics::{EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
+use crate::records::spill::SpillLog;
 use crate::replica::speculative::{DraftCost, SpeculativeCost};
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
@@ -119,7 +120,11 @@ pub struct Progress {
 pub struct RunResult {
     pub summary: Summary,
     pub requests: Vec<Request>,
-    pub timeseries: Vec<TimeseriesRow>,
+    /// The time series, in the order sampled: past 65,536 rows it is on
+    /// disk (`records::spill`), so a long run's memory does not grow with
+    /// it (1,000 replicas sampled every 10 s add 24 MiB over 100 M
+    /// requests).
+    pub timeseries: SpillLog<TimeseriesRow>,
     /// Whether the requests carry latency components (`[metrics]
     /// attribution`); without them `requests.csv` has no `attr_*` columns.
     pub attribution: bool,
@@ -161,7 +166,7 @@ pub struct Simulation<'a> {
     /// Inter-token latencies, as (gap, tokens) pairs into an exact
     /// histogram (filed on a thread when the run writes files).
     itl: crate::records::ItlFeed,
-    timeseries: Vec<TimeseriesRow>,
+    timeseries: SpillLog<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
     /// Replica life cycle and autoscaler (`[lifecycle]`, `[autoscale]`,
@@ -350,7 +355,7 @@ impl<'a> Simulation<'a> {
             deadline,
             sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
             itl: Default::default(),
-            timeseries: Vec::new(),
+            timeseries: SpillLog::default(),
             stream: crate::records::RecordStream::new(
                 f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms)),
                 tenancy.records(),
@@ -690,6 +695,7 @@ impl<'a> Simulation<'a> {
             .stream
             .spill_error()
             .or(self.itl.error().map(str::to_string))
+            .or(self.timeseries.error().map(str::to_string))
         {
             return Err(RunError::Output(std::io::Error::other(e)));
         }
