@@ -5,10 +5,13 @@
 //!
 //! A run that keeps its records (the library's default) holds one record per
 //! request; a streamed run (`Simulation::stream_records`, what `simulate`
-//! and `bench` do) holds only the requests in flight. Either holds one
-//! time-series row per replica (or per fleet) per sampling tick. Both are
-//! known in advance from the horizon, the arrival rate and `[metrics]`, so
-//! an oversized run is refused before it starts, naming the key to change.
+//! and `bench` do) holds only the requests in flight. Either keeps one
+//! time-series row per replica (or per fleet) per sampling tick; past
+//! 65,536 rows they go to a temporary file (`RunResult::timeseries`), and
+//! the same budget still bounds them, now for the disk and the size of
+//! `timeseries.csv`. Both are known in advance from the horizon, the
+//! arrival rate and `[metrics]`, so an oversized run is refused before it
+//! starts, naming the key to change.
 
 use crate::metrics::TimeseriesRow;
 use crate::request::Request;
