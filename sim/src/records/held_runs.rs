@@ -3,9 +3,8 @@
 //!
 //! The reorder buffer holds every request that ended while an earlier one
 //! was still running: on the 1,000-replica fleet of README's Speed section
-//! that is up to about a million packed rows, and their number grows with
-//! the longest request a run draws, so a 100 M-request run's memory crept
-//! up as it went. When the rows held in memory pass a limit, the stream
+//! that is over a million packed rows at once, its largest memory. When
+//! the rows held in memory pass a limit, the stream
 //! writes them all, in id order, as a run in an anonymous temporary file
 //! of its own and frees them; rows held later go to memory as before.
 //! Each run is sorted, so the row with the least id on disk is the least
