@@ -54,8 +54,8 @@ const BATCH_SHARE: u64 = 16;
 
 /// Bytes of packed rows held in memory past which they all go to disk
 /// (`records::held_runs`): a few tens of MiB, where the 1,000-replica
-/// fleet's 10 M-request run held up to 1.4 M rows at once (1.16 M of them
-/// on disk with this limit).
+/// fleet's 10 M-request run held 1.16 M rows at once (counted on disk
+/// right after a spill, with this limit).
 const HELD_BYTES: usize = 24 << 20;
 
 /// Full batches that may wait for the worker (~9 MB, 32 Ki requests): the
