@@ -272,9 +272,7 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
     // Each row's numbers are appended by `fast_fmt` (the same text as
     // `format!`, without a `String` per field).
     let mut line = Vec::with_capacity(128);
-    let mut rows = 0;
     for row in result.timeseries.iter() {
-        rows += 1;
         line.clear();
         let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
         fast_fmt::push_fixed(&mut line, row.time.as_secs_f64(), 3);
@@ -305,11 +303,8 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
         writeln!(w)?;
     }
     // Rows spilled to disk come back whole or the file is refused.
-    if rows != result.timeseries.len() {
-        return Err(std::io::Error::other(format!(
-            "read back {rows} of the time series' {} rows from a temporary file",
-            result.timeseries.len()
-        )));
+    if let Some(e) = result.timeseries.error() {
+        return Err(std::io::Error::other(e.to_string()));
     }
     w.flush()
 }

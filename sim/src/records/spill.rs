@@ -71,6 +71,9 @@ struct Disk {
     runs: Vec<(u64, usize)>,
     /// The first I/O error: the values are then incomplete.
     error: Option<String>,
+    /// The first error reading a run back (set through `&self` by the
+    /// cursors, which stop there): what was read is then incomplete.
+    read_error: std::sync::OnceLock<String>,
 }
 
 impl Disk {
@@ -110,8 +113,15 @@ impl Disk {
             read,
             buf: Vec::new(),
             pos: 0,
-            err: None,
+            err: &self.read_error,
         }
+    }
+
+    /// The first error writing or reading a run.
+    fn error(&self) -> Option<&str> {
+        self.error
+            .as_deref()
+            .or(self.read_error.get().map(String::as_str))
     }
 }
 
@@ -123,7 +133,8 @@ struct Cursor<'a, T> {
     read: usize,
     buf: Vec<T>,
     pos: usize,
-    err: Option<String>,
+    /// Where a read error goes (the run's [`Disk`]).
+    err: &'a std::sync::OnceLock<String>,
 }
 
 impl<T: Spill> Iterator for Cursor<'_, T> {
@@ -137,7 +148,9 @@ impl<T: Spill> Iterator for Cursor<'_, T> {
             let mut bytes = vec![0u8; n * T::BYTES];
             let f = self.file?;
             if let Err(e) = f.read_exact_at(&mut bytes, self.at) {
-                self.err = Some(e.to_string());
+                let _ = self.err.set(format!(
+                    "cannot read spilled records back from a temporary file: {e}"
+                ));
                 self.left = 0;
                 return None;
             }
@@ -197,9 +210,10 @@ impl<T: Spill> SpillLog<T> {
             .chain(self.buf.iter().copied())
     }
 
-    /// The first I/O error, if any (the values are then incomplete).
+    /// The first I/O error, writing or (once read) reading, if any (the
+    /// values are then incomplete).
     pub fn error(&self) -> Option<&str> {
-        self.disk.error.as_deref()
+        self.disk.error()
     }
 }
 
@@ -260,9 +274,10 @@ impl<T: Spill + Ord + Greatest> SpillSort<T> {
         Sorted::Merged(Merge::new(sources, self.len))
     }
 
-    /// The first I/O error, if any (the values are then incomplete).
+    /// The first I/O error, writing or (once read) reading, if any (the
+    /// values are then incomplete).
     pub fn error(&self) -> Option<&str> {
-        self.disk.error.as_deref()
+        self.disk.error()
     }
 }
 
@@ -515,6 +530,25 @@ mod tests {
         // 7 values a read: the runs' lengths are not multiples of it.
         assert_eq!(s.sorted_reading(7).collect::<Vec<_>>(), want);
         assert_eq!(s.sorted().collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn a_run_that_cannot_be_read_back_is_an_error() {
+        let mut log = SpillLog::default();
+        for i in 0..2 * CHUNK as u64 + 5 {
+            log.push(i);
+        }
+        assert!(log.error().is_none());
+        // The temporary file loses its second run.
+        let file = log.disk.file.as_ref().expect("spilled");
+        file.set_len((CHUNK * 8) as u64).expect("truncate");
+        let read = log.iter().count();
+        assert!(read < 2 * CHUNK + 5, "{read} values");
+        assert!(
+            log.error().is_some_and(|e| e.contains("cannot read")),
+            "{:?}",
+            log.error()
+        );
     }
 
     #[test]
