@@ -39,6 +39,9 @@ pub struct HeldRuns {
     rows: usize,
     /// The least id on disk.
     least: Option<u64>,
+    /// Runs written so far.
+    #[cfg(test)]
+    written: usize,
 }
 
 /// One run being read back, in a temporary file of its own (removed by the
@@ -126,6 +129,12 @@ impl HeldRuns {
         self.runs.len()
     }
 
+    /// Runs written so far.
+    #[cfg(test)]
+    pub fn written(&self) -> usize {
+        self.written
+    }
+
     /// Writes `rows` (in increasing id order; those that may not go to
     /// disk are skipped, `Packed::goes_to_disk`) as a run, and gives how
     /// many it wrote. On an error nothing is kept.
@@ -157,6 +166,10 @@ impl HeldRuns {
         };
         let head = run.head()?.expect("a run of at least one row");
         self.runs.push(run);
+        #[cfg(test)]
+        {
+            self.written += 1;
+        }
         self.rows += n;
         self.least = Some(self.least.map_or(head, |l| l.min(head)));
         Ok(n)

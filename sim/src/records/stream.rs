@@ -87,16 +87,11 @@ pub struct RecordStream {
     disk: HeldRuns,
     /// [`HELD_BYTES`] (smaller in tests).
     held_limit: usize,
-    /// Runs written to disk.
-    #[cfg(test)]
-    spills: usize,
     /// Held rows stay in memory from now on: writing or reading them
     /// failed once.
     disk_failed: bool,
     /// Reading held rows back failed: rows are missing.
     held_error: Option<String>,
-    /// Most requests held in `pending` at once (its high-water mark).
-    pub peak_pending: usize,
     csv: Option<RequestsCsv>,
     io_error: Option<std::io::Error>,
     pub summary: RequestsSummary,
@@ -133,11 +128,8 @@ impl RecordStream {
             held_bytes: 0,
             disk: HeldRuns::default(),
             held_limit: HELD_BYTES,
-            #[cfg(test)]
-            spills: 0,
             disk_failed: false,
             held_error: None,
-            peak_pending: 0,
             csv: None,
             io_error: None,
             summary: RequestsSummary::new(slo),
@@ -237,7 +229,6 @@ impl RecordStream {
             self.held_bytes += p.size();
             *slot = Some(p);
             self.held += 1;
-            self.peak_pending = self.peak_pending.max(self.held + self.disk.rows());
             if self.held_bytes > self.held_limit && !self.disk_failed {
                 self.spill_held();
             }
@@ -284,15 +275,9 @@ impl RecordStream {
         let next = self.next;
         let pending = &self.pending;
         let held = (0..pending.len()).filter_map(|k| Some((next + k as u64, pending.slot(k)?)));
-        match self.disk.write_run(held) {
-            #[cfg(test)]
-            Ok(rows) => self.spills += usize::from(rows > 0),
-            #[cfg(not(test))]
-            Ok(_) => {}
-            Err(_) => {
-                self.disk_failed = true;
-                return;
-            }
+        if self.disk.write_run(held).is_err() {
+            self.disk_failed = true;
+            return;
         }
         for k in 0..self.pending.len() {
             let slot = self.pending.slot_mut(k);
@@ -444,7 +429,7 @@ mod tests {
         csv.finish(dir).expect("written");
         let summary = format!("{:?} {:?}", s.summary, s.completed_output_tokens);
         let file = std::fs::read(dir.join("requests.csv")).expect("read");
-        ((summary, file), s.spills)
+        ((summary, file), s.disk.written())
     }
 
     /// Every 40th request runs for 150 to 190 arrivals, and one in 7 of
@@ -473,8 +458,8 @@ mod tests {
         let (a, b, c) = (dir(), dir(), dir());
         let (all, none) = folded_held(None, a.path(), long_holds(n), usize::MAX);
         assert_eq!(none, 0);
-        // About 20 rows (32 + ~40 bytes each) a run: many runs, each
-        // overlapping the ones before in ids.
+        // A few dozen rows a run: many runs, each overlapping the ones
+        // before in ids.
         let (inline, spills) = folded_held(None, b.path(), long_holds(n), 1_500);
         assert!(spills > 50, "{spills} runs");
         assert_eq!(all, inline);
