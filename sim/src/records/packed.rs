@@ -215,7 +215,8 @@ impl Packed {
     }
 }
 
-/// Rejection reasons by code (the code is the index).
+/// Rejection reasons by code: each at its declaration's place (its
+/// discriminant, checked below), so a status code is `16 + r as u8`.
 const REASONS: [RejectReason; 11] = [
     RejectReason::ExceedsMaxModelLen,
     RejectReason::PromptExceedsTokenBudget,
@@ -230,31 +231,25 @@ const REASONS: [RejectReason; 11] = [
     RejectReason::ReplicaFailed,
 ];
 
+const _: () = {
+    let mut i = 0;
+    while i < REASONS.len() {
+        assert!(REASONS[i] as usize == i, "REASONS in declaration order");
+        i += 1;
+    }
+};
+
 /// A status as one byte: the four plain ones 0–3, a rejection 16 plus its
-/// reason's place in [`REASONS`].
+/// reason's discriminant. A reason added to `RejectReason` but not to
+/// [`REASONS`] gets a code [`status_of`] refuses: its rows fail the run
+/// with that code, never silently.
 fn status_code(s: Status) -> u8 {
     match s {
         Status::InFlight => 0,
         Status::Completed => 1,
         Status::Cancelled => 2,
         Status::Failed => 3,
-        // Every reason is listed, so one added to `RejectReason` without
-        // a code fails here.
-        Status::Rejected(r) => {
-            16 + match r {
-                RejectReason::ExceedsMaxModelLen => 0,
-                RejectReason::PromptExceedsTokenBudget => 1,
-                RejectReason::ExceedsKvCapacity => 2,
-                RejectReason::RateLimited => 3,
-                RejectReason::QueueFull => 4,
-                RejectReason::ConcurrencyLimit => 5,
-                RejectReason::Deadline => 6,
-                RejectReason::ServerBusy => 7,
-                RejectReason::ServerRefused => 8,
-                RejectReason::NoReadyReplica => 9,
-                RejectReason::ReplicaFailed => 10,
-            }
-        }
+        Status::Rejected(r) => 16 + r as u8,
     }
 }
 
