@@ -45,13 +45,12 @@ pub fn wants_huge_pages(replicas: u64, requests: Option<u64>) -> bool {
 /// Replica objects the run simulates: every pool's, and with a life cycle
 /// the autoscaler's maximum and the standby pool.
 fn replicas(s: &Scenario) -> u64 {
-    let one = |f: &sim::scenario::ScenarioFile| {
-        sim::lifecycle::config::slots(f).unwrap_or(f.fleet.replicas) as u64
-    };
     if s.pools.is_empty() {
-        one(&s.file)
+        let f = &s.file;
+        sim::lifecycle::config::slots(f).unwrap_or(f.fleet.replicas) as u64
     } else {
-        s.pools.iter().map(|p| one(&p.scenario.file)).sum()
+        // Each pool's replica objects, life-cycle slots included.
+        s.pools.iter().map(|p| u64::from(p.replicas)).sum()
     }
 }
 
