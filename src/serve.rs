@@ -293,7 +293,7 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         a.max_duration_s
     );
     let obs = serve::observe::run_scenario(&cfg, &scenario, a.max_requests)?;
-    let result = serve::observe::to_result(&scenario, &cfg, &obs);
+    let result = serve::observe::to_result(&scenario, &cfg, &obs)?;
     let out = a
         .out
         .unwrap_or_else(|| Path::new("out").join(format!("{}-observed", scenario.name())));

@@ -316,7 +316,8 @@ pub fn validate(
             1,
             slo,
             &mut measured,
-        );
+        )
+        .map_err(anyhow::Error::msg)?;
         measured.engine.iterations = live.iterations.len() as u64;
         measured.engine.preemptions = live.preemptions;
         runs.push((live, measured));

@@ -461,8 +461,9 @@ fn ns(d: Duration) -> SimTime {
 
 /// The observation as `simulate`'s result: one `Request` per request (the
 /// send time as its arrival, so TTFT counts from the send), inter-token gaps
-/// as samples, and the summary computed by the same code.
-pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult {
+/// as samples, and the summary computed by the same code (which fails only
+/// when samples it spilled to disk cannot be read back).
+pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::Result<RunResult> {
     let mut reqs = Vec::with_capacity(obs.observations.len());
     let mut itl = Vec::new();
     let mut end = SimTime::ZERO;
@@ -528,7 +529,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         ..Summary::default()
     };
     let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-    summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary);
+    summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary).map_err(anyhow::Error::msg)?;
     let span = obs
         .specs
         .iter()
@@ -549,7 +550,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         send_lag_ms: if sent > 0 { lag.0 / sent as f64 } else { 0.0 },
         http_status: statuses,
     });
-    RunResult {
+    Ok(RunResult {
         summary,
         requests: reqs,
         timeseries: Default::default(),
@@ -557,7 +558,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> RunResult
         fleet_series: Vec::new(),
         pool_series: Vec::new(),
         streamed_requests: Default::default(),
-    }
+    })
 }
 
 /// Writes `summary.json`, `requests.csv`, `timeseries.csv` (empty: a remote

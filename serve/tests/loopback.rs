@@ -301,7 +301,7 @@ fn observed_twin_agrees_with_the_simulation() {
     let specs = observe::workload(&s, 1000).unwrap();
     assert_eq!(specs.len(), 60);
     let obs = observe::run(&cfg, specs, s.seed()).unwrap();
-    let got = observe::to_result(&s, &cfg, &obs);
+    let got = observe::to_result(&s, &cfg, &obs).unwrap();
     let want = sim::Simulation::new(&s).run(|_| {}).unwrap();
     assert_eq!(got.summary.counts.completed, 60, "{:?}", got.summary.counts);
     let (g, w) = (&got.summary.latency, &want.summary.latency);
@@ -361,7 +361,7 @@ fn a_burst_over_the_cap_is_rejected_exactly_and_nothing_is_lost() {
     let t0 = Instant::now();
     let obs = observe::run(&cfg, specs, 1).unwrap();
     assert!(t0.elapsed() < Duration::from_secs(40));
-    let res = observe::to_result(&s1, &cfg, &obs);
+    let res = observe::to_result(&s1, &cfg, &obs).unwrap();
     let c = &res.summary.counts;
     assert_eq!(c.arrived, 300);
     assert_eq!(c.completed + c.rejected, 300, "{c:?}");
@@ -388,7 +388,7 @@ fn cancelling_clients_are_recorded_and_their_sequences_freed() {
     cfg.cancel_after = 3;
     let specs = observe::workload(&s, 30).unwrap();
     let obs = observe::run(&cfg, specs, 9).unwrap();
-    let res = observe::to_result(&s, &cfg, &obs);
+    let res = observe::to_result(&s, &cfg, &obs).unwrap();
     let c = &res.summary.counts;
     assert!(c.cancelled > 5 && c.completed > 5, "{c:?}");
     assert_eq!(c.cancelled + c.completed, 30);
@@ -620,7 +620,7 @@ output_tokens = { dist = "uniform", min = 8, max = 24 }
             assert!(next.sent.unwrap() >= next.scheduled);
         }
     }
-    let got = observe::to_result(&s, &cfg, &obs);
+    let got = observe::to_result(&s, &cfg, &obs).unwrap();
     let want = sim::Simulation::new(&s).run(|_| {}).unwrap();
     let (g, w) = (obs.specs.len() as f64, want.requests.len() as f64);
     eprintln!("closed loop: {g} requests observed, {w} simulated");

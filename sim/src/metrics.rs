@@ -345,7 +345,8 @@ impl crate::records::spill::Spill for TimeseriesRow {
 }
 
 /// Fills the request-derived parts of a summary (a fold of
-/// [`RequestsSummary`] over `reqs`, the one code path a streamed run uses too).
+/// [`RequestsSummary`] over `reqs`, the one code path a streamed run uses
+/// too); fails as [`RequestsSummary::finish`] does.
 pub fn summarize_requests(
     reqs: &[Request],
     itl_samples: Vec<(Nanos, u32)>,
@@ -353,12 +354,12 @@ pub fn summarize_requests(
     gpus: u32,
     slo: Option<(f64, f64)>,
     s: &mut Summary,
-) {
+) -> Result<(), String> {
     let mut acc = RequestsSummary::new(slo);
     for r in reqs {
         acc.add(r);
     }
-    acc.finish(Dist::of_weighted(itl_samples), duration, gpus, s);
+    acc.finish(Dist::of_weighted(itl_samples), duration, gpus, s)
 }
 
 /// The request-derived parts of a summary, folded one ended request at a
@@ -389,7 +390,10 @@ pub struct RequestsSummary {
 
 /// [`latency_dists`] of the queue-wait, TTFT, TPOT and E2E samples, started
 /// once the last sample was in.
-type EarlyDists = (std::thread::JoinHandle<[Dist; 4]>, Option<String>);
+type EarlyDists = (
+    std::thread::JoinHandle<Result<[Dist; 4], String>>,
+    Option<String>,
+);
 
 impl RequestsSummary {
     pub fn new(slo: Option<(f64, f64)>) -> RequestsSummary {
@@ -476,8 +480,16 @@ impl RequestsSummary {
     }
 
     /// Writes counts, throughput, SLO attainment, latencies (with `itl`, the
-    /// inter-token latencies gathered per iteration) and preempted requests.
-    pub fn finish(mut self, itl: Dist, duration: SimTime, gpus: u32, s: &mut Summary) {
+    /// inter-token latencies gathered per iteration) and preempted requests;
+    /// fails when a spilled run of samples cannot be read back (the
+    /// distributions would then be of part of the requests).
+    pub fn finish(
+        mut self,
+        itl: Dist,
+        duration: SimTime,
+        gpus: u32,
+        s: &mut Summary,
+    ) -> Result<(), String> {
         let counts = self.counts;
         let (in_tok, out_tok) = (self.in_tok, self.out_tok);
         let secs = duration.as_secs_f64().max(1e-9);
@@ -503,13 +515,13 @@ impl RequestsSummary {
             });
         }
         let [wait, ttft, tpot, e2e] = match self.early.take() {
-            Some((h, _)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            Some((h, _)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
             None => latency_dists([
                 &mut self.wait,
                 &mut self.ttft,
                 &mut self.tpot,
                 &mut self.e2e,
-            ]),
+            ])?,
         };
         s.latency = Latency {
             queue_wait_ms: wait,
@@ -520,6 +532,7 @@ impl RequestsSummary {
         };
         s.engine.preempted_requests = self.preempted;
         s.counts = counts;
+        Ok(())
     }
 
     /// The first error spilling samples to disk (the distributions are then
@@ -542,11 +555,16 @@ pub(crate) const PARALLEL_FROM: usize = 1 << 18;
 /// The distributions of `samples`, each from its own sorted stream. On a
 /// large run each merges its runs spilled to disk (a k-way merge of up to
 /// tens of millions of samples) on a thread of its own: the four are
-/// independent, so the numbers are the same as one after the other.
-fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> [Dist; 4] {
-    let dist = |v: &mut SpillSort<u64>| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
+/// independent, so the numbers are the same as one after the other. The
+/// first spilled run that cannot be read back is the error.
+fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> Result<[Dist; 4], String> {
+    let dist = |v: &mut SpillSort<u64>| {
+        let d = Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
+        v.error().map_or(Ok(d), |e| Err(e.to_string()))
+    };
     if samples.iter().all(|v| v.len() < PARALLEL_FROM) {
-        return samples.map(dist);
+        let [a, b, c, d] = samples.map(dist);
+        return Ok([a?, b?, c?, d?]);
     }
     std::thread::scope(|sc| {
         let [first, rest @ ..] = samples;
@@ -556,7 +574,7 @@ fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> [Dist; 4] {
         let d0 = dist(first);
         let [d1, d2, d3] =
             handles.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        [d0, d1, d2, d3]
+        Ok([d0?, d1?, d2?, d3?])
     })
 }
 
@@ -610,10 +628,31 @@ mod tests {
             .map(|v| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key)))
             .collect();
         let [a, b, c, d] = &mut sets;
-        let got = latency_dists([a, b, c, d]);
+        let got = latency_dists([a, b, c, d]).unwrap();
         assert_eq!(format!("{want:?}"), format!("{got:?}"));
         // Each set kept its own place.
         assert_ne!(format!("{:?}", got[0]), format!("{:?}", got[3]));
+    }
+
+    #[test]
+    fn latency_samples_that_cannot_be_read_back_are_an_error() {
+        use crate::records::spill::CHUNK;
+        // Below and above the size the merges go on threads from.
+        for n in [2 * CHUNK + 3, PARALLEL_FROM + 5] {
+            let mut sets: [SpillSort<u64>; 4] = Default::default();
+            for (k, set) in sets.iter_mut().enumerate() {
+                for i in 0..n as u64 {
+                    set.push(f64_key((i * 7919 % 1009 + k as u64) as f64));
+                }
+            }
+            sets[2].lose_all_but_the_first_run();
+            let [a, b, c, d] = &mut sets;
+            let got = latency_dists([a, b, c, d]);
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains("cannot read")),
+                "{n} samples: {got:?}"
+            );
+        }
     }
 
     /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &

@@ -510,22 +510,17 @@ impl Fleet {
         Ok(())
     }
 
-    /// Link totals for the summary (disaggregated fleets only).
-    pub fn transfer_report(&self, reqs: &[Request], end: SimTime) -> Option<TransferReport> {
-        let mut times = TransferTimes::default();
-        for r in reqs {
-            times.add(r);
-        }
-        self.transfer_report_from(times, end)
-    }
-
-    /// [`Self::transfer_report`] from times folded as requests ended.
+    /// Link totals for the summary (disaggregated fleets only) from times
+    /// folded as requests ended; fails when times spilled to disk cannot be
+    /// read back.
     pub fn transfer_report_from(
         &self,
         times: TransferTimes,
         end: SimTime,
-    ) -> Option<TransferReport> {
-        let d = self.disagg.as_ref()?;
+    ) -> Result<Option<TransferReport>, String> {
+        let Some(d) = self.disagg.as_ref() else {
+            return Ok(None);
+        };
         let ms = |ns: u64| ns as f64 / 1e6;
         let TransferTimes {
             mut wait,
@@ -538,7 +533,7 @@ impl Fleet {
         };
         let transfers: u64 = d.links.iter().map(|l| l.transfers).sum();
         let span = end.0.max(1) as f64 * d.links.len().max(1) as f64;
-        Some(TransferReport {
+        let report = TransferReport {
             mode: d.model.cfg.mode.name().to_string(),
             bandwidth_gbyte_s: d.model.cfg.bandwidth_gbyte_s,
             links: d.links.len() as u32,
@@ -556,7 +551,11 @@ impl Fleet {
             ),
             transfer_ms_mean: ms(mean(&mut total) as u64),
             transfer_ms_p99: ms(p99(&mut total)),
-        })
+        };
+        match wait.error().or(total.error()) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(Some(report)),
+        }
     }
 
     /// Per-pool report rows (only with `[[fleet.pools]]`).

@@ -279,6 +279,15 @@ impl<T: Spill + Ord + Greatest> SpillSort<T> {
     pub fn error(&self) -> Option<&str> {
         self.disk.error()
     }
+
+    /// Cuts the temporary file to its first spilled run, as a disk that
+    /// loses data would: the runs after it can no longer be read back.
+    #[cfg(test)]
+    pub(crate) fn lose_all_but_the_first_run(&self) {
+        let file = self.disk.file.as_ref().expect("spilled");
+        let first = self.disk.runs.first().map_or(0, |r| r.1 * T::BYTES);
+        file.set_len(first as u64).expect("truncate");
+    }
 }
 
 /// Values a merge of `runs` spilled runs of `bytes`-byte values reads from

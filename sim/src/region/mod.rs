@@ -196,13 +196,14 @@ impl Regions {
     }
 
     /// The summary's `regions` rows from the requests folded into `recs`.
-    /// `gpu_hours[k]` is pool `k`'s billed GPU-hours.
+    /// `gpu_hours[k]` is pool `k`'s billed GPU-hours. Fails when TTFTs
+    /// spilled to disk cannot be read back.
     pub fn report(
         &self,
         s: &Scenario,
         recs: RegionRecords,
         gpu_hours: &[f64],
-    ) -> Vec<RegionReport> {
+    ) -> Result<Vec<RegionReport>, String> {
         let slo = recs.slo_targets();
         s.file
             .fleet
@@ -212,7 +213,7 @@ impl Regions {
             .enumerate()
             .map(|(g, (r, mut c))| {
                 let gpu_hours: f64 = self.pools[g].iter().map(|&k| gpu_hours[k]).sum();
-                RegionReport {
+                Ok(RegionReport {
                     name: r.name.clone(),
                     shift_s: r.shift_s,
                     pools: self.pools[g]
@@ -225,12 +226,12 @@ impl Regions {
                     served: c.served,
                     overflow_out: self.overflow_out[g],
                     overflow_in: self.overflow_in[g],
-                    ttft_ms: c.ttft_ms(),
+                    ttft_ms: c.ttft_ms()?,
                     slo_attainment: slo.map(|_| c.met as f64 / c.ended.max(1) as f64),
                     gpu_hours,
                     gpu_price_per_hour: r.gpu_price_per_hour,
                     cost: r.gpu_price_per_hour.map(|p| p * gpu_hours),
-                }
+                })
             })
             .collect()
     }

@@ -24,10 +24,12 @@ pub struct RegionCounts {
 }
 
 impl RegionCounts {
-    /// The TTFT distribution of this origin's completed requests, ms.
-    pub fn ttft_ms(&mut self) -> crate::metrics::Dist {
+    /// The TTFT distribution of this origin's completed requests, ms; an
+    /// error when a spilled run of them cannot be read back.
+    pub fn ttft_ms(&mut self) -> Result<crate::metrics::Dist, String> {
         let n = self.ttft.len();
-        crate::metrics::Dist::of_sorted(n, self.ttft.sorted().map(f64_of_key))
+        let d = crate::metrics::Dist::of_sorted(n, self.ttft.sorted().map(f64_of_key));
+        self.ttft.error().map_or(Ok(d), |e| Err(e.to_string()))
     }
 }
 

@@ -715,7 +715,11 @@ impl<'a> Simulation<'a> {
         // The load report reads every request once more (from disk, on a
         // large run): beside the latency distributions, which are
         // independent of it, on a run large enough to pay for the thread.
-        summary.load = std::thread::scope(|scope| {
+        // What was spilled to disk is read back only now, so a run whose
+        // spilled records cannot be read fails here rather than reporting
+        // on part of its requests.
+        let read_error = |e: String| RunError::Output(std::io::Error::other(e));
+        let (dists, load_report) = std::thread::scope(|scope| {
             let beside = (load.len() >= crate::metrics::PARALLEL_FROM)
                 .then(|| {
                     std::thread::Builder::new()
@@ -724,24 +728,39 @@ impl<'a> Simulation<'a> {
                         .ok()
                 })
                 .flatten();
-            requests.finish(itl, end, s.gpus(), &mut summary);
-            match beside {
+            let dists = requests.finish(itl, end, s.gpus(), &mut summary);
+            let report = match beside {
                 Some(report) => report
                     .join()
                     .unwrap_or_else(|e| std::panic::resume_unwind(e)),
                 None => load_report(),
-            }
+            };
+            (dists, report)
         });
-        summary.tenancy = st
-            .tenants
-            .and_then(|t| self.tenancy.report_from(t, end, s.gpus()));
+        dists.map_err(read_error)?;
+        if let Some(e) = load.error() {
+            return Err(read_error(e.to_string()));
+        }
+        summary.load = load_report;
+        summary.tenancy = match st.tenants {
+            Some(t) => self
+                .tenancy
+                .report_from(t, end, s.gpus())
+                .map_err(read_error)?,
+            None => None,
+        };
         let dip = st.dip.map(|(d, _, _)| d.finish());
         summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
         let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
-        summary.kv_transfer = self.fleet.transfer_report_from(st.transfers, end);
+        summary.kv_transfer = self
+            .fleet
+            .transfer_report_from(st.transfers, end)
+            .map_err(read_error)?;
         summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
-        summary.regions = self.region_report(st.regions, &summary, end);
+        summary.regions = self
+            .region_report(st.regions, &summary, end)
+            .map_err(read_error)?;
         Ok(RunResult {
             summary,
             // A streamed run's slab holds only vacant slots by now.

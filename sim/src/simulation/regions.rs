@@ -81,9 +81,9 @@ impl Simulation<'_> {
         recs: Option<RegionRecords>,
         sum: &Summary,
         end: SimTime,
-    ) -> Vec<RegionReport> {
+    ) -> Result<Vec<RegionReport>, String> {
         let (Some(rg), Some(recs)) = (&self.regions, recs) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let s = self.scenario;
         let hours = end.as_secs_f64() / 3600.0;

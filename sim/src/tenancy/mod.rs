@@ -215,15 +215,6 @@ impl Tenancy {
         Ok(())
     }
 
-    /// The per-tenant report, when the scenario has tenants.
-    pub fn report(&self, reqs: &[Request], duration: SimTime, gpus: u32) -> Option<TenancyReport> {
-        let mut acc = self.records()?;
-        for r in reqs {
-            acc.add(r);
-        }
-        self.report_from(acc, duration, gpus)
-    }
-
     /// What the per-tenant report folds from each ended request, when the
     /// scenario has tenants (a streamed run feeds it as requests end).
     pub fn records(&self) -> Option<report::TenantRecords> {
@@ -231,15 +222,17 @@ impl Tenancy {
             .then(|| report::TenantRecords::new(&self.slos))
     }
 
-    /// [`Self::report`] from the folded records.
+    /// The per-tenant report (when the scenario has tenants) from the
+    /// records folded as requests ended; fails when samples spilled to disk
+    /// cannot be read back.
     pub fn report_from(
         &self,
         acc: report::TenantRecords,
         duration: SimTime,
         gpus: u32,
-    ) -> Option<TenancyReport> {
+    ) -> Result<Option<TenancyReport>, String> {
         if !self.is_active() {
-            return None;
+            return Ok(None);
         }
         let meta: Vec<report::TenantMeta> = (0..self.names.len())
             .map(|i| report::TenantMeta {
@@ -250,14 +243,15 @@ impl Tenancy {
                 retries: self.retries[i],
             })
             .collect();
-        Some(report::build_from(
+        report::build_from(
             self.fairness.policy.name(),
             &meta,
             acc,
             duration,
             gpus,
             (self.fairness.input_weight, self.fairness.output_weight),
-        ))
+        )
+        .map(Some)
     }
 }
 

@@ -80,23 +80,6 @@ pub struct TenantMeta<'a> {
     pub retries: u64,
 }
 
-/// Builds the report from the run's requests.
-pub fn build(
-    fairness: &str,
-    tenants: &[TenantMeta],
-    reqs: &[Request],
-    duration: SimTime,
-    gpus: u32,
-    weights: (f64, f64),
-) -> TenancyReport {
-    let slos: Vec<_> = tenants.iter().map(|m| m.slo).collect();
-    let mut acc = TenantRecords::new(&slos);
-    for r in reqs {
-        acc.add(r);
-    }
-    build_from(fairness, tenants, acc, duration, gpus, weights)
-}
-
 /// The per-tenant parts of the report, folded one ended request at a time
 /// (what a streamed run keeps instead of its requests).
 #[derive(Debug, Default)]
@@ -144,11 +127,11 @@ pub fn build_from(
     duration: SimTime,
     gpus: u32,
     weights: (f64, f64),
-) -> TenancyReport {
+) -> Result<TenancyReport, String> {
     let mut out = Vec::with_capacity(tenants.len());
     for (meta, (acc, prompt, output)) in tenants.iter().zip(acc.per) {
         let mut s = Summary::default();
-        acc.finish(Dist::default(), duration, gpus, &mut s);
+        acc.finish(Dist::default(), duration, gpus, &mut s)?;
         out.push(TenantSummary {
             name: meta.name.to_string(),
             priority: meta.priority,
@@ -172,11 +155,11 @@ pub fn build_from(
         });
     }
     let service: Vec<f64> = out.iter().map(|t| t.normalized_service).collect();
-    TenancyReport {
+    Ok(TenancyReport {
         fairness: fairness.to_string(),
         jain_index: jain_index(&service),
         tenants: out,
-    }
+    })
 }
 
 #[cfg(test)]
