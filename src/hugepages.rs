@@ -18,12 +18,13 @@
 //! - 1 M requests over 100 or 1,000 replicas, and 2 M over 10, ran about as
 //!   fast either way.
 //!
-//! So `simulate` turns huge pages off for the process
-//! (`prctl(PR_SET_THP_DISABLE)`, which the kernel checks at each fault, so
-//! it holds for the arena mimalloc already advised), unless the fleet is
-//! big and the run long ([`wants_huge_pages`]). `MIMALLOC_ALLOW_THP`, when
-//! set, decides instead (mimalloc reads it at start), and other platforms
-//! keep what they have.
+//! So the process starts with huge pages off ([`hold_off`], at load:
+//! `prctl(PR_SET_THP_DISABLE)`, which the kernel checks at each fault, so
+//! it holds for the arena mimalloc advises), `simulate` turns them back on
+//! only when the fleet is big and the run long ([`wants_huge_pages`]), and
+//! every other command gets back what the process inherited ([`restore`]).
+//! `MIMALLOC_ALLOW_THP`, when set, decides instead (mimalloc reads it at
+//! start), and other platforms keep what they have.
 
 use sim::scenario::Scenario;
 
@@ -54,6 +55,55 @@ fn replicas(s: &Scenario) -> u64 {
     }
 }
 
+/// What the process inherited (`PR_GET_THP_DISABLE`: 1 disabled, 0 not),
+/// when [`hold_off`] changed it.
+static INHERITED: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
+/// Turns huge pages off from the process's start until a command chooses:
+/// mimalloc's arena is advised for them, and the runtime's, the command
+/// line's and the scenario's first allocations faulted in three 2 MiB pages
+/// (6 MiB cleared, `/proc/vmstat` `thp_fault_alloc`) before [`choose_for`]
+/// could say no, two of them before `main`. Vidur's V1 took 32.1 ms without
+/// them against 37.1 ms (medians of 20 alternated runs,
+/// `MIMALLOC_ALLOW_THP=0` against the default). So it runs when the
+/// program is loaded ([`HOLD_OFF_AT_LOAD`]), before any allocation; it
+/// allocates nothing itself.
+#[cfg(target_os = "linux")]
+fn hold_off() {
+    // SAFETY: a NUL-terminated name; getenv reads the environment that
+    // exec set up before any constructor runs.
+    let overridden = unsafe { !libc::getenv(c"MIMALLOC_ALLOW_THP".as_ptr()).is_null() };
+    if overridden {
+        return;
+    }
+    if let Some(was) = get() {
+        let _ = INHERITED.set(was);
+        set(false);
+    }
+}
+
+/// [`hold_off`] as a constructor of priority 100: the linker orders
+/// `.init_array.NNNNN` entries by priority ahead of plain `.init_array`
+/// ones, where mimalloc's own constructor (which sets up its arena) and
+/// the Rust runtime's are, so it runs first.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array.00100"]
+static HOLD_OFF_AT_LOAD: extern "C" fn() = {
+    extern "C" fn at_load() {
+        hold_off();
+    }
+    at_load
+};
+
+/// Gives a command that does not choose ([`choose_for`]) the setting the
+/// process inherited, as if [`hold_off`] had not run.
+pub fn restore() {
+    if let Some(&was) = INHERITED.get() {
+        set(was == 0);
+    }
+}
+
 /// Sets huge pages on or off for the rest of the process as `s` wants
 /// them (see the module comment).
 pub fn choose_for(s: &Scenario) {
@@ -77,6 +127,20 @@ fn set(on: bool) {
 
 #[cfg(not(target_os = "linux"))]
 fn set(_: bool) {}
+
+/// Whether huge pages are off for this process (1) or not (0); `None`
+/// where the kernel cannot say.
+#[cfg(target_os = "linux")]
+fn get() -> Option<i32> {
+    // SAFETY: PR_GET_THP_DISABLE reads a flag of this process; no pointer.
+    let v = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+    (v >= 0).then_some(v)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn get() -> Option<i32> {
+    None
+}
 
 #[cfg(test)]
 mod tests {
@@ -127,5 +191,16 @@ mod tests {
         set(true);
         assert_eq!(enabled(), Some(true));
         set(before);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn huge_pages_are_held_off_from_load() {
+        // The constructor ran before this test binary's `main` (its first
+        // allocation) and kept what the process inherited.
+        if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() || get().is_none() {
+            return;
+        }
+        assert!(INHERITED.get().is_some(), "hold_off did not run at load");
     }
 }

@@ -43,7 +43,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn main() {
+    // Huge pages were held off before the first allocation
+    // (`hugepages::hold_off`, run at load).
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Simulate { .. }) {
+        hugepages::restore();
+    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
