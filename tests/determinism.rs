@@ -79,3 +79,44 @@ fn every_example_scenario_is_deterministic() {
         }
     }
 }
+
+#[test]
+fn one_cpu_writes_the_same_files_as_several() {
+    // On one CPU the records, the inter-token gaps and the trace are folded
+    // and read on the simulation's thread instead of threads of their own
+    // (`simulation::records`): the files must not tell the two apart.
+    if std::process::Command::new("taskset")
+        .args(["-c", "0", "true"])
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        eprintln!("skipped: no taskset to run servesim on one CPU");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let quick = tmp.path().join("qs.toml");
+    std::fs::write(&quick, small_quickstart(3000)).unwrap();
+    for scenario in [quick, repo().join("scenarios/prefix-caching.toml")] {
+        let name = scenario.file_stem().unwrap().to_str().unwrap().to_string();
+        let (many, one) = (
+            tmp.path().join(format!("{name}-many")),
+            tmp.path().join(format!("{name}-one")),
+        );
+        simulate(&scenario, &many, &[]);
+        let o = std::process::Command::new("taskset")
+            .args(["-c", "0", env!("CARGO_BIN_EXE_servesim"), "simulate"])
+            .arg(&scenario)
+            .arg("--out")
+            .arg(&one)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        for f in ["summary.json", "requests.csv", "timeseries.csv"] {
+            assert_eq!(
+                read(&many.join(f)),
+                read(&one.join(f)),
+                "{name}: {f} differs on one CPU"
+            );
+        }
+    }
+}
