@@ -317,7 +317,7 @@ pub fn validate(
             slo,
             &mut measured,
         )
-        .map_err(anyhow::Error::msg)?;
+        .map_err(crate::Error::Io)?;
         measured.engine.iterations = live.iterations.len() as u64;
         measured.engine.preemptions = live.preemptions;
         runs.push((live, measured));
