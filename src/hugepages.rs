@@ -63,11 +63,13 @@ static INHERITED: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
 /// mimalloc's arena is advised for them, and the runtime's, the command
 /// line's and the scenario's first allocations faulted in three 2 MiB pages
 /// (6 MiB cleared, `/proc/vmstat` `thp_fault_alloc`) before [`choose_for`]
-/// could say no, two of them before `main`. Vidur's V1 took 32.1 ms without
-/// them against 37.1 ms (medians of 20 alternated runs,
-/// `MIMALLOC_ALLOW_THP=0` against the default). So it runs when the
-/// program is loaded ([`HOLD_OFF_AT_LOAD`]), before any allocation; it
-/// allocates nothing itself.
+/// could say no, two of them before `main`. Held off, Vidur's V1 right
+/// after a process that touched 600 MiB took 38.2 ms against 42.1 ms
+/// (medians of 15 alternated runs; system time 12.7 against 19.8 ms, the
+/// worst run 46 against 78 ms); back to back the two were within noise
+/// (42.3 against 41.7 ms, 20 runs). So it runs when the program is loaded
+/// ([`HOLD_OFF_AT_LOAD`]), before any allocation; it allocates nothing
+/// itself.
 #[cfg(target_os = "linux")]
 fn hold_off() {
     // SAFETY: a NUL-terminated name; getenv reads the environment that

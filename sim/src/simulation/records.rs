@@ -95,12 +95,15 @@ impl Slab {
 /// (`available_parallelism` counts the affinity mask and a cgroup's CPU
 /// quota). On one, the threads cannot overlap the simulation and only add
 /// switches and the memory of the batches between them: on one core
-/// (`taskset -c 0`, medians of 10 alternated runs) the Mooncake synthetic
-/// trace took 77 ms inline against 101 ms with them, the conversation trace
-/// 231 against 259 ms, Vidur's V1 36 ms either way. The files are the same
-/// either way (`tests/streamed_records.rs`).
+/// (`taskset -c 0`, one build with the threads forced off and on, medians
+/// of 10 alternated runs) the Mooncake synthetic trace took 77 ms inline
+/// against 101 ms with them, the conversation trace 231 against 259 ms,
+/// Vidur's V1 36 ms either way. The files are the same either way
+/// (`tests/determinism.rs` runs under `taskset`). Asked once per process:
+/// a sweep streams thousands of runs, and the answer reads cgroup files.
 fn helper_threads_pay() -> bool {
-    std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAYS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
 impl<'a> Simulation<'a> {
