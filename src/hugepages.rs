@@ -139,11 +139,6 @@ fn get() -> Option<i32> {
     (v >= 0).then_some(v)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn get() -> Option<i32> {
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
