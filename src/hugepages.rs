@@ -84,13 +84,14 @@ fn hold_off() {
     }
 }
 
-/// [`hold_off`] as a constructor of priority 100: the linker orders
+/// [`hold_off`] as a constructor of priority 101 (the first that GCC leaves
+/// to programs; 0–100 are the implementation's): the linker orders
 /// `.init_array.NNNNN` entries by priority ahead of plain `.init_array`
 /// ones, where mimalloc's own constructor (which sets up its arena) and
 /// the Rust runtime's are, so it runs first.
 #[cfg(target_os = "linux")]
 #[used]
-#[link_section = ".init_array.00100"]
+#[link_section = ".init_array.00101"]
 static HOLD_OFF_AT_LOAD: extern "C" fn() = {
     extern "C" fn at_load() {
         hold_off();
