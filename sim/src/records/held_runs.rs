@@ -137,25 +137,30 @@ impl HeldRuns {
 
     /// Writes `rows` (in increasing id order; those that may not go to
     /// disk are skipped, `Packed::goes_to_disk`) as a run, and gives how
-    /// many it wrote. On an error nothing is kept.
+    /// many it wrote. On an error nothing is kept; with no row to write,
+    /// no file is made.
     pub fn write_run<'a>(
         &mut self,
         rows: impl Iterator<Item = (u64, &'a Packed)>,
     ) -> io::Result<usize> {
-        let mut out = BufWriter::with_capacity(WRITE, tempfile::tempfile()?);
+        let mut out: Option<BufWriter<File>> = None;
         let mut row = Vec::new();
         let (mut n, mut len) = (0, 0u64);
         for (id, p) in rows {
             row.clear();
             if p.put_on_disk(id, &mut row) {
-                out.write_all(&row)?;
+                let w = match &mut out {
+                    Some(w) => w,
+                    None => out.insert(BufWriter::with_capacity(WRITE, tempfile::tempfile()?)),
+                };
+                w.write_all(&row)?;
                 n += 1;
                 len += row.len() as u64;
             }
         }
-        if n == 0 {
+        let Some(out) = out else {
             return Ok(0);
-        }
+        };
         let file = out.into_inner().map_err(|e| e.into_error())?;
         let mut run = Run {
             file,

@@ -81,8 +81,12 @@ pub struct RecordStream {
     scratch: Vec<u8>,
     /// Requests held in `pending`.
     held: usize,
-    /// Bytes of the rows held in `pending` (`Packed::size`).
-    held_bytes: usize,
+    /// Bytes of the rows held in `pending` that may go to disk
+    /// (`Packed::size`, `Packed::goes_to_disk`): what a spill would free.
+    /// Rows with a KV transfer record stay in memory and are not counted,
+    /// or once they alone passed the limit every held row would set off a
+    /// spill that moves nothing.
+    disk_bytes: usize,
     /// Held rows past `held_limit` bytes, on disk.
     disk: HeldRuns,
     /// [`HELD_BYTES`] (smaller in tests).
@@ -125,7 +129,7 @@ impl RecordStream {
             pending: HeldRing::default(),
             scratch: Vec::new(),
             held: 0,
-            held_bytes: 0,
+            disk_bytes: 0,
             disk: HeldRuns::default(),
             held_limit: HELD_BYTES,
             disk_failed: false,
@@ -226,10 +230,10 @@ impl RecordStream {
             let slot = self.pending.slot_mut(k);
             debug_assert!(slot.is_none(), "request {id} ended twice");
             let p = Packed::pack(r, &mut self.scratch);
-            self.held_bytes += p.size();
+            self.disk_bytes += disk_size(&p);
             *slot = Some(p);
             self.held += 1;
-            if self.held_bytes > self.held_limit && !self.disk_failed {
+            if self.disk_bytes > self.held_limit && !self.disk_failed {
                 self.spill_held();
             }
             return;
@@ -242,7 +246,7 @@ impl RecordStream {
             if let Some(Some(_)) = self.pending.front() {
                 let p = self.pending.pop_front().flatten().expect("held");
                 self.held -= 1;
-                self.held_bytes -= p.size();
+                self.disk_bytes -= disk_size(&p);
                 self.emit_in_order(self.next, &p.unpack());
             } else if self.disk.least() == Some(self.next) {
                 match self.disk.take_least() {
@@ -284,7 +288,7 @@ impl RecordStream {
             if slot.as_ref().is_some_and(Packed::goes_to_disk) {
                 let p = slot.take().expect("held");
                 self.held -= 1;
-                self.held_bytes -= p.size();
+                self.disk_bytes -= p.size();
             }
         }
     }
@@ -378,6 +382,16 @@ fn batch_size(requests: Option<u64>) -> usize {
     })
 }
 
+/// Bytes a held row counts toward a spill: its size if it may go to disk.
+#[inline]
+fn disk_size(p: &Packed) -> usize {
+    if p.goes_to_disk() {
+        p.size()
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,6 +463,27 @@ mod tests {
         }
         v.sort_by_key(|(id, r)| (r.finished, *id));
         v
+    }
+
+    #[test]
+    fn rows_that_stay_in_memory_do_not_set_off_spills() {
+        // Rows with a KV transfer record never go to disk: held past the
+        // limit, they must not count toward a spill (which would move
+        // nothing and run again at every held row).
+        let mut order = long_holds(600);
+        for (_, r) in &mut order {
+            r.kv_transfer = Some(Box::default());
+        }
+        let mut s = RecordStream::new(None, None, None);
+        s.held_limit = 1_500;
+        let mut most = 0;
+        for (id, r) in order {
+            s.ended_owned(id, r);
+            most = most.max(s.held);
+            assert_eq!(s.disk_bytes, 0);
+        }
+        assert!(most * std::mem::size_of::<Packed>() > 1_500, "{most} held");
+        assert_eq!((s.pending(), s.disk.written()), (0, 0));
     }
 
     #[test]
