@@ -123,6 +123,15 @@ impl Disk {
             .as_deref()
             .or(self.read_error.get().map(String::as_str))
     }
+
+    /// Cuts the temporary file to its first spilled run, as a disk that
+    /// loses data would: the runs after it can no longer be read back.
+    #[cfg(test)]
+    fn lose_all_but_the_first_run(&self, bytes: usize) {
+        let file = self.file.as_ref().expect("spilled");
+        let first = self.runs.first().map_or(0, |r| r.1 * bytes);
+        file.set_len(first as u64).expect("truncate");
+    }
 }
 
 /// Reads one spilled run in blocks of `read` values.
@@ -280,13 +289,10 @@ impl<T: Spill + Ord + Greatest> SpillSort<T> {
         self.disk.error()
     }
 
-    /// Cuts the temporary file to its first spilled run, as a disk that
-    /// loses data would: the runs after it can no longer be read back.
+    /// [`Disk::lose_all_but_the_first_run`], for the readers' tests.
     #[cfg(test)]
     pub(crate) fn lose_all_but_the_first_run(&self) {
-        let file = self.disk.file.as_ref().expect("spilled");
-        let first = self.disk.runs.first().map_or(0, |r| r.1 * T::BYTES);
-        file.set_len(first as u64).expect("truncate");
+        self.disk.lose_all_but_the_first_run(T::BYTES);
     }
 }
 
@@ -549,8 +555,7 @@ mod tests {
         }
         assert!(log.error().is_none());
         // The temporary file loses its second run.
-        let file = log.disk.file.as_ref().expect("spilled");
-        file.set_len((CHUNK * 8) as u64).expect("truncate");
+        log.disk.lose_all_but_the_first_run(<u64 as Spill>::BYTES);
         let read = log.iter().count();
         assert!(read < 2 * CHUNK + 5, "{read} values");
         assert!(
