@@ -21,7 +21,6 @@ mod cli;
 mod cost;
 mod explain;
 mod fleet_print;
-mod hugepages;
 mod print;
 mod quality;
 mod serve;
@@ -43,12 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn main() {
-    // Huge pages were held off before the first allocation
-    // (`hugepages::hold_off`, run at load).
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Simulate { .. }) {
-        hugepages::restore();
-    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -206,7 +200,6 @@ fn simulate(
     for n in &scenario.notes {
         eprintln!("warning: {n}");
     }
-    hugepages::choose_for(&scenario);
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
     // Refuse an unwritable folder, or one another run is writing, before
     // spending the run's time.

@@ -1,0 +1,343 @@
+//! The floors of `sim` (`shared/DESIGN.md`, "Inside `sim`: floors"): a module
+//! imports only from its own floor or below. This test reads every source
+//! file, collects its `crate::…` paths outside comments and test code, and
+//! fails on a path that goes up a floor and is not in [`ALLOWED`].
+//!
+//! [`ALLOWED`] is the list of upward imports the code still has; each move
+//! that removes one must remove its line too (the test fails on a line that
+//! no longer matches anything), so the list only shrinks. [`LARGEST_CIRCLE`]
+//! bounds the biggest circle of modules that import each other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each top-level module of `sim` and its floor, lowest first.
+const FLOORS: &[(&str, u8, &str)] = &[
+    ("time", 0, "ground"),
+    ("rng", 0, "ground"),
+    ("engine", 0, "ground"),
+    ("store", 0, "ground"),
+    ("stats", 0, "ground"),
+    ("catalog", 1, "knowledge"),
+    ("config", 1, "knowledge"),
+    ("parallel", 1, "knowledge"),
+    ("memory", 1, "knowledge"),
+    ("cost", 1, "knowledge"),
+    ("profile", 1, "knowledge"),
+    ("profiled", 1, "knowledge"),
+    ("scenario", 2, "plan"),
+    ("request", 3, "model"),
+    ("attribution", 3, "model"),
+    ("kv", 3, "model"),
+    ("workload", 3, "model"),
+    ("replica", 3, "model"),
+    ("tenancy", 3, "model"),
+    ("lifecycle", 3, "model"),
+    ("autoscale", 3, "model"),
+    ("cluster", 3, "model"),
+    ("canary", 3, "model"),
+    ("region", 3, "model"),
+    ("output", 4, "run"),
+    ("records", 4, "run"),
+    ("guard", 4, "run"),
+    ("load", 4, "run"),
+    ("simulation", 4, "run"),
+    ("metrics", 5, "results"),
+    ("report", 5, "results"),
+    ("sweep", 5, "results"),
+    ("plan", 5, "results"),
+    ("breakeven", 5, "results"),
+];
+
+/// Upward imports that remain, as `file (relative to src) -> module`.
+const ALLOWED: &[&str] = &[
+    // `LAYERS_PRINT=1 cargo test -p servesim-sim --test layers -- --nocapture` prints the
+    // current list.
+    "canary/report.rs -> metrics",
+    "cluster/budget.rs -> simulation",
+    "cluster/fleet.rs -> metrics",
+    "cluster/fleet.rs -> records",
+    "cluster/fleet.rs -> simulation",
+    "cost/roofline.rs -> scenario",
+    "guard.rs -> metrics",
+    "lifecycle/per_pool.rs -> metrics",
+    "lifecycle/report.rs -> metrics",
+    "memory.rs -> scenario",
+    "profile.rs -> scenario",
+    "records/itl.rs -> metrics",
+    "records/itl_feed.rs -> metrics",
+    "records/stream.rs -> metrics",
+    "region/mod.rs -> metrics",
+    "region/records.rs -> metrics",
+    "region/records.rs -> records",
+    "scenario/mod.rs -> attribution",
+    "scenario/mod.rs -> canary",
+    "scenario/mod.rs -> cluster",
+    "scenario/mod.rs -> lifecycle",
+    "scenario/pools_cfg.rs -> lifecycle",
+    "scenario/resolve.rs -> canary",
+    "scenario/resolve.rs -> cluster",
+    "scenario/resolve.rs -> lifecycle",
+    "scenario/workload_cfg.rs -> workload",
+    "simulation/mod.rs -> metrics",
+    "simulation/regions.rs -> metrics",
+    "tenancy/report.rs -> metrics",
+];
+
+/// The most modules one circle of imports may hold.
+const LARGEST_CIRCLE: usize = 20;
+
+fn floor_of(module: &str) -> Option<(u8, &'static str)> {
+    FLOORS
+        .iter()
+        .find(|(m, _, _)| *m == module)
+        .map(|&(_, f, name)| (f, name))
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`cluster/router/mod.rs` ->
+/// `cluster`, `time.rs` -> `time`); `None` for `lib.rs`.
+fn module_of(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    if rel.components().count() == 1 {
+        let stem = first.trim_end_matches(".rs").to_string();
+        (stem != "lib").then_some(stem)
+    } else {
+        Some(first)
+    }
+}
+
+/// The code a file contributes to the library: comments dropped, and
+/// everything from a column-0 `#[cfg(test)]` on (test modules sit last).
+fn library_code(text: &str) -> String {
+    let mut code = String::new();
+    for line in text.lines() {
+        if line.starts_with("#[cfg(test)]") {
+            break;
+        }
+        let line = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The top-level modules named by `crate::…` paths, `use crate::{a, b::c}`
+/// groups included.
+fn crate_modules(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            // Split the group's top level on commas.
+            let mut depth = 0usize;
+            let mut start = 0usize;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.insert(ident(&group[start..j]));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.insert(ident(&group[start..j]));
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.insert(ident(after));
+        }
+        rest = after;
+    }
+    found.retain(|m| !m.is_empty());
+    found
+}
+
+struct Tree {
+    /// `file -> module` for every upward import.
+    upward: BTreeMap<String, (String, String)>,
+    /// Module -> modules it imports.
+    edges: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn read_tree() -> Tree {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut upward = BTreeMap::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        if rel.file_name().is_some_and(|n| n == "tests.rs")
+            || rel.components().any(|c| c.as_os_str() == "tests")
+        {
+            continue;
+        }
+        let (from, _) = floor_of(&module).unwrap_or_else(|| {
+            panic!("module `{module}` ({}) has no floor in FLOORS", rel.display())
+        });
+        let text = std::fs::read_to_string(&path).expect("source file");
+        for target in crate_modules(&library_code(&text)) {
+            if target == module {
+                continue;
+            }
+            let Some((to, to_name)) = floor_of(&target) else {
+                continue; // a re-export at the crate root, not a module
+            };
+            edges.entry(module.clone()).or_default().insert(target.clone());
+            if to > from {
+                let key = format!("{} -> {target}", rel.display());
+                upward.insert(key, (module.clone(), to_name.to_string()));
+            }
+        }
+    }
+    Tree { upward, edges }
+}
+
+/// The strongly connected components of more than one module (Tarjan).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        let edges = s.edges;
+        for w in edges.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.out.push(component);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_import_goes_up_a_floor_beyond_the_allowlist() {
+    let tree = read_tree();
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        for key in tree.upward.keys() {
+            println!("    \"{key}\",");
+        }
+    }
+    let allowed: BTreeSet<&str> = ALLOWED.iter().copied().collect();
+    let new: Vec<String> = tree
+        .upward
+        .iter()
+        .filter(|(key, _)| !allowed.contains(key.as_str()))
+        .map(|(key, (from, to))| format!("{key} (a {from} file importing from the {to} floor)"))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "imports that go up a floor (move the type down, or the code up):\n  {}",
+        new.join("\n  ")
+    );
+    let gone: Vec<&str> = ALLOWED
+        .iter()
+        .copied()
+        .filter(|a| !tree.upward.contains_key(*a))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "allowlist lines that no longer match an import (delete them):\n  {}",
+        gone.join("\n  ")
+    );
+}
+
+#[test]
+fn circles_of_modules_do_not_grow() {
+    let tree = read_tree();
+    let circles = circles(&tree.edges);
+    let largest = circles.iter().map(Vec::len).max().unwrap_or(0);
+    assert!(
+        largest <= LARGEST_CIRCLE,
+        "a circle of {largest} modules (at most {LARGEST_CIRCLE}): {circles:?}"
+    );
+}
+
+#[test]
+fn the_reader_sees_grouped_and_plain_paths_but_not_comments() {
+    let code = library_code(
+        "use crate::{time::SimTime, cost::{A, B}};\n\
+         // use crate::sweep::X;\n\
+         fn f() { crate::rng::stream(); }\n\
+         #[cfg(test)]\nmod tests { use crate::simulation::X; }\n",
+    );
+    let found: Vec<String> = crate_modules(&code).into_iter().collect();
+    assert_eq!(found, ["cost", "rng", "time"]);
+}
