@@ -7,12 +7,12 @@ use anyhow::Result;
 
 #[cfg(not(feature = "calibrate"))]
 pub fn calibrate(_: CalibrateCmd) -> Result<()> {
-    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+    anyhow::bail!("this servesim was built without calibration (the default, simulator-only build); rebuild with --features calibrate")
 }
 
 #[cfg(not(feature = "calibrate"))]
 pub fn validate(_: ValidateCmd) -> Result<()> {
-    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+    anyhow::bail!("this servesim was built without calibration (the default, simulator-only build); rebuild with --features calibrate")
 }
 
 #[cfg(feature = "calibrate")]

@@ -108,12 +108,12 @@ pub struct SpeculateCmd {
 
 #[cfg(not(feature = "calibrate"))]
 pub fn quality(_: QualityCmd) -> Result<()> {
-    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+    anyhow::bail!("this servesim was built without calibration (the default, simulator-only build); rebuild with --features calibrate")
 }
 
 #[cfg(not(feature = "calibrate"))]
 pub fn speculate(_: SpeculateCmd) -> Result<()> {
-    anyhow::bail!("this servesim was built without calibration (--no-default-features); rebuild with the default features")
+    anyhow::bail!("this servesim was built without calibration (the default, simulator-only build); rebuild with --features calibrate")
 }
 
 #[cfg(feature = "calibrate")]

@@ -196,7 +196,7 @@ fn server_config(
 
 #[cfg(not(feature = "calibrate"))]
 fn serve_live(_: ServeArgs) -> Result<()> {
-    bail!("this servesim was built without the live engine (--no-default-features); rebuild with the default features")
+    bail!("this servesim was built without the live engine (the default, simulator-only build); rebuild with --features calibrate")
 }
 
 /// `serve --engine live`: the profile's model behind the same front end.

@@ -99,7 +99,7 @@ fn runs_that_would_exhaust_memory_are_refused_before_they_start() {
     let d = tmp.path();
     // Refused (and aborted at 8 GB before that): now `simulate` streams its
     // records, so a run's memory follows the requests in flight, and only
-    // the time series can outgrow the budget (issue 14).
+    // the time series can outgrow the budget.
     let p = write(
         d,
         "many.toml",

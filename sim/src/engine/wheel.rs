@@ -23,7 +23,7 @@
 //! threaded through one slab of nodes, and a pop's node is the next
 //! push's (a free list, last in first out), so the nodes in use are as
 //! few as the events in flight. The 10 M-request fleet ran 21 % faster
-//! (README, Speed), its other functions too, though the instructions grew
+//! (docs/performance.md), its other functions too, though the instructions grew
 //! by 0.9 % and cachegrind's simulated 512 KiB cache shows the old queue
 //! missing rarely: what the old layout cost is what that model leaves
 //! out.

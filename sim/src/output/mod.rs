@@ -1,6 +1,6 @@
 //! Result files of a run: `summary.json`, `requests.csv` (one row per
 //! request) and `timeseries.csv` (one row per replica per sampling tick).
-//! Columns are documented in the README; formats are fixed so that the same
+//! Columns are documented in docs/output-files.md; formats are fixed so that the same
 //! run gives byte-identical files.
 
 mod atomic;

@@ -5,7 +5,7 @@
 //! ended one, so its length follows the longest hold of the run, which
 //! grows as a longer run draws a longer request. A `VecDeque` doubles to
 //! grow and copies what it holds: a 100 M-request run's resident memory
-//! jumped 40 MiB at the doubling (README, Speed). Here the ring grows a
+//! jumped 40 MiB at the doubling (docs/performance.md). Here the ring grows a
 //! chunk at a time and never moves a slot; a chunk emptied at the front is
 //! kept for reuse at the back. The operations are the `VecDeque` ones the
 //! stream uses, with the same results (a proptest checks them against

@@ -2,7 +2,7 @@
 //! disk in runs sorted by id.
 //!
 //! The reorder buffer holds every request that ended while an earlier one
-//! was still running: on the 1,000-replica fleet of README's Speed section
+//! was still running: on the 1,000-replica fleet of docs/performance.md
 //! that is over a million packed rows at once, its largest memory. When
 //! the rows held in memory pass a limit, the stream
 //! writes them all, in id order, as a run in an anonymous temporary file

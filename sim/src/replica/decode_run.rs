@@ -1,7 +1,7 @@
 //! Decode runs in closed form: between two events that change a replica's
 //! batch, a decode-only replica's iterations follow from the cost model step
 //! by step, every sequence's context growing by one token per step
-//! (DESIGN.md, "Performance"; issue 14).
+//! (DESIGN.md, "Performance").
 //!
 //! Step by step, each iteration walks every running sequence twice: the
 //! policy marks it and secures its next KV slot (`SchedState::schedule_decodes`),

@@ -1,4 +1,4 @@
-//! Admissions beside a decode run (DESIGN.md, "Performance"; issue 14).
+//! Admissions beside a decode run (DESIGN.md, "Performance").
 //!
 //! In a busy fleet a request reaches each replica every few steps, and
 //! every arrival used to end the replica's decode run (`decode_run`): the

@@ -6,7 +6,7 @@
 //! 1/cv² = ∞), a loop fail to terminate (an on/off source whose on periods
 //! are too short ever to hold an arrival), the clock saturate (u64
 //! nanoseconds end at 1.8·10¹⁰ s), or a memory plan print "inf GiB".
-//! The limits are documented in README's scenario reference ("Ranges");
+//! The limits are documented in docs/scenario.md ("Ranges and the memory guard");
 //! each is far beyond any real deployment, so it only rejects typos and
 //! absurd values.
 
