@@ -41,7 +41,9 @@ fn profile(dev: &OpenDevice, model: &Path) -> Profile {
 #[test]
 fn two_fresh_calibrations_agree_within_a_few_percent() {
     if std::env::var_os("SERVESIM_SLOW_TESTS").is_none() {
-        eprintln!("skipped: set SERVESIM_SLOW_TESTS=1 (scripts/slow-tests.sh) to run two calibrations");
+        eprintln!(
+            "skipped: set SERVESIM_SLOW_TESTS=1 (scripts/slow-tests.sh) to run two calibrations"
+        );
         return;
     }
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/validate/tiny-llama.json");

@@ -121,12 +121,7 @@ impl Model {
                 let len = start + n;
                 let k = s.cache.k[li].narrow(1, 0, len)?;
                 let v = s.cache.v[li].narrow(1, 0, len)?;
-                let mut scores = q.matmul(&k.t()?)?;
-                if let Some(m) = mask {
-                    scores = scores.broadcast_add(m)?;
-                }
-                let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-                let o = probs.matmul(&v)?;
+                let o = self.attention.attend(&q, &k, &v, mask.as_ref())?;
                 let o = if n == 1 {
                     o.reshape((1, nh * d))?
                 } else {

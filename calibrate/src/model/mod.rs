@@ -13,15 +13,18 @@
 //! context), so calibration and the live engine measure the same kind of
 //! step.
 //!
-//! The module is split by idea: `cache` (a sequence's KV cache, forks with
+//! The module is split by idea: `attention` (naive or tiled with an online
+//! softmax), `cache` (a sequence's KV cache, forks with
 //! copy-on-write), `forward` (the packed forward pass, rotary tables, causal
 //! masks, greedy decoding), `weights` (random weights by Hugging Face name);
 //! this file holds the model itself and its construction from named tensors.
 
+mod attention;
 mod cache;
 mod forward;
 mod weights;
 
+pub use attention::Attention;
 pub use cache::{SeqCache, Step};
 pub use weights::{random_weights, NamedTensors};
 
@@ -59,6 +62,8 @@ pub struct Model {
     weight_bytes: usize,
     /// The format of the blocks' linear layers.
     pub linear_format: LinearFormat,
+    /// How attention over each sequence's cache is computed.
+    pub attention: Attention,
 }
 
 impl Model {
@@ -155,6 +160,7 @@ impl Model {
             sin,
             weight_bytes,
             linear_format: LinearFormat::Dense,
+            attention: Attention::Naive,
         })
     }
 
@@ -198,6 +204,7 @@ impl Model {
             sin: self.sin.clone(),
             weight_bytes,
             linear_format: fmt,
+            attention: self.attention,
         })
     }
 
