@@ -204,7 +204,10 @@ fn read_tree() -> Tree {
             continue;
         }
         let (from, _) = floor_of(&module).unwrap_or_else(|| {
-            panic!("module `{module}` ({}) has no floor in FLOORS", rel.display())
+            panic!(
+                "module `{module}` ({}) has no floor in FLOORS",
+                rel.display()
+            )
         });
         let text = std::fs::read_to_string(&path).expect("source file");
         for target in crate_modules(&library_code(&text)) {
@@ -214,7 +217,10 @@ fn read_tree() -> Tree {
             let Some((to, to_name)) = floor_of(&target) else {
                 continue; // a re-export at the crate root, not a module
             };
-            edges.entry(module.clone()).or_default().insert(target.clone());
+            edges
+                .entry(module.clone())
+                .or_default()
+                .insert(target.clone());
             if to > from {
                 let key = format!("{} -> {target}", rel.display());
                 upward.insert(key, (module.clone(), to_name.to_string()));
