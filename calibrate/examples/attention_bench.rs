@@ -1,6 +1,6 @@
 //! Naive against tiled (online-softmax) attention at long context: wall time
 //! and peak heap of one prefill chunk's attention over a long cache, on the
-//! CPU. `cargo run --release -p servesim-calibrate --example attention_bench`
+//! CPU. `cargo run -p servesim-calibrate --example attention_bench`
 //! (figures in docs/calibration.md, "Tiled attention").
 //!
 //! The shape is one layer of Llama-3.2-1B (8 KV heads, group 4, head dim 64)
