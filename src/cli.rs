@@ -184,7 +184,7 @@ pub enum TraceCommand {
     /// Request count, span, rate, inter-arrival CV, length percentiles and
     /// prefix reuse of a trace file.
     #[command(
-        after_help = "Examples:\n  servesim trace stats AzureLLMInferenceTrace_conv.csv --format azure\n  servesim trace stats conversation_trace.jsonl --format mooncake --json\n  servesim trace stats arrivals.csv --format csv --columns arrival=ts,prompt=in,output=out --time-unit ms"
+        after_help = "Examples:\n  servesim trace stats AzureLLMInferenceTrace_conv.csv\n  servesim trace stats conversation_trace.jsonl --format mooncake --json\n  servesim trace stats arrivals.csv --format csv --columns arrival=ts,prompt=in,output=out --time-unit ms"
     )]
     Stats {
         /// Trace file (for servegen: the folder of chunk-N files).
@@ -213,9 +213,10 @@ pub enum TraceCommand {
 /// Trace options (the keys of a scenario's `workload.trace`).
 #[derive(clap::Args, Debug)]
 pub struct TraceOpts {
-    /// Trace format.
+    /// Trace format [default: detected from the file: a CSV header's
+    /// columns, a JSON line's keys, a folder's files; said on stderr].
     #[arg(long, value_parser = trace_format)]
-    pub format: String,
+    pub format: Option<String>,
     /// Skip and count lines that do not parse instead of stopping.
     #[arg(long)]
     pub lenient: bool,
