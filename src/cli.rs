@@ -121,12 +121,13 @@ pub enum Command {
     },
     /// Explain the tail of a run: which latency components dominate each
     /// percentile, the slowest requests' timelines, the per-replica tail and
-    /// ranked hypotheses with their numbers.
+    /// ranked hypotheses with their numbers, each with a change to try.
     #[command(
         after_help = "Examples:\n  servesim explain out/overload\n  servesim explain out/overload --json\n  servesim explain out/overload --request 1234"
     )]
     Explain {
-        /// Output folder of `servesim simulate` (requests.csv, timeseries.csv).
+        /// Output folder of `servesim simulate` (requests.csv, timeseries.csv),
+        /// or of `servesim sweep` (its operating point's run).
         dir: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -158,7 +159,8 @@ pub enum Command {
     )]
     Observe(crate::serve::ObserveArgs),
     /// Print two result folders side by side (TTFT/TPOT/ITL/E2E, throughput,
-    /// rejections) with the error of the second against the first.
+    /// rejections) with the error of the second against the first; warns
+    /// when they come from different scenarios, models, hardware or seeds.
     #[command(after_help = "Example:\n  servesim compare out/quickstart out/observed")]
     Compare {
         /// Reference result folder (summary.json).

@@ -152,27 +152,25 @@ impl CapacityEstimate {
         let mut out = Vec::new();
         for (i, g) in self.groups.iter().enumerate() {
             let head = if i == 0 { "capacity   " } else { "           " };
+            let pool = if g.name == "fleet" && g.role == PoolRole::Colocated {
+                String::new()
+            } else {
+                format!("pool {} ({}): ", g.name, g.role.name())
+            };
+            let replicas = format!(
+                "{} replica{} × {} req/s",
+                g.replicas,
+                if g.replicas == 1 { "" } else { "s" },
+                rate(g.per_replica_rps)
+            );
             let what = match g.role {
                 PoolRole::Prefill => format!(
-                    "prefill pool {}: {} replicas × {} req/s (a {:.0}-token prompt takes {:.1} ms)",
-                    g.name,
-                    g.replicas,
-                    rate(g.per_replica_rps),
+                    "{pool}{replicas}: a {:.0}-token prompt takes {:.1} ms",
                     self.mean_prompt,
                     g.prefill_s * 1e3
                 ),
                 role => format!(
-                    "{}{} replica{} × {} req/s: batch {} (KV room for {}, max_num_seqs {}), decode step {:.1} ms{}",
-                    if role == PoolRole::Decode {
-                        format!("decode pool {}: ", g.name)
-                    } else if g.name != "fleet" {
-                        format!("pool {}: ", g.name)
-                    } else {
-                        String::new()
-                    },
-                    g.replicas,
-                    if g.replicas == 1 { "" } else { "s" },
-                    rate(g.per_replica_rps),
+                    "{pool}{replicas}: batch {} (KV room for {}, max_num_seqs {}), decode step {:.1} ms{}",
                     g.batch,
                     g.kv_room,
                     g.max_num_seqs,
@@ -186,8 +184,13 @@ impl CapacityEstimate {
             };
             out.push(format!("{head}{what}"));
         }
+        let pools = if self.groups.iter().any(|g| g.role == PoolRole::Prefill) {
+            ", the smaller of the prefill and decode pools"
+        } else {
+            ""
+        };
         out.push(format!(
-            "           ≈ {} req/s at the mean {:.0} prompt + {:.0} output tokens (cost model, steady state; queueing, preemption and prefix hits left out)",
+            "           ≈ {} req/s{pools} at the mean {:.0} prompt + {:.0} output tokens (cost model, steady state; queueing, preemption and prefix hits left out)",
             rate(self.capacity_rps),
             self.mean_prompt,
             self.mean_output
