@@ -4,6 +4,7 @@
 
 use crate::cli::CapacityArgs;
 use anyhow::{anyhow, Context, Result};
+use sim::figures::rate;
 use sim::sweep::capacity::{plan_capacity, CapacityQuery, CapacityReport, Probe};
 use sim::Scenario;
 use std::path::Path;
@@ -25,10 +26,10 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     };
     let log = |p: &Probe| {
         eprintln!(
-            "  {:<16} {:>14} at {:>10.3} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
+            "  {:<16} {:>14} at {:>10} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
             p.search,
             replicas(p.replicas),
-            p.rate_rps,
+            rate(p.rate_rps),
             p.attainment * 100.0,
             p.ttft_p99_ms,
             p.tpot_p99_ms,
@@ -83,17 +84,17 @@ fn print(c: &CapacityReport) {
         c.probes.len()
     );
     outln!(
-        "highest load within the SLOs, {}: {:.2} req/s ({:.2} per replica); {:.2} req/s misses",
+        "highest load within the SLOs, {}: {} req/s ({} per replica); {} req/s misses",
         replicas(m.replicas),
-        m.rate_rps,
-        m.per_replica_rps,
-        m.fails_at_rps
+        rate(m.rate_rps),
+        rate(m.per_replica_rps),
+        rate(m.fails_at_rps)
     );
-    outln!("  at {:.2} req/s: {}", m.rate_rps, probe(&m.at));
+    outln!("  at {} req/s: {}", rate(m.rate_rps), probe(&m.at));
     let Some(s) = &c.sizing else {
         return;
     };
-    outln!("demand {} req/s:", s.demand_rps);
+    outln!("demand {} req/s:", rate(s.demand_rps));
     let below = |b: &Option<Probe>| match b {
         Some(b) => format!("; {}: {}", replicas(b.replicas), probe(b)),
         None => String::new(),
@@ -112,9 +113,9 @@ fn print(c: &CapacityReport) {
         row(
             format!("with {:.0} % headroom", s.headroom * 100.0),
             format!(
-                "{:>5}  (at {:.2} req/s: {}{})",
+                "{:>5}  (at {} req/s: {}{})",
                 s.replicas_with_headroom,
-                s.sized_for_rps,
+                rate(s.sized_for_rps),
                 probe(&s.at_headroom),
                 below(&s.below_headroom)
             ),

@@ -121,12 +121,13 @@ pub enum Command {
     },
     /// Explain the tail of a run: which latency components dominate each
     /// percentile, the slowest requests' timelines, the per-replica tail and
-    /// ranked hypotheses with their numbers.
+    /// ranked hypotheses with their numbers, each with a change to try.
     #[command(
         after_help = "Examples:\n  servesim explain out/overload\n  servesim explain out/overload --json\n  servesim explain out/overload --request 1234"
     )]
     Explain {
-        /// Output folder of `servesim simulate` (requests.csv, timeseries.csv).
+        /// Output folder of `servesim simulate` (requests.csv, timeseries.csv),
+        /// or of `servesim sweep` (its operating point's run).
         dir: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -158,7 +159,8 @@ pub enum Command {
     )]
     Observe(crate::serve::ObserveArgs),
     /// Print two result folders side by side (TTFT/TPOT/ITL/E2E, throughput,
-    /// rejections) with the error of the second against the first.
+    /// rejections) with the error of the second against the first; warns
+    /// when they come from different scenarios, models, hardware or seeds.
     #[command(after_help = "Example:\n  servesim compare out/quickstart out/observed")]
     Compare {
         /// Reference result folder (summary.json).
@@ -184,7 +186,7 @@ pub enum TraceCommand {
     /// Request count, span, rate, inter-arrival CV, length percentiles and
     /// prefix reuse of a trace file.
     #[command(
-        after_help = "Examples:\n  servesim trace stats AzureLLMInferenceTrace_conv.csv --format azure\n  servesim trace stats conversation_trace.jsonl --format mooncake --json\n  servesim trace stats arrivals.csv --format csv --columns arrival=ts,prompt=in,output=out --time-unit ms"
+        after_help = "Examples:\n  servesim trace stats AzureLLMInferenceTrace_conv.csv\n  servesim trace stats conversation_trace.jsonl --format mooncake --json\n  servesim trace stats arrivals.csv --format csv --columns arrival=ts,prompt=in,output=out --time-unit ms"
     )]
     Stats {
         /// Trace file (for servegen: the folder of chunk-N files).
@@ -213,9 +215,10 @@ pub enum TraceCommand {
 /// Trace options (the keys of a scenario's `workload.trace`).
 #[derive(clap::Args, Debug)]
 pub struct TraceOpts {
-    /// Trace format.
+    /// Trace format [default: detected from the file: a CSV header's
+    /// columns, a JSON line's keys, a folder's files; said on stderr].
     #[arg(long, value_parser = trace_format)]
-    pub format: String,
+    pub format: Option<String>,
     /// Skip and count lines that do not parse instead of stopping.
     #[arg(long)]
     pub lenient: bool,

@@ -39,12 +39,18 @@ pub struct CostArgs {
     #[arg(long)]
     pub runtime: Option<String>,
     /// A prefill in the batch: TOKENS, or TOKENS@CACHED for a chunk on top of
-    /// cached context. Repeatable.
+    /// cached context. Repeatable: every --prefill and --decode joins one
+    /// mixed batch (see --separate).
     #[arg(long, value_name = "TOKENS[@CACHED]")]
     pub prefill: Vec<String>,
-    /// Decoding sequences in the batch: N@CONTEXT. Repeatable.
+    /// Decoding sequences in the batch: N@CONTEXT. Repeatable, into the
+    /// same batch as the prefills.
     #[arg(long, value_name = "N@CONTEXT")]
     pub decode: Vec<String>,
+    /// Price each --prefill and each --decode as a batch of its own instead
+    /// of one mixed batch.
+    #[arg(long)]
+    pub separate: bool,
     /// Also price a request alone on a replica: PROMPT,OUTPUT tokens.
     #[arg(long, value_name = "PROMPT,OUTPUT")]
     pub lone_request: Option<String>,
@@ -96,37 +102,7 @@ pub fn run(args: CostArgs) -> Result<()> {
         Some((path, p)) => Box::new(sim::profiled::Profiled::new(p, path)),
         None => Box::new(Roofline::for_scenario(&scenario)),
     };
-    let mut batches = Vec::new();
-    for spec in &args.prefill {
-        let (tokens, cached) = parse_prefill(spec)?;
-        let mut b = cost::BatchShape::default();
-        b.add_prefill(tokens, cached);
-        batches.push((format!("prefill {tokens} tokens on {cached} cached"), b));
-    }
-    if !args.decode.is_empty() {
-        let mut b = cost::BatchShape::default();
-        let mut label = Vec::new();
-        for spec in &args.decode {
-            let (n, context) = parse_decode(spec)?;
-            for _ in 0..n {
-                b.add_decode(context);
-            }
-            label.push(format!("{n} decodes at context {context}"));
-        }
-        // Decodes join the batch of the prefills when both are given.
-        match batches.last_mut() {
-            Some((l, p)) if args.prefill.len() == 1 => {
-                for spec in &args.decode {
-                    let (n, context) = parse_decode(spec)?;
-                    for _ in 0..n {
-                        p.add_decode(context);
-                    }
-                }
-                *l = format!("{l} + {}", label.join(" + "));
-            }
-            _ => batches.push((label.join(" + "), b)),
-        }
-    }
+    let mut batches = batches(&args)?;
     if batches.is_empty() {
         let mut p = cost::BatchShape::default();
         p.add_prefill(2048, 0);
@@ -218,9 +194,20 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
-            // Parse through the scenario loader first for its error messages.
-            Scenario::from_toml_str(&text, &origin)?;
-            (text.parse::<toml::Table>()?, origin)
+            // The file is validated with the flags applied (below): a key a
+            // flag overrides may not be valid without it (a model that
+            // needs the --tp given). A syntax error reads as the loader
+            // words it.
+            let table = match text.parse::<toml::Table>() {
+                Ok(t) => t,
+                Err(_) => {
+                    return Err(match Scenario::from_toml_str(&text, &origin) {
+                        Err(e) => e.into(),
+                        Ok(_) => anyhow!("{origin}: not a TOML table"),
+                    })
+                }
+            };
+            (table, origin)
         }
         None => {
             if args.model.is_none() || args.hardware.is_none() {
@@ -230,34 +217,50 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
             (BASE.parse::<toml::Table>()?, "command line".to_string())
         }
     };
-    let mut set = |section: &str, key: &str, v: toml::Value| {
-        let t = table
-            .entry(section)
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let toml::Value::Table(t) = t {
-            t.insert(key.into(), v);
+    // Each flag writes its key, creating the table it lives in when the
+    // file has none (a scenario without `[fleet]` still takes --tp).
+    let flags: [(&str, &str, Option<toml::Value>); 7] = [
+        (
+            "--model",
+            "model.preset",
+            args.model.clone().map(Into::into),
+        ),
+        (
+            "--hardware",
+            "hardware.preset",
+            args.hardware.clone().map(Into::into),
+        ),
+        (
+            "--dtype",
+            "model.weight_dtype",
+            args.dtype.clone().map(Into::into),
+        ),
+        (
+            "--kv-dtype",
+            "model.kv_dtype",
+            args.kv_dtype.clone().map(Into::into),
+        ),
+        (
+            "--tp",
+            "fleet.tensor_parallel",
+            args.tp.map(|v| i64::from(v).into()),
+        ),
+        (
+            "--pp",
+            "fleet.pipeline_parallel",
+            args.pp.map(|v| i64::from(v).into()),
+        ),
+        (
+            "--runtime",
+            "engine.runtime",
+            args.runtime.clone().map(Into::into),
+        ),
+    ];
+    for (flag, key, value) in flags {
+        if let Some(v) = value {
+            sim::sweep::keypath::set(&mut table, key, v)
+                .map_err(|m| anyhow!("{flag}: cannot set {key} in {origin}: {m}"))?;
         }
-    };
-    if let Some(m) = &args.model {
-        set("model", "preset", m.clone().into());
-    }
-    if let Some(h) = &args.hardware {
-        set("hardware", "preset", h.clone().into());
-    }
-    if let Some(d) = &args.dtype {
-        set("model", "weight_dtype", d.clone().into());
-    }
-    if let Some(d) = &args.kv_dtype {
-        set("model", "kv_dtype", d.clone().into());
-    }
-    if let Some(tp) = args.tp {
-        set("fleet", "tensor_parallel", (tp as i64).into());
-    }
-    if let Some(pp) = args.pp {
-        set("fleet", "pipeline_parallel", (pp as i64).into());
-    }
-    if let Some(r) = &args.runtime {
-        set("engine", "runtime", r.clone().into());
     }
     Scenario::from_table(table, &origin).with_context(|| {
         if args.scenario.is_none() {
@@ -266,6 +269,59 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
             "with the flags applied".to_string()
         }
     })
+}
+
+/// One --prefill or --decode flag.
+enum Part {
+    Prefill { tokens: u64, cached: u64 },
+    Decodes { n: u64, context: u64 },
+}
+
+/// The batches the flags describe: one mixed batch of every --prefill and
+/// --decode, or with --separate one batch per flag. Labels name each part.
+fn batches(args: &CostArgs) -> Result<Vec<(String, cost::BatchShape)>> {
+    let mut parts: Vec<(String, Part)> = Vec::new();
+    for spec in &args.prefill {
+        let (tokens, cached) = parse_prefill(spec)?;
+        parts.push((
+            format!("prefill {tokens} tokens on {cached} cached"),
+            Part::Prefill { tokens, cached },
+        ));
+    }
+    for spec in &args.decode {
+        let (n, context) = parse_decode(spec)?;
+        parts.push((
+            format!("{n} decodes at context {context}"),
+            Part::Decodes { n, context },
+        ));
+    }
+    let add = |b: &mut cost::BatchShape, part: &Part| match *part {
+        Part::Prefill { tokens, cached } => b.add_prefill(tokens, cached),
+        Part::Decodes { n, context } => {
+            for _ in 0..n {
+                b.add_decode(context);
+            }
+        }
+    };
+    if args.separate {
+        return Ok(parts
+            .iter()
+            .map(|(label, part)| {
+                let mut b = cost::BatchShape::default();
+                add(&mut b, part);
+                (label.clone(), b)
+            })
+            .collect());
+    }
+    if parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut mixed = cost::BatchShape::default();
+    for (_, part) in &parts {
+        add(&mut mixed, part);
+    }
+    let labels: Vec<&str> = parts.iter().map(|(l, _)| l.as_str()).collect();
+    Ok(vec![(labels.join(" + "), mixed)])
 }
 
 fn number(flag: &str, spec: &str, part: &str) -> Result<u64> {
@@ -309,14 +365,10 @@ fn parse_lone(spec: &str) -> Result<(u64, u64)> {
 }
 
 fn print(s: &Scenario, r: &Report) {
-    let f = &s.file;
     outln!(
-        "cost — {} on {} × {} (TP {}, PP {}), {} weights, {} KV",
+        "cost — {}, {}, {} weights, {} KV",
         s.model.name,
-        r.gpus,
-        s.hardware.name,
-        f.fleet.tensor_parallel,
-        f.fleet.pipeline_parallel,
+        s.parallel.fleet_shape(1, &s.hardware.name),
         s.weight_dtype.name(),
         s.kv_dtype.name()
     );
@@ -366,11 +418,11 @@ fn print(s: &Scenario, r: &Report) {
     );
     for row in r.sweep {
         outln!(
-            "  {:>6} {:>10.3} {:>12.0} {:>12.1}{}",
+            "  {:>6} {:>10.3} {:>12} {:>12}{}",
             row.batch,
             row.step_ms,
-            row.tokens_per_s_per_gpu,
-            row.tokens_per_s_per_user,
+            sim::figures::rate(row.tokens_per_s_per_gpu),
+            sim::figures::rate(row.tokens_per_s_per_user),
             if Some(row.batch) == r.knee {
                 "  ← knee"
             } else {

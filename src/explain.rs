@@ -6,6 +6,12 @@ use reports::explain;
 use std::path::Path;
 
 pub fn run(dir: &Path, json: bool, request: Option<u64>) -> Result<()> {
+    // A sweep's folder stands for the run of its operating point.
+    let (dir, note) = explain::run_dir(dir).map_err(|e| anyhow!(e))?;
+    if let Some(n) = note {
+        eprintln!("{n}");
+    }
+    let dir = dir.as_path();
     match request {
         Some(id) => {
             let run = explain::Run::load(dir).map_err(|e| anyhow!(e))?;

@@ -83,6 +83,10 @@ fn run(cli: Cli) -> Result<()> {
             for line in sim::cluster::budget::KvBudget::of(&s, &ctx)?.lines(&s) {
                 outln!("{line}");
             }
+            let capacity = sim::cluster::estimate::CapacityEstimate::of(&s, &ctx)?;
+            for line in capacity.lines() {
+                outln!("{line}");
+            }
             Ok(())
         }
         Command::Catalog { what } => {

@@ -2,11 +2,29 @@
 //! summary table of a run.
 
 use sim::catalog::{self, GIB};
+use sim::figures::rate;
 use sim::metrics::{Dist, Summary};
 use sim::Scenario;
 
 fn gib(b: f64) -> String {
     format!("{:.2} GiB", b / GIB)
+}
+
+/// The fleet as every command names it ("2 replicas × TP 2 on H200 = 4
+/// GPUs"); a fleet of pools by its totals, each pool on a line of its own.
+pub fn fleet_shape(s: &Scenario) -> String {
+    if s.pools.is_empty() {
+        return s
+            .parallel
+            .fleet_shape(s.file.fleet.replicas, &s.hardware.name);
+    }
+    let gpus = s.gpus();
+    format!(
+        "{} replicas in {} pools = {gpus} GPU{}",
+        s.file.fleet.replicas,
+        s.pools.len(),
+        if gpus == 1 { "" } else { "s" }
+    )
 }
 
 /// `servesim check`: what the scenario resolves to.
@@ -88,20 +106,8 @@ pub fn resolved(s: &Scenario) {
     outln!("           source: {}", h.source);
     let par = &s.parallel;
     outln!(
-        "fleet      {} replica(s) × TP {}{}{} = {} GPUs, router {}",
-        f.fleet.replicas,
-        par.tensor,
-        if par.pipeline > 1 {
-            format!(" × PP {}", par.pipeline)
-        } else {
-            String::new()
-        },
-        if par.expert > 1 {
-            format!(" (EP {})", par.expert)
-        } else {
-            String::new()
-        },
-        s.gpus(),
+        "fleet      {}, router {}",
+        fleet_shape(s),
         f.fleet.router.name()
     );
     if par.pipeline > 1 {
@@ -226,13 +232,13 @@ pub fn resolved(s: &Scenario) {
         );
     }
     if let Some(a) = &w.arrival {
-        outln!("workload   arrivals {a:?}");
+        outln!("workload   arrivals {a}");
     }
     if let Some(p) = &w.prompt_tokens {
-        outln!("           prompt   {p:?}");
+        outln!("           prompt   {p}");
     }
     if let Some(o) = &w.output_tokens {
-        outln!("           output   {o:?}");
+        outln!("           output   {o}");
     }
     if let Some(p) = &w.length_pairs {
         outln!(
@@ -251,7 +257,7 @@ pub fn resolved(s: &Scenario) {
             match &t.workload {
                 Some(w) => match (&w.trace, &w.arrival) {
                     (Some(tr), _) => format!(": trace {} {}", tr.format.name(), tr.path),
-                    (None, Some(a)) => format!(": arrivals {a:?}"),
+                    (None, Some(a)) => format!(": arrivals {a}"),
                     _ => String::new(),
                 },
                 None => String::new(),
@@ -421,25 +427,11 @@ pub fn memory_estimate(e: &sim::guard::MemoryEstimate) {
 /// The summary table printed by `simulate`.
 pub fn summary(s: &Scenario, sum: &Summary) {
     let c = &sum.counts;
-    let par = &s.parallel;
     outln!(
-        "{} — {} on {} × {} (TP {}{}{}), {} GPUs, router {}",
+        "{} — {}, {}, router {}",
         sum.scenario,
         sum.model,
-        sum.replicas,
-        sum.hardware,
-        sum.tensor_parallel,
-        if par.pipeline > 1 {
-            format!(" × PP {}", par.pipeline)
-        } else {
-            String::new()
-        },
-        if par.expert > 1 {
-            format!(", EP {}", par.expert)
-        } else {
-            String::new()
-        },
-        sum.gpus,
+        fleet_shape(s),
         sum.router
     );
     outln!("costs: {}", sum.cost_source);
@@ -484,18 +476,18 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     outln!();
     let t = &sum.throughput;
     outln!(
-        "throughput   {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s ({:.0} per GPU)",
-        t.requests_per_s,
-        t.input_tokens_per_s,
-        t.output_tokens_per_s,
-        t.output_tokens_per_s_per_gpu
+        "throughput   {} req/s, {} input tok/s, {} output tok/s ({} per GPU)",
+        rate(t.requests_per_s),
+        rate(t.input_tokens_per_s),
+        rate(t.output_tokens_per_s),
+        rate(t.output_tokens_per_s_per_gpu)
     );
     let ld = &sum.load;
     outln!(
-        "load         offered {}, achieved {:.2} req/s: {}{}",
+        "load         offered {}, achieved {} req/s: {}{}",
         ld.offered_rps
-            .map_or("(no rate)".to_string(), |r| format!("{r:.2} req/s")),
-        ld.achieved_rps,
+            .map_or("(no rate)".to_string(), |r| format!("{} req/s", rate(r))),
+        rate(ld.achieved_rps),
         ld.verdict,
         if ld.is_stable() {
             String::new()
@@ -513,14 +505,14 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     );
     if let Some(slo) = &sum.slo {
         outln!(
-            "SLO          TTFT ≤ {} ms & TPOT ≤ {} ms: {:.1} % met (TTFT {:.1} %, TPOT {:.1} %); goodput {:.2} req/s ({:.3} per GPU)",
+            "SLO          TTFT ≤ {} ms & TPOT ≤ {} ms: {:.1} % met (TTFT {:.1} %, TPOT {:.1} %); goodput {} req/s ({} per GPU)",
             slo.ttft_ms,
             slo.tpot_ms,
             slo.attainment * 100.0,
             slo.ttft_attainment * 100.0,
             slo.tpot_attainment * 100.0,
-            slo.goodput_rps,
-            slo.goodput_rps_per_gpu
+            rate(slo.goodput_rps),
+            rate(slo.goodput_rps_per_gpu)
         );
     }
     let e = &sum.engine;
@@ -586,15 +578,15 @@ fn tenants(t: &sim::tenancy::TenancyReport) {
     );
     for x in &t.tenants {
         outln!(
-            "  {:<14} {:>5} {:>6} {:>9} {:>9} {:>7} {:>8.2} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>8}",
+            "  {:<14} {:>5} {:>6} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9.1} {:>9.1} {:>9.1} {:>8}",
             x.name,
             x.priority,
             x.weight,
             x.counts.completed,
             x.counts.rejected,
             x.retries,
-            x.requests_per_s,
-            x.output_tokens_per_s,
+            rate(x.requests_per_s),
+            rate(x.output_tokens_per_s),
             x.latency.ttft_ms.p50,
             x.latency.ttft_ms.p99,
             x.latency.tpot_ms.p99,

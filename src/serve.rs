@@ -304,8 +304,8 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         let c = &result.summary.counts;
         outln!();
         outln!(
-            "offered {:.2} req/s, sent {:.2} req/s (mean send lag {:.1} ms); {} completed, {} rejected, {} cancelled, {} failed, {} in flight",
-            o.offered_rps, o.sent_rps, o.send_lag_ms, c.completed, c.rejected, c.cancelled, c.failed, c.in_flight
+            "offered {} req/s, sent {} req/s (mean send lag {:.1} ms); {} completed, {} rejected, {} cancelled, {} failed, {} in flight",
+            sim::figures::rate(o.offered_rps), sim::figures::rate(o.sent_rps), o.send_lag_ms, c.completed, c.rejected, c.cancelled, c.failed, c.in_flight
         );
     }
     outln!(
@@ -317,13 +317,25 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
 
 pub fn compare(a: &Path, b: &Path) -> Result<()> {
     let rows = serve::compare::compare(a, b)?;
+    let differences = serve::compare::differences(a, b)?;
+    if !differences.is_empty() {
+        eprintln!(
+            "warning: A and B come from different setups, so B vs A is not a model's error alone:"
+        );
+        for d in &differences {
+            eprintln!("  {d}");
+        }
+    }
     outln!("A  {}\nB  {}\n", a.display(), b.display());
     outln!("{:<28} {:>12} {:>12} {:>9}", "metric", "A", "B", "B vs A");
     for r in rows {
-        let err = r
-            .error_pct
-            .map_or_else(|| "-".to_string(), |e| format!("{e:+.2}%"));
-        outln!("{:<28} {:>12.3} {:>12.3} {:>9}", r.metric, r.a, r.b, err);
+        outln!(
+            "{:<28} {:>12} {:>12} {:>9}",
+            r.metric,
+            r.value(r.a),
+            r.value(r.b),
+            r.difference()
+        );
     }
     Ok(())
 }

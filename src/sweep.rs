@@ -199,7 +199,8 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
                 e.attainment
                     .map(|x| format!("{:.2} %", x * 100.0))
                     .unwrap_or_else(|| "–".into()),
-                fmt(e.goodput_rps_per_gpu, 3),
+                e.goodput_rps_per_gpu
+                    .map_or_else(|| "–".into(), sim::figures::rate),
             ]);
             row
         })
@@ -234,7 +235,7 @@ fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) 
                 fmt(e.latency_ms, 1),
                 e.attainment.unwrap_or(0.0) * 100.0,
                 obj.attainment * 100.0,
-                fmt(e.goodput_rps_per_gpu, 3)
+                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::figures::rate)
             );
         }
         None => outln!(

@@ -74,7 +74,20 @@ fn parse_columns(s: &str) -> Result<ColumnMap> {
 }
 
 fn trace_cfg(file: &Path, o: &TraceOpts) -> Result<TraceCfg> {
-    let format = TraceFormat::from_name(&o.format).expect("checked by clap");
+    let format = match &o.format {
+        Some(f) => TraceFormat::from_name(f).expect("checked by clap"),
+        None => {
+            let d = sim::workload::trace::detect::detect(file, o.columns.is_some())
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "{}: format {} (from its {}; --format overrides)",
+                file.display(),
+                d.format.name(),
+                d.because
+            );
+            d.format
+        }
+    };
     let time_unit = o
         .time_unit
         .as_deref()
@@ -205,8 +218,8 @@ fn print_stats(s: &TraceStats) {
     }
     outln!("span       {:.3} s", s.span_s);
     outln!(
-        "rate       {:.4} req/s (mean gap {:.4} s, IAT CV {:.3})",
-        s.rate_rps,
+        "rate       {} req/s (mean gap {:.4} s, IAT CV {:.3})",
+        sim::figures::rate(s.rate_rps),
         s.iat_mean_s,
         s.iat_cv
     );
@@ -252,11 +265,11 @@ fn print_servegen(s: &ServeGenStats) {
     );
     let a = &s.aggregate_rate;
     outln!(
-        "rate       aggregate mean {:.1}, p50 {:.1}, p99 {:.1}, max {:.1} req/s",
-        a.mean,
-        a.p50,
-        a.p99,
-        a.max
+        "rate       aggregate mean {}, p50 {}, p99 {}, max {} req/s",
+        sim::figures::rate(a.mean),
+        sim::figures::rate(a.p50),
+        sim::figures::rate(a.p99),
+        sim::figures::rate(a.max)
     );
     outln!(
         "clients    active client-windows {:.3}; IAT CV p50 {:.2}, p90 {:.2}; top-1 {:.1} %, top-10 {:.1} % of requests",
@@ -355,7 +368,7 @@ fn bench_file(file: &Path, formats: &[String]) -> Result<()> {
         bail!("--file needs exactly one --format");
     };
     let o = TraceOpts {
-        format: format.clone(),
+        format: Some(format.clone()),
         lenient: false,
         time_scale: None,
         rate: None,

@@ -67,6 +67,48 @@ fn check_prints_the_resolved_memory_budget() {
 }
 
 #[test]
+fn check_prints_distributions_as_toml_and_warns_of_an_overloaded_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("long-prompts.toml");
+    std::fs::write(
+        &p,
+        r#"name = "long-prompts"
+[horizon]
+requests = 3000
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+replicas = 2
+[workload]
+arrival = { process = "poisson", rate = 20.0 }
+prompt_tokens = { dist = "normal", mean = 8000, sd = 1500, min = 2000, max = 14000 }
+output_tokens = { dist = "uniform", min = 100, max = 400 }
+[slo]
+ttft_ms = 1000
+tpot_ms = 50
+"#,
+    )
+    .unwrap();
+    let o = run(&["check", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    for want in [
+        "fleet      2 replicas × TP 1 on H100-SXM = 2 GPUs, router ",
+        r#"workload   arrivals { process = "poisson", rate = 20 }"#,
+        r#"           prompt   { dist = "normal", mean = 8000, sd = 1500, min = 2000, max = 14000 }"#,
+        r#"           output   { dist = "uniform", min = 100, max = 400 }"#,
+        "capacity   2 replicas × ",
+        "           offered 20 req/s = ",
+        "warning    the offered load 20 req/s is far above the ",
+    ] {
+        assert!(s.contains(want), "{want:?} missing:\n{s}");
+    }
+    assert!(!s.contains("Some(") && !s.contains("Normal {"), "{s}");
+}
+
+#[test]
 fn default_output_folder_is_out_slash_name() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("s.toml");

@@ -113,6 +113,109 @@ fn terms_add_up_and_the_eager_runtime_adds_its_host_time() {
     );
 }
 
+/// A 70B model that needs four GPUs, in a scenario with no `[fleet]` table.
+const NO_FLEET_TABLE: &str = r#"
+name = "seventy"
+[horizon]
+requests = 100
+[model]
+preset = "llama-3.1-70b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+arrival = { process = "poisson", rate = 2.0 }
+prompt_tokens = { dist = "normal", mean = 8000, sd = 1500, min = 2000, max = 14000 }
+output_tokens = { dist = "fixed", value = 256 }
+"#;
+
+#[test]
+fn flags_override_keys_of_tables_the_scenario_does_not_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("seventy.toml");
+    std::fs::write(&s, NO_FLEET_TABLE).unwrap();
+    let s = s.to_str().unwrap();
+    // Without the flag the model does not fit one GPU.
+    let o = run(&["cost", s]);
+    assert!(
+        stderr(&o).contains("with tensor_parallel = 1"),
+        "{}",
+        stderr(&o)
+    );
+    // `servesim cost SCENARIO --tp N` prices TP N, whether or not the
+    // file has the table the key lives in.
+    let o = run(&["cost", s, "--tp", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with(
+            "cost — Llama-3.1-70B, 1 replica × TP 4 on H100-SXM = 4 GPUs, bf16 weights, bf16 KV\n"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let r = json(&["cost", s, "--tp", "4", "--pp", "2", "--json"]);
+    assert_eq!(r["gpus"], 8);
+    // A closed-loop scenario without `[fleet]` (the flag used to be
+    // dropped only where the file wrote nothing).
+    let r = json(&["cost", "scenarios/closed-loop.toml", "--tp", "2", "--json"]);
+    assert_eq!(r["gpus"], 2);
+}
+
+#[test]
+fn repeated_prefills_build_one_mixed_batch_and_separate_prices_each() {
+    let base = [
+        "cost",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--prefill",
+        "2048",
+        "--prefill",
+        "512@1024",
+        "--decode",
+        "8@1000",
+        "--json",
+    ];
+    let mixed = json(&base);
+    let b = mixed["batches"].as_array().unwrap();
+    assert_eq!(b.len(), 1, "{mixed}");
+    assert_eq!(
+        b[0]["batch"],
+        "prefill 2048 tokens on 0 cached + prefill 512 tokens on 1024 cached + 8 decodes at context 1000"
+    );
+    assert_eq!(b[0]["breakdown"]["tokens"], 2048 + 512 + 8);
+    assert_eq!(b[0]["breakdown"]["seqs"], 10);
+    let mut args = base.to_vec();
+    args.push("--separate");
+    let separate = json(&args);
+    let b = separate["batches"].as_array().unwrap();
+    let labels: Vec<&str> = b.iter().map(|x| x["batch"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "prefill 2048 tokens on 0 cached",
+            "prefill 512 tokens on 1024 cached",
+            "8 decodes at context 1000"
+        ]
+    );
+    // One mixed iteration costs less than the three run one after another
+    // (one host step, one pass over the weights).
+    let total = |v: &serde_json::Value| -> f64 {
+        v["batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["total_ms"].as_f64().unwrap())
+            .sum()
+    };
+    assert!(
+        total(&mixed) < total(&separate),
+        "{} vs {}",
+        total(&mixed),
+        total(&separate)
+    );
+}
+
 #[test]
 fn bad_input_names_the_flag_or_key() {
     let cases: &[(&[&str], &str)] = &[

@@ -71,7 +71,7 @@ fn check_prints_the_kv_transfer_budget_and_the_pools() {
     assert!(t.contains("131072 KV bytes per prompt token"), "{t}");
     assert!(t.contains("GB/s per link at p50"), "{t}");
     assert!(
-        t.contains("pool       prefill (prefill): 4 × H100-SXM"),
+        t.contains("pool       prefill (prefill): 4 replicas × TP 1 on H100-SXM = 4 GPUs, "),
         "{t}"
     );
     let o = run(&["check", "scenarios/deepseek-v3-ep8.toml"]);

@@ -39,7 +39,8 @@ fn dynosim_scenarios_mirror_its_config_and_run() {
             format!(
                 "policy sarathi, max_num_seqs 256, max_batched_tokens 8192, block_size {block}"
             ),
-            "8 replica(s) × TP 1 = 8 GPUs, router round-robin".to_string(),
+            "fleet      8 replicas × TP 1 on H100-SXM".to_string(),
+            " = 8 GPUs, router round-robin".to_string(),
         ] {
             assert!(plan.contains(&want), "{name}: no {want:?} in\n{plan}");
         }

@@ -60,6 +60,7 @@ fn explain_overload_names_the_tail_and_its_causes() {
         "E2E",
         "≥p99",
         "Hypotheses",
+        "     try: ",
         "evidence:",
         "Slowest requests by TTFT",
     ] {
@@ -86,6 +87,24 @@ fn explain_overload_names_the_tail_and_its_causes() {
     let h = j["hypotheses"].as_array().unwrap();
     assert!(!h.is_empty(), "an overloaded run has a tail to explain");
     assert!(h[0]["evidence"].as_object().unwrap().len() >= 3);
+    // Every hypothesis names a scenario key to change and which way.
+    for x in h {
+        let t = x["try_change"].as_str().unwrap();
+        assert!(
+            [
+                "engine.",
+                "fleet.",
+                "model.",
+                "tenants.",
+                "autoscale.",
+                "lifecycle."
+            ]
+            .iter()
+            .any(|k| t.contains(k))
+                && ["raise", "lower", "set"].iter().any(|w| t.contains(w)),
+            "{t}"
+        );
+    }
     let scores: Vec<f64> = h.iter().map(|x| x["score"].as_f64().unwrap()).collect();
     assert!(
         scores.windows(2).all(|w| w[0] >= w[1]),
@@ -119,6 +138,53 @@ fn explain_overload_names_the_tail_and_its_causes() {
         stdout(&o).contains(&format!("request {id}:")),
         "{}",
         stdout(&o)
+    );
+}
+
+#[test]
+fn explain_on_a_sweep_folder_explains_its_operating_point_or_lists_the_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("qs.toml");
+    std::fs::write(&scenario, small_quickstart(300)).unwrap();
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(
+        &grid,
+        "[axes]\n\"engine.policy\" = [\"vllm\", \"sarathi\"]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("sweep");
+    let o = run(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--grid",
+        grid.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The operating point's run, said on stderr.
+    let o = run(&["explain", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let note = stderr(&o);
+    assert!(
+        note.contains("is a sweep's folder: explaining its operating point's run")
+            && note.contains("operating-point")
+            && note.contains("engine.policy = "),
+        "{note}"
+    );
+    let direct = run(&["explain", out.join("operating-point").to_str().unwrap()]);
+    assert_eq!(o.stdout, direct.stdout);
+    // Without an operating point the error lists the points and how to run one.
+    std::fs::remove_dir_all(out.join("operating-point")).unwrap();
+    let o = run(&["explain", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("keeps the run of its operating point only")
+            && e.contains("servesim simulate SCENARIO --out DIR")
+            && e.contains(r#"  point 0: engine.policy = "vllm""#)
+            && e.contains(r#"  point 1: engine.policy = "sarathi""#),
+        "{e}"
     );
 }
 

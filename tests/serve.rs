@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin, run, stderr, stdout};
+use common::{bin, run, simulate, small_quickstart, stderr, stdout};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -247,4 +247,40 @@ fn bad_flags_and_folders_are_one_line_errors() {
         "error: this servesim was built without the live engine"
     };
     assert!(stderr(&o).starts_with(want), "{}", stderr(&o));
+}
+
+#[test]
+fn compare_prints_counts_whole_and_warns_when_the_scenarios_differ() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = small_quickstart(200);
+    let (a, b) = (tmp.path().join("a.toml"), tmp.path().join("b.toml"));
+    std::fs::write(&a, &text).unwrap();
+    std::fs::write(
+        &b,
+        text.replace("name = \"quickstart\"", "name = \"other\""),
+    )
+    .unwrap();
+    let (oa, ob) = (tmp.path().join("a"), tmp.path().join("b"));
+    simulate(&a, &oa, &[]);
+    simulate(&b, &ob, &[]);
+    let o = run(&["compare", oa.to_str().unwrap(), ob.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let completed = table
+        .lines()
+        .find(|l| l.starts_with("completed"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(
+        completed.split_whitespace().collect::<Vec<_>>(),
+        ["completed", "200", "200", "+0.00%"],
+        "{table}"
+    );
+    assert!(
+        stderr(&o).contains("scenario differs: A has \"quickstart\", B has \"other\""),
+        "{}",
+        stderr(&o)
+    );
+    // The same scenario twice: no warning.
+    let o = run(&["compare", oa.to_str().unwrap(), oa.to_str().unwrap()]);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
 }

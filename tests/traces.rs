@@ -280,6 +280,66 @@ fn replay_options_select_and_rescale() {
 }
 
 #[test]
+fn the_format_is_detected_from_the_file_and_said_on_stderr() {
+    for (file, format, because) in [
+        (
+            "azure_sample.csv",
+            "azure",
+            "columns TIMESTAMP, ContextTokens, GeneratedTokens",
+        ),
+        (
+            "mooncake_sample.jsonl",
+            "mooncake",
+            "keys timestamp, input_length, output_length",
+        ),
+        (
+            "bailian_sample.jsonl",
+            "bailian",
+            "keys chat_id, parent_chat_id",
+        ),
+        ("requests_sample.csv", "requests", "columns id, arrival_s"),
+    ] {
+        let path = sample(file);
+        let o = run(&["trace", "stats", &path, "--json"]);
+        assert!(o.status.success(), "{file}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.starts_with(&format!("{path}: format {format} (from its {because}")),
+            "{file}: {e}"
+        );
+        // The same statistics as with the format given.
+        assert_eq!(
+            serde_json::from_str::<Value>(&stdout(&o)).unwrap(),
+            stats(&path, &["--format", format]),
+            "{file}"
+        );
+    }
+    // --format still decides (Mooncake's keys read as generic JSON lines).
+    let mc = sample("mooncake_sample.jsonl");
+    let o = run(&[
+        "trace",
+        "stats",
+        &mc,
+        "--format",
+        "jsonl",
+        "--columns",
+        "arrival=timestamp,prompt=input_length,output=output_length",
+        "--time-unit",
+        "ms",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    // A header of no known format: an error that lists the formats.
+    let o = run(&["trace", "stats", &sample("generic_sample.csv")]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("columns ts_ms, user, in_tokens, out_tokens, blocks match no built-in format; give --format (one of: azure, burstgpt, mooncake, bailian, ragpulse, servegen, csv, jsonl, requests)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_trace_options_are_clear_errors() {
     let az = sample("azure_sample.csv");
     let o = run(&["trace", "stats", &az, "--format", "parquet"]);

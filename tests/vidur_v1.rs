@@ -38,11 +38,11 @@ fn vidur_v1_mirrors_vidurs_readme_run_and_draws_from_its_trace() {
     for want in [
         "Llama-2-7B: 6.74B params",
         "A100-80GB",
-        "1 replica(s) × TP 1 = 1 GPUs, router round-robin",
+        "1 replica × TP 1 on A100-80GB = 1 GPU, router round-robin",
         "policy sarathi, max_num_seqs 512, max_batched_tokens 512, block_size 16, max_model_len 4096",
         "usable           72.00 GiB (gpu_memory_utilization 0.9)",
         "horizon    5000 requests",
-        "arrivals Poisson { rate: 6.45 }",
+        r#"arrivals { process = "poisson", rate = 6.45 }"#,
         "(prompt, output) pairs from csv",
     ] {
         assert!(plan.contains(want), "no {want:?} in\n{plan}");

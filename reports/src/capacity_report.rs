@@ -43,20 +43,21 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
         vec![
             format!("highest rate within the SLOs, {}", replicas(m.replicas)),
             format!(
-                "{:.2} requests/s ({:.2} per replica)",
-                m.rate_rps, m.per_replica_rps
+                "{} requests/s ({} per replica)",
+                sim::figures::rate(m.rate_rps),
+                sim::figures::rate(m.per_replica_rps)
             ),
         ],
         vec!["at that rate".into(), probe_text(&m.at)],
         vec![
             "lowest rate probed that misses them".into(),
-            format!("{:.2} requests/s", m.fails_at_rps),
+            format!("{} requests/s", sim::figures::rate(m.fails_at_rps)),
         ],
     ];
     if let Some(s) = &c.sizing {
         rows.push(vec![
             "peak demand".into(),
-            format!("{} requests/s", s.demand_rps),
+            format!("{} requests/s", sim::figures::rate(s.demand_rps)),
         ]);
         rows.push(vec![
             "fewest replicas at the demand".into(),
@@ -71,9 +72,9 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
         if s.headroom > 0.0 {
             rows.push(vec![
                 format!(
-                    "fewest replicas with {:.0} % headroom ({:.2} requests/s)",
+                    "fewest replicas with {:.0} % headroom ({} requests/s)",
                     s.headroom * 100.0,
-                    s.sized_for_rps
+                    sim::figures::rate(s.sized_for_rps)
                 ),
                 format!(
                     "{} ({})",
@@ -119,7 +120,10 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         color: TARGET,
     };
     let found = RefLine {
-        label: format!("highest within the SLOs: {:.2} req/s", m.rate_rps),
+        label: format!(
+            "highest within the SLOs: {} req/s",
+            sim::figures::rate(m.rate_rps)
+        ),
         at: m.rate_rps,
         vertical: true,
         color: PALETTE[2],
@@ -191,10 +195,16 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
             "requests meeting the SLOs (%)",
         );
         for (i, (search, label)) in [
-            ("demand", format!("at the demand, {} req/s", s.demand_rps)),
+            (
+                "demand",
+                format!("at the demand, {} req/s", sim::figures::rate(s.demand_rps)),
+            ),
             (
                 "demand+headroom",
-                format!("with headroom, {:.2} req/s", s.sized_for_rps),
+                format!(
+                    "with headroom, {} req/s",
+                    sim::figures::rate(s.sized_for_rps)
+                ),
             ),
         ]
         .into_iter()

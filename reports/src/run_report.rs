@@ -122,7 +122,7 @@ fn render(c: &Chart, dir: &Path) -> Result<Rendered, String> {
     chart::render(c, dir)
 }
 
-/// "quickstart: Llama-3.1-8B on 4 × H100-SXM (TP 1, 4 GPUs), router …".
+/// "quickstart: Llama-3.1-8B, 4 replicas × TP 1 on H100-SXM = 4 GPUs, router …".
 pub fn describe(s: &Value) -> String {
     let policy = text(s, "engine.policy");
     let policy = if policy.is_empty() {
@@ -130,14 +130,16 @@ pub fn describe(s: &Value) -> String {
     } else {
         format!(", batch policy {policy}")
     };
+    let whole = |k: &str| num(s, k).unwrap_or(0.0).max(0.0) as u32;
+    let (replicas, tp, gpus) = (whole("replicas"), whole("tensor_parallel"), whole("gpus"));
+    // The summary keeps GPUs, not the pipeline depth: the stages are what
+    // the GPUs hold beyond replicas × TP.
+    let pp = gpus / (replicas * tp).max(1);
     format!(
-        "{}: {} on {} × {} (TP {}, {} GPUs), router {}{policy}, seed {}; {:.1} s simulated.",
+        "{}: {}, {}, router {}{policy}, seed {}; {:.1} s simulated.",
         text(s, "scenario"),
         text(s, "model"),
-        text(s, "replicas"),
-        text(s, "hardware"),
-        text(s, "tensor_parallel"),
-        text(s, "gpus"),
+        sim::parallel::fleet_shape(replicas, tp, pp.max(1), 1, &text(s, "hardware")),
         text(s, "router"),
         text(s, "seed"),
         num(s, "duration_s").unwrap_or(0.0)
@@ -159,14 +161,14 @@ fn outcome_rows(s: &Value) -> Vec<Vec<String>> {
         ],
         vec![
             "throughput (requests/s)".into(),
-            format!("{:.2}", n("throughput.requests_per_s")),
+            sim::figures::rate(n("throughput.requests_per_s")),
         ],
         vec![
             "output tokens/s (per GPU)".into(),
             format!(
-                "{:.0} ({:.0})",
-                n("throughput.output_tokens_per_s"),
-                n("throughput.output_tokens_per_s_per_gpu")
+                "{} ({})",
+                sim::figures::rate(n("throughput.output_tokens_per_s")),
+                sim::figures::rate(n("throughput.output_tokens_per_s_per_gpu"))
             ),
         ],
     ];
@@ -182,9 +184,9 @@ fn outcome_rows(s: &Value) -> Vec<Vec<String>> {
         rows.push(vec![
             "goodput (requests/s, per GPU)".into(),
             format!(
-                "{:.2} ({:.3})",
-                n("slo.goodput_rps"),
-                n("slo.goodput_rps_per_gpu")
+                "{} ({})",
+                sim::figures::rate(n("slo.goodput_rps")),
+                sim::figures::rate(n("slo.goodput_rps_per_gpu"))
             ),
         ]);
     }

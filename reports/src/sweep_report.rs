@@ -68,7 +68,8 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
                 fmt(e.cost, obj.cost_digits()),
                 fmt(e.latency_ms, 1),
                 pct(e.attainment),
-                fmt(e.goodput_rps_per_gpu, 3),
+                e.goodput_rps_per_gpu
+                    .map_or_else(|| "–".into(), sim::figures::rate),
             ]);
             row
         })
@@ -142,7 +143,7 @@ fn best_text(r: &SweepResults, obj: &Objective, a: &Analysis) -> String {
                 obj.latency_label(),
                 fmt(e.latency_ms, 1),
                 pct(e.attainment),
-                fmt(e.goodput_rps_per_gpu, 3)
+                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::figures::rate)
             )
         }
         None => format!(

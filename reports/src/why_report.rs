@@ -448,15 +448,17 @@ pub fn section(dir: &Path) -> Result<Option<Section>, String> {
                 .collect();
             let _ = write!(
                 html,
-                "<li>{}<br><small style=\"color:#555\">evidence: {}</small></li>",
+                "<li>{}<br>try: {}<br><small style=\"color:#555\">evidence: {}</small></li>",
                 esc(&h.statement),
+                esc(&h.try_change),
                 esc(&ev.join(", "))
             );
             let _ = writeln!(
                 md,
-                "{}. {} (evidence: {})",
+                "{}. {} Try: {} (evidence: {})",
                 i + 1,
                 h.statement,
+                h.try_change,
                 ev.join(", ")
             );
         }

@@ -15,6 +15,61 @@ pub struct Row {
     pub b: f64,
     /// (b − a) / a, percent; `None` when a is 0.
     pub error_pct: Option<f64>,
+    /// A count of requests, printed whole.
+    pub count: bool,
+}
+
+/// From this ratio of B to A on (or its inverse), the difference prints as
+/// a ratio ("×1024") rather than a percentage ("+102293.72 %").
+pub const RATIO_FROM: f64 = 10.0;
+
+impl Row {
+    /// A value of the row as printed: counts whole, latencies and rates in
+    /// significant figures.
+    pub fn value(&self, v: f64) -> String {
+        if self.count {
+            format!("{v:.0}")
+        } else {
+            sim::figures::sig(v, 4)
+        }
+    }
+
+    /// B against A as printed: a signed percentage, or past [`RATIO_FROM`]
+    /// either way the ratio B / A; "-" when A is 0.
+    pub fn difference(&self) -> String {
+        let Some(e) = self.error_pct else {
+            return "-".into();
+        };
+        let ratio = self.b / self.a;
+        if ratio >= RATIO_FROM || (ratio > 0.0 && ratio <= 1.0 / RATIO_FROM) {
+            format!("×{}", sim::figures::sig(ratio, 4))
+        } else {
+            format!("{e:+.2}%")
+        }
+    }
+}
+
+/// What of the two runs differs beyond their results (scenario, model,
+/// hardware, fleet, seed): a comparison of two different setups reads as a
+/// cost-model error otherwise. One line per difference.
+pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
+    let (va, vb) = (load(a)?, load(b)?);
+    let mut out = Vec::new();
+    for key in [
+        "scenario",
+        "model",
+        "hardware",
+        "replicas",
+        "tensor_parallel",
+        "gpus",
+        "seed",
+    ] {
+        let (x, y) = (&va[key], &vb[key]);
+        if !x.is_null() && !y.is_null() && x != y {
+            out.push(format!("{key} differs: A has {x}, B has {y}"));
+        }
+    }
+    Ok(out)
 }
 
 fn load(dir: &Path) -> anyhow::Result<Value> {
@@ -45,6 +100,7 @@ pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Vec<Row>> {
     let mut add = |metric: String, path: &[&str]| -> anyhow::Result<()> {
         let (x, y) = (num(&va, path, a)?, num(&vb, path, b)?);
         rows.push(Row {
+            count: path[0] == "counts",
             metric,
             a: x,
             b: y,
@@ -100,5 +156,41 @@ mod tests {
         std::fs::write(b.join("summary.json"), "{}").unwrap();
         let e = compare(&a, &b).unwrap_err().to_string();
         assert!(e.contains("latency.ttft_ms.p50"), "{e}");
+    }
+
+    #[test]
+    fn counts_print_whole_large_errors_as_ratios_and_other_scenarios_are_named() {
+        let row = |metric: &str, a: f64, b: f64, count: bool| Row {
+            metric: metric.into(),
+            a,
+            b,
+            error_pct: (a != 0.0).then(|| (b - a) / a * 100.0),
+            count,
+        };
+        // The figures `compare` printed as "6000.000" and "+102293.72 %".
+        let completed = row("completed", 6000.0, 6000.0, true);
+        assert_eq!(completed.value(6000.0), "6000");
+        assert_eq!(completed.difference(), "+0.00%");
+        let ttft = row("TTFT p99 (ms)", 410.3, 420_174.0, false);
+        assert_eq!(ttft.difference(), "×1024");
+        assert_eq!(ttft.value(420_174.0), "420174");
+        assert_eq!(ttft.value(410.3), "410.3");
+        assert_eq!(row("x", 100.0, 110.0, false).difference(), "+10.00%");
+        assert_eq!(row("x", 100.0, 5.0, false).difference(), "×0.05");
+        assert_eq!(row("x", 100.0, 0.0, false).difference(), "-100.00%");
+        assert_eq!(row("x", 0.0, 3.0, true).difference(), "-");
+
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        for (dir, name) in [(&a, "quickstart"), (&b, "overload")] {
+            std::fs::create_dir_all(dir).unwrap();
+            let v = serde_json::json!({"scenario": name, "model": "Llama-3.1-8B", "seed": 7});
+            std::fs::write(dir.join("summary.json"), v.to_string()).unwrap();
+        }
+        assert_eq!(
+            differences(&a, &b).unwrap(),
+            vec![r#"scenario differs: A has "quickstart", B has "overload""#.to_string()]
+        );
+        assert!(differences(&a, &a).unwrap().is_empty());
     }
 }

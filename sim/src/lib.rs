@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod cost;
 pub mod engine;
+pub mod figures;
 pub mod guard;
 pub mod kv;
 pub mod lifecycle;

@@ -48,6 +48,35 @@ impl Default for Parallelism {
     }
 }
 
+/// How every command names a fleet's shape, so "×" always multiplies the
+/// same things: "2 replicas × TP 2 on H200 = 4 GPUs", with " × PP p" after
+/// the tensor parallelism and " (EP e)" when those are used.
+pub fn fleet_shape(
+    replicas: u32,
+    tensor: u32,
+    pipeline: u32,
+    expert: u32,
+    hardware: &str,
+) -> String {
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    let gpus = replicas as u64 * tensor as u64 * pipeline.max(1) as u64;
+    format!(
+        "{replicas} replica{} × TP {tensor}{}{} on {hardware} = {gpus} GPU{}",
+        plural(replicas),
+        if pipeline > 1 {
+            format!(" × PP {pipeline}")
+        } else {
+            String::new()
+        },
+        if expert > 1 {
+            format!(" (EP {expert})")
+        } else {
+            String::new()
+        },
+        if gpus == 1 { "" } else { "s" }
+    )
+}
+
 /// A layout error: the key path and what is wrong.
 pub type Invalid = (String, String);
 
@@ -64,6 +93,12 @@ impl Parallelism {
     /// GPUs in one replica.
     pub fn gpus(&self) -> u32 {
         self.tensor * self.pipeline
+    }
+
+    /// `replicas` replicas of this layout on `hardware`, as every command
+    /// names a fleet: see [`fleet_shape`].
+    pub fn fleet_shape(&self, replicas: u32, hardware: &str) -> String {
+        fleet_shape(replicas, self.tensor, self.pipeline, self.expert, hardware)
     }
 
     /// GPUs that split one copy of the attention (and every other non-expert
@@ -262,6 +297,27 @@ mod tests {
 
     fn model(key: &str) -> ModelArch {
         catalog::model(key).unwrap().0
+    }
+
+    #[test]
+    fn a_fleet_is_named_the_same_way_everywhere() {
+        // `cost` at TP 2 (one replica) and `simulate` with 2 replicas of TP 2.
+        assert_eq!(
+            Parallelism::tensor(2).fleet_shape(1, "H200"),
+            "1 replica × TP 2 on H200 = 2 GPUs"
+        );
+        assert_eq!(
+            Parallelism::tensor(2).fleet_shape(2, "H200"),
+            "2 replicas × TP 2 on H200 = 4 GPUs"
+        );
+        assert_eq!(
+            fleet_shape(1, 1, 1, 1, "H100-SXM"),
+            "1 replica × TP 1 on H100-SXM = 1 GPU"
+        );
+        assert_eq!(
+            fleet_shape(3, 8, 2, 4, "H100-SXM"),
+            "3 replicas × TP 8 × PP 2 (EP 4) on H100-SXM = 48 GPUs"
+        );
     }
 
     #[test]

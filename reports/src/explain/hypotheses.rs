@@ -11,6 +11,29 @@ const MIN_SHARE: f64 = 0.15;
 /// At most this many hypotheses.
 const MAX: usize = 8;
 
+/// The change to the scenario a hypothesis about `component` suggests:
+/// the keys that act on it and which way to move them, so the next run
+/// tests it.
+pub fn change_for(component: &str) -> &'static str {
+    match component {
+        "queue_kv" => "raise engine.gpu_memory_utilization or set model.kv_dtype = \"fp8\" (more KV blocks per replica), or raise fleet.replicas",
+        "queue_token_budget" => "raise engine.max_batched_tokens (more prompt tokens per iteration), or raise fleet.replicas",
+        "queue_max_seqs" => "raise engine.max_num_seqs (more sequences per batch), or raise fleet.replicas",
+        "queue_policy" => "set engine.policy = \"continuous\" or \"sarathi\" (admit new requests every iteration)",
+        "queue_iteration" => "lower engine.max_batched_tokens (shorter iterations to wait behind), or raise fleet.replicas",
+        "queue_fairness" => "raise the waiting tenant's tenants.N.weight, or set fairness.policy to another order",
+        "queue_rate_limit" => "raise tenants.N.limits.requests_per_s (or tokens_per_min) of the limited tenant",
+        "cold_start" => "raise autoscale.min_replicas or lifecycle.standby (replicas ready before the load arrives)",
+        "prefill_compute" => "raise fleet.tensor_parallel (faster prefill per replica), or set engine.prefix_caching = true when prompts share prefixes",
+        "prefill_interference" => "lower engine.max_batched_tokens (smaller prefill chunks beside the decodes), or split prefill into its own [[fleet.pools]] role = \"prefill\"",
+        "prefill_preempted" | "decode_preempted" => "raise engine.gpu_memory_utilization or lower engine.max_num_seqs (fewer preemptions), or set engine.preemption = \"swap\"",
+        "kv_transfer" => "raise fleet.kv_transfer.bandwidth_gbyte_s, or raise fleet.kv_transfer.local_prefill_max_tokens (short prompts skip the link)",
+        "decode_compute" => "lower engine.max_num_seqs (smaller, faster decode steps), or raise fleet.tensor_parallel",
+        "decode_stall" => "lower engine.max_batched_tokens or set engine.policy = \"sarathi\" (decodes first, prefills chunked), or disaggregate prefill",
+        _ => "raise fleet.replicas (less load per replica) and compare",
+    }
+}
+
 fn pct(x: f64) -> String {
     format!("{:.0} %", x * 100.0)
 }
@@ -132,6 +155,7 @@ pub fn rank(run: &Run, metrics: &[MetricBands], replicas: &[ReplicaRow]) -> Vec<
             );
             out.push(Hypothesis {
                 statement: s,
+                try_change: change_for(top.component).to_string(),
                 score: top.share,
                 evidence: ev,
             });
@@ -157,6 +181,7 @@ pub fn rank(run: &Run, metrics: &[MetricBands], replicas: &[ReplicaRow]) -> Vec<
                             describe(c),
                             pct(explained),
                         ),
+                        try_change: change_for(c).to_string(),
                         score: explained * 0.9,
                         evidence: BTreeMap::from([
                             ("mean_all_ms".to_string(), from),
@@ -190,6 +215,7 @@ pub fn rank(run: &Run, metrics: &[MetricBands], replicas: &[ReplicaRow]) -> Vec<
                         fleet_wait,
                         r.ttft_p99_ms
                     ),
+                    try_change: "set fleet.router = \"least-outstanding\" or \"power-of-two\" if it routes by turn or at random (route by load), or raise fleet.replicas".to_string(),
                     score: f - 1.0 / n as f64,
                     evidence: BTreeMap::from([
                         ("replica".to_string(), r.replica as f64),

@@ -192,6 +192,9 @@ pub struct ReplicaRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct Hypothesis {
     pub statement: String,
+    /// A change to the scenario that tests the hypothesis: the key to edit
+    /// and which way.
+    pub try_change: String,
     /// Rank key: the share of the latency it explains (0..1).
     pub score: f64,
     /// The numbers the statement was built from.
@@ -211,6 +214,85 @@ pub struct Explanation {
     pub hypotheses: Vec<Hypothesis>,
 }
 
+/// Points a sweep folder's error lists at most.
+const POINTS_LISTED: usize = 8;
+
+/// The run folder `explain` reads for `dir`, and a note saying so when it
+/// is not `dir` itself: a run's folder as it is; a sweep's folder by the
+/// run of its operating point, the one run a sweep keeps
+/// (`operating-point/`). A sweep with no operating point, or a capacity
+/// search, keeps no run: the error lists the points and how to run one.
+pub fn run_dir(dir: &Path) -> Result<(std::path::PathBuf, Option<String>), String> {
+    if dir.join("requests.csv").exists() {
+        return Ok((dir.to_path_buf(), None));
+    }
+    let sweep = dir.join("sweep.json");
+    if sweep.exists() {
+        let op = dir.join(crate::OPERATING_POINT_DIR);
+        let results = sim::sweep::results::SweepResults::read(&sweep).map_err(|e| e.to_string())?;
+        let point = |i: usize| -> String {
+            match results.points.iter().find(|p| p.index == i) {
+                Some(p) => results
+                    .axes
+                    .iter()
+                    .zip(&p.values)
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                None => String::new(),
+            }
+        };
+        let best = std::fs::read_to_string(dir.join("operating-point.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["best"].as_u64())
+            .map(|i| i as usize);
+        if op.join("requests.csv").exists() {
+            let which = best
+                .map(|i| format!(" (point {i}: {})", point(i)))
+                .unwrap_or_default();
+            return Ok((
+                op.clone(),
+                Some(format!(
+                    "{} is a sweep's folder: explaining its operating point's run, {}{which}",
+                    dir.display(),
+                    op.display()
+                )),
+            ));
+        }
+        let mut listed: Vec<String> = results
+            .points
+            .iter()
+            .take(POINTS_LISTED)
+            .map(|p| format!("  point {}: {}", p.index, point(p.index)))
+            .collect();
+        if results.points.len() > POINTS_LISTED {
+            listed.push(format!(
+                "  … {} more in {}",
+                results.points.len() - POINTS_LISTED,
+                dir.join("sweep.csv").display()
+            ));
+        }
+        return Err(format!(
+            "{}: a sweep's folder keeps the run of its operating point only (in {}/), and this sweep chose none, so there is no run to explain here. To explain a point, set its keys in the scenario ({}), run `servesim simulate SCENARIO --out DIR` and `servesim explain DIR`. The points:\n{}",
+            dir.display(),
+            crate::OPERATING_POINT_DIR,
+            results.scenario_path,
+            listed.join("\n")
+        ));
+    }
+    if dir.join("capacity.json").exists() {
+        return Err(format!(
+            "{}: a capacity search's folder keeps no run (its probes are summarised in capacity.json); to explain a probe, set its fleet.replicas and workload.arrival.rate in the scenario, run `servesim simulate SCENARIO --out DIR` and `servesim explain DIR`",
+            dir.display()
+        ));
+    }
+    Err(format!(
+        "{}: no requests.csv here (explain reads the output folder of `servesim simulate`, or a sweep's folder with its operating point)",
+        dir.display()
+    ))
+}
+
 /// A result folder, loaded.
 pub struct Run {
     pub rows: Vec<Row>,
@@ -218,14 +300,14 @@ pub struct Run {
 }
 
 impl Run {
-    /// Reads `requests.csv` (and `timeseries.csv` when present) from `dir`.
+    /// Reads `requests.csv` (and `timeseries.csv` when present) from `dir`
+    /// (a run's folder; see [`run_dir`] for the folders it stands for).
     pub fn load(dir: &Path) -> Result<Run, String> {
         let req = dir.join("requests.csv");
         if !req.exists() {
-            return Err(format!(
-                "{}: no requests.csv here (explain reads the output folder of `servesim simulate`)",
-                dir.display()
-            ));
+            return Err(run_dir(dir)
+                .err()
+                .unwrap_or_else(|| format!("{}: no requests.csv here", dir.display())));
         }
         let rows = load::requests(&req)?;
         let ts = dir.join("timeseries.csv");

@@ -75,6 +75,7 @@ pub fn render(e: &Explanation) -> String {
                 .iter()
                 .map(|(k, v)| format!("{k}={}", trim(*v)))
                 .collect();
+            let _ = writeln!(o, "     try: {}", h.try_change);
             let _ = writeln!(o, "     evidence: {}", ev.join(", "));
         }
     }

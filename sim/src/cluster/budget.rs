@@ -128,8 +128,8 @@ impl KvBudget {
                 self.prompt_p99
             ),
             format!(
-                "           offered load {:.2} req/s × {:.3} GB mean = {:.2} GB/s of KV to move{}",
-                self.rate,
+                "           offered load {} req/s × {:.3} GB mean = {:.2} GB/s of KV to move{}",
+                crate::figures::rate(self.rate),
                 gb(self.mean_payload),
                 gb(load),
                 if self.links.is_some() {

@@ -638,13 +638,16 @@ pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
         .iter()
         .map(|p| {
             format!(
-                "pool         {} ({}): {} × {} TP {} = {} GPUs, busy {:.1} %, KV use mean {:.1} %, max {:.1} %",
+                "pool         {} ({}): {}, busy {:.1} %, KV use mean {:.1} %, max {:.1} %",
                 p.name,
                 p.role,
-                p.replicas,
-                p.hardware,
-                p.tensor_parallel,
-                p.gpus,
+                crate::parallel::fleet_shape(
+                    p.replicas,
+                    p.tensor_parallel,
+                    p.gpus / (p.replicas * p.tensor_parallel).max(1),
+                    1,
+                    &p.hardware
+                ),
                 p.busy_fraction * 100.0,
                 p.kv_util_mean * 100.0,
                 p.kv_util_max * 100.0

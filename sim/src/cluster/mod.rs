@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod disagg;
+pub mod estimate;
 pub mod fleet;
 pub mod min_tree;
 pub mod pool;

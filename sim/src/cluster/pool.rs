@@ -207,13 +207,10 @@ pub fn check_lines(s: &Scenario) -> Vec<String> {
                 _ => ps.file.fleet.router.name().to_string(),
             };
             format!(
-                "pool       {} ({}): {} × {} TP {} = {} GPUs, {} KV blocks per replica, max_num_seqs {}, router {}",
+                "pool       {} ({}): {}, {} KV blocks per replica, max_num_seqs {}, router {}",
                 p.name,
                 p.role.name(),
-                p.replicas,
-                ps.hardware.name,
-                ps.parallel.tensor,
-                ps.gpus(),
+                ps.parallel.fleet_shape(p.replicas, &ps.hardware.name),
                 ps.memory.kv_blocks,
                 ps.file.engine.max_num_seqs,
                 router

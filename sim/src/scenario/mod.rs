@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 mod enum_hint;
+mod inline;
+pub use inline::inline_toml;
 mod fleet_cfg;
 mod pools_cfg;
 pub mod ranges;

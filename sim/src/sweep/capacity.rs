@@ -269,7 +269,11 @@ impl Prober<'_> {
         keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into())
             .and_then(|_| keypath::set(&mut t, self.knob.key(), rate.into()))
             .map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))?;
-        let at = format!("{} replica(s) at {rate} req/s", replicas);
+        let at = format!(
+            "{} replica(s) at {} req/s",
+            replicas,
+            crate::figures::rate(rate)
+        );
         let mut s = Scenario::from_table(t, self.origin)
             .map_err(|e| SweepError::new(format!("{at}: {e}")))?;
         // A probe at a very low rate spans a long simulated time; sample it
@@ -354,8 +358,8 @@ pub fn plan_capacity(
             if need.is_nan() || need > MAX_REPLICAS as f64 {
                 return Err(SweepError::new(format!(
                     "{origin}: --demand {demand} req/s needs about {need:.3e} replicas at the \
-                     {:.3} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
-                    max_load.per_replica_rps
+                     {} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
+                    crate::figures::rate(max_load.per_replica_rps)
                 )));
             }
             let guess = (demand / max_load.per_replica_rps).ceil();
@@ -500,8 +504,8 @@ fn max_rate(
         loop {
             if lo.rate_rps > 1e9 {
                 return Err(SweepError::new(format!(
-                    "{}: still meets the SLOs at {:.3e} req/s: the horizon may be too short to load the fleet",
-                    p.origin, lo.rate_rps
+                    "{}: still meets the SLOs at {} req/s: the horizon may be too short to load the fleet",
+                    p.origin, crate::figures::rate(lo.rate_rps)
                 )));
             }
             let next = run(lo.rate_rps * 2.0)?;
@@ -517,8 +521,8 @@ fn max_rate(
             i += 1;
             if i > STEPS {
                 return Err(SweepError::new(format!(
-                    "{}: {replicas} replica(s) miss the SLOs even at {:.3e} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
-                    p.origin, hi.rate_rps, hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
+                    "{}: {replicas} replica(s) miss the SLOs even at {} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
+                    p.origin, crate::figures::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
                 )));
             }
             let next = run(hi.rate_rps / 2.0)?;

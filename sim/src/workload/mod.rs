@@ -224,7 +224,9 @@ impl TraceReport {
         }
         (self.out_of_order > 0).then(|| {
             format!(
-                "{}: {} of {} rows ({:.1} %) came later than the reorder buffer of {} rows                  can fix and were replayed at the previous row's time; sort the trace by                  arrival to replay it as recorded",
+                "{}: {} of {} rows ({:.1} %) came later than the reorder buffer of {} rows \
+                 can fix and were replayed at the previous row's time; sort the trace by \
+                 arrival to replay it as recorded",
                 self.path,
                 self.out_of_order,
                 self.rows,

@@ -10,6 +10,7 @@ mod azure;
 mod bailian;
 mod burstgpt;
 mod csv_rows;
+pub mod detect;
 mod generic;
 mod json_row;
 mod lines;

@@ -451,6 +451,15 @@ mod tests {
         assert_eq!(rep.out_of_order, 2);
         assert!(v.windows(2).all(|w| w[0] <= w[1]));
         assert_eq!(v.len() as u64, n + 2);
+        // The warning reads as one sentence: no run of spaces where the
+        // source wraps its text.
+        assert_eq!(
+            rep.out_of_order_note().unwrap(),
+            format!(
+                "{}: 2 of 4108 rows (0.0 %) came later than the reorder buffer of 4096 rows can fix and were replayed at the previous row's time; sort the trace by arrival to replay it as recorded",
+                p.display()
+            )
+        );
     }
 
     #[test]
