@@ -73,14 +73,25 @@ fn probe(p: &Probe) -> String {
     )
 }
 
+/// The SLO the searches judged by, with the attainment target.
+fn slo_text(c: &CapacityReport) -> String {
+    let thresholds = [c.slo_ttft_ms, c.slo_tpot_ms, c.slo_e2e_ms];
+    let targets = sim::metrics::describe_slo(thresholds, &c.slo_percentiles_ms, " and ");
+    let share = c.attainment_target * 100.0;
+    if thresholds.iter().all(Option::is_none) {
+        // Without a per-request threshold the attainment is the share completed.
+        format!("{targets} with ≥ {share:.1} % of requests completed")
+    } else {
+        format!("{targets} for ≥ {share:.1} % of requests")
+    }
+}
+
 fn print(c: &CapacityReport) {
     let m = &c.max_load;
     outln!(
-        "capacity of {} — SLO: TTFT ≤ {} ms and TPOT ≤ {} ms for ≥ {:.1} % of requests ({} simulations)",
+        "capacity of {} — SLO: {} ({} simulations)",
         c.scenario,
-        c.slo_ttft_ms,
-        c.slo_tpot_ms,
-        c.attainment_target * 100.0,
+        slo_text(c),
         c.probes.len()
     );
     outln!(

@@ -268,11 +268,7 @@ pub fn resolved(s: &Scenario) {
         outln!("fairness   {}", f.fairness.policy.name());
     }
     match &f.slo {
-        Some(slo) => outln!(
-            "slo        TTFT ≤ {} ms, TPOT ≤ {} ms",
-            slo.ttft_ms,
-            slo.tpot_ms
-        ),
+        Some(slo) => outln!("slo        {}", slo.targets().describe(", ")),
         None => outln!("slo        none (goodput not reported)"),
     }
 }
@@ -504,16 +500,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         }
     );
     if let Some(slo) = &sum.slo {
-        outln!(
-            "SLO          TTFT ≤ {} ms & TPOT ≤ {} ms: {:.1} % met (TTFT {:.1} %, TPOT {:.1} %); goodput {} req/s ({} per GPU)",
-            slo.ttft_ms,
-            slo.tpot_ms,
-            slo.attainment * 100.0,
-            slo.ttft_attainment * 100.0,
-            slo.tpot_attainment * 100.0,
-            rate(slo.goodput_rps),
-            rate(slo.goodput_rps_per_gpu)
-        );
+        slo_lines(slo);
     }
     let e = &sum.engine;
     outln!(
@@ -608,4 +595,68 @@ fn tenants(t: &sim::tenancy::TenancyReport) {
             );
         }
     }
+}
+
+/// The run's SLO lines: attainment and goodput against the per-request
+/// thresholds, then each percentile target against the run's value.
+fn slo_lines(slo: &sim::metrics::SloReport) {
+    let thresholds = [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms];
+    if thresholds.iter().any(Option::is_some) {
+        let shares: Vec<String> = [
+            ("TTFT", slo.ttft_attainment),
+            ("TPOT", slo.tpot_attainment),
+            ("E2E", slo.e2e_attainment),
+        ]
+        .iter()
+        .filter_map(|(n, a)| a.map(|a| format!("{n} {:.1} %", a * 100.0)))
+        .collect();
+        outln!(
+            "SLO          {}: {:.1} % met ({}); goodput {} req/s ({} per GPU)",
+            sim::metrics::describe_slo(thresholds, &Default::default(), " & "),
+            slo.attainment * 100.0,
+            shares.join(", "),
+            rate(slo.goodput_rps),
+            rate(slo.goodput_rps_per_gpu)
+        );
+    } else {
+        outln!(
+            "SLO          no per-request threshold: {:.1} % of ended requests completed; goodput (every completed request) {} req/s ({} per GPU)",
+            slo.attainment * 100.0,
+            rate(slo.goodput_rps),
+            rate(slo.goodput_rps_per_gpu)
+        );
+    }
+    if slo.percentiles.is_empty() {
+        return;
+    }
+    let verdicts: Vec<String> = slo
+        .percentiles
+        .iter()
+        .map(|v| {
+            let (metric, p) = v
+                .key
+                .trim_end_matches("_ms")
+                .split_once("_p")
+                .unwrap_or((&v.key, ""));
+            let name = format!("{} p{p}", metric.to_uppercase());
+            match v.value_ms {
+                Some(x) if v.met => format!("{name} {x:.1} ms ≤ {} ms held", v.target_ms),
+                Some(x) => format!("{name} {x:.1} ms > {} ms missed", v.target_ms),
+                None => format!(
+                    "{name} not measured (no samples), {} ms missed",
+                    v.target_ms
+                ),
+            }
+        })
+        .collect();
+    let missed = slo.percentiles.iter().filter(|v| !v.met).count();
+    outln!(
+        "SLO targets  {}: {}",
+        verdicts.join("; "),
+        if missed == 0 {
+            "all hold".to_string()
+        } else {
+            format!("{missed} of {} missed", slo.percentiles.len())
+        }
+    );
 }

@@ -278,7 +278,7 @@ pub fn validate(
     if args.live_runs == 0 {
         return Err(input("--live-runs: must be at least 1".to_string()));
     }
-    let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
+    let slo = f.slo.as_ref().map(sim::scenario::SloCfg::targets);
     let mut runs: Vec<(engine::LiveRun, Summary)> = Vec::with_capacity(args.live_runs);
     let mut live_wall_s = 0.0;
     for k in 0..args.live_runs {

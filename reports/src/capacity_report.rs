@@ -32,10 +32,13 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let c = read(dir)?;
     let mut sec = Section::new(format!("Capacity: {}", c.scenario));
     sec.para(format!(
-        "A load is sustained when at least {:.1} % of requests meet TTFT ≤ {} ms and TPOT ≤ {} ms. Every figure below is a simulation of the scenario with only the arrival rate and the replica count changed ({} simulations).",
+        "A load is sustained when at least {:.1} % of requests meet {}. Every figure below is a simulation of the scenario with only the arrival rate and the replica count changed ({} simulations).",
         c.attainment_target * 100.0,
-        c.slo_ttft_ms,
-        c.slo_tpot_ms,
+        sim::metrics::describe_slo(
+            [c.slo_ttft_ms, c.slo_tpot_ms, c.slo_e2e_ms],
+            &c.slo_percentiles_ms,
+            " and "
+        ),
         c.probes.len()
     ));
     let m = &c.max_load;
@@ -157,7 +160,18 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
     out.push(Chart::Xy(a));
 
     let lat: Vec<(f64, f64)> = rate.iter().map(|p| (p.rate_rps, p.ttft_p99_ms)).collect();
-    let y_log = chart::wants_log(lat.iter().map(|p| p.1).chain([c.slo_ttft_ms]));
+    // The TTFT target drawn: the p99 target (the statistic plotted) when
+    // given, else the per-request threshold.
+    let ttft_target = match (c.slo_percentiles_ms.get("ttft_p99_ms"), c.slo_ttft_ms) {
+        (Some(&t), _) => Some((format!("SLO: TTFT p99 ≤ {t} ms"), t)),
+        (None, Some(t)) => Some((format!("SLO: TTFT ≤ {t} ms"), t)),
+        (None, None) => None,
+    };
+    let y_log = chart::wants_log(
+        lat.iter()
+            .map(|p| p.1)
+            .chain(ttft_target.as_ref().map(|t| t.1)),
+    );
     let mut l = XyPlot::new(
         "capacity-latency",
         format!(
@@ -175,15 +189,16 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         Mark::LinePoints,
         PALETTE[0],
     ));
-    l.ref_lines = vec![
-        RefLine {
-            label: format!("SLO: TTFT ≤ {} ms", c.slo_ttft_ms),
-            at: c.slo_ttft_ms,
+    l.ref_lines = ttft_target
+        .map(|(label, at)| RefLine {
+            label,
+            at,
             vertical: false,
             color: TARGET,
-        },
-        found,
-    ];
+        })
+        .into_iter()
+        .chain([found])
+        .collect();
     l.legend = Legend::UpperLeft;
     out.push(Chart::Xy(l));
 

@@ -528,7 +528,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
         duration_s: end.as_secs_f64(),
         ..Summary::default()
     };
-    let slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
+    let slo = f.slo.as_ref().map(sim::scenario::SloCfg::targets);
     summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary).map_err(anyhow::Error::msg)?;
     let span = obs
         .specs

@@ -177,19 +177,189 @@ pub struct Throughput {
     pub requests_per_s_per_gpu: f64,
 }
 
+/// The latency metrics a percentile target may name (`[slo]`
+/// `<metric>_p<NN>_ms`), in the order of [`SloTargets::percentile_ms`].
+pub const SLO_METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2e"];
+/// The percentiles a summary computes ([`Dist`]), in the same order.
+pub const SLO_PERCENTILES: [u32; 4] = [50, 90, 95, 99];
+
+/// The latency targets of `[slo]` as a run judges them: per-request
+/// thresholds, ms (a request is good when it completed and meets every one
+/// given), and percentile targets, ms (`percentile_ms[metric][percentile]`
+/// in the order of [`SLO_METRICS`] and [`SLO_PERCENTILES`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SloTargets {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub percentile_ms: [[Option<f64>; 4]; 4],
+}
+
+impl SloTargets {
+    /// Whether completed request `r` meets each per-request threshold:
+    /// (TTFT, TPOT, E2E); one not given holds, as does TPOT for a request
+    /// with one output token (vLLM counts its TPOT as 0).
+    pub fn judge(&self, r: &Request) -> [bool; 3] {
+        let ttft = nanos_to_ms(r.ttft().unwrap_or(0));
+        let e2e = nanos_to_ms(r.e2e().unwrap_or(0));
+        let tpot = r.tpot().map(|x| x / 1e6);
+        [
+            self.ttft_ms.is_none_or(|t| ttft <= t),
+            self.tpot_ms.is_none_or(|t| tpot.is_none_or(|p| p <= t)),
+            self.e2e_ms.is_none_or(|t| e2e <= t),
+        ]
+    }
+
+    /// Whether `r` is a good request: completed and within every threshold.
+    pub fn meets(&self, r: &Request) -> bool {
+        r.status == Status::Completed && self.judge(r).iter().all(|&ok| ok)
+    }
+
+    /// Whether any percentile target is given.
+    pub fn has_percentiles(&self) -> bool {
+        self.percentile_ms.iter().flatten().any(Option::is_some)
+    }
+
+    /// These targets without those on `metric` (a report that has no
+    /// distribution of it judges none).
+    pub fn without(mut self, metric: &str) -> SloTargets {
+        if let Some(m) = SLO_METRICS.iter().position(|&x| x == metric) {
+            self.percentile_ms[m] = [None; 4];
+        }
+        self
+    }
+
+    /// The percentile targets, ms, by `[slo]` key.
+    pub fn percentile_map(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for (m, row) in self.percentile_ms.iter().enumerate() {
+            for (p, t) in row.iter().enumerate() {
+                if let Some(t) = *t {
+                    out.insert(format!("{}_p{}_ms", SLO_METRICS[m], SLO_PERCENTILES[p]), t);
+                }
+            }
+        }
+        out
+    }
+
+    /// The targets as a person reads them, joined by `sep`: `TTFT ≤ 300 ms`
+    /// for a threshold, `TTFT p99 ≤ 2000 ms` for a percentile target.
+    pub fn describe(&self, sep: &str) -> String {
+        describe_slo(
+            [self.ttft_ms, self.tpot_ms, self.e2e_ms],
+            &self.percentile_map(),
+            sep,
+        )
+    }
+
+    /// Each percentile target against `latency`, in key order.
+    pub fn verdicts(&self, latency: &Latency) -> Vec<PercentileVerdict> {
+        let dists = [
+            &latency.ttft_ms,
+            &latency.tpot_ms,
+            &latency.itl_ms,
+            &latency.e2e_ms,
+        ];
+        let mut out = Vec::new();
+        for (m, row) in self.percentile_ms.iter().enumerate() {
+            for (p, target) in row.iter().enumerate() {
+                let Some(target_ms) = *target else { continue };
+                let d = dists[m];
+                let value_ms = (d.count > 0).then(|| [d.p50, d.p90, d.p95, d.p99][p]);
+                out.push(PercentileVerdict {
+                    key: format!("{}_p{}_ms", SLO_METRICS[m], SLO_PERCENTILES[p]),
+                    target_ms,
+                    value_ms,
+                    met: value_ms.is_some_and(|v| v <= target_ms),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// SLO targets as a person reads them (see [`SloTargets::describe`]), from
+/// the (TTFT, TPOT, E2E) thresholds and the percentile targets by key.
+pub fn describe_slo(
+    thresholds: [Option<f64>; 3],
+    percentiles: &BTreeMap<String, f64>,
+    sep: &str,
+) -> String {
+    let mut parts: Vec<String> = ["TTFT", "TPOT", "E2E"]
+        .iter()
+        .zip(thresholds)
+        .filter_map(|(name, t)| t.map(|t| format!("{name} ≤ {t} ms")))
+        .collect();
+    // Keys in the order metrics and percentiles are listed, not by name.
+    let order = |k: &String| {
+        SLO_METRICS
+            .iter()
+            .position(|m| k.starts_with(&format!("{m}_")))
+            .unwrap_or(usize::MAX)
+    };
+    let mut keys: Vec<&String> = percentiles.keys().collect();
+    keys.sort_by_key(|k| (order(k), k.to_string()));
+    for k in keys {
+        let (metric, rest) = k.split_once("_p").unwrap_or((k, ""));
+        let p = rest.trim_end_matches("_ms");
+        parts.push(format!(
+            "{} p{p} ≤ {} ms",
+            metric.to_uppercase(),
+            percentiles[k]
+        ));
+    }
+    parts.join(sep)
+}
+
+/// One percentile target against the run's value.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PercentileVerdict {
+    /// The `[slo]` key, e.g. `ttft_p99_ms`.
+    pub key: String,
+    pub target_ms: f64,
+    /// The run's percentile; `null` when the metric has no samples (then
+    /// the target is not met).
+    pub value_ms: Option<f64>,
+    pub met: bool,
+}
+
 /// SLO attainment and goodput (DistServe, Zhong et al. OSDI'24: requests per
-/// second that meet every latency target).
+/// second that meet every latency target; vLLM's `bench serve --goodput`),
+/// and the verdict of each percentile target.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SloReport {
-    pub ttft_ms: f64,
-    pub tpot_ms: f64,
-    /// Share of ended requests (completed + rejected) meeting both targets;
-    /// a rejection counts as a miss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Share of ended requests (completed + rejected) meeting every
+    /// per-request threshold; a rejection counts as a miss (with no
+    /// threshold given, the share completed).
     pub attainment: f64,
-    pub ttft_attainment: f64,
-    pub tpot_attainment: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_attainment: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_attainment: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_attainment: Option<f64>,
+    /// Good requests per second of the run.
     pub goodput_rps: f64,
     pub goodput_rps_per_gpu: f64,
+    /// The percentile targets against the run's values (with any given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<PercentileVerdict>,
+    /// Whether every percentile target holds (with any given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentiles_met: Option<bool>,
+}
+
+impl SloReport {
+    /// Whether the percentile targets hold (true when none is given).
+    pub fn percentiles_hold(&self) -> bool {
+        self.percentiles_met.unwrap_or(true)
+    }
 }
 
 /// Batching and memory behaviour.
@@ -352,7 +522,7 @@ pub fn summarize_requests(
     itl_samples: Vec<(Nanos, u32)>,
     duration: SimTime,
     gpus: u32,
-    slo: Option<(f64, f64)>,
+    slo: Option<SloTargets>,
     s: &mut Summary,
 ) -> Result<(), String> {
     let mut acc = RequestsSummary::new(slo);
@@ -371,7 +541,7 @@ pub fn summarize_requests(
 /// number of requests.
 #[derive(Debug, Default)]
 pub struct RequestsSummary {
-    slo: Option<(f64, f64)>,
+    slo: Option<SloTargets>,
     counts: Counts,
     ttft: SpillSort<u64>,
     tpot: SpillSort<u64>,
@@ -382,6 +552,7 @@ pub struct RequestsSummary {
     good: u64,
     ttft_ok: u64,
     tpot_ok: u64,
+    e2e_ok: u64,
     preempted: u64,
     /// The latency distributions merging on a thread of their own
     /// ([`Self::start_dists`]), and the spill error their samples had.
@@ -396,7 +567,7 @@ type EarlyDists = (
 );
 
 impl RequestsSummary {
-    pub fn new(slo: Option<(f64, f64)>) -> RequestsSummary {
+    pub fn new(slo: Option<SloTargets>) -> RequestsSummary {
         RequestsSummary {
             slo,
             ..RequestsSummary::default()
@@ -423,16 +594,15 @@ impl RequestsSummary {
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
                 self.ttft.push(f64_key(t));
                 self.e2e.push(f64_key(nanos_to_ms(r.e2e().unwrap_or(0))));
-                let p = r.tpot().map(|x| x / 1e6);
-                if let Some(p) = p {
+                if let Some(p) = r.tpot().map(|x| x / 1e6) {
                     self.tpot.push(f64_key(p));
                 }
-                if let Some((st, sp)) = self.slo {
-                    let a = t <= st;
-                    let b = p.is_none_or(|p| p <= sp);
+                if let Some(slo) = &self.slo {
+                    let [a, b, c] = slo.judge(r);
                     self.ttft_ok += a as u64;
                     self.tpot_ok += b as u64;
-                    self.good += (a && b) as u64;
+                    self.e2e_ok += c as u64;
+                    self.good += (a && b && c) as u64;
                 }
             }
             Status::Rejected(reason) => {
@@ -501,17 +671,22 @@ impl RequestsSummary {
             output_tokens_per_s_per_gpu: out_tok as f64 / secs / g,
             requests_per_s_per_gpu: counts.completed as f64 / secs / g,
         };
-        if let Some((st, sp)) = self.slo {
+        if let Some(slo) = &self.slo {
             let good = self.good;
             let ended = (counts.completed + counts.rejected).max(1) as f64;
+            let share = |given: Option<f64>, ok: u64| given.map(|_| ok as f64 / ended);
             s.slo = Some(SloReport {
-                ttft_ms: st,
-                tpot_ms: sp,
+                ttft_ms: slo.ttft_ms,
+                tpot_ms: slo.tpot_ms,
+                e2e_ms: slo.e2e_ms,
                 attainment: good as f64 / ended,
-                ttft_attainment: self.ttft_ok as f64 / ended,
-                tpot_attainment: self.tpot_ok as f64 / ended,
+                ttft_attainment: share(slo.ttft_ms, self.ttft_ok),
+                tpot_attainment: share(slo.tpot_ms, self.tpot_ok),
+                e2e_attainment: share(slo.e2e_ms, self.e2e_ok),
                 goodput_rps: good as f64 / secs,
                 goodput_rps_per_gpu: good as f64 / secs / g,
+                percentiles: Vec::new(),
+                percentiles_met: None,
             });
         }
         let [wait, ttft, tpot, e2e] = match self.early.take() {
@@ -530,6 +705,12 @@ impl RequestsSummary {
             itl_ms: itl,
             e2e_ms: e2e,
         };
+        if let (Some(slo), Some(report)) = (&self.slo, &mut s.slo) {
+            if slo.has_percentiles() {
+                report.percentiles = slo.verdicts(&s.latency);
+                report.percentiles_met = Some(report.percentiles.iter().all(|v| v.met));
+            }
+        }
         s.engine.preempted_requests = self.preempted;
         s.counts = counts;
         Ok(())
@@ -586,6 +767,67 @@ fn reason_key(r: RejectReason) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A completed request: TTFT, then `out` tokens ending at E2E, ms.
+    fn done(ttft_ms: u64, e2e_ms: u64, out: u32) -> Request {
+        let ms = 1_000_000;
+        let mut r = Request::new(SimTime(0), 100, out);
+        r.first_token = Some(SimTime(ttft_ms * ms));
+        r.finished = Some(SimTime(e2e_ms * ms));
+        r.generated = out;
+        r.status = Status::Completed;
+        r
+    }
+
+    #[test]
+    fn a_good_request_meets_every_threshold_given_as_vllm_counts_it() {
+        let t = SloTargets {
+            ttft_ms: Some(200.0),
+            tpot_ms: Some(10.0),
+            ..SloTargets::default()
+        };
+        // TPOT = (E2E − TTFT) / (output − 1) = (1190 − 200) / 99 = 10 ms.
+        assert_eq!(t.judge(&done(200, 1190, 100)), [true, true, true]);
+        assert_eq!(t.judge(&done(201, 1190, 100)), [false, true, true]);
+        assert_eq!(t.judge(&done(200, 1200, 100)), [true, false, true]);
+        // One output token: no TPOT, which vLLM counts as 0 (good).
+        assert!(t.meets(&done(100, 5000, 1)));
+        // E2E is judged only when given.
+        let e = SloTargets {
+            e2e_ms: Some(1000.0),
+            ..t
+        };
+        assert!(!e.meets(&done(200, 1190, 100)));
+        let mut rejected = done(1, 2, 2);
+        rejected.status = Status::Rejected(RejectReason::QueueFull);
+        assert!(!SloTargets::default().meets(&rejected));
+        assert!(SloTargets::default().meets(&done(1, 2, 2)));
+    }
+
+    #[test]
+    fn percentile_targets_hold_when_the_percentile_is_at_most_the_target() {
+        let mut t = SloTargets::default();
+        t.percentile_ms[0][3] = Some(100.0); // ttft_p99_ms
+        t.percentile_ms[2][0] = Some(5.0); // itl_p50_ms
+        let mut l = Latency::default();
+        l.ttft_ms = Dist::of((1..=100).map(f64::from).collect());
+        let v = t.verdicts(&l);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].key, "ttft_p99_ms");
+        assert_eq!(v[0].value_ms, Some(l.ttft_ms.p99));
+        assert!(v[0].met, "{v:?}");
+        // No inter-token samples: not measured, so not met.
+        assert_eq!(
+            (v[1].key.as_str(), v[1].value_ms, v[1].met),
+            ("itl_p50_ms", None, false)
+        );
+        assert!(!t
+            .without("itl")
+            .verdicts(&l)
+            .iter()
+            .any(|v| v.key == "itl_p50_ms"));
+        assert_eq!(t.describe(", "), "TTFT p99 ≤ 100 ms, ITL p50 ≤ 5 ms");
+    }
 
     #[test]
     fn a_spilled_time_series_comes_back_row_for_row() {

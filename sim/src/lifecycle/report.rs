@@ -265,11 +265,11 @@ pub struct SloDip {
     pub min_attainment: f64,
 }
 
-/// The SLO dip of `reqs` against TTFT ≤ `ttft_ms` and TPOT ≤ `tpot_ms`.
-pub fn slo_dip(reqs: &[crate::request::Request], ttft_ms: f64, tpot_ms: f64) -> SloDip {
+/// The SLO dip of `reqs` against the per-request targets of `slo`.
+pub fn slo_dip(reqs: &[crate::request::Request], slo: &crate::metrics::SloTargets) -> SloDip {
     let mut acc = SloDipRecords::default();
     for r in reqs {
-        acc.add(r, ttft_ms, tpot_ms);
+        acc.add(r, slo);
     }
     acc.finish()
 }
@@ -283,7 +283,7 @@ pub struct SloDipRecords {
 
 impl SloDipRecords {
     /// Counts request `r` in its arrival window against the targets.
-    pub fn add(&mut self, r: &crate::request::Request, ttft_ms: f64, tpot_ms: f64) {
+    pub fn add(&mut self, r: &crate::request::Request, slo: &crate::metrics::SloTargets) {
         use crate::request::Status;
         let w = crate::time::secs_to_nanos(DIP_WINDOW_S);
         let windows = &mut self.windows;
@@ -295,9 +295,7 @@ impl SloDipRecords {
         if windows.len() <= k {
             windows.resize(k + 1, (0, 0));
         }
-        let ok = r.status == Status::Completed
-            && r.ttft().is_some_and(|t| t as f64 / 1e6 <= ttft_ms)
-            && r.tpot().is_none_or(|t| t / 1e6 <= tpot_ms);
+        let ok = slo.meets(r);
         windows[k].0 += ok as u32;
         windows[k].1 += 1;
     }

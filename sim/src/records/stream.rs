@@ -102,7 +102,7 @@ pub struct RecordStream {
     pub load: SpillLog<LoadRecord>,
     pub tenants: Option<TenantRecords>,
     /// SLO dip windows and the targets (with a life cycle and SLOs).
-    pub dip: Option<(SloDipRecords, f64, f64)>,
+    pub dip: Option<(SloDipRecords, crate::metrics::SloTargets)>,
     pub transfers: TransferTimes,
     /// Output tokens of completed requests by the replica that served them
     /// (`output_tokens`, the life-cycle report's tokens per GPU-hour, per
@@ -120,9 +120,9 @@ pub struct RecordStream {
 
 impl RecordStream {
     pub fn new(
-        slo: Option<(f64, f64)>,
+        slo: Option<crate::metrics::SloTargets>,
         tenants: Option<TenantRecords>,
-        dip: Option<(f64, f64)>,
+        dip: Option<crate::metrics::SloTargets>,
     ) -> RecordStream {
         RecordStream {
             next: 0,
@@ -139,7 +139,7 @@ impl RecordStream {
             summary: RequestsSummary::new(slo),
             load: SpillLog::default(),
             tenants,
-            dip: dip.map(|(t, p)| (SloDipRecords::default(), t, p)),
+            dip: dip.map(|t| (SloDipRecords::default(), t)),
             transfers: TransferTimes::default(),
             completed_output_tokens: Vec::new(),
             regions: None,
@@ -312,8 +312,8 @@ impl RecordStream {
         if let Some(t) = &mut self.tenants {
             t.add(r);
         }
-        if let Some((d, ttft, tpot)) = &mut self.dip {
-            d.add(r, *ttft, *tpot);
+        if let Some((d, slo)) = &mut self.dip {
+            d.add(r, slo);
         }
         self.transfers.add(r);
         if r.status == Status::Completed {
@@ -428,7 +428,15 @@ mod tests {
         order: Vec<(u64, Request)>,
         limit: usize,
     ) -> ((String, Vec<u8>), usize) {
-        let mut s = RecordStream::new(Some((0.5, 0.05)), None, None);
+        let mut s = RecordStream::new(
+            Some(crate::metrics::SloTargets {
+                ttft_ms: Some(0.5),
+                tpot_ms: Some(0.05),
+                ..Default::default()
+            }),
+            None,
+            None,
+        );
         s.held_limit = limit;
         s.set_csv(RequestsCsv::create(dir, true, false, Vec::new()).expect("csv"));
         if let Some(requests) = worker {

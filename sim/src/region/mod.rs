@@ -190,8 +190,8 @@ impl Regions {
     }
 
     /// Empty per-region counts for the run's ended requests to fold into
-    /// (`slo`: the TTFT and TPOT targets, ms).
-    pub fn records(&self, slo: Option<(f64, f64)>) -> RegionRecords {
+    /// (`slo`: the per-request targets).
+    pub fn records(&self, slo: Option<crate::metrics::SloTargets>) -> RegionRecords {
         RegionRecords::new(self.ranges.clone(), slo)
     }
 

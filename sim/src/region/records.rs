@@ -6,6 +6,7 @@
 //! summarized in ascending order, as `Dist::of` sorts them, so the bits are
 //! the same in either mode.
 
+use crate::metrics::SloTargets;
 use crate::records::spill::{f64_key, f64_of_key, SpillSort};
 use crate::request::{Request, Status};
 
@@ -38,14 +39,14 @@ impl RegionCounts {
 pub struct RegionRecords {
     /// Replica range of each region.
     ranges: Vec<(usize, usize)>,
-    /// TTFT and TPOT targets, ms (`[slo]`).
-    slo: Option<(f64, f64)>,
+    /// The per-request targets (`[slo]`).
+    slo: Option<SloTargets>,
     pub rows: Vec<RegionCounts>,
 }
 
 impl RegionRecords {
     /// Empty counts for regions whose replicas lie in `ranges`.
-    pub fn new(ranges: Vec<(usize, usize)>, slo: Option<(f64, f64)>) -> RegionRecords {
+    pub fn new(ranges: Vec<(usize, usize)>, slo: Option<SloTargets>) -> RegionRecords {
         let rows = ranges.iter().map(|_| RegionCounts::default()).collect();
         RegionRecords { ranges, slo, rows }
     }
@@ -68,9 +69,8 @@ impl RegionRecords {
                 let t = q.ttft().expect("completed") as f64 / 1e6;
                 row.ttft.push(f64_key(t));
                 row.ended += 1;
-                if let Some((ttft_ms, tpot_ms)) = self.slo {
-                    let ok = t <= ttft_ms && q.tpot().is_none_or(|x| x / 1e6 <= tpot_ms);
-                    row.met += ok as u64;
+                if let Some(slo) = &self.slo {
+                    row.met += slo.meets(q) as u64;
                 }
             }
             Status::Rejected(_) => {
@@ -81,8 +81,8 @@ impl RegionRecords {
         }
     }
 
-    /// The TTFT and TPOT targets the counts were made against.
-    pub fn slo_targets(&self) -> Option<(f64, f64)> {
+    /// The targets the counts were made against.
+    pub fn slo_targets(&self) -> Option<SloTargets> {
         self.slo
     }
 

@@ -20,6 +20,7 @@ mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;
 mod resolve;
+mod slo_cfg;
 mod tenants_cfg;
 mod trace_cfg;
 pub mod units;
@@ -28,6 +29,7 @@ mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;
 pub use regions_cfg::{OverflowCfg, RegionCfg};
+pub use slo_cfg::SloCfg;
 pub use tenants_cfg::*;
 pub use trace_cfg::*;
 use validate::*;
@@ -668,15 +670,6 @@ impl LengthDist {
             LengthDist::Empirical { max, .. } => max,
         }
     }
-}
-
-/// Latency targets. A request meets its SLO when TTFT ≤ `ttft_ms` and (for
-/// requests with more than one output token) TPOT ≤ `tpot_ms`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SloCfg {
-    pub ttft_ms: f64,
-    pub tpot_ms: f64,
 }
 
 /// What the run records.

@@ -130,10 +130,6 @@ pub(super) fn check(f: &ScenarioFile) -> Result<(), Invalid> {
             ));
         }
     }
-    if let Some(s) = &f.slo {
-        within("slo.ttft_ms", s.ttft_ms, 0.0, MAX_SLO_MS, "ms")?;
-        within("slo.tpot_ms", s.tpot_ms, 0.0, MAX_SLO_MS, "ms")?;
-    }
     within(
         "metrics.timeseries_interval_s",
         f.metrics.timeseries_interval_s,

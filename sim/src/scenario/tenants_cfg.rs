@@ -428,15 +428,15 @@ pub(super) fn validate_tenants(f: &ScenarioFile) -> Result<(), Invalid> {
                 return Err((lk(k), "must be at least 1".into()));
             }
         }
-        if l.shed_on_deadline && t.slo.is_none() && f.slo.is_none() {
+        let ttft_target = t.slo.as_ref().or(f.slo.as_ref()).and_then(|s| s.ttft_ms);
+        if l.shed_on_deadline && ttft_target.is_none() {
             return Err((
                 lk("shed_on_deadline"),
-                "sheds requests that would miss their TTFT target: give the tenant an `slo` or the scenario an [slo]".into(),
+                "sheds requests that would miss their TTFT target: give the tenant an `slo` or the scenario an [slo] with ttft_ms".into(),
             ));
         }
         if let Some(s) = &t.slo {
-            positive(&key("slo.ttft_ms"), s.ttft_ms)?;
-            positive(&key("slo.tpot_ms"), s.tpot_ms)?;
+            s.check(&key("slo"))?;
         }
         if let Some(r) = &t.retry {
             if r.max_retries == 0 {

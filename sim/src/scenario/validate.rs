@@ -130,8 +130,7 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         ));
     }
     if let Some(s) = &f.slo {
-        positive("slo.ttft_ms", s.ttft_ms)?;
-        positive("slo.tpot_ms", s.tpot_ms)?;
+        s.check("slo")?;
     }
     positive(
         "metrics.timeseries_interval_s",

@@ -357,12 +357,12 @@ impl<'a> Simulation<'a> {
             itl: Default::default(),
             timeseries: SpillLog::default(),
             stream: crate::records::RecordStream::new(
-                f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms)),
+                f.slo.as_ref().map(crate::scenario::SloCfg::targets),
                 tenancy.records(),
                 f.slo
                     .as_ref()
                     .filter(|_| life.is_some())
-                    .map(|x| (x.ttft_ms, x.tpot_ms)),
+                    .map(crate::scenario::SloCfg::targets),
             ),
             tenancy,
             life,
@@ -749,7 +749,7 @@ impl<'a> Simulation<'a> {
                 .map_err(read_error)?,
             None => None,
         };
-        let dip = st.dip.map(|(d, _, _)| d.finish());
+        let dip = st.dip.map(|(d, _)| d.finish());
         summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
         let fleet_series = self.fleet_series();
         summary.pools = self.fleet.pool_reports(s, &self.replicas, end);

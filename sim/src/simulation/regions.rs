@@ -69,7 +69,7 @@ impl Simulation<'_> {
                 .file
                 .slo
                 .as_ref()
-                .map(|x| (x.ttft_ms, x.tpot_ms));
+                .map(crate::scenario::SloCfg::targets);
             self.stream.regions = Some(rg.records(slo));
         }
     }

@@ -86,6 +86,9 @@ pub struct Probe {
     /// Requests the probe simulated (its horizon, extended to the fleet).
     #[serde(default)]
     pub requests: u64,
+    /// Whether the scenario's percentile targets hold (with any given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentiles_met: Option<bool>,
     pub meets_slo: bool,
 }
 
@@ -136,8 +139,16 @@ pub struct Sizing {
 pub struct CapacityReport {
     pub format: String,
     pub scenario: String,
-    pub slo_ttft_ms: f64,
-    pub slo_tpot_ms: f64,
+    /// The per-request thresholds, ms (those given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_e2e_ms: Option<f64>,
+    /// The percentile targets, ms, by `[slo]` key (with any given).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub slo_percentiles_ms: std::collections::BTreeMap<String, f64>,
     pub attainment_target: f64,
     pub tolerance: f64,
     pub hours_per_month: f64,
@@ -311,7 +322,13 @@ fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) ->
         completed: s.counts.completed,
         stable: s.load.is_stable(),
         requests: s.counts.arrived,
-        meets_slo: s.counts.completed > 0 && s.load.is_stable() && slo.attainment >= target,
+        percentiles_met: slo.percentiles_met,
+        // A steady run whose good share reaches the target and whose
+        // percentile targets (if any) hold.
+        meets_slo: s.counts.completed > 0
+            && s.load.is_stable()
+            && slo.attainment >= target
+            && slo.percentiles_hold(),
     }
 }
 
@@ -326,7 +343,7 @@ pub fn plan_capacity(
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
     let Some(slo) = base_scenario.file.slo.clone() else {
         return Err(SweepError::new(format!(
-            "{origin}: slo: missing: capacity needs [slo] ttft_ms and tpot_ms targets, which define the load a fleet sustains"
+            "{origin}: slo: missing: capacity needs [slo] targets (ttft_ms, tpot_ms, e2e_ms or percentile targets such as ttft_p99_ms), which define the load a fleet sustains"
         )));
     };
     if !base_scenario.pools.is_empty() {
@@ -430,6 +447,8 @@ pub fn plan_capacity(
         scenario: base_scenario.name().to_string(),
         slo_ttft_ms: slo.ttft_ms,
         slo_tpot_ms: slo.tpot_ms,
+        slo_e2e_ms: slo.e2e_ms,
+        slo_percentiles_ms: slo.targets().percentile_map(),
         attainment_target: q.attainment,
         tolerance: q.tolerance,
         hours_per_month: HOURS_PER_MONTH,

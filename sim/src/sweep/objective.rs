@@ -1,10 +1,12 @@
 //! The operating point of a sweep: the Pareto front of cost against a latency
 //! percentile, and the best point under the SLOs.
 //!
-//! A point *meets the SLOs* when the share of its requests meeting both the
-//! scenario's `[slo]` targets (TTFT ≤ `ttft_ms` and TPOT ≤ `tpot_ms`, a
-//! rejection counting as a miss) is at least `attainment` — DistServe's SLO
-//! attainment (Zhong et al., OSDI '24). Among those, the best point has the
+//! A point *meets the SLOs* when the share of its requests meeting every
+//! per-request threshold of the scenario's `[slo]` (TTFT ≤ `ttft_ms`, TPOT ≤
+//! `tpot_ms`, E2E ≤ `e2e_ms`, those given; a rejection counting as a miss)
+//! is at least `attainment` — DistServe's SLO attainment (Zhong et al.,
+//! OSDI '24) — and every percentile target (`ttft_p99_ms`, ...) holds.
+//! Among those, the best point has the
 //! highest goodput per GPU (requests per second meeting the SLOs, per GPU).
 //! Goodput within [`GOODPUT_TIE`] of the highest counts as a tie — points
 //! serving the same load at the same size differ only by how long their runs
@@ -245,6 +247,9 @@ pub struct Evaluated {
     /// SLO attainment; `None` when the scenario has no `[slo]`.
     pub attainment: Option<f64>,
     pub goodput_rps_per_gpu: Option<f64>,
+    /// Whether the scenario's percentile targets hold (with any given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentiles_met: Option<bool>,
     pub meets_slo: bool,
 }
 
@@ -256,6 +261,9 @@ pub struct Analysis {
     /// The SLO targets the points were judged by, ms.
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
+    /// The percentile targets the points were judged by, ms, by `[slo]` key.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub slo_percentiles_ms: std::collections::BTreeMap<String, f64>,
     pub points: Vec<Evaluated>,
     /// Indices of the Pareto-optimal points among those meeting the SLOs
     /// (all points when the scenario has none), cheapest first.
@@ -298,16 +306,19 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
             let s = &p.summary;
             let attainment = number_at(s, "slo.attainment");
             let completed = number_at(s, "counts.completed").unwrap_or(0.0);
+            let percentiles_met = s.pointer("/slo/percentiles_met").and_then(Value::as_bool);
             Evaluated {
                 index: p.index,
                 cost: objective.cost_of(s),
                 latency_ms: objective.latency_of(s),
                 attainment,
                 goodput_rps_per_gpu: number_at(s, "slo.goodput_rps_per_gpu"),
+                percentiles_met,
                 // A run whose backlog kept growing has no steady-state figure
                 // (see `load`); summaries from before the verdict pass.
                 meets_slo: completed > 0.0
                     && attainment.is_some_and(|a| a >= objective.attainment)
+                    && percentiles_met != Some(false)
                     && s.pointer("/load/verdict").is_none_or(|v| v != "overloaded"),
             }
         })
@@ -335,7 +346,19 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
     let note = if best.is_some() {
         None
     } else if first_slo.is_none() {
-        Some("the scenario has no [slo]: add ttft_ms and tpot_ms targets to choose an operating point".into())
+        Some("the scenario has no [slo]: add targets (ttft_ms, tpot_ms, or percentile targets such as ttft_p99_ms) to choose an operating point".into())
+    } else if let n @ 1.. = points
+        .iter()
+        .filter(|e| {
+            e.percentiles_met == Some(false)
+                && e.attainment.is_some_and(|a| a >= objective.attainment)
+        })
+        .count()
+    {
+        Some(format!(
+            "no point meets the SLOs: {n} reach {:.1} % attainment but miss a percentile target: widen the grid toward more capacity",
+            objective.attainment * 100.0
+        ))
     } else {
         let top = points
             .iter()
@@ -351,6 +374,18 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
         objective: objective.clone(),
         slo_ttft_ms: first_slo.and_then(|s| number_at(s, "ttft_ms")),
         slo_tpot_ms: first_slo.and_then(|s| number_at(s, "tpot_ms")),
+        slo_percentiles_ms: first_slo
+            .and_then(|s| s.get("percentiles"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                Some((
+                    v.get("key")?.as_str()?.to_string(),
+                    v.get("target_ms")?.as_f64()?,
+                ))
+            })
+            .collect(),
         points,
         pareto_front,
         best,

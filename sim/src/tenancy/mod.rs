@@ -19,9 +19,10 @@ pub use report::{TenancyReport, TenantSummary};
 pub use source::{build_source, probe, tenant_seed};
 
 use crate::cost::{BatchShape, CostModel};
+use crate::metrics::SloTargets;
 use crate::replica::Replica;
 use crate::request::{RejectReason, Request, Status};
-use crate::scenario::{FairnessCfg, RetryCfg, Scenario};
+use crate::scenario::{FairnessCfg, RetryCfg, Scenario, SloCfg};
 use crate::time::{secs_to_nanos, SimTime};
 use crate::workload::RequestSpec;
 use admission::{Fleet, Gate};
@@ -30,7 +31,7 @@ use fairness::{TenantShares, Waiting};
 /// The tenants of a run and their admission state.
 pub struct Tenancy {
     names: Vec<String>,
-    slos: Vec<Option<(f64, f64)>>,
+    slos: Vec<Option<SloTargets>>,
     shares: TenantShares,
     fairness: FairnessCfg,
     gates: Vec<Gate>,
@@ -47,16 +48,15 @@ pub struct Tenancy {
 impl Tenancy {
     pub fn new(s: &Scenario) -> Tenancy {
         let f = &s.file;
-        let default_slo = f.slo.as_ref().map(|x| (x.ttft_ms, x.tpot_ms));
-        let slos: Vec<Option<(f64, f64)>> = f
+        let default_slo = f.slo.as_ref().map(SloCfg::targets);
+        let slos: Vec<Option<SloTargets>> = f
             .tenants
             .iter()
-            .map(|t| {
-                t.slo
-                    .as_ref()
-                    .map(|x| (x.ttft_ms, x.tpot_ms))
-                    .or(default_slo)
-            })
+            .map(|t| t.slo.as_ref().map(SloCfg::targets).or(default_slo))
+            // A tenant's report has no inter-token distribution of its own
+            // (gaps are gathered per iteration, shared by every tenant in
+            // the batch), so it judges no ITL percentile.
+            .map(|s| s.map(|s| s.without("itl")))
             .collect();
         Tenancy {
             names: f.tenants.iter().map(|t| t.name.clone()).collect(),
@@ -69,7 +69,7 @@ impl Tenancy {
                 .tenants
                 .iter()
                 .zip(&slos)
-                .map(|(t, slo)| Gate::new(&t.limits, slo.map(|x| x.0)))
+                .map(|(t, slo)| Gate::new(&t.limits, slo.and_then(|x| x.ttft_ms)))
                 .collect(),
             slos,
             fleet: Fleet {

@@ -76,7 +76,7 @@ pub struct TenantMeta<'a> {
     pub name: &'a str,
     pub priority: i64,
     pub weight: f64,
-    pub slo: Option<(f64, f64)>,
+    pub slo: Option<metrics::SloTargets>,
     pub retries: u64,
 }
 
@@ -91,7 +91,7 @@ pub struct TenantRecords {
 
 impl TenantRecords {
     /// One entry per tenant, with that tenant's SLO targets.
-    pub fn new(slos: &[Option<(f64, f64)>]) -> TenantRecords {
+    pub fn new(slos: &[Option<metrics::SloTargets>]) -> TenantRecords {
         TenantRecords {
             per: slos
                 .iter()

@@ -1,0 +1,187 @@
+//! `[slo]`: the latency targets a run is judged by, as users state them.
+//!
+//! Two kinds of target, which may be mixed:
+//! - per-request thresholds (`ttft_ms`, `tpot_ms`, `e2e_ms`): a request is
+//!   *good* when it completed and meets every threshold given; attainment
+//!   and goodput count good requests (vLLM's `bench serve --goodput`);
+//! - percentile targets (`ttft_p99_ms`, `tpot_p90_ms`, `e2e_p50_ms`, ...:
+//!   `<metric>_p<NN>_ms`): the run's distribution of the metric must have
+//!   its NN-th percentile at or below the target.
+
+use crate::metrics::{SloTargets, SLO_METRICS, SLO_PERCENTILES};
+use crate::scenario::ranges::MAX_SLO_MS;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Latency targets (at least one). A request meets its SLO when it
+/// completed with TTFT ≤ `ttft_ms`, TPOT ≤ `tpot_ms` (requests with more
+/// than one output token) and E2E ≤ `e2e_ms`, for each threshold given;
+/// the percentile targets judge the run's distributions.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SloCfg {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Every other key: `<metric>_p<NN>_ms` percentile targets, checked by
+    /// [`SloCfg::check`] (which names any other key as unknown).
+    #[serde(flatten)]
+    pub percentiles: BTreeMap<String, toml::Value>,
+}
+
+/// `(metric index, percentile index)` of a `<metric>_p<NN>_ms` key, in the
+/// order of [`SLO_METRICS`] and [`SLO_PERCENTILES`].
+fn percentile_key(key: &str) -> Option<(usize, usize)> {
+    let rest = key.strip_suffix("_ms")?;
+    let (metric, p) = rest.rsplit_once("_p")?;
+    let m = SLO_METRICS.iter().position(|&x| x == metric)?;
+    let p = SLO_PERCENTILES.iter().position(|&x| x.to_string() == p)?;
+    Some((m, p))
+}
+
+/// The keys `[slo]` accepts, for error messages.
+fn allowed() -> String {
+    format!(
+        "ttft_ms, tpot_ms, e2e_ms (per-request thresholds) and <metric>_p<NN>_ms percentile targets \
+         with metric one of {} and NN one of {} (e.g. ttft_p99_ms)",
+        SLO_METRICS.join(", "),
+        SLO_PERCENTILES.map(|p| p.to_string()).join(", ")
+    )
+}
+
+fn in_range(key: &str, v: f64) -> Result<(), (String, String)> {
+    if v.is_finite() && v > 0.0 && v <= MAX_SLO_MS {
+        Ok(())
+    } else {
+        Err((
+            key.into(),
+            format!("must be a positive number of ms up to {MAX_SLO_MS:e}, got {v}"),
+        ))
+    }
+}
+
+impl SloCfg {
+    /// Checks keys and values; `prefix` is the table's key path (`slo`,
+    /// `tenants[2].slo`). Errors are (key path, message).
+    pub fn check(&self, prefix: &str) -> Result<(), (String, String)> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        for (k, v) in [
+            ("ttft_ms", self.ttft_ms),
+            ("tpot_ms", self.tpot_ms),
+            ("e2e_ms", self.e2e_ms),
+        ] {
+            if let Some(v) = v {
+                in_range(&key(k), v)?;
+            }
+        }
+        for (k, v) in &self.percentiles {
+            if percentile_key(k).is_none() {
+                return Err((
+                    key(k),
+                    format!("unknown key `{k}`; [slo] takes {}", allowed()),
+                ));
+            }
+            let ms = match v {
+                toml::Value::Integer(i) => *i as f64,
+                toml::Value::Float(f) => *f,
+                other => {
+                    return Err((
+                        key(k),
+                        format!(
+                            "must be a number of milliseconds, got a {}",
+                            other.type_str()
+                        ),
+                    ))
+                }
+            };
+            in_range(&key(k), ms)?;
+        }
+        if self.ttft_ms.is_none()
+            && self.tpot_ms.is_none()
+            && self.e2e_ms.is_none()
+            && self.percentiles.is_empty()
+        {
+            return Err((
+                prefix.into(),
+                format!("gives no target; it takes {}", allowed()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The targets as the run judges them (after [`SloCfg::check`]).
+    pub fn targets(&self) -> SloTargets {
+        let mut t = SloTargets {
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            e2e_ms: self.e2e_ms,
+            ..SloTargets::default()
+        };
+        for (k, v) in &self.percentiles {
+            if let (Some((m, p)), Some(ms)) = (
+                percentile_key(k),
+                v.as_float().or(v.as_integer().map(|i| i as f64)),
+            ) {
+                t.percentile_ms[m][p] = Some(ms);
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> SloCfg {
+        toml::from_str(text).expect("parses")
+    }
+
+    #[test]
+    fn percentile_keys_name_a_metric_and_a_computed_percentile() {
+        assert_eq!(percentile_key("ttft_p99_ms"), Some((0, 3)));
+        assert_eq!(percentile_key("tpot_p90_ms"), Some((1, 1)));
+        assert_eq!(percentile_key("itl_p95_ms"), Some((2, 2)));
+        assert_eq!(percentile_key("e2e_p50_ms"), Some((3, 0)));
+        for bad in [
+            "ttft_p999_ms",
+            "ttft_p99",
+            "queue_p99_ms",
+            "ttft_ms",
+            "p99_ms",
+        ] {
+            assert_eq!(percentile_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn targets_carry_thresholds_and_percentiles() {
+        let c = parse("ttft_p99_ms = 2000\ntpot_p90_ms = 50.5\ntpot_ms = 80");
+        c.check("slo").expect("valid");
+        let t = c.targets();
+        assert_eq!((t.ttft_ms, t.tpot_ms, t.e2e_ms), (None, Some(80.0), None));
+        assert_eq!(t.percentile_ms[0][3], Some(2000.0));
+        assert_eq!(t.percentile_ms[1][1], Some(50.5));
+        assert!(t.has_percentiles());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e = parse("percentile = 0.99").check("slo").unwrap_err();
+        assert_eq!(e.0, "slo.percentile");
+        assert!(
+            e.1.contains("unknown key") && e.1.contains("ttft_p99_ms"),
+            "{e:?}"
+        );
+        let e = parse("ttft_p99_ms = \"2s\"").check("slo").unwrap_err();
+        assert_eq!(e.0, "slo.ttft_p99_ms");
+        assert!(e.1.contains("number of milliseconds"), "{e:?}");
+        let e = parse("e2e_ms = -1").check("tenants[0].slo").unwrap_err();
+        assert_eq!(e.0, "tenants[0].slo.e2e_ms");
+        let e = parse("").check("slo").unwrap_err();
+        assert_eq!(e.0, "slo");
+        assert!(e.1.contains("no target"), "{e:?}");
+    }
+}
