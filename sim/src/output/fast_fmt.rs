@@ -6,12 +6,12 @@
 //! `format!` gives (property tests compare them), so the file is the same
 //! byte for byte.
 //!
-//! Digits are made two at a time from a table of the pairs 00..99 (as the
-//! `itoa` crate does) into a small array on the stack, which is then copied
-//! whole — a copy of a fixed length is a few moves, where one of the
+//! Whole numbers go through the `itoa` crate. A fixed number of decimals
+//! (zero-padded, which `itoa` does not do) is made two digits at a time from
+//! a table of the pairs 00..99 into a small array on the stack, which is then
+//! copied whole — a copy of a fixed length is a few moves, where one of the
 //! number's own length is a call to `memcpy` — and the buffer cut back to
-//! the number's end. A byte-by-byte `Vec::push` checked the capacity for
-//! every digit.
+//! the number's end.
 
 /// The decimal digit pairs "00", "01", … "99".
 const PAIRS: &[u8; 200] = b"\
@@ -32,21 +32,9 @@ const POW10: [u64; 20] = {
     p
 };
 
-/// The longest text these functions write at once: 20 integer digits, a
-/// point and 9 decimals.
-const MAX_TEXT: usize = 32;
-
-/// Number of decimal digits of `x` (1 for 0). From the bit length: `t` =
-/// ⌊bits · log10 2⌋ (1233/4096 ≈ 0.30103) is the digit count or one less,
-/// and one comparison tells which (Anderson's "Bit Twiddling Hacks",
-/// "integer log base 10"): a few instructions, where `ilog10` takes about
-/// twenty.
-#[inline]
-fn digit_count(x: u64) -> usize {
-    let bits = 64 - x.leading_zeros() as usize;
-    let t = (bits * 1233) >> 12;
-    (t + (x >= POW10[t]) as usize).max(1)
-}
+/// The longest fraction these functions write at once: a point and 9
+/// decimals, rounded up to a power of two.
+const MAX_TEXT: usize = 16;
 
 /// Fills `out` with the last `out.len()` decimal digits of `x`,
 /// zero-padded on the left.
@@ -76,10 +64,15 @@ fn push_text(buf: &mut Vec<u8>, text: &[u8; MAX_TEXT], len: usize) {
 /// Appends `x` in decimal (as `format!("{x}")`).
 #[inline]
 pub fn push_u64(buf: &mut Vec<u8>, x: u64) {
-    let mut text = [0u8; MAX_TEXT];
-    let n = digit_count(x);
-    fill_digits(&mut text[..n], x);
-    push_text(buf, &text, n);
+    buf.extend_from_slice(itoa::Buffer::new().format(x).as_bytes());
+}
+
+/// Appends a point and the last `D` digits of `frac`, zero-padded.
+#[inline]
+fn push_fraction<const D: usize>(buf: &mut Vec<u8>, frac: u64) {
+    let mut text = [b'.'; MAX_TEXT];
+    fill_digits(&mut text[1..1 + D], frac);
+    push_text(buf, &text, 1 + D);
 }
 
 /// Appends `q / 10^D` with exactly `D` decimals (`1 ≤ D ≤ 9`): `q`'s
@@ -89,14 +82,8 @@ pub fn push_u64(buf: &mut Vec<u8>, x: u64) {
 #[inline]
 fn push_point<const D: usize>(buf: &mut Vec<u8>, q: u64) {
     debug_assert!((1..=9).contains(&D));
-    let (int, frac) = (q / POW10[D], q % POW10[D]);
-    let mut text = [b'.'; MAX_TEXT];
-    let n = digit_count(int);
-    fill_digits(&mut text[..n], int);
-    let mut f = [0u8; D];
-    fill_digits(&mut f, frac);
-    text[n + 1..n + 1 + D].copy_from_slice(&f);
-    push_text(buf, &text, n + 1 + D);
+    push_u64(buf, q / POW10[D]);
+    push_fraction::<D>(buf, q % POW10[D]);
 }
 
 /// [`push_point`] for a number of decimals known only at run time
@@ -283,7 +270,7 @@ mod tests {
 
     /// Around every power of two and of ten.
     #[test]
-    fn digit_counts() {
+    fn integers_around_powers() {
         let mut xs = vec![0, u64::MAX];
         for k in 0..64 {
             xs.extend([(1u64 << k) - 1, 1 << k, (1 << k) + 1]);
@@ -292,7 +279,9 @@ mod tests {
             xs.extend([p - 1, p, p + 1]);
         }
         for x in xs {
-            assert_eq!(digit_count(x), x.to_string().len(), "{x}");
+            let mut b = Vec::new();
+            push_u64(&mut b, x);
+            assert_eq!(b, x.to_string().as_bytes(), "{x}");
         }
     }
 
