@@ -102,7 +102,7 @@ pub enum Command {
     /// `simulate` would; `--fidelity` compares the default model with public
     /// GPU measurements.
     #[command(
-        after_help = "Examples:\n  servesim cost --model llama-3.1-8b --hardware h100-sxm --prefill 2048\n  servesim cost scenarios/llama70b-tp4.toml --decode 64@1024 --lone-request 1024,256\n  servesim cost --model llama-2-7b --hardware a100-80gb --runtime eager-2023 --json\n  servesim cost --fidelity"
+        after_help = "Examples:\n  servesim cost --model llama-3.1-8b --hardware h100-sxm --prefill 2048\n  servesim cost --model llama-3.1-8b --hardware h100-sxm --prefill 2048 --prefill 512@1024 --decode 8@1000   (one mixed batch; --separate prices each)\n  servesim cost scenarios/llama70b-tp4.toml --decode 64@1024 --lone-request 1024,256\n  servesim cost --model llama-2-7b --hardware a100-80gb --runtime eager-2023 --json\n  servesim cost --fidelity"
     )]
     Cost(crate::cost::CostArgs),
     /// Compare a simulated fleet's cost per million output tokens (at the

@@ -130,7 +130,10 @@ fn pipeline_and_expert_parallel_examples_show_their_layout() {
         stdout(&o)
     };
     let pp = check("llama405b-pp2");
-    assert!(pp.contains("TP 8 × PP 2 = 16 GPUs"), "{pp}");
+    assert!(
+        pp.contains("1 replica × TP 8 × PP 2 on H100-SXM = 16 GPUs"),
+        "{pp}"
+    );
     assert!(pp.contains("2 stages of 63 + 63 layers"), "{pp}");
     assert!(pp.contains("stage 1: 63 layers"), "{pp}");
     let ep = check("deepseek-v3-ep8");

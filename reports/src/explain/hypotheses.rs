@@ -28,7 +28,7 @@ pub fn change_for(component: &str) -> &'static str {
         "prefill_interference" => "lower engine.max_batched_tokens (smaller prefill chunks beside the decodes), or split prefill into its own [[fleet.pools]] role = \"prefill\"",
         "prefill_preempted" | "decode_preempted" => "raise engine.gpu_memory_utilization or lower engine.max_num_seqs (fewer preemptions), or set engine.preemption = \"swap\"",
         "kv_transfer" => "raise fleet.kv_transfer.bandwidth_gbyte_s, or raise fleet.kv_transfer.local_prefill_max_tokens (short prompts skip the link)",
-        "decode_compute" => "lower engine.max_num_seqs (smaller, faster decode steps), or raise fleet.tensor_parallel",
+        "decode_compute" => "raise fleet.tensor_parallel (faster decode steps), or lower engine.max_num_seqs where the batches are large (fewer sequences per step)",
         "decode_stall" => "lower engine.max_batched_tokens or set engine.policy = \"sarathi\" (decodes first, prefills chunked), or disaggregate prefill",
         _ => "raise fleet.replicas (less load per replica) and compare",
     }
@@ -231,4 +231,44 @@ pub fn rank(run: &Run, metrics: &[MetricBands], replicas: &[ReplicaRow]) -> Vec<
     out.sort_by(|a, b| b.score.total_cmp(&a.score));
     out.truncate(MAX);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::attribution::Component;
+
+    #[test]
+    fn every_component_names_a_scenario_key_to_change_and_which_way() {
+        for c in Component::ALL {
+            let t = change_for(c.name());
+            assert_ne!(
+                t,
+                change_for("unknown"),
+                "{} has no change of its own",
+                c.name()
+            );
+            assert!(
+                ["raise ", "lower ", "set "]
+                    .iter()
+                    .any(|w| t.starts_with(w)),
+                "{}: {t}",
+                c.name()
+            );
+            assert!(
+                [
+                    "engine.",
+                    "fleet.",
+                    "model.",
+                    "tenants.",
+                    "autoscale.",
+                    "fairness."
+                ]
+                .iter()
+                .any(|k| t.contains(k)),
+                "{}: {t}",
+                c.name()
+            );
+        }
+    }
 }
