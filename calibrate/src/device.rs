@@ -150,15 +150,22 @@ fn open_cuda(spec: DeviceSpec, n: usize) -> Result<OpenDevice> {
 
 #[cfg(feature = "cuda")]
 fn cuda_names(device: &Device, n: usize) -> (String, String) {
-    use candle_core::cuda::cudarc::driver::result;
+    use candle_core::cuda::cudarc::driver::sys;
     let name = device
         .as_cuda_device()
         .ok()
         .and_then(|d| d.cuda_stream().context().name().ok())
         .unwrap_or_else(|| format!("CUDA device {n}"));
-    let driver = result::version::get_driver_version()
-        .map(|v| format!("CUDA driver {}.{}", v / 1000, (v % 1000) / 10))
-        .unwrap_or_else(|_| "CUDA driver (version unknown)".into());
+    // cudarc 0.19 has no safe wrapper for the driver's version.
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: cuDriverGetVersion writes one int through the pointer and
+    // needs no context; the driver library is loaded (the device opened).
+    let rc = unsafe { sys::cuDriverGetVersion(&mut v) };
+    let driver = if rc == sys::CUresult::CUDA_SUCCESS {
+        format!("CUDA driver {}.{}", v / 1000, (v % 1000) / 10)
+    } else {
+        "CUDA driver (version unknown)".into()
+    };
     (name, driver)
 }
 
