@@ -112,16 +112,36 @@ fn describe(r: &SweepResults, p: &PointResult) -> String {
 /// The objective in words: what cost and latency mean, and what "meets the
 /// SLOs" means — including that no price is assumed.
 pub fn objective_text(obj: &Objective, a: &Analysis) -> String {
-    let price = match obj.gpu_hour_usd {
-        Some(p) => format!("Price: ${p:.2} per GPU-hour, as stated in the grid."),
+    let price = match &obj.gpu_hour_usd {
+        Some(p) => format!(
+            "Price: {} per GPU-hour, as stated in the grid.",
+            p.describe()
+        ),
         None => "No price per GPU-hour was stated, so cost is counted in GPUs.".into(),
     };
-    let slo = match (a.slo_ttft_ms, a.slo_tpot_ms) {
-        (Some(t), Some(p)) => format!(
-            "A point meets the SLOs when at least {:.1} % of its requests have TTFT ≤ {t} ms and TPOT ≤ {p} ms (a rejection counts as a miss); the operating point is the one meeting them with the most goodput per GPU.",
+    let thresholds = [a.slo_ttft_ms, a.slo_tpot_ms, a.slo_e2e_ms];
+    let targets = sim::metrics::describe_slo([None; 3], &a.slo_percentiles_ms, " and ");
+    let judged = if thresholds.iter().any(Option::is_some) {
+        format!(
+            "at least {:.1} % of its requests have {} (a rejection counts as a miss)",
+            obj.attainment * 100.0,
+            sim::metrics::describe_slo(thresholds, &Default::default(), " and ")
+        )
+    } else {
+        format!(
+            "at least {:.1} % of its requests complete",
             obj.attainment * 100.0
-        ),
-        _ => "The scenario has no [slo], so no operating point is chosen.".into(),
+        )
+    };
+    let slo = if thresholds.iter().all(Option::is_none) && targets.is_empty() {
+        "The scenario has no [slo], so no operating point is chosen.".to_string()
+    } else {
+        let also = if targets.is_empty() {
+            String::new()
+        } else {
+            format!(" and its run has {targets}")
+        };
+        format!("A point meets the SLOs when {judged}{also}; the operating point is the one meeting them with the most goodput per GPU.")
     };
     format!(
         "Cost: {}. Latency: {}. {price} {slo}",
