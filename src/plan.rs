@@ -60,8 +60,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
     drop(lock);
     print(&plan);
     outln!(
-        "{} simulations in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
+        "{} simulations ({} measuring the cheapest option's headroom) in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
         plan.simulations,
+        plan.headroom_simulations,
         out.display()
     );
     Ok(())

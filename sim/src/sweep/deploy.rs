@@ -79,9 +79,13 @@ pub struct SizedFleet {
     pub attainment: f64,
     /// Good requests per second per GPU in that run.
     pub goodput_rps_per_gpu: f64,
-    /// Spare capacity beyond the demand, as a fraction: replicas × the rate
-    /// one replica sustains, over the demand, minus one (from the search).
+    /// Measured for the cheapest option: the highest load its sized fleet
+    /// sustains within the SLOs, over the demand, minus one (0.25: 25 % more
+    /// load than the demand is still served within the SLOs).
     pub headroom: Option<f64>,
+    /// That highest load, requests/s (the cheapest option only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_load_rps: Option<f64>,
 }
 
 /// The result of `servesim plan` (`plan.json`).
@@ -98,7 +102,12 @@ pub struct DeployPlan {
     pub options: Vec<OptionResult>,
     /// Index (into the space) of the cheapest sized option.
     pub best: Option<usize>,
+    /// Every simulation the plan ran.
     pub simulations: usize,
+    /// Of them, those measuring the cheapest option's headroom (the rest
+    /// sized and pruned the options).
+    #[serde(default)]
+    pub headroom_simulations: usize,
 }
 
 /// The options of `grid` on `base`: each point's settings, applied table
@@ -184,6 +193,7 @@ pub fn plan_deployment(
         .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
     let price = price_of(grid)?;
     let mut results = Vec::new();
+    let mut texts = Vec::new();
     for (index, settings, t) in options(&base, grid)? {
         let (s, p) = match resolve(&t, origin, price) {
             Ok(x) => x,
@@ -200,6 +210,7 @@ pub fn plan_deployment(
             }
         };
         let text = toml::to_string(&t).map_err(|e| SweepError::new(e.to_string()))?;
+        texts.push((index, text.clone()));
         let cq = CapacityQuery {
             attainment: q.attainment,
             replicas: 1,
@@ -242,7 +253,6 @@ pub fn plan_deployment(
                 let z = c.sizing.as_ref().expect("a demand was given");
                 let sims = c.probes.len() + 1;
                 let at = &z.at_headroom;
-                let capacity = c.max_load.per_replica_rps * z.replicas_total as f64;
                 results.push(OptionResult {
                     index,
                     settings,
@@ -256,7 +266,8 @@ pub fn plan_deployment(
                         usd_per_month: z.gpus_total as f64 * p * HOURS_PER_MONTH,
                         attainment: at.attainment,
                         goodput_rps_per_gpu: at.goodput_rps / z.gpus_total.max(1) as f64,
-                        headroom: Some(capacity / q.demand_rps - 1.0),
+                        headroom: None,
+                        max_load_rps: None,
                     }),
                     pruned: None,
                 });
@@ -271,7 +282,59 @@ pub fn plan_deployment(
             }),
         }
     }
-    Ok(finish(base_scenario.name(), q, results))
+    let mut plan = finish(base_scenario.name(), q, results);
+    measure_headroom(&mut plan, &texts, origin, q, on_probe)?;
+    Ok(plan)
+}
+
+/// The winner's headroom, measured: the highest load its sized fleet
+/// sustains within the SLOs (the capacity rate search at that fleet size).
+fn measure_headroom(
+    plan: &mut DeployPlan,
+    texts: &[(usize, String)],
+    origin: &str,
+    q: &PlanQuery,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<(), SweepError> {
+    let Some(best) = plan.best else {
+        return Ok(());
+    };
+    let text = &texts.iter().find(|(i, _)| *i == best).expect("sized").1;
+    let o = plan
+        .options
+        .iter_mut()
+        .find(|o| o.index == best)
+        .expect("best");
+    let f = o.fleet.as_mut().expect("sized");
+    let cq = CapacityQuery {
+        attainment: q.attainment,
+        replicas: f.replicas,
+        demand_rps: None,
+        headroom: 0.0,
+        spare: 0,
+        gpu_hour_usd: None,
+        tolerance: q.tolerance,
+    };
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let log = |pr: &Probe| {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        on_probe(pr);
+    };
+    // A fleet whose limit cannot be bracketed keeps no headroom figure
+    // rather than failing the plan it already answered.
+    let Ok(c) = plan_capacity(text, origin, &cq, &log) else {
+        let n = count.load(std::sync::atomic::Ordering::Relaxed);
+        o.simulations += n;
+        plan.simulations += n;
+        plan.headroom_simulations = n;
+        return Ok(());
+    };
+    f.max_load_rps = Some(c.max_load.rate_rps);
+    f.headroom = Some(c.max_load.rate_rps / q.demand_rps - 1.0);
+    o.simulations += c.probes.len();
+    plan.simulations += c.probes.len();
+    plan.headroom_simulations = c.probes.len();
+    Ok(())
 }
 
 /// Ranks sized options cheapest first (then fewer GPUs, then space order),
@@ -301,6 +364,7 @@ fn finish(scenario: &str, q: &PlanQuery, mut options: Vec<OptionResult>) -> Depl
             .filter(|o| o.fleet.is_some())
             .map(|o| o.index),
         simulations: options.iter().map(|o| o.simulations).sum(),
+        headroom_simulations: 0,
         options,
     }
 }
@@ -379,6 +443,7 @@ pub fn exhaustive(
                 attainment: at.attainment,
                 goodput_rps_per_gpu: at.goodput_rps / (n * tp).max(1) as f64,
                 headroom: None,
+                max_load_rps: None,
             }),
         });
     }
