@@ -97,6 +97,13 @@ pub enum Command {
         after_help = "Example:\n  servesim capacity scenarios/quickstart.toml --demand 280 --headroom 20 --spare 1 --gpu-hour-usd 2.50"
     )]
     Capacity(CapacityArgs),
+    /// The cheapest deployment that meets the SLOs at a demand, over a
+    /// declared space of options (hardware with prices, parallelism, engine
+    /// settings), with replica counts found by the capacity search.
+    #[command(
+        after_help = "Example:\n  servesim plan scenarios/quickstart.toml --space scenarios/grids/plan-space.toml --demand 70\n\nSpace files and outputs: docs/sweeps-and-reports.md"
+    )]
+    Plan(PlanArgs),
     /// Price one iteration term by term (prefill, decode or mixed batch), sweep
     /// decode batch sizes to find the knee, and price a lone request as
     /// `simulate` would; `--fidelity` compares the default model with public
@@ -309,6 +316,36 @@ pub struct BreakEvenArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `servesim plan`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// Scenario TOML file (needs an [slo] table).
+    pub scenario: PathBuf,
+    /// The space: a grid file whose axes are the options (no fleet.replicas
+    /// axis) and whose [objective] gpu_hour_usd prices them.
+    #[arg(long, value_name = "FILE")]
+    pub space: PathBuf,
+    /// Peak demand, requests/s.
+    #[arg(long, value_name = "RATE")]
+    pub demand: f64,
+    /// Extra load the fleet must absorb above the demand, percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    pub headroom: f64,
+    /// Share of requests that must meet the scenario's [slo].
+    #[arg(long, default_value_t = 0.99)]
+    pub attainment: f64,
+    /// Relative precision of the one-replica rate search.
+    #[arg(long, default_value_t = 0.01)]
+    pub tolerance: f64,
+    /// Instead of searching, run every option at every replica count up to N
+    /// (for comparison with the search).
+    #[arg(long, value_name = "N")]
+    pub exhaustive: Option<u32>,
+    /// Output folder for plan.json and plan.csv [default: out/<scenario name>-plan/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `servesim capacity`.

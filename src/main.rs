@@ -21,6 +21,7 @@ mod cli;
 mod cost;
 mod explain;
 mod fleet_print;
+mod plan;
 mod print;
 mod quality;
 mod serve;
@@ -111,6 +112,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace { command } => trace::run(*command),
         Command::Sweep(args) => sweep::run(args),
         Command::Capacity(args) => capacity::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::Breakeven(args) => breakeven::run(args),
         Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),

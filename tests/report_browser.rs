@@ -32,9 +32,134 @@ fn chromium(page: &Path, fragment: &str, profile: &Path, extra: &[&str]) -> std:
         .expect("chromium runs")
 }
 
+fn text_attr<'a>(dom: &'a str, name: &str) -> Option<&'a str> {
+    let at = dom.find(&format!(" {name}=\""))? + name.len() + 3;
+    dom[at..].split('"').next()
+}
+
 fn attr(dom: &str, name: &str) -> Option<u64> {
-    let at = dom.find(&format!("{name}=\""))? + name.len() + 2;
-    dom[at..].split('"').next()?.parse().ok()
+    text_attr(dom, name)?.parse().ok()
+}
+
+/// The page's self-check after its scripted hover, wheel and legend click:
+/// a tooltip showed the mark's value with its unit, the wheel narrowed the
+/// x axis (and a reset restored it), the click hid a series and a second
+/// showed it again.
+fn interactions_work(dom: &str) {
+    let tip = text_attr(dom, "data-tooltip").expect("the self-check hovered a mark");
+    assert!(!tip.is_empty(), "no tooltip appeared on hover");
+    assert!(
+        tip.contains(" ms") || tip.contains(" %") || tip.contains("/s") || tip.contains("GPU"),
+        "the tooltip gives a value with its unit: {tip}"
+    );
+    assert_eq!(
+        attr(dom, "data-zoom"),
+        Some(1),
+        "the wheel did not zoom the x axis"
+    );
+    assert_eq!(
+        attr(dom, "data-legend"),
+        Some(1),
+        "a legend click did not toggle its series"
+    );
+}
+
+/// Loads `page` headless and returns the DOM after the page's scripts ran;
+/// `None` (with a message) when Chromium is not installed.
+fn loaded_dom(page: &Path, profile: &Path) -> Option<String> {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("skipped: {CHROMIUM} not installed (apt-get install chromium) — the report was checked as text only");
+        return None;
+    }
+    let o = chromium(page, "", profile, &["--dump-dom"]);
+    assert!(
+        o.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn sweep_report_is_interactive_offline_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("qs.toml");
+    std::fs::write(&scenario, small_quickstart(400)).unwrap();
+    let grid = tmp.path().join("g.toml");
+    std::fs::write(
+        &grid,
+        "[axes]\n\"fleet.replicas\" = [1, 2, 4]\n\"engine.max_batched_tokens\" = [2048, 8192]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = run(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--grid",
+        grid.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = out.join("report.html");
+    let html = read(&page);
+    // One file, offline: no external script, style, image or font.
+    for external in [
+        "<script src",
+        "<link",
+        "src=\"http",
+        "href=\"http",
+        "@import",
+        "url(http",
+        "url('http",
+    ] {
+        assert!(
+            !html.contains(external),
+            "report.html refers outside itself: {external}"
+        );
+    }
+    assert!(
+        html.contains("id=\"ichart-pareto\""),
+        "the Pareto chart is interactive"
+    );
+    // Every sweep point's settings are in its mark's tooltip.
+    for n in [1, 2, 4] {
+        assert!(
+            html.contains(&format!(
+                "fleet.replicas = {n}, engine.max_batched_tokens = 2048; SLO met by"
+            )),
+            "no tooltip with the settings of fleet.replicas = {n}"
+        );
+    }
+    assert!(
+        html.contains("class=\"legend\""),
+        "legend entries toggle series"
+    );
+    // The PNG/SVG exports stay for documents.
+    assert!(out.join("charts/pareto.png").exists() && out.join("charts/pareto.svg").exists());
+
+    let Some(dom) = loaded_dom(&page, &tmp.path().join("profile")) else {
+        return;
+    };
+    let figures = html.matches("<figure").count() as u64;
+    assert_eq!(
+        attr(&dom, "data-charts"),
+        Some(figures),
+        "every figure holds a chart"
+    );
+    assert_eq!(
+        attr(&dom, "data-charts-broken"),
+        Some(0),
+        "a chart rendered empty"
+    );
+    assert_eq!(
+        attr(&dom, "data-errors"),
+        Some(0),
+        "script errors: {:?}",
+        text_attr(&dom, "data-error-text")
+    );
+    interactions_work(&dom);
 }
 
 #[test]
@@ -89,6 +214,7 @@ fn report_why_section_renders_in_headless_chromium() {
             .nth(1)
             .and_then(|s| s.split('"').next())
     );
+    interactions_work(&dom);
 
     let shot = std::env::var("SERVESIM_SCREENSHOT")
         .map(std::path::PathBuf::from)

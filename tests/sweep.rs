@@ -286,3 +286,78 @@ fn every_example_grid_runs_on_the_quickstart_or_its_own_scenario() {
         );
     }
 }
+
+#[test]
+fn paired_axes_run_their_pairs_priced_per_hardware_option() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("qs.toml");
+    std::fs::write(&scenario, small_quickstart(300)).unwrap();
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(
+        &grid,
+        r#"
+[objective]
+gpu_hour_usd = { "h100" = 2.0, "h200" = 3.0 }
+
+[axes]
+"fleet.replicas" = [1, 2]
+
+[axes.zip]
+"hardware.preset" = ["h100-sxm", "h200"]
+"fleet.tensor_parallel" = [1, 2]
+"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    sweep(&scenario, &grid, &out, &[], "2");
+    let r: serde_json::Value = serde_json::from_str(&read(&out.join("sweep.json"))).unwrap();
+    let a: serde_json::Value =
+        serde_json::from_str(&read(&out.join("operating-point.json"))).unwrap();
+    let points = r["points"].as_array().unwrap();
+    // 2 replica counts × 2 hardware options: the pairs, not all 8 mixes.
+    assert_eq!(points.len(), 4);
+    let mut seen = Vec::new();
+    for (p, e) in points.iter().zip(a["points"].as_array().unwrap()) {
+        let s = &p["summary"];
+        let (hw, tp) = (
+            s["hardware"].as_str().unwrap(),
+            s["tensor_parallel"].as_u64().unwrap(),
+        );
+        let price = match (hw, tp) {
+            ("H100-SXM", 1) => 2.0,
+            ("H200", 2) => 3.0,
+            other => panic!("unpaired point {other:?}"),
+        };
+        seen.push((p["values"][0].as_u64().unwrap(), hw.to_string()));
+        assert_eq!(
+            e["cost"].as_f64().unwrap(),
+            s["gpus"].as_f64().unwrap() * price,
+            "{e}"
+        );
+    }
+    assert_eq!(
+        seen,
+        [
+            (1, "H100-SXM".into()),
+            (1, "H200".into()),
+            (2, "H100-SXM".into()),
+            (2, "H200".into())
+        ]
+    );
+
+    // Every hardware option needs its price: none is assumed.
+    let (e, g) = sweep_error(
+        "[objective]\ngpu_hour_usd = { \"h100-sxm\" = 2.0 }\n[axes.zip]\n\"hardware.preset\" = [\"h100-sxm\", \"h200\"]\n\"fleet.tensor_parallel\" = [1, 2]\n",
+    );
+    assert!(
+        e.starts_with(&format!(
+            "error: {g}: objective.gpu_hour_usd: no price for hardware H200"
+        )),
+        "{e}"
+    );
+    let (e, _) = sweep_error("[axes.zip]\n\"hardware.preset\" = [\"h100-sxm\", \"h200\"]\n\"fleet.tensor_parallel\" = [1]\n");
+    assert!(
+        e.contains("axes.zip.fleet.tensor_parallel: has 1 values"),
+        "{e}"
+    );
+}

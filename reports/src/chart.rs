@@ -52,6 +52,9 @@ pub struct Series {
     pub mark: Mark,
     pub color: RGBColor,
     pub width: u32,
+    /// Per point, more to say on hover in the HTML report (a sweep point's
+    /// settings); empty for none.
+    pub tips: Vec<String>,
 }
 
 impl Series {
@@ -67,6 +70,7 @@ impl Series {
             mark,
             color,
             width: 2,
+            tips: Vec::new(),
         }
     }
 }
@@ -111,7 +115,9 @@ pub struct XyPlot {
     pub y_log: bool,
     /// The x values are counts (replicas, GPUs): label whole numbers only.
     pub x_integer: bool,
-    /// Fixed ranges; computed from the data when `None`.
+    /// Bounds the axes may not pass (0–100 % for a share); within them the
+    /// axes fit the data, so points at 95–100 % are not flattened into the
+    /// top of a 0–100 % axis.
     pub x_range: Option<(f64, f64)>,
     pub y_range: Option<(f64, f64)>,
     pub legend: Legend,
@@ -141,7 +147,7 @@ impl XyPlot {
         }
     }
 
-    fn ranges(&self) -> ((f64, f64), (f64, f64)) {
+    pub(crate) fn ranges(&self) -> ((f64, f64), (f64, f64)) {
         let pts = self.series.iter().flat_map(|s| s.points.iter().copied());
         let hl = self.highlights.iter().map(|h| h.at);
         let all: Vec<(f64, f64)> = pts.chain(hl).collect();
@@ -150,9 +156,25 @@ impl XyPlot {
         for r in &self.ref_lines {
             if r.vertical { &mut xs } else { &mut ys }.push(r.at);
         }
-        let x = self.x_range.unwrap_or_else(|| span(&xs, self.x_log));
-        let y = self.y_range.unwrap_or_else(|| span(&ys, self.y_log));
+        let x = within(span(&xs, self.x_log), self.x_range);
+        let y = within(span(&ys, self.y_log), self.y_range);
         (x, y)
+    }
+}
+
+/// The data's span clipped to `bounds` (the bounds alone when the data fall
+/// outside them).
+fn within(data: (f64, f64), bounds: Option<(f64, f64)>) -> (f64, f64) {
+    match bounds {
+        None => data,
+        Some((lo, hi)) => {
+            let (a, b) = (data.0.max(lo), data.1.min(hi));
+            if a < b {
+                (a, b)
+            } else {
+                (lo, hi)
+            }
+        }
     }
 }
 
@@ -268,7 +290,10 @@ impl Chart {
 pub struct Rendered {
     pub name: String,
     pub title: String,
+    /// The plotters SVG (the file `<name>.svg`).
     pub svg: String,
+    /// The interactive SVG `report.html` inlines (`interactive`).
+    pub interactive: String,
 }
 
 /// Draws `chart` into `dir/<name>.png` and `dir/<name>.svg`.
@@ -296,6 +321,7 @@ pub fn render(chart: &Chart, dir: &Path) -> Result<Rendered, String> {
         name: name.to_string(),
         title: chart.title().to_string(),
         svg,
+        interactive: crate::interactive::svg(chart),
     })
 }
 

@@ -105,8 +105,9 @@ impl Doc {
         let mut h = String::new();
         let _ = write!(
             h,
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n{}\n</head>\n<body>\n<h1>{}</h1>\n",
             esc(&self.title),
+            crate::interactive::ERROR_HOOK,
             esc(&self.title)
         );
         for s in &self.sections {
@@ -138,9 +139,13 @@ impl Doc {
                     Block::Figure(r) => {
                         let _ = writeln!(
                             h,
-                            "<figure id=\"chart-{n}\">\n{svg}\n<figcaption>{t} — <a href=\"charts/{n}.png\">charts/{n}.png</a> · <a href=\"charts/{n}.svg\">charts/{n}.svg</a></figcaption>\n</figure>",
+                            "<figure id=\"chart-{n}\">\n{svg}\n<figcaption>{t} — hover for values, wheel or drag to zoom the x axis (double-click resets), click a legend entry to hide it — <a href=\"charts/{n}.png\">charts/{n}.png</a> · <a href=\"charts/{n}.svg\">charts/{n}.svg</a></figcaption>\n</figure>",
                             n = esc(&r.name),
-                            svg = inline_svg(&r.svg).trim_end(),
+                            svg = if r.interactive.is_empty() {
+                                inline_svg(&r.svg).trim_end()
+                            } else {
+                                r.interactive.as_str()
+                            },
                             t = esc(&r.title)
                         );
                     }
@@ -148,7 +153,8 @@ impl Doc {
             }
             h.push_str("</section>\n");
         }
-        h.push_str("</body>\n</html>\n");
+        h.push_str(crate::interactive::SCRIPT);
+        h.push_str("\n</body>\n</html>\n");
         h
     }
 
@@ -220,6 +226,7 @@ mod tests {
             name: "ttft-cdf".into(),
             title: "TTFT".into(),
             svg: "<?xml version=\"1.0\"?>\n<svg width=\"10\"></svg>\n".into(),
+            interactive: String::new(),
         });
         let d = Doc {
             title: "T".into(),

@@ -20,6 +20,7 @@ mod data;
 pub mod document;
 pub mod explain;
 mod font;
+pub mod interactive;
 mod run_report;
 mod sweep_report;
 mod tenant_report;

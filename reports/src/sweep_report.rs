@@ -113,16 +113,36 @@ fn describe(r: &SweepResults, p: &PointResult) -> String {
 /// The objective in words: what cost and latency mean, and what "meets the
 /// SLOs" means — including that no price is assumed.
 pub fn objective_text(obj: &Objective, a: &Analysis) -> String {
-    let price = match obj.gpu_hour_usd {
-        Some(p) => format!("Price: ${p:.2} per GPU-hour, as stated in the grid."),
+    let price = match &obj.gpu_hour_usd {
+        Some(p) => format!(
+            "Price: {} per GPU-hour, as stated in the grid.",
+            p.describe()
+        ),
         None => "No price per GPU-hour was stated, so cost is counted in GPUs.".into(),
     };
-    let slo = match (a.slo_ttft_ms, a.slo_tpot_ms) {
-        (Some(t), Some(p)) => format!(
-            "A point meets the SLOs when at least {:.1} % of its requests have TTFT ≤ {t} ms and TPOT ≤ {p} ms (a rejection counts as a miss); the operating point is the one meeting them with the most goodput per GPU.",
+    let thresholds = [a.slo_ttft_ms, a.slo_tpot_ms, a.slo_e2e_ms];
+    let targets = sim::metrics::describe_slo([None; 3], &a.slo_percentiles_ms, " and ");
+    let judged = if thresholds.iter().any(Option::is_some) {
+        format!(
+            "at least {:.1} % of its requests have {} (a rejection counts as a miss)",
+            obj.attainment * 100.0,
+            sim::metrics::describe_slo(thresholds, &Default::default(), " and ")
+        )
+    } else {
+        format!(
+            "at least {:.1} % of its requests complete",
             obj.attainment * 100.0
-        ),
-        _ => "The scenario has no [slo], so no operating point is chosen.".into(),
+        )
+    };
+    let slo = if thresholds.iter().all(Option::is_none) && targets.is_empty() {
+        "The scenario has no [slo], so no operating point is chosen.".to_string()
+    } else {
+        let also = if targets.is_empty() {
+            String::new()
+        } else {
+            format!(" and its run has {targets}")
+        };
+        format!("A point meets the SLOs when {judged}{also}; the operating point is the one meeting them with the most goodput per GPU.")
     };
     format!(
         "Cost: {}. Latency: {}. {price} {slo}",
@@ -175,36 +195,52 @@ fn pareto_chart(r: &SweepResults, obj: &Objective, a: &Analysis) -> Chart {
     p.x_log = x_log;
     p.y_log = y_log;
     p.x_integer = obj.cost == sim::sweep::objective::CostMetric::Gpus;
-    let has_slo = a.slo_ttft_ms.is_some();
+    let has_slo = a.slo_ttft_ms.is_some()
+        || a.slo_tpot_ms.is_some()
+        || a.slo_e2e_ms.is_some()
+        || !a.slo_percentiles_ms.is_empty();
     // The front is a line under the points, so each front point still shows
     // whether it meets the SLOs.
-    let front: Vec<(f64, f64)> = a.pareto_front.iter().filter_map(|&i| xy(i)).collect();
-    p.series
-        .push(Series::new("Pareto front", front, Mark::Line, PALETTE[0]));
-    let (meet, miss): (Vec<_>, Vec<_>) = a.points.iter().partition(|e| e.meets_slo);
-    let pts = |v: &[&sim::sweep::objective::Evaluated]| {
-        v.iter().filter_map(|e| xy(e.index)).collect::<Vec<_>>()
+    // Each point's settings and verdict, shown on hover in report.html.
+    let settings = |i: usize| {
+        let (pt, e) = (&r.points[position(r, i)], &a.points[position(r, i)]);
+        format!(
+            "point {i}: {}; SLO met by {}; goodput {} req/s per GPU",
+            describe(r, pt),
+            pct(e.attainment),
+            fmt(e.goodput_rps_per_gpu, 3)
+        )
     };
+    let on = |ids: &[usize]| -> (Vec<(f64, f64)>, Vec<String>) {
+        ids.iter()
+            .filter_map(|&i| xy(i).map(|at| (at, settings(i))))
+            .unzip()
+    };
+    let with_tips = |label: &str, ids: &[usize], mark: Mark, color| {
+        let (points, tips) = on(ids);
+        let mut s = Series::new(label, points, mark, color);
+        s.tips = tips;
+        s
+    };
+    p.series.push(with_tips(
+        "Pareto front",
+        &a.pareto_front,
+        Mark::Line,
+        PALETTE[0],
+    ));
+    let (meet, miss): (Vec<usize>, Vec<usize>) = a
+        .points
+        .iter()
+        .map(|e| e.index)
+        .partition(|&i| a.points[position(r, i)].meets_slo);
     if has_slo {
-        p.series.push(Series::new(
-            "misses the SLOs",
-            pts(&miss),
-            Mark::Points,
-            GREY,
-        ));
-        p.series.push(Series::new(
-            "meets the SLOs",
-            pts(&meet),
-            Mark::Points,
-            PALETTE[2],
-        ));
+        p.series
+            .push(with_tips("misses the SLOs", &miss, Mark::Points, GREY));
+        p.series
+            .push(with_tips("meets the SLOs", &meet, Mark::Points, PALETTE[2]));
     } else {
-        p.series.push(Series::new(
-            "sweep point",
-            pts(&miss),
-            Mark::Points,
-            PALETTE[0],
-        ));
+        p.series
+            .push(with_tips("sweep point", &miss, Mark::Points, PALETTE[0]));
     }
     if let Some(b) = a.best.and_then(|i| xy(i).map(|at| (i, at))) {
         p.highlights.push(Highlight {

@@ -263,46 +263,6 @@ fn replicas_svg(e: &Explanation) -> String {
     s
 }
 
-/// Inline script: hover values, sortable tables, and the page's self-check
-/// (charts drawn, errors seen) written onto `<body>` for tests.
-const SCRIPT: &str = r#"<script>
-(function(){
-var errors=window.__whyErrors||[];
-var tip=document.createElement('div');
-tip.style.cssText='position:absolute;display:none;background:#222;color:#fff;padding:3px 7px;border-radius:3px;font-size:12px;pointer-events:none;z-index:9';
-document.body.appendChild(tip);
-document.querySelectorAll('[data-tip]').forEach(function(el){
- el.addEventListener('mousemove',function(e){tip.textContent=el.getAttribute('data-tip');tip.style.display='block';tip.style.left=(e.pageX+12)+'px';tip.style.top=(e.pageY+12)+'px';});
- el.addEventListener('mouseleave',function(){tip.style.display='none';});
-});
-document.querySelectorAll('table.sortable').forEach(function(t){
- t.querySelectorAll('th').forEach(function(th,i){
-  th.style.cursor='pointer';th.title='sort';
-  th.addEventListener('click',function(){
-   var asc=th.getAttribute('data-dir')!=='asc';th.setAttribute('data-dir',asc?'asc':'desc');
-   var body=t.tBodies[0];var rows=Array.prototype.slice.call(body.rows);
-   rows.sort(function(a,b){var x=a.cells[i].textContent,y=b.cells[i].textContent,nx=parseFloat(x),ny=parseFloat(y);
-    var c=(isNaN(nx)||isNaN(ny))?x.localeCompare(y):nx-ny;return asc?c:-c;});
-   rows.forEach(function(r){body.appendChild(r);});
-  });
- });
-});
-window.addEventListener('load',function(){
- var charts=document.querySelectorAll('figure svg'),broken=0;
- charts.forEach(function(s){var b=s.getBoundingClientRect();if(b.width<50||b.height<50||s.querySelectorAll('rect,path,polyline,line').length<2)broken++;});
- document.body.setAttribute('data-charts',charts.length);
- document.body.setAttribute('data-charts-broken',broken);
- document.body.setAttribute('data-errors',errors.length);
- document.body.setAttribute('data-error-text',errors.join(' | '));
-});
-// report.html#why-only shows this section alone (for screenshots and links).
-if(location.hash==='#why-only'){document.querySelectorAll('body>section').forEach(function(s){if(!s.querySelector('#why'))s.style.display='none';});}
-})();
-</script>"#;
-
-/// Collects script errors before anything else runs.
-const ERROR_HOOK: &str = "<script>window.__whyErrors=[];window.addEventListener('error',function(e){window.__whyErrors.push(String(e.message));});var __ce=console.error;console.error=function(){window.__whyErrors.push(Array.prototype.join.call(arguments,' '));__ce.apply(console,arguments);};</script>";
-
 fn sortable(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut h = String::from("<table class=\"sortable\"><thead><tr>");
     for c in header {
@@ -424,7 +384,7 @@ pub fn section(dir: &Path) -> Result<Option<Section>, String> {
         e.requests,
         dir.display()
     ));
-    let mut html = format!("<a id=\"why\"></a>{ERROR_HOOK}");
+    let mut html = "<a id=\"why\"></a>".to_string();
     let mut md = String::new();
     for mb in &e.metrics {
         html.push_str(&format!("<figure>{}</figure>", bands_svg(mb)));
@@ -536,7 +496,6 @@ pub fn section(dir: &Path) -> Result<Option<Section>, String> {
         .map(|c| format!("{}: {}", c.name(), explain::describe(c.name())))
         .collect();
     sec.para(format!("Components — {}.", legend.join("; ")));
-    html.push_str(SCRIPT);
     sec.html(html, md);
     Ok(Some(sec))
 }

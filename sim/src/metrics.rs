@@ -809,8 +809,10 @@ mod tests {
         let mut t = SloTargets::default();
         t.percentile_ms[0][3] = Some(100.0); // ttft_p99_ms
         t.percentile_ms[2][0] = Some(5.0); // itl_p50_ms
-        let mut l = Latency::default();
-        l.ttft_ms = Dist::of((1..=100).map(f64::from).collect());
+        let l = Latency {
+            ttft_ms: Dist::of((1..=100).map(f64::from).collect()),
+            ..Latency::default()
+        };
         let v = t.verdicts(&l);
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].key, "ttft_p99_ms");

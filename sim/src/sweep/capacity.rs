@@ -309,6 +309,33 @@ impl Prober<'_> {
     }
 }
 
+/// One probe as the searches run it: `scenario_toml` with `replicas` at
+/// `rate`, its horizon sized for the fleet and times `factor`, judged
+/// against `attainment` (exhaustive checks of the searches use it).
+pub fn probe_once(
+    scenario_toml: &str,
+    origin: &str,
+    replicas: u32,
+    rate: f64,
+    factor: f64,
+    attainment: f64,
+) -> Result<Probe, SweepError> {
+    let s = Scenario::from_toml_str(scenario_toml, origin)?;
+    let base: toml::Table = scenario_toml
+        .parse()
+        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
+    let (knob, _) = load_knob(&base, &s)?;
+    let quiet = |_: &Probe| {};
+    let p = Prober {
+        base,
+        origin,
+        knob,
+        target: attainment,
+        on_probe: &quiet,
+    };
+    p.probe_with("exhaustive", replicas, rate, factor)
+}
+
 fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) -> Probe {
     let slo = s.slo.clone().unwrap_or_default();
     Probe {

@@ -9,16 +9,23 @@
 //! latency = "ttft_ms.p99"       # any latency.<metric>.<stat> of the summary
 //! attainment = 0.99             # share of requests meeting the scenario's [slo]
 //! gpu_hour_usd = 2.50           # optional: cost in dollars instead of GPUs
+//!                               # (or one per hardware option: { "h200" = 3.49, ... })
 //!
 //! [axes]
 //! "fleet.replicas" = { from = 2, to = 8, step = 2 }
 //! "engine.max_batched_tokens" = [2048, 8192]
 //! "workload.rate" = { from = 20.0, to = 80.0 }   # sampled modes only
+//!
+//! [axes.zip]                    # paired axes: the i-th values go together
+//! "hardware.preset" = ["h100-sxm", "h200"]
+//! "fleet.tensor_parallel" = [4, 2]
 //! ```
 //!
 //! Axis keys may be quoted (`"fleet.replicas"`) or dotted (`fleet.replicas`);
 //! both name the same scenario key path. Axes keep the order of the file: the
-//! first varies slowest in the cartesian product.
+//! first varies slowest in the cartesian product. The axes of a `zip` table
+//! are one dimension of the product: equally long lists whose i-th values
+//! make one option (`[[axes.zip]]` gives several such groups).
 
 use super::keypath;
 use super::objective::ObjectiveCfg;
@@ -99,6 +106,9 @@ pub struct Axis {
     /// The scenario key path it sets (aliases resolved).
     pub path: String,
     pub values: AxisValues,
+    /// The `zip` group the axis belongs to: the axes of a group vary
+    /// together, their i-th values paired.
+    pub zip: Option<usize>,
 }
 
 /// A parsed, checked grid file.
@@ -185,10 +195,12 @@ impl Grid {
                         "a range without `step` can only be sampled (sample = \"random\" or \"latin-hypercube\"); add `step` for the cartesian product".into(),
                     ));
                 }
-                let n = axes.iter().try_fold(1usize, |acc, a| match &a.values {
-                    AxisValues::List(v) => acc.checked_mul(v.len()),
-                    AxisValues::Continuous { .. } => unreachable!("rejected above"),
-                });
+                let n = dims(&axes)
+                    .iter()
+                    .try_fold(1usize, |acc, d| match &axes[d[0]].values {
+                        AxisValues::List(v) => acc.checked_mul(v.len()),
+                        AxisValues::Continuous { .. } => unreachable!("rejected above"),
+                    });
                 match n {
                     Some(n) if n <= MAX_POINTS => None,
                     _ => {
@@ -234,6 +246,26 @@ impl Grid {
     pub fn keys(&self) -> Vec<String> {
         self.axes.iter().map(|a| a.key.clone()).collect()
     }
+
+    /// The dimensions of the sweep: each a list of axis indices, one axis
+    /// alone or a `zip` group, in the order of their first axis.
+    pub fn dims(&self) -> Vec<Vec<usize>> {
+        dims(&self.axes)
+    }
+}
+
+fn dims(axes: &[Axis]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, a) in axes.iter().enumerate() {
+        match a.zip {
+            Some(g) => match out.iter_mut().find(|d| axes[d[0]].zip == Some(g)) {
+                Some(d) => d.push(i),
+                None => out.push(vec![i]),
+            },
+            None => out.push(vec![i]),
+        }
+    }
+    out
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
@@ -308,6 +340,10 @@ fn flatten(node: Node, prefix: &str, out: &mut Vec<Axis>) -> Result<(), Invalid>
         ));
     };
     for (k, v) in entries {
+        if prefix.is_empty() && k == ZIP {
+            zip_groups(v, out)?;
+            continue;
+        }
         let key = if prefix.is_empty() {
             k
         } else {
@@ -341,6 +377,76 @@ fn axis(key: String, values: AxisValues) -> Axis {
         path: keypath::resolve(&key).to_string(),
         key,
         values,
+        zip: None,
+    }
+}
+
+/// The `[axes]` key of paired axes.
+const ZIP: &str = "zip";
+
+/// `zip`: one table of paired axes, or a list of such tables.
+fn zip_groups(node: Node, out: &mut Vec<Axis>) -> Result<(), Invalid> {
+    let tables = match node {
+        Node::Table(entries) => vec![(ZIP.to_string(), Node::Table(entries))],
+        Node::List(values) => values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (format!("{ZIP}[{i}]"), node_of(v)))
+            .collect(),
+        Node::Scalar(_) => {
+            return Err((
+                ZIP.into(),
+                "must be a table of paired axes, e.g. [axes.zip] with \"hardware.preset\" = [\"h100-sxm\", \"h200\"] and \"fleet.tensor_parallel\" = [4, 2]".into(),
+            ))
+        }
+    };
+    for (name, table) in tables {
+        let group = out.iter().filter_map(|a| a.zip).max().map_or(0, |g| g + 1);
+        let mut axes = Vec::new();
+        flatten(table, "", &mut axes).map_err(|(k, m)| (format!("{name}.{k}"), m))?;
+        if axes.is_empty() {
+            return Err((name, "is empty: list the axes that vary together".into()));
+        }
+        let mut len = None;
+        for a in &mut axes {
+            let AxisValues::List(v) = &a.values else {
+                return Err((
+                    format!("{name}.{}", a.key),
+                    "paired axes need lists of values (or ranges with `step`)".into(),
+                ));
+            };
+            if a.zip.is_some() {
+                return Err((
+                    format!("{name}.{}", a.key),
+                    "a zip group cannot hold another".into(),
+                ));
+            }
+            match len {
+                None => len = Some((v.len(), a.key.clone())),
+                Some((n, ref first)) if n != v.len() => {
+                    return Err((
+                        format!("{name}.{}", a.key),
+                        format!(
+                            "has {} values, `{first}` has {n}: paired axes need lists of the same length (the i-th values go together)",
+                            v.len()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            a.zip = Some(group);
+        }
+        out.extend(axes);
+    }
+    Ok(())
+}
+
+/// A TOML value as an `[axes]` node (a table's keys in TOML's order).
+fn node_of(v: toml::Value) -> Node {
+    match v {
+        toml::Value::Table(t) => Node::Table(t.into_iter().map(|(k, v)| (k, node_of(v))).collect()),
+        toml::Value::Array(a) => Node::List(a),
+        other => Node::Scalar(other),
     }
 }
 
@@ -510,6 +616,60 @@ engine.max_batched_tokens = [2048, 4096, 8192]
         assert!(e.0.contains("g.toml: axes: missing"), "{e}");
         let e = grid("[axes]\nx = { from = 1, to = 1000000000, step = 1 }\n").unwrap_err();
         assert!(e.0.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn zipped_axes_are_one_dimension_with_paired_values() {
+        let g = grid(
+            "[axes]\n\"fleet.replicas\" = [1, 2, 3]\n[axes.zip]\n\"hardware.preset\" = [\"h100-sxm\", \"h200\"]\n\"fleet.tensor_parallel\" = [4, 2]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            g.keys(),
+            ["fleet.replicas", "hardware.preset", "fleet.tensor_parallel"]
+        );
+        assert_eq!(g.dims(), vec![vec![0], vec![1, 2]]);
+        let pts = super::super::sample::points(&g, 0);
+        // 3 replica counts × 2 hardware options, not × 2 × 2.
+        assert_eq!(pts.len(), 6);
+        let pairs: Vec<(String, i64)> = pts
+            .iter()
+            .map(|p| {
+                (
+                    p.values[1].as_str().unwrap().to_string(),
+                    p.values[2].as_integer().unwrap(),
+                )
+            })
+            .collect();
+        for (hw, tp) in &pairs {
+            assert_eq!(*tp, if hw == "h100-sxm" { 4 } else { 2 }, "{pairs:?}");
+        }
+        assert_eq!(pts[1].values[0].as_integer(), Some(1));
+        // Sampled, a group draws one index for all its axes.
+        let g = grid(
+            "[sweep]\nsample = \"latin-hypercube\"\npoints = 8\n[axes]\nr = { from = 1, to = 8 }\n[[axes.zip]]\na = [1, 2, 3]\nb = [10, 20, 30]\n",
+        )
+        .unwrap();
+        for p in super::super::sample::points(&g, 7) {
+            let a = p.values[1].as_integer().unwrap();
+            assert_eq!(p.values[2].as_integer(), Some(a * 10), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn bad_zips_name_the_key() {
+        let e = grid("[axes.zip]\na = [1, 2]\nb = [1, 2, 3]\n").unwrap_err();
+        assert!(e.0.contains("axes.zip.b: has 3 values, `a` has 2"), "{e}");
+        let e = grid("[sweep]\nsample = \"random\"\npoints = 2\n[axes.zip]\na = { from = 1, to = 2 }\nb = [1, 2]\n")
+            .unwrap_err();
+        assert!(e.0.contains("axes.zip.a: paired axes need lists"), "{e}");
+        let e = grid("[axes]\nzip = 3\n").unwrap_err();
+        assert!(
+            e.0.contains("axes.zip: must be a table of paired axes"),
+            "{e}"
+        );
+        let e = grid("[axes]\nx = [1]\n[axes.zip]\n").unwrap_err();
+        assert!(e.0.contains("axes.zip: is empty"), "{e}");
     }
 
     #[test]

@@ -14,10 +14,12 @@
 //! * [`results`] and [`shard`] write, read and merge `sweep.json` /
 //!   `sweep.csv`, so a sweep can be split over a job array;
 //! * [`pareto`] and [`objective`] pick the operating point; [`capacity`]
-//!   searches the arrival rate and the replica count.
+//!   searches the arrival rate and the replica count; [`deploy`] finds the
+//!   cheapest option of a declared space that meets the SLOs at a demand.
 
 pub mod capacity;
 pub mod checkpoint;
+pub mod deploy;
 pub mod grid;
 pub mod keypath;
 pub mod objective;

@@ -13,8 +13,9 @@
 //! took to drain — and ties go to the cheaper point, then the lower latency,
 //! then the lower index.
 //!
-//! Cost is in GPUs unless a price per GPU-hour is stated; no price is ever
-//! assumed.
+//! Cost is in GPUs unless a price per GPU-hour is stated — one for every
+//! GPU, or one per hardware option (`{ "h100-sxm" = 2.49, "h200" = 3.49 }`);
+//! no price is ever assumed.
 
 use super::pareto::{self, Candidate};
 use super::results::{number_at, SweepResults};
@@ -54,6 +55,56 @@ impl CostMetric {
     }
 }
 
+/// The price of one GPU for one hour, US dollars: one for every GPU, or one
+/// per hardware option, keyed by catalog preset (or alias) or by the
+/// hardware's name (`[hardware.spec] name`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GpuHourPrice {
+    Flat(f64),
+    PerHardware(std::collections::BTreeMap<String, f64>),
+}
+
+impl GpuHourPrice {
+    /// The price of a GPU of `hardware` (the name a summary reports).
+    pub fn of(&self, hardware: &str) -> Option<f64> {
+        match self {
+            GpuHourPrice::Flat(p) => Some(*p),
+            GpuHourPrice::PerHardware(m) => m
+                .iter()
+                .find(|(k, _)| same_hardware(k, hardware))
+                .map(|(_, &p)| p),
+        }
+    }
+
+    /// "$2.50" or "$2.49 h100-sxm, $3.49 h200".
+    pub fn describe(&self) -> String {
+        match self {
+            GpuHourPrice::Flat(p) => format!("${p:.2}"),
+            GpuHourPrice::PerHardware(m) => m
+                .iter()
+                .map(|(k, p)| format!("${p:.2} {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The hardware options priced, when priced per option.
+    pub fn options(&self) -> Vec<&str> {
+        match self {
+            GpuHourPrice::Flat(_) => Vec::new(),
+            GpuHourPrice::PerHardware(m) => m.keys().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// Whether a price key names `hardware` (a summary's hardware name): the
+/// name itself, or a catalog preset or alias whose datasheet has that name.
+pub fn same_hardware(key: &str, hardware: &str) -> bool {
+    key.eq_ignore_ascii_case(hardware)
+        || crate::catalog::hardware(key).is_some_and(|h| h.name.eq_ignore_ascii_case(hardware))
+}
+
 /// The `[objective]` table of a grid file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,9 +119,10 @@ pub struct ObjectiveCfg {
     /// Share of requests that must meet the SLOs. Default 0.99.
     #[serde(default)]
     pub attainment: Option<f64>,
-    /// Price of one GPU for one hour, in US dollars.
+    /// Price of one GPU for one hour, in US dollars (one, or one per
+    /// hardware option).
     #[serde(default)]
-    pub gpu_hour_usd: Option<f64>,
+    pub gpu_hour_usd: Option<GpuHourPrice>,
 }
 
 /// The latency statistic used when the grid names none.
@@ -105,12 +157,23 @@ impl ObjectiveCfg {
                 ));
             }
         }
-        if let Some(p) = self.gpu_hour_usd {
-            if !(p.is_finite() && p > 0.0) {
+        let prices: Vec<(String, f64)> = match &self.gpu_hour_usd {
+            None => Vec::new(),
+            Some(GpuHourPrice::Flat(p)) => vec![("gpu_hour_usd".into(), *p)],
+            Some(GpuHourPrice::PerHardware(m)) if m.is_empty() => {
                 return Err((
                     "gpu_hour_usd".into(),
-                    format!("must be a positive price, got {p}"),
-                ));
+                    "gives no price: write one price, or one per hardware option, e.g. { \"h100-sxm\" = 2.49, \"h200\" = 3.49 }".into(),
+                ))
+            }
+            Some(GpuHourPrice::PerHardware(m)) => m
+                .iter()
+                .map(|(k, &p)| (format!("gpu_hour_usd.{k}"), p))
+                .collect(),
+        };
+        for (k, p) in prices {
+            if !(p.is_finite() && p > 0.0) {
+                return Err((k, format!("must be a positive price, got {p}")));
             }
         }
         if let Some(c) = self.cost {
@@ -154,8 +217,27 @@ impl ObjectiveCfg {
                 .unwrap_or(latency)
                 .to_string(),
             attainment: self.attainment.unwrap_or(DEFAULT_ATTAINMENT),
-            gpu_hour_usd: self.gpu_hour_usd,
+            gpu_hour_usd: self.gpu_hour_usd.clone(),
         }
+    }
+}
+
+/// Dollars per hour of a point's fleet: `gpus` at the price of its hardware,
+/// or each pool's GPUs at its own hardware's price (a fleet of pools may mix
+/// hardware); `None` when a hardware has no price.
+fn dollars_per_hour(price: &GpuHourPrice, summary: &Value, gpus: f64) -> Option<f64> {
+    if let GpuHourPrice::Flat(p) = price {
+        return Some(gpus * p);
+    }
+    let pools = summary.get("pools").and_then(Value::as_array);
+    match pools.filter(|p| !p.is_empty()) {
+        // An autoscaled fleet bills its mean GPUs: priced at the first
+        // pool's hardware only when there is one hardware.
+        Some(pools) if summary.pointer("/lifecycle/mean_billed_gpus").is_none() => pools
+            .iter()
+            .map(|p| Some(number_at(p, "gpus")? * price.of(p.get("hardware")?.as_str()?)?))
+            .sum(),
+        _ => Some(gpus * price.of(summary.get("hardware")?.as_str()?)?),
     }
 }
 
@@ -167,7 +249,7 @@ pub struct Objective {
     /// `<metric>.<stat>` under the summary's `latency`.
     pub latency: String,
     pub attainment: f64,
-    pub gpu_hour_usd: Option<f64>,
+    pub gpu_hour_usd: Option<GpuHourPrice>,
 }
 
 impl Objective {
@@ -177,7 +259,10 @@ impl Objective {
         // standby and cold starts included), not its starting fleet.
         let gpus = number_at(summary, "lifecycle.mean_billed_gpus")
             .or_else(|| number_at(summary, "gpus"))?;
-        let price = self.gpu_hour_usd;
+        let price = self
+            .gpu_hour_usd
+            .as_ref()
+            .and_then(|p| dollars_per_hour(p, summary, gpus));
         let mtok_per_hour = || {
             number_at(summary, "throughput.output_tokens_per_s")
                 .map(|t| t * 3600.0 / 1e6)
@@ -185,8 +270,8 @@ impl Objective {
         };
         match self.cost {
             CostMetric::Gpus => Some(gpus),
-            CostMetric::UsdPerHour => Some(gpus * price?),
-            CostMetric::UsdPerMOutputTokens => Some(gpus * price? / mtok_per_hour()?),
+            CostMetric::UsdPerHour => price,
+            CostMetric::UsdPerMOutputTokens => Some(price? / mtok_per_hour()?),
             CostMetric::GpuHoursPerMOutputTokens => Some(gpus / mtok_per_hour()?),
         }
     }
@@ -212,15 +297,16 @@ impl Objective {
 
     /// Axis label of the cost, with its unit and the price it assumes.
     pub fn cost_label(&self) -> String {
-        let at = |p: Option<f64>| {
-            p.map(|p| format!(" at ${p:.2}/GPU-hour"))
+        let at = |p: &Option<GpuHourPrice>| {
+            p.as_ref()
+                .map(|p| format!(" at {}/GPU-hour", p.describe()))
                 .unwrap_or_default()
         };
         match self.cost {
             CostMetric::Gpus => "fleet size (GPUs)".into(),
-            CostMetric::UsdPerHour => format!("fleet cost ($/hour{})", at(self.gpu_hour_usd)),
+            CostMetric::UsdPerHour => format!("fleet cost ($/hour{})", at(&self.gpu_hour_usd)),
             CostMetric::UsdPerMOutputTokens => {
-                format!("cost ($ per 1M output tokens{})", at(self.gpu_hour_usd))
+                format!("cost ($ per 1M output tokens{})", at(&self.gpu_hour_usd))
             }
             CostMetric::GpuHoursPerMOutputTokens => "GPU-hours per 1M output tokens".into(),
         }
@@ -261,6 +347,8 @@ pub struct Analysis {
     /// The SLO targets the points were judged by, ms.
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_e2e_ms: Option<f64>,
     /// The percentile targets the points were judged by, ms, by `[slo]` key.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub slo_percentiles_ms: std::collections::BTreeMap<String, f64>,
@@ -374,6 +462,7 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
         objective: objective.clone(),
         slo_ttft_ms: first_slo.and_then(|s| number_at(s, "ttft_ms")),
         slo_tpot_ms: first_slo.and_then(|s| number_at(s, "tpot_ms")),
+        slo_e2e_ms: first_slo.and_then(|s| number_at(s, "e2e_ms")),
         slo_percentiles_ms: first_slo
             .and_then(|s| s.get("percentiles"))
             .and_then(Value::as_array)
@@ -480,7 +569,7 @@ mod tests {
     fn costs_use_the_stated_price_only() {
         let s = point(0, 4, 100.0, 1.0, 1.0).summary;
         let priced = ObjectiveCfg {
-            gpu_hour_usd: Some(2.0),
+            gpu_hour_usd: Some(GpuHourPrice::Flat(2.0)),
             ..Default::default()
         }
         .resolve();
@@ -505,6 +594,36 @@ mod tests {
         .check()
         .unwrap_err();
         assert!(e.1.contains("needs a price"), "{e:?}");
+    }
+
+    #[test]
+    fn a_price_per_hardware_option_prices_each_point_by_its_hardware() {
+        let cfg: ObjectiveCfg =
+            toml::from_str("gpu_hour_usd = { \"h100\" = 2.0, \"h200\" = 3.5 }").unwrap();
+        cfg.check().unwrap();
+        let o = cfg.resolve();
+        assert_eq!(o.cost, CostMetric::UsdPerHour);
+        let mut s = point(0, 4, 100.0, 1.0, 1.0).summary;
+        // Summaries name the datasheet (`H100-SXM`); a key may be an alias.
+        s["hardware"] = json!("H100-SXM");
+        assert_eq!(o.cost_of(&s), Some(8.0));
+        s["hardware"] = json!("H200");
+        assert_eq!(o.cost_of(&s), Some(14.0));
+        s["hardware"] = json!("MI300X");
+        assert_eq!(o.cost_of(&s), None, "no price, no cost");
+        // A fleet of pools: each pool's GPUs at its own hardware's price.
+        s["pools"] =
+            json!([{ "hardware": "H100-SXM", "gpus": 2 }, { "hardware": "H200", "gpus": 1 }]);
+        assert_eq!(o.cost_of(&s), Some(2.0 * 2.0 + 3.5));
+        assert!(
+            o.cost_label().contains("$2.00 h100, $3.50 h200"),
+            "{}",
+            o.cost_label()
+        );
+        let bad: ObjectiveCfg = toml::from_str("gpu_hour_usd = { \"h200\" = -1 }").unwrap();
+        assert_eq!(bad.check().unwrap_err().0, "gpu_hour_usd.h200");
+        let empty: ObjectiveCfg = toml::from_str("gpu_hour_usd = {}").unwrap();
+        assert!(empty.check().unwrap_err().1.contains("no price"));
     }
 
     #[test]

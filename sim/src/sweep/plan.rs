@@ -5,6 +5,7 @@
 
 use super::grid::{AxisValues, Grid};
 use super::keypath;
+use super::objective::GpuHourPrice;
 use super::sample::{self, Point};
 use super::SweepError;
 use crate::Scenario;
@@ -46,32 +47,72 @@ impl Plan {
         };
         plan.check_axes()?;
         for p in &plan.points {
-            plan.scenario_for(p)?;
+            let s = plan.scenario_for(p)?;
+            plan.check_prices(p, &s)?;
         }
         Ok(plan)
     }
 
-    /// Each axis value alone on the base scenario: an unknown key path or a
-    /// wrongly typed value is reported against the axis that carries it.
+    /// Each axis value alone on the base scenario (a `zip` group's values
+    /// together, as they are paired): an unknown key path or a wrongly typed
+    /// value is reported against the axis that carries it.
     fn check_axes(&self) -> Result<(), SweepError> {
-        for a in &self.grid.axes {
-            let probes: Vec<toml::Value> = match &a.values {
-                AxisValues::List(l) => l.clone(),
-                &AxisValues::Continuous { from, to, integer } if integer => {
-                    vec![(from as i64).into(), (to as i64).into()]
+        let axes = &self.grid.axes;
+        for d in self.grid.dims() {
+            let probes = |a: &super::grid::Axis| -> Vec<toml::Value> {
+                match &a.values {
+                    AxisValues::List(l) => l.clone(),
+                    &AxisValues::Continuous { from, to, integer } if integer => {
+                        vec![(from as i64).into(), (to as i64).into()]
+                    }
+                    &AxisValues::Continuous { from, to, .. } => vec![from.into(), to.into()],
                 }
-                &AxisValues::Continuous { from, to, .. } => vec![from.into(), to.into()],
             };
-            for v in probes {
+            let columns: Vec<Vec<toml::Value>> = d.iter().map(|&a| probes(&axes[a])).collect();
+            for i in 0..columns[0].len() {
                 let mut t = self.base.clone();
-                let here = format!("{}: axes.{} = {}", self.grid.origin, a.key, show(&v));
-                keypath::set(&mut t, &a.path, v)
-                    .map_err(|m| SweepError::new(format!("{here}: {m}")))?;
+                let here = d
+                    .iter()
+                    .zip(&columns)
+                    .map(|(&a, c)| format!("axes.{} = {}", axes[a].key, show(&c[i])))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let here = format!("{}: {here}", self.grid.origin);
+                for (&a, c) in d.iter().zip(&columns) {
+                    keypath::set(&mut t, &axes[a].path, c[i].clone())
+                        .map_err(|m| SweepError::new(format!("{here}: {m}")))?;
+                }
                 Scenario::from_table(t, &self.scenario_origin)
                     .map_err(|e| SweepError::new(format!("{here}: {e}")))?;
             }
         }
         Ok(())
+    }
+
+    /// With a price per hardware option, every point's hardware (each
+    /// pool's) must have one: no price is assumed.
+    fn check_prices(&self, p: &Point, s: &Scenario) -> Result<(), SweepError> {
+        let Some(price @ GpuHourPrice::PerHardware(_)) = &self.grid.objective.gpu_hour_usd else {
+            return Ok(());
+        };
+        let names: Vec<&str> = if s.pools.is_empty() {
+            vec![s.hardware.name.as_str()]
+        } else {
+            s.pools
+                .iter()
+                .map(|q| q.scenario.hardware.name.as_str())
+                .collect()
+        };
+        match names.into_iter().find(|h| price.of(h).is_none()) {
+            None => Ok(()),
+            Some(h) => Err(SweepError::new(format!(
+                "{}: objective.gpu_hour_usd: no price for hardware {h} (point {}: {}); priced: {}. Give a price for every hardware option",
+                self.grid.origin,
+                p.index,
+                self.describe(p),
+                price.options().join(", ")
+            ))),
+        }
     }
 
     /// "fleet.replicas = 4, engine.max_batched_tokens = 2048".

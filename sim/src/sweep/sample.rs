@@ -33,18 +33,23 @@ fn list(v: &AxisValues) -> &[toml::Value] {
     }
 }
 
-/// Mixed-radix enumeration: the first axis varies slowest, like nested loops
-/// written in the file's order.
+/// Mixed-radix enumeration: the first dimension varies slowest, like nested
+/// loops written in the file's order. A dimension is one axis, or a `zip`
+/// group whose axes take their i-th values together.
 fn cartesian(grid: &Grid) -> Vec<Point> {
+    let dims = grid.dims();
     let lists: Vec<&[toml::Value]> = grid.axes.iter().map(|a| list(&a.values)).collect();
-    let n: usize = lists.iter().map(|l| l.len()).product();
+    let lens: Vec<usize> = dims.iter().map(|d| lists[d[0]].len()).collect();
+    let n: usize = lens.iter().product();
     (0..n)
         .map(|index| {
             let mut rest = index;
             let mut values = vec![toml::Value::Boolean(false); lists.len()];
-            for (slot, l) in values.iter_mut().zip(&lists).rev() {
-                *slot = l[rest % l.len()].clone();
-                rest /= l.len();
+            for (d, &len) in dims.iter().zip(&lens).rev() {
+                for &a in d {
+                    values[a] = lists[a][rest % len].clone();
+                }
+                rest /= len;
             }
             Point { index, values }
         })
@@ -55,7 +60,7 @@ fn cartesian(grid: &Grid) -> Vec<Point> {
 /// likely; continuous ranges are uniform (integers: each equally likely).
 fn at_quantile(v: &AxisValues, u: f64) -> toml::Value {
     match v {
-        AxisValues::List(l) => l[((u * l.len() as f64) as usize).min(l.len() - 1)].clone(),
+        AxisValues::List(l) => l[list_index(l.len(), u)].clone(),
         &AxisValues::Continuous { from, to, integer } => {
             if integer {
                 let span = to - from + 1.0;
@@ -68,54 +73,72 @@ fn at_quantile(v: &AxisValues, u: f64) -> toml::Value {
     }
 }
 
+fn list_index(len: usize, u: f64) -> usize {
+    ((u * len as f64) as usize).min(len - 1)
+}
+
+/// Sets dimension `d`'s axes in `values` at quantile `u`: a lone axis at
+/// its quantile, a `zip` group at one shared list index.
+fn place(grid: &Grid, d: &[usize], u: f64, values: &mut [toml::Value]) {
+    if let [a] = d {
+        values[*a] = at_quantile(&grid.axes[*a].values, u);
+        return;
+    }
+    let i = list_index(list(&grid.axes[d[0]].values).len(), u);
+    for &a in d {
+        values[a] = list(&grid.axes[a].values)[i].clone();
+    }
+}
+
+/// Points from one quantile per dimension and point: `draw(stream, n)`
+/// gives a dimension's `n` quantiles from the stream named after its first
+/// axis (so a lone axis draws exactly what it drew before groups existed).
+fn drawn(
+    grid: &Grid,
+    seed: u64,
+    method: &str,
+    n: usize,
+    draw: impl Fn(&mut StreamRng, usize) -> Vec<f64>,
+) -> Vec<Point> {
+    let dims = grid.dims();
+    let mut points: Vec<Point> = (0..n)
+        .map(|index| Point {
+            index,
+            values: vec![toml::Value::Boolean(false); grid.axes.len()],
+        })
+        .collect();
+    for d in &dims {
+        let mut r = axis_stream(seed, method, &grid.axes[d[0]].key);
+        for (p, u) in points.iter_mut().zip(draw(&mut r, n)) {
+            place(grid, d, u, &mut p.values);
+        }
+    }
+    points
+}
+
 fn axis_stream(seed: u64, method: &str, key: &str) -> StreamRng {
     rng::stream(seed, &format!("sweep.{method}.{key}"))
 }
 
 fn random(grid: &Grid, seed: u64, n: usize) -> Vec<Point> {
-    let columns: Vec<Vec<toml::Value>> = grid
-        .axes
-        .iter()
-        .map(|a| {
-            let mut r = axis_stream(seed, "random", &a.key);
-            (0..n)
-                .map(|_| at_quantile(&a.values, r.random::<f64>()))
-                .collect()
-        })
-        .collect();
-    transpose(columns, n)
+    drawn(grid, seed, "random", n, |r, n| {
+        (0..n).map(|_| r.random::<f64>()).collect()
+    })
 }
 
-/// McKay, Beckman & Conover (1979): for each axis a random permutation gives
-/// every point its own stratum [k/n, (k+1)/n), and a uniform draw places it
-/// within the stratum. Each list value therefore appears n/len times (±1).
+/// McKay, Beckman & Conover (1979): for each dimension a random permutation
+/// gives every point its own stratum [k/n, (k+1)/n), and a uniform draw
+/// places it within the stratum. Each list value therefore appears n/len
+/// times (±1).
 fn latin_hypercube(grid: &Grid, seed: u64, n: usize) -> Vec<Point> {
-    let columns: Vec<Vec<toml::Value>> = grid
-        .axes
-        .iter()
-        .map(|a| {
-            let mut r = axis_stream(seed, "lhs", &a.key);
-            let mut strata: Vec<usize> = (0..n).collect();
-            strata.shuffle(&mut r);
-            strata
-                .into_iter()
-                .map(|k| {
-                    let u = (k as f64 + r.random::<f64>()) / n as f64;
-                    at_quantile(&a.values, u)
-                })
-                .collect()
-        })
-        .collect();
-    transpose(columns, n)
-}
-
-fn transpose(columns: Vec<Vec<toml::Value>>, n: usize) -> Vec<Point> {
-    (0..n)
-        .map(|index| Point {
-            index,
-            values: columns.iter().map(|c| c[index].clone()).collect(),
-        })
-        .collect()
+    drawn(grid, seed, "lhs", n, |r, n| {
+        let mut strata: Vec<usize> = (0..n).collect();
+        strata.shuffle(r);
+        strata
+            .into_iter()
+            .map(|k| (k as f64 + r.random::<f64>()) / n as f64)
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,181 @@
+//! `servesim plan`: the ranked options of a declared space at a demand,
+//! printed, with every simulation logged to stderr as it finishes, and the
+//! whole plan written to `plan.json` and `plan.csv`.
+
+use crate::cli::PlanArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use sim::sweep::capacity::Probe;
+use sim::sweep::deploy::{exhaustive, plan_deployment, DeployPlan, PlanQuery};
+use sim::sweep::Grid;
+use sim::Scenario;
+use std::path::Path;
+
+/// Runs `servesim plan`.
+pub fn run(args: PlanArgs) -> Result<()> {
+    let origin = args.scenario.display().to_string();
+    let text = std::fs::read_to_string(&args.scenario)
+        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let name = Scenario::from_toml_str(&text, &origin)?.name().to_string();
+    let grid = Grid::load(&args.space)?;
+    if !(args.demand.is_finite() && args.demand > 0.0) {
+        bail!(
+            "--demand must be a positive rate (requests/s), got {}",
+            args.demand
+        );
+    }
+    let q = PlanQuery {
+        demand_rps: args.demand,
+        headroom: args.headroom / 100.0,
+        attainment: args.attainment,
+        tolerance: args.tolerance,
+    };
+    let out = args
+        .out
+        .unwrap_or_else(|| Path::new("out").join(format!("{name}-plan")));
+    let lock = sim::output::OutputLock::acquire(&out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    let started = std::time::Instant::now();
+    let log = |p: &Probe| {
+        eprintln!(
+            "  {:<16} {:>5} replica(s) at {:>9.3} req/s: {:>6.2} % met  {}",
+            p.search,
+            p.replicas,
+            p.rate_rps,
+            p.attainment * 100.0,
+            if p.meets_slo { "meets" } else { "misses" }
+        )
+    };
+    let plan = match args.exhaustive {
+        Some(0) => bail!("--exhaustive must be at least 1"),
+        Some(n) => exhaustive(&text, &origin, &grid, &q, n)?,
+        None => plan_deployment(&text, &origin, &grid, &q, &log)?,
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let mut json = serde_json::to_string_pretty(&plan)?;
+    json.push('\n');
+    sim::output::write_bytes_atomic(&out.join("plan.json"), json.as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    sim::output::write_bytes_atomic(&out.join("plan.csv"), csv(&plan).as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    drop(lock);
+    print(&plan);
+    outln!(
+        "{} simulations ({} measuring the cheapest option's headroom) in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
+        plan.simulations,
+        plan.headroom_simulations,
+        out.display()
+    );
+    Ok(())
+}
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row per option, ranked: sized ones cheapest first, then the pruned.
+fn csv(p: &DeployPlan) -> String {
+    let mut s = String::from(
+        "rank,option,settings,hardware,replicas,gpus,usd_per_month,attainment,goodput_rps_per_gpu,headroom,simulations,pruned\n",
+    );
+    for (i, o) in p.options.iter().enumerate() {
+        let f = o.fleet.as_ref();
+        let num = |v: Option<String>| v.unwrap_or_default();
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            if f.is_some() {
+                (i + 1).to_string()
+            } else {
+                String::new()
+            },
+            o.index,
+            csv_cell(&o.settings),
+            csv_cell(o.hardware.as_deref().unwrap_or("")),
+            num(f.map(|f| f.replicas.to_string())),
+            num(f.map(|f| f.gpus.to_string())),
+            num(f.map(|f| format!("{:.2}", f.usd_per_month))),
+            num(f.map(|f| f.attainment.to_string())),
+            num(f.map(|f| f.goodput_rps_per_gpu.to_string())),
+            num(f.and_then(|f| f.headroom).map(|h| h.to_string())),
+            o.simulations,
+            csv_cell(o.pruned.as_deref().unwrap_or(""))
+        ));
+    }
+    s
+}
+
+fn print(p: &DeployPlan) {
+    outln!(
+        "plan for {} at {} req/s{} — SLO met by ≥ {:.1} % of requests; {} options",
+        p.scenario,
+        p.demand_rps,
+        if p.headroom > 0.0 {
+            format!(" + {:.0} % headroom", p.headroom * 100.0)
+        } else {
+            String::new()
+        },
+        p.attainment_target * 100.0,
+        p.options.len()
+    );
+    outln!(
+        "{:>4}  {:<52} {:>8} {:>5} {:>11} {:>8} {:>12} {:>8} {:>5}",
+        "rank",
+        "option",
+        "replicas",
+        "GPUs",
+        "$/month",
+        "SLO met",
+        "goodput/GPU",
+        "headroom",
+        "sims"
+    );
+    let mut rank = 0;
+    for o in &p.options {
+        match &o.fleet {
+            Some(f) => {
+                rank += 1;
+                outln!(
+                    "{:>4}  {:<52} {:>8} {:>5} {:>11.0} {:>7.2}% {:>12.3} {:>8} {:>5}",
+                    rank,
+                    o.settings,
+                    f.replicas,
+                    f.gpus,
+                    f.usd_per_month,
+                    f.attainment * 100.0,
+                    f.goodput_rps_per_gpu,
+                    f.headroom
+                        .map(|h| format!("{:.0} %", h * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                    o.simulations
+                );
+            }
+            None => outln!(
+                "   -  {:<52} pruned ({} sims): {}",
+                o.settings,
+                o.simulations,
+                o.pruned.as_deref().unwrap_or("")
+            ),
+        }
+    }
+    match p.best {
+        Some(i) => {
+            let o = p
+                .options
+                .iter()
+                .find(|o| o.index == i)
+                .expect("best is an option");
+            let f = o.fleet.as_ref().expect("best is sized");
+            outln!(
+                "cheapest: {} × {} replicas ({} GPUs), ${:.0} per month",
+                o.settings,
+                f.replicas,
+                f.gpus,
+                f.usd_per_month
+            );
+        }
+        None => outln!("no option meets the SLOs at this demand"),
+    }
+}

@@ -1,0 +1,130 @@
+//! `servesim plan`: the cheapest option of a declared space at a demand,
+//! found by the capacity search, equals the exhaustive grid's answer (every
+//! option at every replica count, judged the same way) from fewer runs;
+//! options that cannot work are pruned with their reason.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+const SPACE: &str = "scenarios/spaces/quickstart-hardware.toml";
+
+fn plan(out: &Path, extra: &[&str]) -> Value {
+    let scenario = repo().join("scenarios/quickstart.toml");
+    let space = repo().join(SPACE);
+    let mut args = vec![
+        "plan",
+        scenario.to_str().unwrap(),
+        "--space",
+        space.to_str().unwrap(),
+        "--demand",
+        "30",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join("plan.csv").exists());
+    serde_json::from_str(&read(&out.join("plan.json"))).unwrap()
+}
+
+/// (settings, replicas) of every sized option, and the pruned settings.
+fn answer(p: &Value) -> (Vec<(String, u64)>, Vec<String>) {
+    let mut sized = Vec::new();
+    let mut pruned = Vec::new();
+    for o in p["options"].as_array().unwrap() {
+        let s = o["settings"].as_str().unwrap().to_string();
+        match o["fleet"].as_object() {
+            Some(f) => sized.push((s, f["replicas"].as_u64().unwrap())),
+            None => pruned.push(s),
+        }
+    }
+    (sized, pruned)
+}
+
+#[test]
+fn plan_equals_the_exhaustive_grid_from_fewer_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let searched = plan(&tmp.path().join("plan"), &[]);
+    let all = plan(&tmp.path().join("all"), &["--exhaustive", "6"]);
+    assert_eq!(searched["best"], all["best"]);
+    assert_eq!(answer(&searched), answer(&all), "same fleets, same ranking");
+    let (sized, pruned) = answer(&searched);
+    assert_eq!(sized.len(), 3, "{sized:?}");
+    assert_eq!(pruned.len(), 5, "{pruned:?}");
+    // Ranked by cost: H100 first at these prices, and each option's price
+    // is its own hardware's.
+    let first = &searched["options"][0];
+    assert_eq!(first["hardware"], "H100-SXM");
+    assert_eq!(first["fleet"]["gpu_hour_usd"], 2.49);
+    // Sizing and pruning took fewer runs than the exhaustive grid (the
+    // search also measures the winner's headroom, which the grid has not).
+    let n = searched["simulations"].as_u64().unwrap()
+        - searched["headroom_simulations"].as_u64().unwrap();
+    assert!(
+        searched["options"][0]["fleet"]["headroom"]
+            .as_f64()
+            .unwrap()
+            >= 0.0
+    );
+    let m = all["simulations"].as_u64().unwrap();
+    assert!(
+        n < m,
+        "the search ran {n} simulations, the exhaustive grid {m}"
+    );
+    // Pruned with reasons: a layout that does not divide, and a token
+    // budget below the longest prompts (rejections at any load).
+    let reasons: Vec<&str> = searched["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["pruned"].as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("cannot be split over 3 GPUs")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("one replica misses the SLOs even at")),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = repo().join("scenarios/quickstart.toml");
+    for (space, want) in [
+        (
+            "[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "objective.gpu_hour_usd: missing",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"fleet.replicas\" = [1, 2]\n",
+            "axes.fleet.replicas: a plan finds the replica count",
+        ),
+    ] {
+        let p = tmp.path().join("space.toml");
+        std::fs::write(&p, space).unwrap();
+        let o = run(&[
+            "plan",
+            scenario.to_str().unwrap(),
+            "--space",
+            p.to_str().unwrap(),
+            "--demand",
+            "10",
+            "--out",
+            tmp.path().join("o").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains(want), "expected {want:?}: {e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
+}
