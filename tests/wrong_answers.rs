@@ -130,3 +130,44 @@ fn short_prompts_do_not_pile_onto_the_first_prefill_replica() {
     );
     assert_eq!(s["load"]["verdict"], "stable");
 }
+
+#[test]
+fn capacity_names_no_smaller_fleet_that_meets_the_target_beside_the_fewest() {
+    // The quickstart at 1,000 req/s: the short probes passed 42 replicas
+    // and failed 41 only on the steady-state verdict (100 % met), so the
+    // answer was 42 beside "41 replicas: 100.00 % met". The long-horizon
+    // check now searches down as well: 40 meet the SLOs over the long run.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cap");
+    let o = run(&[
+        "capacity",
+        repo().join("scenarios/quickstart.toml").to_str().unwrap(),
+        "--demand",
+        "1000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Value = serde_json::from_str(&read(&out.join("capacity.json"))).unwrap();
+    let s = &c["sizing"];
+    let min = s["replicas_min"].as_u64().unwrap();
+    assert_eq!(min, 40, "{s}");
+    let below = &s["below_min"];
+    assert_eq!(below["replicas"].as_u64(), Some(min - 1));
+    assert!(
+        f(below, "attainment") < 0.99 || !below["stable"].as_bool().unwrap(),
+        "{below}"
+    );
+    // No long-horizon probe of a smaller fleet met the SLOs.
+    for p in c["probes"].as_array().unwrap() {
+        if p["search"] == "verify demand" && p["replicas"].as_u64().unwrap() < min {
+            assert_eq!(p["meets_slo"], false, "{p}");
+        }
+    }
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.contains("fewest replicas"))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("39 replicas: 87.14 % met"), "{line}");
+}
