@@ -106,7 +106,14 @@ fn print(c: &CapacityReport) {
         return;
     };
     outln!("demand {} req/s:", rate(s.demand_rps));
+    // A fleet one smaller that reached the target share but not a steady
+    // state says why it does not count.
     let below = |b: &Option<Probe>| match b {
+        Some(b) if !b.stable && b.attainment >= c.attainment_target => format!(
+            "; {}: {}, but its backlog grew: not a steady state",
+            replicas(b.replicas),
+            probe(b)
+        ),
         Some(b) => format!("; {}: {}", replicas(b.replicas), probe(b)),
         None => String::new(),
     };

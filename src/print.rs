@@ -492,6 +492,21 @@ pub fn summary(s: &Scenario, sum: &Summary) {
                 " (requests in the system grew from {:.1} to {:.1} over the run, {} in flight at the end: latencies depend on the horizon)",
                 ld.in_system_early, ld.in_system_late, ld.in_flight_at_end
             )
+        } else if ld.is_rejecting() && sum.counts.completed == 0 {
+            format!(
+                " (all {} requests rejected: the fleet served nothing)",
+                sum.counts.rejected
+            )
+        } else if ld.is_rejecting() {
+            format!(
+                " ({} of {} requests rejected, {} completed: the latencies describe the few it served)",
+                sum.counts.rejected, sum.counts.arrived, sum.counts.completed
+            )
+        } else if sum.counts.completed == 0 {
+            format!(
+                " (no request completed, {} in flight at the end: lengthen the horizon for steady-state figures)",
+                ld.in_flight_at_end
+            )
         } else {
             format!(
                 " (the warm-up, {:.1} s, takes over half the arrival window: lengthen the horizon for steady-state figures)",

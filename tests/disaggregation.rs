@@ -26,7 +26,10 @@ fn disaggregation_beats_colocation_on_tpot_until_the_link_is_slow() {
         p99(&slow, "tpot_ms"),
     );
     assert!(d < c * 0.9, "disaggregated TPOT p99 {d} vs colocated {c}");
-    assert!(s > c * 2.0, "slow link TPOT p99 {s} vs colocated {c}");
+    // Balanced over the four links the slow link still loses: each link
+    // is nearly full and every transfer queues.
+    assert!(s > c * 1.5, "slow link TPOT p99 {s} vs colocated {c}");
+    assert!(f(&slow, "slo.attainment") < 0.95);
     let t = &dis["kv_transfer"];
     assert_eq!(t["bytes_sent"], t["bytes_received"]);
     assert!(slow["kv_transfer"]["link_utilization"].as_f64().unwrap() > 0.9);

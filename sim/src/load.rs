@@ -20,8 +20,12 @@
 //! one's grow with every arrival, so a growth beyond [`GROWTH_FACTOR`] plus
 //! [`WAIT_SLACK_MS`] is also `overloaded` — this catches overload even when
 //! requests stay so long that the backlog test has no room after warm-up.
-//! Otherwise, when the warm-up takes more than half the window, the halves
-//! cannot be compared: the verdict is `too-short`.
+//! A fleet that turns most of its arrivals away is not in a steady state
+//! of serving them, however flat its (empty) backlog: when more than half
+//! of the requests that arrived were rejected — every one, in a fleet that
+//! serves nothing — the verdict is `rejecting`. Otherwise, when the warm-up
+//! takes more than half the window, or no request completed at all, the
+//! halves cannot be compared: the verdict is `too-short`.
 
 use crate::request::{Request, Status};
 use crate::time::SimTime;
@@ -53,8 +57,10 @@ pub struct LoadReport {
     pub warmup_s: f64,
     /// Requests still in flight when the run ended.
     pub in_flight_at_end: u64,
-    /// `stable`, `overloaded` (the backlog grew over the window) or
-    /// `too-short` (the warm-up took more than half the window).
+    /// `stable`, `overloaded` (the backlog grew over the window),
+    /// `rejecting` (more than half of the arrivals were rejected) or
+    /// `too-short` (the warm-up took more than half the window, or nothing
+    /// completed).
     pub verdict: String,
 }
 
@@ -65,6 +71,10 @@ impl LoadReport {
 
     pub fn is_overloaded(&self) -> bool {
         self.verdict == "overloaded"
+    }
+
+    pub fn is_rejecting(&self) -> bool {
+        self.verdict == "rejecting"
     }
 }
 
@@ -169,10 +179,13 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
     // sum takes the same terms in the same order as a pass of its own, so
     // the same bits.
     let (mut last_arrival, mut count, mut in_flight) = (0u64, 0usize, 0u64);
+    let (mut completed, mut rejected) = (0usize, 0usize);
     for r in reqs() {
         last_arrival = last_arrival.max(r.arrival);
         count += 1;
         in_flight += (r.kind == Kind::InFlight) as u64;
+        completed += (r.kind == Kind::Completed) as usize;
+        rejected += (r.kind == Kind::Rejected) as usize;
     }
     let window = last_arrival as f64 / 1e9;
     let offered = configured_rate
@@ -231,7 +244,9 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
         && mean_wait(waits[1]) > GROWTH_FACTOR * mean_wait(waits[0]) + WAIT_SLACK_MS;
     let verdict = if growing || waits_grow {
         "overloaded"
-    } else if too_short {
+    } else if count > 0 && 2 * rejected > count {
+        "rejecting"
+    } else if too_short || completed == 0 {
         "too-short"
     } else {
         "stable"
@@ -426,6 +441,62 @@ mod tests {
         assert!((l.offered_rps.unwrap() - 1.0).abs() < 1e-9);
         // 49 of 100 done by the last arrival at 99 s.
         assert!((l.achieved_rps - 49.0 / 99.0).abs() < 1e-9, "{l:?}");
+    }
+
+    #[test]
+    fn a_fleet_that_rejects_every_request_is_not_stable() {
+        // One arrival a second for 100 s, every one rejected at arrival:
+        // nothing in the system, nothing served.
+        let reqs: Vec<_> = (0..100)
+            .map(|i| {
+                let mut r = req(i as f64, None);
+                r.status = Status::Rejected(crate::request::RejectReason::ExceedsKvCapacity);
+                r.finished = Some(r.arrival);
+                r
+            })
+            .collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(99.0), 1, Some(1.0));
+        assert_eq!(l.achieved_rps, 0.0);
+        assert_eq!(l.verdict, "rejecting", "{l:?}");
+        assert!(!l.is_stable());
+        // Most rejected, a few served: still rejecting; a few rejected: stable.
+        let mixed = |served_every: usize| -> Vec<Request> {
+            (0..100)
+                .map(|i| {
+                    if i % served_every == 0 {
+                        req(i as f64, Some(i as f64 + 0.5))
+                    } else {
+                        let mut r = req(i as f64, None);
+                        r.status =
+                            Status::Rejected(crate::request::RejectReason::ExceedsKvCapacity);
+                        r
+                    }
+                })
+                .collect()
+        };
+        let end = SimTime::from_secs_f64(99.5);
+        assert_eq!(load_report(&mixed(3), end, 1, None).verdict, "rejecting");
+        let few: Vec<_> = (0..100)
+            .map(|i| {
+                let mut r = req(i as f64, Some(i as f64 + 0.5));
+                if i % 10 == 0 {
+                    r.status = Status::Rejected(crate::request::RejectReason::ExceedsKvCapacity);
+                    r.finished = None;
+                }
+                r
+            })
+            .collect();
+        assert_eq!(load_report(&few, end, 1, None).verdict, "stable");
+    }
+
+    #[test]
+    fn a_run_in_which_nothing_completed_is_not_stable() {
+        // Requests arrive and are all still in flight at the end (each
+        // takes far longer than the run): no backlog growth can be seen in
+        // a window this short relative to them, and nothing was served.
+        let reqs: Vec<_> = (0..10).map(|i| req(i as f64 * 0.1, None)).collect();
+        let l = load_report(&reqs, SimTime::from_secs_f64(1.0), 100, Some(10.0));
+        assert_ne!(l.verdict, "stable", "{l:?}");
     }
 
     #[test]

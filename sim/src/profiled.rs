@@ -218,6 +218,17 @@ impl Profiled {
         }
     }
 
+    /// Copy-on-write block copies (`replica::fork`): each token slot's K and
+    /// V read and written once in device memory, at the measured cost of
+    /// decode attention reading one context token's KV.
+    #[inline]
+    fn block_copy_ns(&self, b: &BatchShape) -> f64 {
+        if b.copy_kv_tokens == 0 {
+            return 0.0;
+        }
+        2.0 * b.copy_kv_tokens as f64 * self.decode_token_ns
+    }
+
     /// The fitted iteration time of `b`, nanoseconds (fractional).
     #[inline]
     pub fn predict_ns(&self, b: &BatchShape) -> f64 {
@@ -231,6 +242,7 @@ impl Profiled {
             + self.tokens.at(f.tokens)
             + self.rows.at(f.rows)
             + b.swap_bytes * self.swap_secs_per_byte * 1e9
+            + self.block_copy_ns(b)
             + match &self.wake {
                 Some((t, last)) if b.idle_ns > 0 => t.at((b.idle_ns as f64).min(*last)),
                 _ => 0.0,
@@ -259,7 +271,7 @@ impl CostModel for Profiled {
             Some((w, last)) if b.idle_ns > 0 => w.at((b.idle_ns as f64).min(*last)),
             _ => 0.0,
         };
-        let terms = vec![
+        let mut terms = vec![
             t("fixed per step", self.step_ns, "fitted".into()),
             t(
                 "per prefill sequence",
@@ -295,6 +307,16 @@ impl CostModel for Profiled {
             ),
             t("idle wake-up", wake, format!("after {} ns idle", b.idle_ns)),
         ];
+        if b.copy_kv_tokens > 0 {
+            terms.push(t(
+                "block copies",
+                self.block_copy_ns(b),
+                format!(
+                    "{} KV token slots copied on write, at the decode-attention read cost",
+                    b.copy_kv_tokens
+                ),
+            ));
+        }
         let total_ns = self.iteration_time(b);
         Some(crate::cost::Breakdown {
             source: self.label.clone(),

@@ -115,6 +115,8 @@ pub struct TransferReport {
     /// Bytes sent over what the links could carry in the run (mean over
     /// links).
     pub link_utilization: f64,
+    /// The same of the busiest link: a mean over links hides a hot one.
+    pub link_utilization_max: f64,
     /// Mean fraction of the run a link was held by a transfer (layer-wise
     /// transfers hold it, at the prefill's pace, while the prefill computes).
     pub link_occupancy: f64,

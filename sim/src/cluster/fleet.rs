@@ -179,19 +179,25 @@ impl Fleet {
         let mut disagg = None;
         let find = |role| pools.iter().find(|p| p.role == role);
         if let (Some(pre), Some(dec)) = (find(PoolRole::Prefill), find(PoolRole::Decode)) {
-            for p in [pre, dec] {
-                let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
-                groups.push(Group {
-                    routing: Routing::new(&p.scenario, &replicas[a..b]),
-                    first: a,
-                    len: b - a,
-                });
-            }
             let model = LinkModel {
                 cfg: scenario.file.fleet.kv_transfer.clone(),
                 bytes_per_token: scenario.model.kv_bytes_per_token(scenario.kv_dtype),
                 layers: scenario.model.layers,
             };
+            let work = prefill_work(pre, &model);
+            for p in [pre, dec] {
+                let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
+                let routing = if p.role == PoolRole::Prefill {
+                    Routing::for_prefill(&p.scenario, &replicas[a..b], work)
+                } else {
+                    Routing::new(&p.scenario, &replicas[a..b])
+                };
+                groups.push(Group {
+                    routing,
+                    first: a,
+                    len: b - a,
+                });
+            }
             disagg = Some(Disagg {
                 model,
                 prefill: groups.len() - 2,
@@ -543,6 +549,12 @@ impl Fleet {
             bytes_received: d.bytes_received,
             link_utilization: d.links.iter().map(|l| l.bytes_sent as f64).sum::<f64>()
                 / (span / 1e9 * d.model.cfg.bandwidth_gbyte_s * 1e9),
+            link_utilization_max: d
+                .links
+                .iter()
+                .map(|l| l.bytes_sent as f64)
+                .fold(0.0, f64::max)
+                / (end.0.max(1) as f64 / 1e9 * d.model.cfg.bandwidth_gbyte_s * 1e9),
             link_occupancy: d.links.iter().map(|l| l.busy_ns as f64).sum::<f64>() / span,
             decode_wait_ms_mean: ms(mean(&mut wait) as u64),
             decode_wait_ms_p99: ms(p99(&mut wait)),
@@ -598,6 +610,25 @@ impl Fleet {
 
 fn dg_observe(g: &mut Group, r: usize, replica: &Replica) {
     g.routing.observe(r - g.first, replica);
+}
+
+/// What a token costs a prefill replica of pool `pre`: its prefill at the
+/// pool's cost model (a 2,048-token chunk on an empty cache, the bulk of a
+/// prefill step) and its KV on the link (bytes per token over the link's
+/// bandwidth), the weights of the prefill pool's load view.
+fn prefill_work(pre: &Pool, link: &LinkModel) -> super::view::PrefillWork {
+    use crate::cost::BatchShape;
+    const CHUNK: u64 = 2048;
+    let mut b = BatchShape::default();
+    b.add_prefill(CHUNK, 0);
+    let chunk_ns = crate::simulation::cost_model(&pre.scenario)
+        .iteration_time(&b)
+        .max(1);
+    let link_ps = link.bytes_per_token / (link.cfg.bandwidth_gbyte_s * 1e9) * 1e12;
+    super::view::PrefillWork {
+        ps_per_prefill_token: (chunk_ns * 1000 / CHUNK).max(1),
+        ps_per_link_token: (link_ps.round() as u64).max(1),
+    }
 }
 
 /// Relative speed of each replica of `pools` (the fastest = `view::FULL`):
@@ -656,7 +687,7 @@ pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
         .collect();
     if let Some(t) = &sum.kv_transfer {
         out.push(format!(
-            "KV transfer  {} transfers ({} prefilled locally), {:.1} GB over {} × {} GB/s {} links ({:.1} % used); wait for decode memory mean {:.1} ms, p99 {:.1} ms; hand-off → decode mean {:.1} ms, p99 {:.1} ms",
+            "KV transfer  {} transfers ({} prefilled locally), {:.1} GB over {} × {} GB/s {} links ({:.1} % used, hottest link {:.1} %); wait for decode memory mean {:.1} ms, p99 {:.1} ms; hand-off → decode mean {:.1} ms, p99 {:.1} ms",
             t.transfers,
             t.local_prefills,
             t.bytes_sent as f64 / 1e9,
@@ -664,6 +695,7 @@ pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
             t.bandwidth_gbyte_s,
             t.mode,
             t.link_utilization * 100.0,
+            t.link_utilization_max * 100.0,
             t.decode_wait_ms_mean,
             t.decode_wait_ms_p99,
             t.transfer_ms_mean,

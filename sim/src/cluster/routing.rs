@@ -3,7 +3,7 @@
 //! simulation makes (route an arrival, a replica changed, a report is due).
 
 use super::router::{self, Router, RouterEnv};
-use super::view::FleetView;
+use super::view::{FleetView, PrefillWork};
 use crate::replica::Replica;
 use crate::request::Request;
 use crate::scenario::Scenario;
@@ -58,11 +58,21 @@ impl Routing {
     /// ready replica, as a gateway moves on from an endpoint that is gone.
     pub fn route(&mut self, req: &Request) -> usize {
         let r = self.router.route(req, &self.view);
-        if self.view.is_routable(r) {
+        let r = if self.view.is_routable(r) {
             r
         } else {
             self.view.least_outstanding()
-        }
+        };
+        self.view.picked(r);
+        r
+    }
+
+    /// The routing stage of a disaggregated prefill pool: its view weighs
+    /// what binds a prefill replica (`FleetView::prefill`).
+    pub fn for_prefill(scenario: &Scenario, replicas: &[Replica], work: PrefillWork) -> Routing {
+        let mut r = Self::new(scenario, replicas);
+        r.view = FleetView::prefill(replicas, r.report_every.is_none(), work);
+        r
     }
 
     /// Replica `r` enters (ready) or leaves (draining, failed, stopped) the

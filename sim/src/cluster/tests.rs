@@ -83,8 +83,12 @@ fn disaggregated_run_moves_every_prompt_and_conserves_bytes() {
 fn a_slower_link_delays_decoding_not_the_first_token() {
     let fast = run(&link(50.0, "whole", 0));
     let slow = run(&link(2.0, "whole", 0));
-    for (a, b) in fast.requests.iter().zip(&slow.requests) {
-        assert_eq!(a.ttft(), b.ttft(), "TTFT ends on the prefill replica");
+    // TTFT ends on the prefill replica, before the KV moves. (The prefill
+    // router weighs the KV each replica holds for its link, so a slower
+    // link places prompts differently; this one is saturated, and held KV
+    // takes prefill memory, so TTFT is not the fast link's.)
+    for q in fast.requests.iter().chain(&slow.requests) {
+        assert_eq!(q.first_token, q.kv_transfer.as_ref().unwrap().handoff);
     }
     let (f, s) = (&fast.summary, &slow.summary);
     let (tf, ts) = (

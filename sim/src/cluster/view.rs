@@ -28,6 +28,12 @@ pub struct ReplicaLoad {
     /// unreferenced cached prefixes count as free).
     pub kv_active: u64,
     pub kv_total: u64,
+    /// A disaggregated prefill replica's prompt tokens still to prefill
+    /// (0 on other replicas).
+    pub prefill_tokens: u64,
+    /// A prefill replica's tokens of KV held for transfer: what its link
+    /// still has to carry (0 on other replicas).
+    pub held_tokens: u64,
 }
 
 impl ReplicaLoad {
@@ -39,6 +45,12 @@ impl ReplicaLoad {
             running: r.running_len() as u32,
             kv_active: r.active_kv_blocks(),
             kv_total: r.kv().total(),
+            prefill_tokens: if r.is_prefill_only() {
+                r.prefill_backlog_tokens()
+            } else {
+                0
+            },
+            held_tokens: r.held_tokens(),
         }
     }
 
@@ -93,14 +105,50 @@ impl<K: Ord + Copy> Lazy<K> {
     }
 }
 
+/// How a prefill pool's view weighs what binds a prefill replica: the work
+/// ahead of a new request there, in picoseconds, is its prompt tokens
+/// still to prefill at the pool's prefill rate plus the KV it holds for
+/// transfer at its link's rate (the link is a FIFO: a new request's KV
+/// crosses after all of it). The sum, not the longer of the two, because
+/// held KV also takes the replica's memory from the prompts queued there:
+/// under a saturated link the longer alone sent prompts to the replica
+/// whose link drained first whatever its queue, and doubled TTFT p99
+/// (`scenarios/disaggregation-slow-link.toml`, 960 → 2,040 ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefillWork {
+    /// Picoseconds one prompt token takes to prefill.
+    pub ps_per_prefill_token: u64,
+    /// Picoseconds one token's KV takes on the link.
+    pub ps_per_link_token: u64,
+}
+
+impl PrefillWork {
+    #[inline]
+    fn of(&self, l: &ReplicaLoad) -> u64 {
+        l.prefill_tokens
+            .saturating_mul(self.ps_per_prefill_token)
+            .saturating_add(l.held_tokens.saturating_mul(self.ps_per_link_token))
+    }
+}
+
 /// The fleet as the router sees it, indexed so that the least-loaded replica
 /// (by outstanding requests, or by free KV blocks) is found in O(1) and kept
 /// up to date in O(log N) per change.
 #[derive(Clone, Debug)]
 pub struct FleetView {
     loads: Vec<ReplicaLoad>,
-    /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]).
-    by_outstanding: Lazy<u64>,
+    /// Outstanding requests per unit of capacity (see [`Self::with_capacity`]),
+    /// then 0; in a prefill pool's view, the work ahead (see
+    /// [`PrefillWork`]), then when the router last picked the replica, so
+    /// that equally loaded replicas take turns instead of the lowest index
+    /// taking every tie.
+    by_outstanding: Lazy<(u64, u64)>,
+    /// Set in a prefill pool's view.
+    prefill: Option<PrefillWork>,
+    /// Per replica, the router's pick count when it last chose it (prefill
+    /// views only), and the count.
+    last_pick: Vec<u64>,
+    picks: u64,
     /// Relative speed of each replica, [`FULL`] for the fastest.
     capacity: Vec<u64>,
     /// Most free KV blocks first, then fewest outstanding requests.
@@ -132,6 +180,9 @@ impl FleetView {
         // Both trees are filled from the loads at their first query.
         FleetView {
             by_outstanding: Lazy::unread(),
+            prefill: None,
+            last_pick: Vec::new(),
+            picks: 0,
             capacity,
             by_free_kv: Lazy::unread(),
             routable: vec![true; loads.len()],
@@ -140,13 +191,39 @@ impl FleetView {
         }
     }
 
+    /// The view of a disaggregated prefill pool's replicas: least-loaded
+    /// routing compares the work ahead of a new request (`work`), ties
+    /// going to the replica picked least recently.
+    pub fn prefill(replicas: &[Replica], live: bool, work: PrefillWork) -> FleetView {
+        let mut v = Self::new(replicas, live);
+        v.prefill = Some(work);
+        v.last_pick = vec![0; replicas.len()];
+        v
+    }
+
+    /// The router sent a request to replica `i`: a prefill view moves it
+    /// behind every replica it ties with.
+    #[inline]
+    pub fn picked(&mut self, i: usize) {
+        if self.prefill.is_some() {
+            self.picks += 1;
+            self.last_pick[i] = self.picks;
+            if self.by_outstanding.read() {
+                let key = self.outstanding_key(i);
+                self.by_outstanding.set(i, key);
+            }
+        }
+    }
+
     /// Replica `i`'s key in the outstanding-requests tree; an unroutable
     /// replica sorts last.
-    fn outstanding_key(&self, i: usize) -> u64 {
-        if self.routable[i] {
-            Self::per_capacity(&self.loads[i], self.capacity[i])
-        } else {
-            u64::MAX
+    fn outstanding_key(&self, i: usize) -> (u64, u64) {
+        if !self.routable[i] {
+            return (u64::MAX, u64::MAX);
+        }
+        match &self.prefill {
+            None => (Self::per_capacity(&self.loads[i], self.capacity[i]), 0),
+            Some(w) => (w.of(&self.loads[i]), self.last_pick[i]),
         }
     }
 
@@ -180,7 +257,9 @@ impl FleetView {
         // an iteration are KV blocks alone, which the outstanding-requests
         // tree (least-outstanding routing) does not order by.
         let outstanding = old.outstanding() != load.outstanding();
-        if outstanding && self.by_outstanding.read() {
+        let work = self.prefill.is_some()
+            && (old.prefill_tokens != load.prefill_tokens || old.held_tokens != load.held_tokens);
+        if (outstanding || work) && self.by_outstanding.read() {
             let key = self.outstanding_key(i);
             self.by_outstanding.set(i, key);
         }
@@ -248,7 +327,9 @@ impl FleetView {
     }
 
     /// The replica with the fewest outstanding requests per unit of capacity
-    /// (lowest index on ties), among the routable ones when any is.
+    /// (lowest index on ties), among the routable ones when any is; in a
+    /// prefill pool's view, the least work ahead (see [`PrefillWork`]),
+    /// the least recently picked on ties.
     pub fn least_outstanding(&self) -> usize {
         self.by_outstanding
             .argmin(self.len(), |i| self.outstanding_key(i))
@@ -323,6 +404,44 @@ mod tests {
         v.set_routable(0, false);
         assert_ne!(v.least_outstanding(), 0);
         assert_ne!(v.most_free_kv(), 0);
+    }
+
+    #[test]
+    fn a_prefill_view_takes_turns_on_ties_and_weighs_held_kv() {
+        let rs = reps(3);
+        let work = PrefillWork {
+            ps_per_prefill_token: 20_000,
+            ps_per_link_token: 3_000,
+        };
+        let mut v = FleetView::prefill(&rs, true, work);
+        // Idle replicas tie: each pick sends the next one to the back,
+        // so three picks visit all three instead of replica 0 three times.
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let r = v.least_outstanding();
+            v.picked(r);
+            seen.push(r);
+        }
+        assert_eq!(seen, [0, 1, 2, 0, 1, 2]);
+        // Replica 0 holds 10,000 tokens of KV for its link (30 ms of link
+        // time), replica 1 has 1,000 prompt tokens to prefill (20 ms),
+        // replica 2 500 tokens (10 ms) and 2,000 held (6 ms): replica 2
+        // has the least work ahead, then replica 1.
+        let load = |prefill_tokens, held_tokens| ReplicaLoad {
+            prefill_tokens,
+            held_tokens,
+            ..ReplicaLoad::default()
+        };
+        v.set(0, load(0, 10_000));
+        v.set(1, load(1_000, 0));
+        v.set(2, load(500, 2_000));
+        assert_eq!(v.least_outstanding(), 2);
+        v.set(2, load(500, 5_000));
+        assert_eq!(v.least_outstanding(), 1);
+        // A colocated view is unchanged: fewest requests, lowest index.
+        let mut plain = FleetView::new(&rs, true);
+        plain.picked(0);
+        assert_eq!(plain.least_outstanding(), 0);
     }
 
     #[test]

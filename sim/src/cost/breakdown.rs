@@ -160,6 +160,16 @@ impl Roofline {
                 detail: format!("{:.0} bytes over PCIe", b.swap_bytes),
             },
         ];
+        if b.copy_kv_tokens > 0 {
+            terms.push(Term {
+                name: "block copies",
+                ms: ms(self.block_copy_secs(b.copy_kv_tokens)),
+                detail: format!(
+                    "{} KV token slots copied on write in device memory",
+                    b.copy_kv_tokens
+                ),
+            });
+        }
         let sum: f64 = terms.iter().map(|t| t.ms).sum();
         if !self.single_group {
             terms.push(Term {

@@ -59,6 +59,10 @@ pub struct BatchShape {
     pub verify_extra_tokens: u64,
     /// KV bytes per GPU copied over PCIe this iteration (swap out + swap in).
     pub swap_bytes: f64,
+    /// Token slots of KV blocks copied within device memory before the
+    /// forward pass (copy-on-write of parallel samples, `replica::fork`):
+    /// each slot's K and V in every layer is read and written once.
+    pub copy_kv_tokens: u64,
     /// Σ context of speculatively verifying sequences (what their drafts read).
     pub verify_context_tokens: u64,
     /// How long the replica sat idle before this iteration, ns (0 when it

@@ -346,6 +346,17 @@ impl Roofline {
         self.lm_head_gemm(sampled).secs()
     }
 
+    /// Copying `tokens` token slots of KV blocks within device memory
+    /// (copy-on-write, `replica::fork`): vLLM's `copy_blocks` kernel reads
+    /// and writes every layer's K and V of each block, memory-bound at the
+    /// rate dense weight reads reach. Each stage of a pipeline copies its
+    /// own layers at the same time. Seconds.
+    pub(super) fn block_copy_secs(&self, tokens: u64) -> f64 {
+        let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
+        let bytes = 2.0 * tokens as f64 * self.kv_bytes_per_token_layer * layers;
+        bytes / (self.mem_bw * MEMORY_EFFICIENCY)
+    }
+
     /// Micro-batches the pipeline runs the batch as: one per virtual engine
     /// with work, at most one per stage (see [`Roofline::iteration_secs`]).
     pub fn micro_batches(&self, b: &BatchShape) -> u32 {
@@ -393,7 +404,10 @@ impl Roofline {
     /// model's steps run inside the target's engine step), plus the PCIe
     /// time of KV swapped in or out, seconds.
     pub fn forward_secs(&self, b: &BatchShape) -> f64 {
-        let fixed = b.swap_bytes / self.pcie_bw;
+        let mut fixed = b.swap_bytes / self.pcie_bw;
+        if b.copy_kv_tokens > 0 {
+            fixed += self.block_copy_secs(b.copy_kv_tokens);
+        }
         let logit_rows = b.logit_rows() as f64;
         if self.single_group {
             // One stage, one group: the whole batch is one micro-batch. The

@@ -131,6 +131,20 @@ impl SchedState {
     }
 }
 
+/// Adds the block copies of a group's copy-on-write to the iteration whose
+/// decode step first writes past its fork (its cache then holds exactly
+/// the prompt): `n − 1` copies of the partial last prompt block, each a
+/// whole block of `block_size` token slots, as vLLM's `copy_blocks` kernel
+/// copies them (every layer's K and V of the block) before the step's
+/// forward pass.
+#[inline]
+pub fn add_copy_on_write(acc: &mut BatchShape, s: &RunningSeq, block_size: u32) {
+    if s.samples > 1 && s.kv_tokens == s.fork_tokens {
+        let copies = cow_copies(block_size, s.samples, s.fork_tokens) as u64;
+        acc.copy_kv_tokens += copies * block_size as u64;
+    }
+}
+
 /// Adds a group's decode step to the iteration's shape: one decoding
 /// sequence per sample, each on its own context of `context` tokens (plus
 /// `drafts` speculative tokens to verify when `speculative`).
@@ -231,6 +245,8 @@ mod tests {
         // First decode: 4 sequences; the partial block is copied for 3.
         let decode = rep.form_batch(t, &mut reqs).unwrap();
         assert_eq!(decode.decode_seqs, 4);
+        // Those 3 copies are whole 16-slot blocks copied in this step.
+        assert_eq!(decode.copy_kv_tokens, 3 * 16);
         assert_eq!(rep.kv().used(), group_blocks(41, 16, 4, 40) as u64);
         assert_eq!(rep.kv().used(), 2 + 4);
         t = t.plus(1000);
@@ -238,8 +254,41 @@ mod tests {
         assert_eq!(out.decode_seqs, 4);
         let rest = run_to_end(&mut rep, &mut reqs);
         assert!(rest.iter().all(|s| s.decode_seqs == 4));
+        // Later steps write private blocks: nothing more is copied.
+        assert!(rest.iter().all(|s| s.copy_kv_tokens == 0));
         assert_eq!(reqs[0].generated, 5);
         assert_all_completed(&rep, &reqs);
+    }
+
+    #[test]
+    fn copy_on_write_is_priced_as_kv_bytes_over_memory_bandwidth() {
+        // Llama-3.1-8B on an H100: 128 KiB of KV per token over 32 layers;
+        // 3 copied 16-slot blocks read and write 2 × 48 × 128 KiB.
+        let (m, _) = crate::catalog::model("llama-3.1-8b").unwrap();
+        let h = crate::catalog::hardware("h100-sxm").unwrap();
+        let bf16 = crate::catalog::Dtype::Bf16;
+        let r = crate::cost::Roofline::new(&m, &h, bf16, bf16, 1);
+        let mut plain = BatchShape::default();
+        add_decodes(&mut plain, 4, 40, 0, false);
+        let mut forked = plain;
+        forked.copy_kv_tokens = 48;
+        let secs = |b: &BatchShape| r.forward_secs(b);
+        let bytes = 2.0 * 48.0 * m.kv_bytes_per_token(bf16);
+        let want = bytes / (h.memory_bw_bytes_per_s() * crate::cost::MEMORY_EFFICIENCY);
+        let got = secs(&forked) - secs(&plain);
+        assert!(
+            (got - want).abs() < 1e-9 * want.max(1e-12) + 1e-12,
+            "{got} vs {want}"
+        );
+        assert!(got > 0.0);
+        use crate::cost::CostModel;
+        assert!(r.iteration_time(&forked) >= r.iteration_time(&plain));
+        // The decode-step fast path must not skip the copies.
+        let mut terms = crate::cost::StepTerms::default();
+        assert_eq!(
+            r.iteration_time_with(&forked, &mut terms),
+            r.iteration_time(&forked)
+        );
     }
 
     #[test]

@@ -18,6 +18,8 @@ use crate::time::SimTime;
 pub struct HandoffState {
     /// Prefilled here; blocks held until the transfer completes.
     pub(super) held: Vec<RunningSeq>,
+    /// Σ cached tokens of `held`: the KV still to cross this replica's link.
+    held_tokens: u64,
     /// Ids handed off since the caller last took them.
     handed: Vec<RequestId>,
     /// Blocks reserved here for KV on its way in (not running yet).
@@ -57,6 +59,7 @@ impl HandoffState {
         r.generated = s.generated;
         r.last_token = now;
         self.held.push(*s);
+        self.held_tokens += s.kv_tokens as u64;
         self.handed.push(s.id);
         true
     }
@@ -89,6 +92,32 @@ impl Replica {
         self.st.handoff.held.len()
     }
 
+    /// Whether this is a disaggregated prefill replica.
+    #[inline]
+    pub fn is_prefill_only(&self) -> bool {
+        self.st.cfg.prefill_only
+    }
+
+    /// Tokens whose KV this prefill replica holds for transfer: what its
+    /// link still has to carry (queued behind the decode side's memory, on
+    /// the link's FIFO, or on the wire).
+    #[inline]
+    pub fn held_tokens(&self) -> u64 {
+        self.st.handoff.held_tokens
+    }
+
+    /// Prompt tokens this replica still has to prefill: queued requests'
+    /// and the rest of the prompts in its batch.
+    pub fn prefill_backlog_tokens(&self) -> u64 {
+        let running: u64 = self
+            .st
+            .running
+            .iter()
+            .map(|s| s.prefill_target.saturating_sub(s.kv_tokens) as u64)
+            .sum();
+        self.st.waiting.tokens() + running
+    }
+
     /// The transfer of `id`'s KV completed: its blocks go back (full prompt
     /// blocks stay in the prefix cache, as after any request).
     pub fn release_handoff(&mut self, id: RequestId, now: SimTime, reqs: &[Request]) {
@@ -101,6 +130,7 @@ impl Replica {
             .position(|s| s.id == id)
             .expect("handed-off sequence held");
         let mut s = self.st.handoff.held.remove(i);
+        self.st.handoff.held_tokens -= s.kv_tokens as u64;
         self.st.retire(&mut s, reqs);
     }
 

@@ -283,6 +283,7 @@ impl SchedState {
             let drafts = self.decode_write(s) as u64 - 1;
             let spec = self.cfg.draft_tokens > 0;
             fork::add_decodes(&mut self.acc, s.samples, s.kv_tokens as u64, drafts, spec);
+            fork::add_copy_on_write(&mut self.acc, s, self.cfg.block_size);
         } else if s.done {
             // Static batching keeps finished members as padding: they
             // still occupy a slot of every step until the batch ends.
@@ -391,6 +392,7 @@ impl SchedState {
             let (ctx, drafts) = (s.kv_tokens as u64, write as u64 - 1);
             if GROUPS && s.samples > 1 {
                 fork::add_decodes(acc, s.samples, ctx, drafts, k > 0);
+                fork::add_copy_on_write(acc, s, bs);
             } else if k == 0 {
                 acc.add_decode(ctx + 1);
             } else {

@@ -16,6 +16,7 @@ mod enum_hint;
 mod inline;
 pub use inline::inline_toml;
 mod fleet_cfg;
+mod length_mean;
 mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;
@@ -470,8 +471,16 @@ impl ScenarioFile {
 
 impl WorkloadCfg {
     /// Long-run mean arrival rate (requests/s) when the workload defines one.
+    /// With conversations each arrival opens a conversation whose follow-up
+    /// turns are requests too: the workload offers the opening rate times
+    /// the mean turns per conversation (`None` when that mean is unknown
+    /// before a file is read).
     pub fn mean_rate(&self) -> Option<f64> {
-        self.arrival.as_ref().and_then(ArrivalCfg::mean_rate)
+        let opening = self.arrival.as_ref().and_then(ArrivalCfg::mean_rate)?;
+        match &self.conversation {
+            Some(c) => Some(opening * c.turns.mean()?),
+            None => Some(opening),
+        }
     }
 }
 

@@ -51,12 +51,21 @@ fn speculative_cost<'a>(
         (None, None) => unreachable!("validated: one draft kind"),
     };
     let k = sp.num_draft_tokens;
-    Box::new(SpeculativeCost::new(
-        target,
-        draft,
-        k,
-        format!("k = {k}, {label}"),
-    ))
+    Box::new(
+        SpeculativeCost::new(
+            target,
+            draft,
+            k,
+            format!(
+                "k = {k}, {label}, sampling over {} logits",
+                scenario.model.vocab_size
+            ),
+        )
+        .with_sampling(
+            scenario.model.vocab_size,
+            scenario.hardware.memory_bw_bytes_per_s(),
+        ),
+    )
 }
 
 /// Events of the fleet model.

@@ -597,8 +597,10 @@ fn max_rate(
 
 /// Re-simulates the fleet a search found with a [`VERIFY_HORIZON_FACTOR`]×
 /// longer horizon, adding replicas (1, 2, 4, … then bisecting back) until
-/// that long run meets the SLOs. Returns the verified size, its probe, and
-/// the probe below it.
+/// that long run meets the SLOs — or, when it does and the short probe one
+/// below missed only the steady-state verdict, removing them the same way
+/// while the long run still meets them. Returns the verified size, its
+/// probe, and the probe below it.
 fn verify(
     p: &Prober,
     search: &str,
@@ -615,7 +617,41 @@ fn verify(
     let (n, _, below) = found;
     let first = run(n)?;
     if first.meets_slo {
-        return Ok((n, first, below));
+        // The short probe one below met the target but not the steady-state
+        // verdict (a short run's backlog still filling with long requests
+        // reads as growing): over the long horizon a smaller fleet may meet
+        // the SLOs too. Gallop down with long probes, then bisect, so the
+        // answer never sits above a smaller fleet the long run passes.
+        let shaky = below
+            .as_ref()
+            .is_some_and(|b| !b.meets_slo && b.attainment >= p.target);
+        if !shaky {
+            return Ok((n, first, below));
+        }
+        let (mut hi, mut hi_probe) = (n, first);
+        let mut step = 1;
+        let (mut lo, mut lo_probe) = loop {
+            let cand = hi.saturating_sub(step);
+            if cand == 0 {
+                break (0, None);
+            }
+            let r = run(cand)?;
+            if !r.meets_slo {
+                break (cand, Some(r));
+            }
+            (hi, hi_probe) = (cand, r);
+            step *= 2;
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let r = run(mid)?;
+            if r.meets_slo {
+                (hi, hi_probe) = (mid, r);
+            } else {
+                (lo, lo_probe) = (mid, Some(r));
+            }
+        }
+        return Ok((hi, hi_probe, lo_probe));
     }
     // The short probes passed a fleet that a long run fails: gallop up.
     let (mut lo, mut lo_probe) = (n, first);

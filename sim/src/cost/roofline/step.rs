@@ -125,7 +125,8 @@ impl Roofline {
             && b.prefill_kv_tokens == 0
             && b.prefill_attn_pairs == 0.0
             && b.verify_extra_tokens == 0
-            && b.verify_context_tokens == 0;
+            && b.verify_context_tokens == 0
+            && b.copy_kv_tokens == 0;
         if !self.single_group || !decode_only || b.decode_seqs == 0 {
             return crate::cost::CostModel::iteration_time(self, b);
         }

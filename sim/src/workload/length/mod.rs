@@ -169,3 +169,51 @@ pub(crate) fn moments(s: &LengthSampler, seed: u64, n: usize) -> (f64, f64) {
     let m = a / n as f64;
     (m, (b / n as f64 - m * m).sqrt() / m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_distributions_stated_mean_is_what_its_sampler_draws() {
+        // `LengthDist::mean` (the offered load of conversations rests on it)
+        // against 400,000 draws of the sampler, clamps and rounding included.
+        let ctx = Context::new("t.toml", std::path::Path::new("."), 1);
+        let cases = [
+            LengthDist::Uniform { min: 1, max: 6 },
+            LengthDist::Normal {
+                mean: 3.0,
+                sd: 2.0,
+                min: Some(1),
+                max: Some(6),
+            },
+            LengthDist::Lognormal {
+                mean: 4.0,
+                cv: 1.0,
+                min: None,
+                max: Some(12),
+            },
+            LengthDist::Lognormal {
+                mean: 400.0,
+                cv: 0.5,
+                min: Some(8),
+                max: None,
+            },
+            LengthDist::Zipf {
+                exponent: 1.2,
+                n: 10,
+                min: None,
+                max: Some(5),
+            },
+        ];
+        for d in &cases {
+            let (s, _) = LengthSampler::build(d, "k", &ctx).unwrap();
+            let want = moments(&s, 5, 400_000).0;
+            let got = d.mean().unwrap();
+            assert!(
+                (got - want).abs() < 0.01 * want,
+                "{d:?}: {got} vs sampled {want}"
+            );
+        }
+    }
+}
