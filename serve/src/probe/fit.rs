@@ -164,8 +164,8 @@ fn solve_subset(set: &[usize], m: usize, col: &dyn Fn(usize, usize) -> f64, b: &
                 x[i] -= d * v[i - c];
             }
         };
-        for cc in c..k {
-            reflect(&mut a[cc]);
+        for column in &mut a[c..k] {
+            reflect(column);
         }
         reflect(&mut y);
         diag[c] = a[c][c];
