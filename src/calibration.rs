@@ -49,7 +49,7 @@ mod with_calibrate {
                 let args = CalibrateArgs {
                     model: a.model.clone(),
                     weights: a.weights.clone(),
-                    dtype: a.dtype.clone(),
+                    dtype: a.dtype.clone().unwrap_or_else(|| "f32".into()),
                     max_context: a.max_context,
                     quick: a.quick,
                     seed: a.seed,

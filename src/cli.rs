@@ -143,9 +143,10 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request: Option<u64>,
     },
-    /// Measure a model on a device (candle) and write a calibration profile.
+    /// Measure a model on a device (candle), or a served engine through its
+    /// OpenAI-compatible API (--engine), and write a calibration profile.
     #[command(
-        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml"
+        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml\n  servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml\n\nEngine calibration: docs/calibration.md"
     )]
     Calibrate(CalibrateCmd),
     /// Serve a scenario's workload for real and compare with the simulation of the profile.
@@ -405,19 +406,55 @@ pub enum SweepAction {
 /// `servesim calibrate` flags.
 #[derive(Args, Debug)]
 pub struct CalibrateCmd {
+    /// Calibrate the OpenAI-compatible server at this base URL through its
+    /// API (vLLM, SGLang, TGI, llama.cpp's llama-server, `servesim serve`)
+    /// instead of measuring candle on a device.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["device", "weights", "refit", "quick", "threads", "max_context"])]
+    pub engine: Option<String>,
     /// Device to measure: cpu, cuda, cuda:N, metal.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// A Llama-style catalog preset (e.g. smollm2-135m) or a Hugging Face config.json;
-    /// optional when --weights is a GGUF file.
+    /// optional when --weights is a GGUF file. With --engine: the served
+    /// model's catalog preset [default: matched from its name].
     #[arg(long)]
     pub model: Option<String>,
+    /// --engine: minutes the probes may take.
+    #[arg(
+        long,
+        value_name = "MINUTES",
+        default_value_t = 4.0,
+        requires = "engine"
+    )]
+    pub budget: f64,
+    /// --engine: most requests sent at once (also capped by the server's slots).
+    #[arg(long, default_value_t = 16, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrency: u32,
+    /// --engine: longest prompt to probe [default: half the server's context, at most 2048].
+    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(16..))]
+    pub max_prompt: Option<u32>,
+    /// --engine: the server's KV capacity in tokens [default: what its
+    /// /metrics or /props say, else its context × --max-concurrency].
+    #[arg(long, requires = "engine")]
+    pub kv_tokens: Option<u64>,
+    /// --engine: the model name to request [default: the first /v1/models lists].
+    #[arg(long, requires = "engine")]
+    pub served_model: Option<String>,
+    /// --engine: bearer key for the server.
+    #[arg(
+        long,
+        env = "SERVESIM_API_KEY",
+        hide_env_values = true,
+        requires = "engine"
+    )]
+    pub api_key: Option<String>,
     /// Real weights (.safetensors with --model, or .gguf); random weights without it.
     #[arg(long)]
     pub weights: Option<PathBuf>,
-    /// Dtype the model runs in: f32, f16 or bf16 (no bf16 on cpu).
-    #[arg(long, default_value = "f32")]
-    pub dtype: String,
+    /// Dtype the model runs in: f32, f16 or bf16 (no bf16 on cpu) [default:
+    /// f32; with --engine: bf16, what the server holds weights and KV in].
+    #[arg(long)]
+    pub dtype: Option<String>,
     /// Longest context to measure [default: 1024 with --quick, else 2048; at most the model's].
     #[arg(long)]
     pub max_context: Option<usize>,

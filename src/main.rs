@@ -19,6 +19,7 @@ mod calibration;
 mod capacity;
 mod cli;
 mod cost;
+mod engine_calibration;
 mod explain;
 mod fleet_print;
 mod plan;
@@ -117,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),
         Command::Explain { dir, json, request } => explain::run(&dir, json, request),
+        Command::Calibrate(args) if args.engine.is_some() => engine_calibration::calibrate(args),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),
         Command::Serve(args) => serve::serve(args),

@@ -172,6 +172,7 @@ pub fn calibrate(
         },
         fit,
         held_out: FitError::default(),
+        engine: None,
         samples,
     };
     profile.held_out = crate::fit::errors(&profile);
@@ -293,6 +294,7 @@ pub(crate) mod tests {
                 falling_token_segments: vec![],
             },
             held_out: FitError::default(),
+            engine: None,
             samples: vec![],
         }
     }

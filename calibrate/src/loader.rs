@@ -137,6 +137,9 @@ pub fn from_profile(p: &ProfileModel, dev: &OpenDevice) -> Result<Loaded> {
             })
         }
         WeightsInfo::Gguf { path } => load(None, Some(Path::new(path)), dtype, dev, 0),
+        WeightsInfo::Served { url, .. } => Err(input(format!(
+            "the profile measured the engine served at {url} through its API: it has no weights to load; run the live engine from a profile of `calibrate --device`"
+        ))),
         WeightsInfo::Safetensors { path } => {
             dev.check_dtype(dtype)?;
             let tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| {

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod live;
 pub mod observe;
 pub mod openai;
+pub mod probe;
 pub mod prom;
 pub mod server;
 pub mod stall;

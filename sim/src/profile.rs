@@ -55,9 +55,68 @@ pub struct Profile {
     pub measurement: MeasurementInfo,
     pub fit: CostTerms,
     pub held_out: FitError,
+    /// How a served engine was probed through its API (`calibrate
+    /// --engine`), with the host terms measured apart from the iteration;
+    /// absent for profiles measured with candle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineProbe>,
     /// Every measured shape with all its repetitions, fitted and held out.
     #[serde(default)]
     pub samples: Vec<Sample>,
+}
+
+/// A served engine calibrated through its OpenAI-compatible API: where it
+/// was, what it said it was, and what the probes found beyond the fitted
+/// iteration cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineProbe {
+    /// Base URL the probes went to.
+    pub url: String,
+    /// What the server calls itself (`/v1/models` `owned_by`, the family
+    /// of its `/metrics`).
+    pub server: String,
+    /// The model name it serves (`/v1/models`).
+    pub served_model: String,
+    /// Requests the probes sent.
+    pub requests: u32,
+    /// The time the probes were given, seconds.
+    pub budget_s: f64,
+    /// Host time measured apart from the model's work.
+    pub host: HostTerms,
+    /// `[asked, seen]` per concurrency level probed: requests sent at once
+    /// and the most the server's `/metrics` reported running (0: it
+    /// exposes no running gauge).
+    pub concurrency: Vec<[u32; 2]>,
+    /// What the probes found, one line each (prefix caching, a concurrency
+    /// cap, interference of a prefill with decodes, the KV capacity's
+    /// source).
+    #[serde(default)]
+    pub findings: Vec<String>,
+}
+
+/// Host terms an API measurement can tell apart from the iteration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostTerms {
+    /// Median time to first token of a one-token prompt, ns.
+    pub ttft_floor_ns: f64,
+    /// Per request outside the server's iterations (HTTP, tokenizing,
+    /// admission, the first token's detokenizing), ns: how much shorter a
+    /// decode step with a joining prefill ran than the fit predicts when
+    /// it charges the whole per-request term (`fit.prefill_seq_ns`, the
+    /// TTFT floor less one step) to the prefill's iteration; all of that
+    /// term when no mixed step was measured. The simulator still charges
+    /// all of `fit.prefill_seq_ns` to the iteration, its only per-request
+    /// place, so TTFTs come out right.
+    pub request_ns: f64,
+    /// The decode step's intercept at one sequence and no context, ns:
+    /// the engine's scheduling, input preparation and sampling together
+    /// with the fixed part of the forward pass (an API cannot split them).
+    pub step_ns: f64,
+    /// Per sequence per step beyond its context (the decode step's slope
+    /// in the batch size), ns.
+    pub seq_ns: f64,
 }
 
 /// The device a profile was measured on.
@@ -114,6 +173,9 @@ pub enum WeightsInfo {
     Safetensors { path: String },
     /// A GGUF file, dequantized to the profile's dtype.
     Gguf { path: String },
+    /// The weights a served engine holds (`calibrate --engine`): measured
+    /// through its API, with nothing for `servesim` to load.
+    Served { url: String, model: String },
 }
 
 impl WeightsInfo {
@@ -124,6 +186,9 @@ impl WeightsInfo {
             }
             WeightsInfo::Safetensors { path } => format!("real weights from {path}"),
             WeightsInfo::Gguf { path } => format!("real weights from {path} (dequantized)"),
+            WeightsInfo::Served { url, model } => {
+                format!("the weights {model} served at {url} (measured through its API)")
+            }
         }
     }
 }
@@ -655,6 +720,7 @@ pub(crate) mod tests {
                 wake_ns: vec![],
             },
             held_out: FitError::default(),
+            engine: None,
             samples: vec![Sample {
                 kind: "decode".into(),
                 fitted: true,
@@ -675,6 +741,41 @@ pub(crate) mod tests {
         let text = p.to_toml_string();
         let back = Profile::from_toml_str(&text, "p.toml").unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn an_engine_profile_round_trips_with_its_probe_and_served_weights() {
+        let mut p = example();
+        p.model.weights = WeightsInfo::Served {
+            url: "http://127.0.0.1:8000".into(),
+            model: "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
+        };
+        p.engine = Some(EngineProbe {
+            url: "http://127.0.0.1:8000".into(),
+            server: "vllm (vLLM-style /metrics)".into(),
+            served_model: "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
+            requests: 85,
+            budget_s: 240.0,
+            host: HostTerms {
+                ttft_floor_ns: 11e6,
+                request_ns: 1.1e6,
+                step_ns: 8e6,
+                seq_ns: 3e5,
+            },
+            concurrency: vec![[1, 1], [8, 8]],
+            findings: vec!["no prefix caching seen".into()],
+        });
+        let text = p.to_toml_string();
+        assert!(text.contains("[engine.host]"), "{text}");
+        let back = Profile::from_toml_str(&text, "p.toml").unwrap();
+        assert_eq!(back, p);
+        assert!(back
+            .model
+            .weights
+            .describe()
+            .contains("served at http://127.0.0.1:8000"));
+        // A candle profile writes no engine table.
+        assert!(!example().to_toml_string().contains("[engine"));
     }
 
     #[test]

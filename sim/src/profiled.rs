@@ -182,6 +182,10 @@ pub struct Profiled {
     wake: Option<(Table, f64)>,
     /// Seconds per byte of KV swapped (measured host copy bandwidth).
     swap_secs_per_byte: f64,
+    /// Of `prefill_seq_ns`, the host time a served engine spends per
+    /// request outside its iterations (measured through its API; 0 for
+    /// candle profiles).
+    host_request_ns: f64,
     label: String,
 }
 
@@ -204,6 +208,10 @@ impl Profiled {
                 (Table::from_f64(knots, &f.wake_ns), last)
             }),
             swap_secs_per_byte: 1.0 / p.measurement.host_copy_bytes_per_s,
+            host_request_ns: p
+                .engine
+                .as_ref()
+                .map_or(0.0, |e| e.host.request_ns.clamp(0.0, f.prefill_seq_ns)),
             label: format!(
                 "calibration profile {origin}: {} {} on {} ({}), {}; held-out fit error {:.1} % mean, {:.1} % max over {} shapes",
                 p.model.name,
@@ -276,7 +284,15 @@ impl CostModel for Profiled {
             t(
                 "per prefill sequence",
                 self.prefill_seq_ns * f.prefill_seqs,
-                format!("{} sequences", f.prefill_seqs),
+                if self.host_request_ns > 0.0 {
+                    format!(
+                        "{} sequences; {:.3} ms each is the server's host time outside the model (measured)",
+                        f.prefill_seqs,
+                        self.host_request_ns / 1e6
+                    )
+                } else {
+                    format!("{} sequences", f.prefill_seqs)
+                },
             ),
             t(
                 "token table",
@@ -318,12 +334,13 @@ impl CostModel for Profiled {
             ));
         }
         let total_ns = self.iteration_time(b);
+        let host_ms = self.host_request_ns * f.prefill_seqs / 1e6;
         Some(crate::cost::Breakdown {
             source: self.label.clone(),
             tokens: b.tokens(),
             seqs: b.seqs(),
-            gpu_ms: total_ns as f64 / 1e6,
-            host_ms: 0.0,
+            gpu_ms: total_ns as f64 / 1e6 - host_ms,
+            host_ms,
             host_overlaps: false,
             terms,
             total_ns,
@@ -406,6 +423,53 @@ mod tests {
             m.iteration_time(&b),
             10_000_000,
             "constant past the last knot"
+        );
+    }
+
+    #[test]
+    fn an_engine_profile_shows_its_measured_host_time_apart() {
+        let mut p = example();
+        p.fit.prefill_seq_ns = 3e6;
+        p.engine = Some(crate::profile::EngineProbe {
+            url: "http://x".into(),
+            server: "test".into(),
+            served_model: "tiny".into(),
+            requests: 1,
+            budget_s: 60.0,
+            host: crate::profile::HostTerms {
+                ttft_floor_ns: 5e6,
+                request_ns: 1e6,
+                step_ns: 2e6,
+                seq_ns: 0.0,
+            },
+            concurrency: vec![],
+            findings: vec![],
+        });
+        let m = Profiled::new(&p, "p.toml");
+        let mut b = decode(3, 100);
+        b.add_prefill(1, 0);
+        b.add_prefill(1, 0);
+        let e = m.explain(&b).unwrap();
+        // 2 ms step + 2 × 3 ms per prefill + 10 µs × 4 tokens beyond the first.
+        assert_eq!(e.total_ns, 8_040_000);
+        assert!((e.host_ms - 2.0).abs() < 1e-9, "{}", e.host_ms);
+        assert!((e.gpu_ms - 6.04).abs() < 1e-9, "{}", e.gpu_ms);
+        assert!(!e.host_overlaps);
+        let seq = e
+            .terms
+            .iter()
+            .find(|t| t.name == "per prefill sequence")
+            .unwrap();
+        assert!(
+            seq.detail
+                .contains("1.000 ms each is the server's host time"),
+            "{}",
+            seq.detail
+        );
+        // A candle profile has none.
+        assert_eq!(
+            Profiled::new(&example(), "p").explain(&b).unwrap().host_ms,
+            0.0
         );
     }
 
