@@ -508,3 +508,166 @@ pub enum CatalogWhat {
     Hardware,
     Models,
 }
+
+/// Parses the command line with one rule for every flag that takes a value
+/// (so no flag needs its own): a value that starts with `-` is read as the
+/// flag's value, not as another flag, so `--demand -1` reaches the flag's
+/// check and is refused with its allowed range instead of clap's
+/// "unexpected argument '-1'"; whole-number flags keep their own parsers,
+/// whose errors name the range (`-1 is not in 0..=4294967295`), and
+/// decimal flags refuse NaN and infinities.
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = numeric_flags(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// [`parse`]'s command: every value-taking argument of every subcommand
+/// under the shared rule.
+pub fn numeric_flags(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(value_rule).mut_subcommands(numeric_flags)
+}
+
+fn value_rule(a: clap::Arg) -> clap::Arg {
+    if !a.get_action().takes_values() {
+        return a;
+    }
+    let id = a.get_value_parser().type_id();
+    let option = !a.is_positional();
+    // Paths keep clap's rule, so `--out --seed 3` still says `--out` lacks
+    // its value; any other option takes a leading `-` (`--shard -1/4`).
+    let hyphen = option && id != std::any::TypeId::of::<PathBuf>();
+    let a = a.allow_negative_numbers(true).allow_hyphen_values(hyphen);
+    if id == std::any::TypeId::of::<f64>() {
+        return a.value_parser(Finite);
+    }
+    // clap's u8/u16/u32 parsers check a range and name it (a flag's own
+    // `.range(1..=20)` included), so they stay; its u64/usize ones only say
+    // "invalid digit found in string" for `-1`.
+    if id == std::any::TypeId::of::<u64>() {
+        return a.value_parser(Whole::<u64>(std::marker::PhantomData));
+    }
+    if id == std::any::TypeId::of::<usize>() {
+        return a.value_parser(Whole::<usize>(std::marker::PhantomData));
+    }
+    a
+}
+
+/// A u64/usize flag's parser: the error states the whole-number range.
+#[derive(Clone)]
+struct Whole<T>(std::marker::PhantomData<T>);
+
+macro_rules! whole_parser {
+    ($($t:ty),*) => {$(
+        impl clap::builder::TypedValueParser for Whole<$t> {
+            type Value = $t;
+            fn parse_ref(
+                &self,
+                cmd: &clap::Command,
+                arg: Option<&clap::Arg>,
+                value: &std::ffi::OsStr,
+            ) -> Result<$t, clap::Error> {
+                value
+                    .to_str()
+                    .and_then(|s| s.trim().parse::<$t>().ok())
+                    .ok_or_else(|| {
+                        let allowed = format!("must be a whole number in 0..={}", <$t>::MAX);
+                        flag_error(cmd, arg, value, allowed)
+                    })
+            }
+        }
+    )*};
+}
+whole_parser!(u64, usize);
+
+/// A decimal flag's parser: NaN and infinities are refused (each command
+/// checks its flag's own range on the number).
+#[derive(Clone)]
+struct Finite;
+
+fn flag_error(
+    cmd: &clap::Command,
+    arg: Option<&clap::Arg>,
+    value: &std::ffi::OsStr,
+    allowed: String,
+) -> clap::Error {
+    let flag = arg.map_or_else(|| "the value".to_string(), |a| a.to_string());
+    clap::Error::raw(
+        clap::error::ErrorKind::ValueValidation,
+        format!(
+            "invalid value '{}' for '{flag}': {allowed}\n",
+            value.to_string_lossy()
+        ),
+    )
+    .with_cmd(cmd)
+}
+
+impl clap::builder::TypedValueParser for Finite {
+    type Value = f64;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<f64, clap::Error> {
+        value
+            .to_str()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| flag_error(cmd, arg, value, "must be a finite number".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(args: &[&str]) -> String {
+        use clap::CommandFactory;
+        let mut full = vec!["servesim"];
+        full.extend_from_slice(args);
+        numeric_flags(Cli::command())
+            .try_get_matches_from(full)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn negative_numbers_on_flags_name_the_flag_and_the_range() {
+        let e = error_of(&["capacity", "s.toml", "--replicas", "-1"]);
+        assert!(
+            e.contains("--replicas") && e.contains("0..=4294967295"),
+            "{e}"
+        );
+        let e = error_of(&["explain", "out", "--request", "-1"]);
+        assert!(e.contains("--request") && e.contains("0..="), "{e}");
+        let e = error_of(&["serve", "--max-tokens", "-5"]);
+        assert!(e.contains("--max-tokens") && e.contains("0.."), "{e}");
+        // A flag's own range survives the shared rule.
+        let e = error_of(&[
+            "validate",
+            "--profile",
+            "p.toml",
+            "--scenario",
+            "s.toml",
+            "--live-runs",
+            "0",
+        ]);
+        assert!(e.contains("--live-runs") && e.contains("1..=20"), "{e}");
+        let e = error_of(&["serve", "--speed", "nan"]);
+        assert!(e.contains("--speed") && e.contains("finite"), "{e}");
+        // A negative decimal reaches the command, whose check names it.
+        use clap::{CommandFactory, FromArgMatches};
+        let m = numeric_flags(Cli::command())
+            .try_get_matches_from(["servesim", "capacity", "s.toml", "--headroom", "-50"])
+            .unwrap();
+        let cli = Cli::from_arg_matches(&m).unwrap();
+        match cli.command {
+            Command::Capacity(a) => assert_eq!(a.headroom, -50.0),
+            other => panic!("{other:?}"),
+        }
+        // Flags keep their meaning: a path option still needs its value.
+        let e = error_of(&["simulate", "s.toml", "--out", "--json"]);
+        assert!(e.contains("--out"), "{e}");
+    }
+}

@@ -121,12 +121,19 @@ pub fn run(args: CostArgs) -> Result<()> {
             total_ms: cost_model.iteration_time(b) as f64 / 1e6,
         })
         .collect();
-    let max_batch = args
-        .max_batch
-        .unwrap_or(scenario.file.engine.max_num_seqs)
-        .max(1);
-    if max_batch > 1 << 16 {
-        bail!("--max-batch: at most 65536, got {max_batch}");
+    let max_batch = args.max_batch.unwrap_or(scenario.file.engine.max_num_seqs);
+    if !(1..=1 << 16).contains(&max_batch) {
+        bail!("--max-batch: must be 1 to 65536, got {max_batch}");
+    }
+    // A step priced beyond the context the replicas serve is a number no
+    // run can produce.
+    let limit = scenario.max_model_len as u64;
+    if !(1..=limit).contains(&args.context) {
+        bail!(
+            "--context: must be 1 to {limit} (the max_model_len of {}), got {}",
+            scenario.model.name,
+            args.context
+        );
     }
     let sizes: Vec<u32> = std::iter::successors(Some(1u32), |b| Some(b * 2))
         .take_while(|&b| b <= max_batch)

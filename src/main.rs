@@ -35,7 +35,6 @@ mod trace;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 use cli::{CatalogWhat, Cli, Command};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim::{Scenario, Simulation};
@@ -44,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -77,6 +76,9 @@ fn run(cli: Cli) -> Result<()> {
                 outln!("note       {n}");
             }
             print::memory_estimate(&est);
+            if let Some(w) = sim::guard::disk_warning(&s, &est) {
+                outln!("warning    {w}");
+            }
             // Open the workload's files and read its first request, so a
             // bad trace shows here rather than in a run.
             let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
@@ -85,7 +87,7 @@ fn run(cli: Cli) -> Result<()> {
             for line in sim::cluster::budget::KvBudget::of(&s, &ctx)?.lines(&s) {
                 outln!("{line}");
             }
-            let capacity = sim::cluster::estimate::CapacityEstimate::of(&s, &ctx)?;
+            let capacity = sim::simulation::estimate::CapacityEstimate::of(&s, &ctx)?;
             for line in capacity.lines() {
                 outln!("{line}");
             }
@@ -208,6 +210,11 @@ fn simulate(
     for n in &scenario.notes {
         eprintln!("warning: {n}");
     }
+    if let Some(w) =
+        sim::guard::disk_warning(&scenario, &sim::guard::estimate_with(&scenario, true))
+    {
+        eprintln!("warning: {w}");
+    }
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(scenario.name()));
     // Refuse an unwritable folder, or one another run is writing, before
     // spending the run's time.
@@ -237,13 +244,19 @@ fn simulate(
         if let Some(note) = t.out_of_order_note() {
             eprintln!("warning: {note}");
         }
+        if let Some(note) = t.empty_note() {
+            eprintln!("warning: {note}");
+        }
     }
     let wall = wall.elapsed();
     sim::output::write_all(&out_dir, &result)
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     drop(lock);
     if json {
-        outln!("{}", serde_json::to_string_pretty(&result.summary)?);
+        // The file as written, its run identity included.
+        let summary = std::fs::read_to_string(out_dir.join("summary.json"))
+            .with_context(|| format!("cannot read {}/summary.json", out_dir.display()))?;
+        outln!("{}", summary.trim_end());
     } else {
         print::summary(&scenario, &result.summary);
         outln!();

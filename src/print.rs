@@ -418,6 +418,12 @@ pub fn memory_estimate(e: &sim::guard::MemoryEstimate) {
         e.bytes as f64 / (1u64 << 30) as f64,
         sim::guard::memory_budget() as f64 / (1u64 << 30) as f64
     );
+    if let Some(d) = e.disk_bytes {
+        outln!(
+            "disk       about {:.2} GiB of result files (requests.csv, timeseries.csv, pools.csv)",
+            d as f64 / (1u64 << 30) as f64
+        );
+    }
 }
 
 /// The summary table printed by `simulate`.

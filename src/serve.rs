@@ -141,6 +141,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if a.max_waiting == 0 || a.per_client_limit == 0 {
         bail!("--max-waiting and --per-client-limit must be at least 1");
     }
+    if a.max_body_bytes == 0 {
+        bail!("--max-body-bytes: must be at least 1 byte (a server that takes no body answers every request 413)");
+    }
     if a.engine == EngineKind::Live {
         return serve_live(a);
     }

@@ -139,8 +139,13 @@ fn finish(plan: &Plan, results: &SweepResults, out: &Path, report: bool) -> Resu
     let a = objective::analyze(results, &obj);
     let mut json = serde_json::to_string_pretty(&a)?;
     json.push('\n');
-    std::fs::write(out.join("operating-point.json"), json)
-        .with_context(|| format!("cannot write {}", out.display()))?;
+    // Whole or absent: a failed write leaves no file, not this one cut nor
+    // an earlier sweep's.
+    let op_file = out.join("operating-point.json");
+    if let Err(e) = sim::output::write_bytes_atomic(&op_file, json.as_bytes()) {
+        let _ = std::fs::remove_file(&op_file);
+        return Err(e).with_context(|| format!("cannot write {}", op_file.display()));
+    }
     let op_dir = out.join(reports::OPERATING_POINT_DIR);
     if op_dir.exists() {
         // Stale files from an earlier sweep would be reported as this one's.

@@ -336,3 +336,380 @@ fn bit_looking_bandwidth_keys_still_work_with_a_deprecation_note() {
     );
     refused(tmp.path(), &both, "hardware.spec.memory_bw_tbps");
 }
+
+/// `scenarios/<name>.toml` with `from` replaced by `to`, paths made absolute.
+fn scenario_with(name: &str, from: &str, to: &str) -> String {
+    let s = read(&repo().join(format!("scenarios/{name}.toml")));
+    assert!(s.contains(from), "{from} not in {name}");
+    s.replace(from, to).replace(
+        "path = \"traces/",
+        &format!("path = \"{}/scenarios/traces/", repo().display()),
+    )
+}
+
+#[test]
+fn link_and_life_cycle_values_that_exhausted_memory_or_hung_are_refused_by_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Aborted in Fleet::sample after 14-29 s (the pool series outgrew memory).
+    let e = refused(
+        d,
+        &scenario_with(
+            "disaggregation",
+            "bandwidth_gbyte_s = 50.0",
+            "bandwidth_gbyte_s = 1e-300",
+        ),
+        "fleet.kv_transfer.bandwidth_gbyte_s",
+    );
+    assert!(e.contains("[1e-3, 1e6] GB/s"), "{e}");
+    refused(
+        d,
+        &scenario_with("disaggregation", "latency_us = 20.0", "latency_us = 1e300"),
+        "fleet.kv_transfer.latency_us",
+    );
+    // No result within 90 s.
+    refused(
+        d,
+        &scenario_with(
+            "autoscale-step",
+            "[autoscale]\n",
+            "[autoscale]\nsync_period_s = 1e-300\n",
+        ),
+        "autoscale.sync_period_s",
+    );
+    refused(
+        d,
+        &quick(
+            "router = \"least-outstanding\"",
+            "report_interval_s = 1e-300",
+        ),
+        "fleet.report_interval_s",
+    );
+    // No result within 60 s (100,004 replicas sampled each second).
+    let e = refused(
+        d,
+        &format!("{}\n[lifecycle]\nstandby = 100000\n", small_quickstart(200)),
+        "lifecycle.standby",
+    );
+    assert!(e.contains("at most 99996"), "{e}");
+    // The documented maximum of closed-loop users aborted in records.rs: the
+    // guard now counts the requests they keep in flight.
+    let closed = scenario_with("closed-loop", "users = 48", "users = 10000000");
+    let p = write(d, "closed.toml", &closed);
+    let o = bin()
+        .args(["simulate", p.to_str().unwrap(), "--out"])
+        .arg(d.join("out"))
+        .env("SERVESIM_MEMORY_GIB", "1")
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.starts_with("error: ") && e.contains("workload.arrival.users") && e.contains("in flight"),
+        "{e}"
+    );
+    assert!(!d.join("out").join("summary.json").exists());
+}
+
+#[test]
+fn endless_lines_in_traces_stop_at_the_line_bound_quickly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sparse = tmp.path().join("sparse.csv");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    for (file, format) in [
+        (Path::new("/dev/zero"), "mooncake"),
+        (sparse.as_path(), "azure"),
+        (sparse.as_path(), "mooncake"),
+    ] {
+        if !file.exists() {
+            continue;
+        }
+        let t = Instant::now();
+        let o = run(&["trace", "stats", file.to_str().unwrap(), "--format", format]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{format}: {e}");
+        assert!(
+            !e.contains("panicked") && !e.contains("memory allocation"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 1") && e.contains("longer than 64 MiB"),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn keys_that_did_nothing_are_errors_or_read_with_a_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A link table with its default values in a fleet without pools.
+    let link =
+        "[fleet.kv_transfer]\nbandwidth_gbyte_s = 50.0\nlatency_us = 20.0\nmode = \"whole\"\n";
+    let e = refused(
+        d,
+        &format!("{}\n{link}", small_quickstart(200)),
+        "fleet.kv_transfer",
+    );
+    assert!(e.contains("prefill"), "{e}");
+    refused(
+        d,
+        &format!("{}\n[fleet.kv_transfer]\n", small_quickstart(200)),
+        "fleet.kv_transfer",
+    );
+    let e = refused(
+        d,
+        &quick(
+            "router = \"least-outstanding\"",
+            "router = \"least-outstanding\"\npools = []",
+        ),
+        "fleet.pools",
+    );
+    assert!(e.contains("empty"), "{e}");
+    // The old link bandwidth name reads like the datasheet's old names.
+    let old = scenario_with(
+        "disaggregation",
+        "bandwidth_gbyte_s = 50.0",
+        "bandwidth_gbps = 50.0",
+    );
+    let p = write(d, "old.toml", &old);
+    let o = run(&["check", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("fleet.kv_transfer.bandwidth_gbps is deprecated"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn the_result_files_size_is_stated_and_a_large_one_warned_of() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "q.toml", &small_quickstart(200));
+    let o = run(&["check", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("GiB of result files"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("warning"), "{}", stdout(&o));
+    // A low-rate day sampled every 5 ms per replica: ~2 GiB of
+    // timeseries.csv, in memory within the budget.
+    let low = small_quickstart(200)
+        .replace("requests = 200", "duration_s = 86400")
+        .replace("rate = 70.0", "rate = 0.01")
+        + "\n[metrics]\ntimeseries_interval_s = 0.005\n";
+    let p = write(tmp.path(), "low.toml", &low);
+    let o = run(&["check", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("warning")
+            && out.contains("timeseries.csv")
+            && out.contains("metrics.timeseries_interval_s"),
+        "{out}{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn cost_refuses_a_context_beyond_the_model_and_an_empty_sweep() {
+    let mh = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm"];
+    let o = run(&[&["cost"][..], &mh, &["--context", "99999999999"]].concat());
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}{}", stdout(&o));
+    assert!(e.contains("--context") && e.contains("131072"), "{e}");
+    let o = run(&[&["cost"][..], &mh, &["--max-batch", "0"]].concat());
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("--max-batch") && e.contains("1 to 65536"), "{e}");
+}
+
+#[test]
+fn report_and_explain_refuse_another_runs_files_and_nan_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let p = write(d, "q.toml", &small_quickstart(200));
+    let (a, b) = (d.join("a"), d.join("b"));
+    simulate(&p, &a, &[]);
+    simulate(&p, &b, &["--seed", "9"]);
+    let s: Value = serde_json::from_str(&read(&a.join("summary.json"))).unwrap();
+    let ident = &s["run"];
+    assert_eq!(ident["seed"], 42, "{ident}");
+    assert_eq!(
+        ident["scenario_hash"].as_str().unwrap().len(),
+        16,
+        "{ident}"
+    );
+    assert_eq!(
+        ident["requests_csv_bytes"].as_u64().unwrap(),
+        std::fs::metadata(a.join("requests.csv")).unwrap().len()
+    );
+    // b's files put into a: both readers name the file and the run.
+    let mixed = d.join("mixed");
+    std::fs::create_dir_all(&mixed).unwrap();
+    for f in ["summary.json", "requests.csv", "timeseries.csv"] {
+        std::fs::copy(a.join(f), mixed.join(f)).unwrap();
+    }
+    std::fs::copy(b.join("timeseries.csv"), mixed.join("timeseries.csv")).unwrap();
+    let o = run(&["report", mixed.to_str().unwrap()]);
+    let e = stderr(&o);
+    if std::fs::metadata(a.join("timeseries.csv")).unwrap().len()
+        != std::fs::metadata(b.join("timeseries.csv")).unwrap().len()
+    {
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(
+            e.contains("timeseries.csv") && e.contains("another run"),
+            "{e}"
+        );
+    }
+    std::fs::copy(a.join("timeseries.csv"), mixed.join("timeseries.csv")).unwrap();
+    std::fs::copy(b.join("requests.csv"), mixed.join("requests.csv")).unwrap();
+    let o = run(&["explain", mixed.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("requests.csv") && e.contains("another run"),
+        "{e}"
+    );
+    // A NaN cell in a folder without the identity block (an older run).
+    let old = d.join("old");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::copy(a.join("requests.csv"), old.join("requests.csv")).unwrap();
+    let text = read(&old.join("requests.csv"));
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let cols: Vec<&str> = lines[0].split(',').collect();
+    let ttft = cols.iter().position(|c| *c == "ttft_ms").unwrap();
+    let mut cells: Vec<String> = lines[1].split(',').map(str::to_string).collect();
+    cells[ttft] = "NaN".into();
+    lines[1] = cells.join(",");
+    std::fs::write(old.join("requests.csv"), lines.join("\n") + "\n").unwrap();
+    let o = run(&["explain", old.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("line 2") && e.contains("ttft_ms") && e.contains("NaN"),
+        "{e}"
+    );
+}
+
+#[test]
+fn negative_numbers_on_flags_name_the_flag_and_what_is_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "q.toml", &small_quickstart(200));
+    let q = p.to_str().unwrap();
+    for (args, flag, allowed) in [
+        (vec!["capacity", q, "--demand", "-1"], "--demand", "demand"),
+        (
+            vec!["capacity", q, "--headroom", "-50"],
+            "--headroom",
+            "-50",
+        ),
+        (
+            vec!["capacity", q, "--replicas", "-1"],
+            "--replicas",
+            "0..=",
+        ),
+        (
+            vec!["explain", "out", "--request", "-1"],
+            "--request",
+            "0..=",
+        ),
+        (
+            vec!["sweep", q, "--grid", q, "--shard", "-1/4"],
+            "-1/4",
+            "I/N",
+        ),
+        (
+            vec!["serve", "--scenario", q, "--speed", "-2"],
+            "--speed",
+            "positive",
+        ),
+        (
+            vec!["serve", "--scenario", q, "--max-body-bytes", "0"],
+            "--max-body-bytes",
+            "at least 1",
+        ),
+    ] {
+        let o = run(&args);
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{args:?}: {e}");
+        assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
+        assert!(e.contains(flag) && e.contains(allowed), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn a_draft_that_does_not_fit_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = small_quickstart(200).replace(
+        "max_model_len = 8192",
+        "max_model_len = 8192\nspeculative = { num_draft_tokens = 4, acceptance_rate = 0.7, draft_model = \"llama-3.1-70b\" }",
+    );
+    let e = refused(tmp.path(), &spec, "engine.speculative.draft_model");
+    assert!(e.contains("Llama-3.1-70B") && e.contains("draft"), "{e}");
+}
+
+#[test]
+fn a_far_future_azure_timestamp_is_called_out_of_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = write(
+        tmp.path(),
+        "far.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n9999-12-31 23:59:59.9999999,10,5\n",
+    );
+    let o = run(&[
+        "trace",
+        "stats",
+        trace.to_str().unwrap(),
+        "--format",
+        "azure",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("line 2") && e.contains("outside") && e.contains("2262"),
+        "{e}"
+    );
+}
+
+#[test]
+fn huge_tenant_and_canary_times_and_empty_traces_are_flagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for (from, to, key) in [
+        (
+            "backoff_s = 2.0",
+            "backoff_s = 1e300",
+            "tenants.1.retry.backoff_s",
+        ),
+        (
+            "ttft_ms = 30000",
+            "ttft_ms = 1e300",
+            "tenants.1.slo.ttft_ms",
+        ),
+    ] {
+        refused(d, &scenario_with("noisy-neighbor", from, to), key);
+    }
+    refused(
+        d,
+        &scenario_with("canary-promote", "start_s = 30", "start_s = 1e300"),
+        "canary.start_s",
+    );
+    // A header-only trace runs, with a warning that it gave nothing.
+    let empty = write(d, "empty.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+    let s = scenario_with(
+        "replay-azure",
+        "path = \"traces/azure_conv_sample.csv\"",
+        &format!("path = \"{}\"", empty.display()),
+    );
+    let p = write(d, "empty.toml", &s);
+    let o = run(&[
+        "simulate",
+        p.to_str().unwrap(),
+        "--out",
+        d.join("o").to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert!(e.contains("warning") && e.contains("no rows"), "{e}");
+}

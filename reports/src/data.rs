@@ -25,12 +25,74 @@ impl Table {
             .records()
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Table { header, rows })
+        let t = Table { header, rows };
+        t.refuse_non_finite(path)?;
+        Ok(t)
+    }
+
+    /// A result file never holds NaN or an infinity (an absent value is an
+    /// empty cell): such a cell is a damaged or foreign file, and would
+    /// poison every statistic read from it.
+    fn refuse_non_finite(&self, path: &Path) -> Result<(), String> {
+        for (line, r) in self.rows.iter().enumerate() {
+            for (i, c) in r.iter().enumerate() {
+                if c.parse::<f64>().is_ok_and(|v| !v.is_finite()) {
+                    return Err(format!(
+                        "{}: line {}: column `{}` holds {c:?}, which servesim never writes: the \
+                         file is damaged or not a run's",
+                        path.display(),
+                        line + 2,
+                        self.header.get(i).map_or("?", String::as_str)
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn col(&self, name: &str) -> Option<usize> {
         self.header.iter().position(|h| h == name)
     }
+}
+
+/// Checks that `dir/name` (`requests.csv`, `timeseries.csv`) is the file
+/// its `summary.json` was written beside: the summary's `run` block records
+/// each file's size. A folder without the block (an older servesim) is
+/// taken as it is.
+pub fn check_belongs(dir: &Path, name: &str) -> Result<(), String> {
+    let summary = dir.join("summary.json");
+    let file = dir.join(name);
+    if !summary.exists() || !file.exists() {
+        return Ok(());
+    }
+    let s = read_json(&summary)?;
+    let key = match name {
+        "requests.csv" => "requests_csv_bytes",
+        "timeseries.csv" => "timeseries_csv_bytes",
+        _ => return Ok(()),
+    };
+    let Some(want) = s
+        .get("run")
+        .and_then(|r| r.get(key))
+        .and_then(Value::as_u64)
+    else {
+        return Ok(());
+    };
+    let got = std::fs::metadata(&file)
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .len();
+    if got != want {
+        return Err(format!(
+            "{}: {got} bytes, but the run in {} (scenario {}, seed {}, hash {}) wrote {want}: \
+             the file belongs to another run; put back its own or rerun `servesim simulate`",
+            file.display(),
+            summary.display(),
+            text(&s, "scenario"),
+            text(&s, "seed"),
+            text(&s, "run.scenario_hash"),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a JSON file (a `summary.json`).

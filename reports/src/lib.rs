@@ -95,6 +95,9 @@ pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
         sections.push(s);
     }
     if dir.join("summary.json").exists() {
+        for name in ["requests.csv", "timeseries.csv"] {
+            data::check_belongs(dir, name).map_err(err)?;
+        }
         let summary = data::read_json(&dir.join("summary.json")).map_err(err)?;
         let heading = format!("Run: {}", data::text(&summary, "scenario"));
         title.get_or_insert_with(|| heading.clone());

@@ -558,6 +558,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
         fleet_series: Vec::new(),
         pool_series: Vec::new(),
         streamed_requests: Default::default(),
+        scenario_hash: sim::output::scenario_hash(s),
     })
 }
 

@@ -33,8 +33,10 @@ pub struct Parsed {
     pub prompt: Prompt,
     /// The prompt's length as the twin counts it (token ids, or words).
     pub prompt_tokens: u32,
-    /// `max_tokens` (or chat's `max_completion_tokens`), if given.
-    pub max_tokens: Option<u32>,
+    /// `max_tokens` (or chat's `max_completion_tokens`), if given: any
+    /// whole number, so that one above the server's `--max-tokens` is
+    /// refused by that limit's name.
+    pub max_tokens: Option<u64>,
     pub stream: bool,
     pub include_usage: bool,
     /// vLLM's `ignore_eos`: generate `max_tokens` whatever the model samples.
@@ -57,6 +59,16 @@ fn field_u32(body: &Value, key: &str) -> Result<Option<u32>, String> {
             .as_u64()
             .filter(|&n| n <= u32::MAX as u64)
             .map(|n| Some(n as u32))
+            .ok_or_else(|| format!("'{key}' must be a non-negative integer")),
+    }
+}
+
+fn field_u64(body: &Value, key: &str) -> Result<Option<u64>, String> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
             .ok_or_else(|| format!("'{key}' must be a non-negative integer")),
     }
 }
@@ -152,11 +164,11 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
     };
     let prompt_tokens = prompt.words();
     let max_tokens = match endpoint {
-        Endpoint::Chat => match field_u32(&body, "max_completion_tokens")? {
+        Endpoint::Chat => match field_u64(&body, "max_completion_tokens")? {
             Some(n) => Some(n),
-            None => field_u32(&body, "max_tokens")?,
+            None => field_u64(&body, "max_tokens")?,
         },
-        Endpoint::Completions => field_u32(&body, "max_tokens")?,
+        Endpoint::Completions => field_u64(&body, "max_tokens")?,
     };
     if max_tokens == Some(0) {
         return Err("'max_tokens' must be at least 1".into());
@@ -171,7 +183,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<Parsed, String> {
     let ignore_eos = field_bool(&body, "ignore_eos")?;
     let min_tokens = field_u32(&body, "min_tokens")?;
     if let (Some(min), Some(max)) = (min_tokens, max_tokens) {
-        if min > max {
+        if min as u64 > max {
             return Err("'min_tokens' must not exceed 'max_tokens'".into());
         }
     }
@@ -305,6 +317,9 @@ mod tests {
         assert!(p("{not json").unwrap_err().contains("JSON"));
         assert!(p(r#"{"model":"m","prompt":"x","max_tokens":0}"#).is_err());
         assert!(p(r#"{"model":"m","prompt":"x","max_tokens":-3}"#).is_err());
+        // Beyond u32 it still parses: the server refuses it by its limit.
+        let big = p(r#"{"model":"m","prompt":"x","max_tokens":1000000000000}"#).unwrap();
+        assert_eq!(big.max_tokens, Some(1_000_000_000_000));
         assert!(p(r#"{"model":"m","prompt":"x","n":2}"#).is_err());
         assert!(p(r#"{"model":"m","prompt":"x","max_tokens":2,"min_tokens":3}"#).is_err());
         let q = p(r#"{"model":"m","prompt":"x","max_tokens":9,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0.7}"#).unwrap();

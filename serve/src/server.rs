@@ -286,22 +286,23 @@ async fn complete(
         );
     }
     let room = cfg.max_model_len.saturating_sub(req.prompt_tokens);
-    let max_tokens = match (req.max_tokens, endpoint) {
+    let max_tokens: u64 = match (req.max_tokens, endpoint) {
         (Some(n), _) => n,
         // The legacy completions API's default.
         (None, Endpoint::Completions) => 16,
-        (None, Endpoint::Chat) => room.min(cfg.max_tokens_cap),
+        (None, Endpoint::Chat) => room.min(cfg.max_tokens_cap) as u64,
     };
-    if max_tokens > cfg.max_tokens_cap {
+    if max_tokens > cfg.max_tokens_cap as u64 {
         return invalid(
             &app,
             StatusCode::BAD_REQUEST,
             &format!(
-                "'max_tokens' is {max_tokens}; this server allows at most {}",
+                "'max_tokens' is {max_tokens}; this server allows at most {} (--max-tokens)",
                 cfg.max_tokens_cap
             ),
         );
     }
+    let max_tokens = max_tokens as u32;
     if req.prompt_tokens == 0 {
         return invalid(&app, StatusCode::BAD_REQUEST, "the prompt is empty");
     }

@@ -39,6 +39,57 @@ pub fn bytes_per_row() -> u64 {
     std::mem::size_of::<TimeseriesRow>() as u64
 }
 
+/// Bytes per row of the series a run keeps in memory beside the time
+/// series: a `pools.csv` row per pool and a life-cycle phase row per
+/// scaling unit, each sampling tick.
+pub fn bytes_per_series_row() -> u64 {
+    std::mem::size_of::<crate::cluster::pool_series::PoolSample>()
+        .max(std::mem::size_of::<crate::lifecycle::FleetSample>()) as u64
+}
+
+/// Replica objects the run keeps: the fleet's replicas, or with a life
+/// cycle its slots (the autoscaler's maximum plus the standby pool), each
+/// a row of a per-replica time series.
+pub fn replica_slots(s: &Scenario) -> u64 {
+    if s.pools.is_empty() {
+        crate::lifecycle::config::slots(&s.file).unwrap_or(s.file.fleet.replicas) as u64
+    } else {
+        s.pools.iter().map(|p| p.replicas as u64).sum()
+    }
+}
+
+/// Rows per sampling tick of the series held in memory whole: one per
+/// pool (`pools.csv`) and one per pool or fleet with a life cycle (its
+/// replicas by phase).
+pub fn series_rows_per_tick(s: &Scenario) -> u64 {
+    if s.file.metrics.timeseries == TimeseriesMode::Off {
+        return 0;
+    }
+    let lives = |f: &crate::scenario::ScenarioFile| crate::lifecycle::config::slots(f).is_some();
+    if s.pools.is_empty() {
+        lives(&s.file) as u64
+    } else {
+        let with_life = s.pools.iter().any(|p| lives(&p.scenario.file));
+        s.pools.len() as u64 * (1 + with_life as u64)
+    }
+}
+
+/// Closed-loop users of the scenario's workloads (each keeps one request
+/// in flight, so a run holds at least this many requests at once).
+pub fn closed_loop_users(s: &Scenario) -> u64 {
+    let users = |w: &crate::scenario::WorkloadCfg| match &w.arrival {
+        Some(crate::scenario::ArrivalCfg::Closed { users, .. }) => *users as u64,
+        _ => 0,
+    };
+    users(&s.file.workload)
+        + s.file
+            .tenants
+            .iter()
+            .filter_map(|t| t.workload.as_ref())
+            .map(users)
+            .sum::<u64>()
+}
+
 /// Consecutive events at one simulated instant beyond which the run is
 /// declared stuck (a trace may put a million arrivals on one timestamp; a
 /// hundred million is no workload).
@@ -52,13 +103,21 @@ pub struct MemoryEstimate {
     pub requests: Option<u64>,
     /// Time-series rows expected.
     pub timeseries_rows: Option<u64>,
+    /// Rows of the series held in memory whole (`pools.csv`, life-cycle
+    /// phases) expected.
+    pub series_rows: Option<u64>,
+    /// Requests in flight at once at least (closed-loop users).
+    pub in_flight: u64,
     pub bytes: u64,
+    /// Bytes of result files the run writes (`requests.csv`,
+    /// `timeseries.csv`, `pools.csv`), when the counts are known.
+    pub disk_bytes: Option<u64>,
 }
 
 /// Rows per sampling tick.
 pub fn rows_per_tick(s: &Scenario) -> u64 {
     match s.file.metrics.timeseries {
-        TimeseriesMode::PerReplica => s.file.fleet.replicas as u64,
+        TimeseriesMode::PerReplica => replica_slots(s),
         TimeseriesMode::Fleet => 1,
         TimeseriesMode::Off => 0,
     }
@@ -87,20 +146,75 @@ pub fn estimate_with(s: &Scenario, streamed: bool) -> MemoryEstimate {
         .duration_s
         .or_else(|| Some(requests? / rate?))
         .filter(|x| x.is_finite());
-    let rows =
-        span.map(|d| (d / s.file.metrics.timeseries_interval_s + 1.0) * rows_per_tick(s) as f64);
+    let ticks = span.map(|d| d / s.file.metrics.timeseries_interval_s + 1.0);
     let clamp = |x: f64| x.min(u64::MAX as f64 / 2.0) as u64;
+    let rows = ticks.map(|t| clamp(t * rows_per_tick(s) as f64));
+    let series = ticks.map(|t| clamp(t * series_rows_per_tick(s) as f64));
     let requests = requests.map(clamp);
-    let rows = rows.map(clamp);
-    let kept = if streamed { 0 } else { requests.unwrap_or(0) };
+    let in_flight = closed_loop_users(s);
+    let kept = if streamed { 0 } else { requests.unwrap_or(0) }.max(in_flight);
     let bytes = kept
         .saturating_mul(bytes_per_request())
-        .saturating_add(rows.unwrap_or(0).saturating_mul(bytes_per_row()));
+        .saturating_add(rows.unwrap_or(0).saturating_mul(bytes_per_row()))
+        .saturating_add(series.unwrap_or(0).saturating_mul(bytes_per_series_row()));
+    let disk_bytes = match (requests, rows) {
+        (Some(n), Some(r)) => Some(
+            n.saturating_mul(CSV_BYTES_PER_REQUEST)
+                .saturating_add(r.saturating_mul(CSV_BYTES_PER_ROW))
+                .saturating_add(series.unwrap_or(0).saturating_mul(CSV_BYTES_PER_POOL_ROW)),
+        ),
+        _ => None,
+    };
     MemoryEstimate {
         requests,
         timeseries_rows: rows,
+        series_rows: series,
+        in_flight,
         bytes,
+        disk_bytes,
     }
+}
+
+/// Typical bytes of one `requests.csv` line (ids, times, token counts and
+/// latencies; more with attribution or transfers).
+pub const CSV_BYTES_PER_REQUEST: u64 = 220;
+/// Typical bytes of one `timeseries.csv` line.
+pub const CSV_BYTES_PER_ROW: u64 = 30;
+/// Typical bytes of one `pools.csv` line.
+pub const CSV_BYTES_PER_POOL_ROW: u64 = 80;
+/// Result files beyond this many bytes get a warning before the run
+/// (`check` and `simulate` state the estimate).
+pub const LARGE_DISK_BYTES: u64 = 1 << 30;
+
+/// A warning when the run's result files are estimated to be large: how
+/// big, and the keys that shrink them.
+pub fn disk_warning(s: &Scenario, e: &MemoryEstimate) -> Option<String> {
+    let d = e.disk_bytes?;
+    if d < LARGE_DISK_BYTES {
+        return None;
+    }
+    let rows = e
+        .timeseries_rows
+        .unwrap_or(0)
+        .saturating_mul(CSV_BYTES_PER_ROW);
+    let hint = if rows >= d / 2 {
+        format!(
+            "most of it timeseries.csv ({} rows): a larger metrics.timeseries_interval_s (now {} s), \
+             metrics.timeseries = \"fleet\" or \"off\" shrinks it",
+            e.timeseries_rows.unwrap_or(0),
+            s.file.metrics.timeseries_interval_s
+        )
+    } else {
+        format!(
+            "most of it requests.csv ({} requests): a shorter horizon shrinks it",
+            e.requests.unwrap_or(0)
+        )
+    };
+    Some(format!(
+        "{}: the run will write about {:.2} GiB of result files; {hint}",
+        s.origin,
+        gib(d)
+    ))
 }
 
 fn gib(b: u64) -> f64 {
@@ -120,13 +234,28 @@ pub fn check_estimate_with(s: &Scenario, streamed: bool) -> Result<MemoryEstimat
     if e.bytes <= budget {
         return Ok(e);
     }
-    let req_bytes = (!streamed as u64)
-        .saturating_mul(e.requests.unwrap_or(0))
-        .saturating_mul(bytes_per_request());
+    let kept = if streamed { 0 } else { e.requests.unwrap_or(0) };
+    let req_bytes = kept.max(e.in_flight).saturating_mul(bytes_per_request());
     let row_bytes = e
         .timeseries_rows
         .unwrap_or(0)
-        .saturating_mul(bytes_per_row());
+        .saturating_mul(bytes_per_row())
+        .saturating_add(
+            e.series_rows
+                .unwrap_or(0)
+                .saturating_mul(bytes_per_series_row()),
+        );
+    if req_bytes >= row_bytes && e.in_flight >= kept {
+        return Err(format!(
+            "{}: workload.arrival.users: {} closed-loop users keep as many requests in flight, \
+             {:.1} GiB of records in memory, over the {:.1} GiB budget; fewer users \
+             (or raise SERVESIM_MEMORY_GIB)",
+            s.origin,
+            e.in_flight,
+            gib(req_bytes),
+            gib(budget)
+        ));
+    }
     Err(if req_bytes >= row_bytes {
         format!(
             "{}: horizon: about {} requests would hold {:.1} GiB of records in memory, over \
@@ -144,7 +273,7 @@ pub fn check_estimate_with(s: &Scenario, streamed: bool) -> Result<MemoryEstimat
              metrics.timeseries_interval_s), aggregate over replicas (metrics.timeseries = \
              \"fleet\") or turn it off (\"off\")",
             s.origin,
-            e.timeseries_rows.unwrap_or(0),
+            e.timeseries_rows.unwrap_or(0) + e.series_rows.unwrap_or(0),
             gib(row_bytes),
             gib(budget)
         )
@@ -186,10 +315,18 @@ impl RunGuard {
         Ok(())
     }
 
-    /// Memory held so far: requests and time-series rows.
-    pub fn check_memory(&self, origin: &str, requests: usize, rows: usize) -> Result<(), String> {
+    /// Memory held so far: requests, time-series rows and the rows of the
+    /// series kept in memory whole (`series`: pools, life-cycle phases).
+    pub fn check_memory(
+        &self,
+        origin: &str,
+        requests: usize,
+        rows: usize,
+        series: usize,
+    ) -> Result<(), String> {
         let req = requests as u64 * bytes_per_request();
-        let ts = rows as u64 * bytes_per_row();
+        let ts = rows as u64 * bytes_per_row() + series as u64 * bytes_per_series_row();
+        let rows = rows + series;
         if req + ts <= self.budget {
             return Ok(());
         }

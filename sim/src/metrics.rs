@@ -177,23 +177,9 @@ pub struct Throughput {
     pub requests_per_s_per_gpu: f64,
 }
 
-/// The latency metrics a percentile target may name (`[slo]`
-/// `<metric>_p<NN>_ms`), in the order of [`SloTargets::percentile_ms`].
-pub const SLO_METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2e"];
-/// The percentiles a summary computes ([`Dist`]), in the same order.
-pub const SLO_PERCENTILES: [u32; 4] = [50, 90, 95, 99];
-
-/// The latency targets of `[slo]` as a run judges them: per-request
-/// thresholds, ms (a request is good when it completed and meets every one
-/// given), and percentile targets, ms (`percentile_ms[metric][percentile]`
-/// in the order of [`SLO_METRICS`] and [`SLO_PERCENTILES`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SloTargets {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-    pub percentile_ms: [[Option<f64>; 4]; 4],
-}
+// The targets are part of the plan (`scenario`); how a run judges a
+// request by them is here, beside the distributions they are read against.
+pub use crate::scenario::{SloTargets, SLO_METRICS, SLO_PERCENTILES};
 
 impl SloTargets {
     /// Whether completed request `r` meets each per-request threshold:

@@ -18,6 +18,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("engine", 0, "ground"),
     ("store", 0, "ground"),
     ("stats", 0, "ground"),
+    ("figures", 0, "ground"),
     ("catalog", 1, "knowledge"),
     ("config", 1, "knowledge"),
     ("parallel", 1, "knowledge"),

@@ -309,6 +309,9 @@ impl Run {
                 .err()
                 .unwrap_or_else(|| format!("{}: no requests.csv here", dir.display())));
         }
+        for name in ["requests.csv", "timeseries.csv"] {
+            crate::data::check_belongs(dir, name)?;
+        }
         let rows = load::requests(&req)?;
         let ts = dir.join("timeseries.csv");
         let samples = if ts.exists() {

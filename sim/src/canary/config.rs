@@ -239,10 +239,14 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
             );
         }
     }
-    if !(c.start_s.is_finite() && c.start_s >= 0.0) {
+    let max_s = crate::scenario::ranges::MAX_SECONDS;
+    if !(c.start_s.is_finite() && (0.0..=max_s).contains(&c.start_s)) {
         return err(
             "canary.start_s",
-            format!("must be a number of seconds ≥ 0, got {}", c.start_s),
+            format!(
+                "must be a number of seconds in [0, {max_s:e}], got {}",
+                crate::scenario::ranges::num(c.start_s)
+            ),
         );
     }
     if c.steps.is_empty() {

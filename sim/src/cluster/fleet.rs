@@ -251,6 +251,11 @@ impl Fleet {
         }
     }
 
+    /// Rows of `pools.csv` held so far (the memory guard counts them).
+    pub fn series_len(&self) -> usize {
+        self.series.len()
+    }
+
     /// The `pools.csv` rows sampled so far.
     pub fn take_series(&mut self) -> Vec<PoolSample> {
         std::mem::take(&mut self.series)

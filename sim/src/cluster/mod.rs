@@ -3,7 +3,6 @@
 
 pub mod budget;
 pub mod disagg;
-pub mod estimate;
 pub mod fleet;
 pub mod min_tree;
 pub mod pool;

@@ -299,6 +299,31 @@ fn seconds(key: &str, v: f64, allow_zero: bool) -> Result<(), Invalid> {
     }
 }
 
+/// Shortest decision and scrape period, seconds (a millisecond, as for
+/// `metrics.timeseries_interval_s`): each period is an event, so a shorter
+/// one makes a run of any length spin through billions of them.
+pub const MIN_PERIOD_S: f64 = 1e-3;
+/// Shortest mean time between failures of one replica, seconds: shorter
+/// ones fail replicas faster than any cold start can replace them.
+pub const MIN_MTBF_S: f64 = 1.0;
+/// Most replica slots one fleet or pool keeps (the autoscaler's maximum
+/// plus the standby pool), as `fleet.replicas` allows.
+pub const MAX_SLOTS: u32 = 100_000;
+
+fn period(key: &str, v: f64, min: f64) -> Result<(), Invalid> {
+    if v.is_finite() && (min..=MAX_SECONDS).contains(&v) {
+        Ok(())
+    } else {
+        Err((
+            key.into(),
+            format!(
+                "must be a number of seconds in [{min:e}, {MAX_SECONDS:e}], got {}",
+                crate::scenario::ranges::num(v)
+            ),
+        ))
+    }
+}
+
 fn bandwidth(key: &str, v: f64) -> Result<(), Invalid> {
     if v.is_finite() && (1e-6..=1e6).contains(&v) {
         Ok(())
@@ -369,8 +394,23 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
                 ),
             ));
         }
-        if l.standby > 100_000 {
-            return Err(("lifecycle.standby".into(), "at most 100000".into()));
+        let serving = f
+            .autoscale
+            .as_ref()
+            .and_then(|a| a.max_replicas)
+            .unwrap_or(f.fleet.replicas)
+            .max(f.fleet.replicas);
+        if l.standby as u64 + serving as u64 > MAX_SLOTS as u64 {
+            return Err((
+                "lifecycle.standby".into(),
+                format!(
+                    "at most {} here: the {serving} serving replicas (fleet.replicas or \
+                     autoscale.max_replicas) and the standby pool make at most {MAX_SLOTS} \
+                     replica slots, got {}",
+                    MAX_SLOTS.saturating_sub(serving),
+                    l.standby
+                ),
+            ));
         }
     }
     let activator = f.lifecycle.as_ref().is_some_and(|l| l.activator);
@@ -403,8 +443,12 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
                 "0 (scale to zero) needs `lifecycle.activator = true` to hold arrivals until a replica is ready".into(),
             ));
         }
-        seconds("autoscale.sync_period_s", a.sync_period_s, false)?;
-        seconds("autoscale.scrape_interval_s", a.scrape_interval_s, false)?;
+        period("autoscale.sync_period_s", a.sync_period_s, MIN_PERIOD_S)?;
+        period(
+            "autoscale.scrape_interval_s",
+            a.scrape_interval_s,
+            MIN_PERIOD_S,
+        )?;
         seconds(
             "autoscale.scale_up_stabilization_s",
             a.scale_up_stabilization_s,
@@ -509,7 +553,7 @@ pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     }
     if let Some(fl) = &f.failures {
         if let Some(m) = fl.mtbf_s {
-            seconds("failures.mtbf_s", m, false)?;
+            period("failures.mtbf_s", m, MIN_MTBF_S)?;
             if f.horizon.duration_s.is_none() {
                 return Err((
                     "failures.mtbf_s".into(),

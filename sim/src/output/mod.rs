@@ -64,6 +64,45 @@ pub const TIMESERIES_COLUMNS: [&str; 6] = [
     "kv_util",
 ];
 
+/// What identifies a run's files (`summary.json`'s `run`): the scenario it
+/// resolved, its seed, and the size of the files written beside the
+/// summary, so that `report` and `explain` can tell a file of another run
+/// put in their place.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct RunIdentity {
+    /// FNV-1a digest of the resolved scenario table, hexadecimal.
+    pub scenario_hash: String,
+    pub seed: u64,
+    pub requests_csv_bytes: u64,
+    pub timeseries_csv_bytes: u64,
+    pub timeseries_rows: u64,
+}
+
+/// `summary.json`: the run's summary (whatever the run reports) and its
+/// identity beside it.
+#[derive(serde::Serialize)]
+struct WithRun<'a, S: serde::Serialize> {
+    #[serde(flatten)]
+    summary: &'a S,
+    run: RunIdentity,
+}
+
+/// A stable digest of the scenario a run resolved (its table as TOML,
+/// seed included), the same on every machine and thread count. How the
+/// engine is stepped (`decode_runs`, which `--step-by-step` turns off) gives
+/// the same files either way, so it is left out.
+pub fn scenario_hash(s: &crate::scenario::Scenario) -> u64 {
+    let mut file = s.file.clone();
+    file.engine.decode_runs = true;
+    let text = toml::to_string(&file).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in text.as_bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// Writes the three result files into `dir` (created if missing), each
 /// through a temporary file renamed into place; `summary.json` goes last, so
 /// a summary is only ever beside the records it summarizes.
@@ -96,7 +135,18 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     });
     requests?;
     series?;
-    let mut json = serde_json::to_string_pretty(&result.summary).map_err(std::io::Error::other)?;
+    let size = |name: &str| fs::metadata(dir.join(name)).map(|m| m.len());
+    let with_run = WithRun {
+        summary: &result.summary,
+        run: RunIdentity {
+            scenario_hash: format!("{:016x}", result.scenario_hash),
+            seed: result.summary.seed,
+            requests_csv_bytes: size("requests.csv")?,
+            timeseries_csv_bytes: size("timeseries.csv")?,
+            timeseries_rows: result.timeseries.len() as u64,
+        },
+    };
+    let mut json = serde_json::to_string_pretty(&with_run).map_err(std::io::Error::other)?;
     json.push('\n');
     write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
     Ok(())

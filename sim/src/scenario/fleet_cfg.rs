@@ -129,10 +129,19 @@ pub(super) fn validate_routing(
     sa: &SessionAffinityCfg,
 ) -> Result<(), (String, String)> {
     let err = |k: &str, m: String| Err((format!("fleet.{k}"), m));
-    if !(report_interval_s.is_finite() && report_interval_s >= 0.0) {
+    // Each report is an event: a positive interval below a millisecond
+    // makes a run spin through billions of them.
+    let max = super::ranges::MAX_SECONDS;
+    let ok = report_interval_s == 0.0
+        || (report_interval_s.is_finite() && (1e-3..=max).contains(&report_interval_s));
+    if !ok {
         return err(
             "report_interval_s",
-            format!("must be ≥ 0 seconds (0 = the router sees every change at once), got {report_interval_s}"),
+            format!(
+                "must be 0 (the router sees every change at once) or a number of seconds in \
+                 [1e-3, {max:e}], got {}",
+                super::ranges::num(report_interval_s)
+            ),
         );
     }
     if !(0.0..=1.0).contains(&pa.cache_threshold) {

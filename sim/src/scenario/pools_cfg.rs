@@ -132,6 +132,45 @@ impl Default for KvTransferCfg {
     }
 }
 
+/// Bandwidth of a KV link, GB/s: a megabyte a second to a thousand times
+/// NVLink; beyond them a transfer's time leaves the clock or rounds to 0.
+pub const LINK_GBYTE_S: (f64, f64) = (1e-3, 1e6);
+
+/// Why `[fleet.kv_transfer]` is refused in a fleet without a prefill pool.
+pub const KV_TRANSFER_WITHOUT_PREFILL: &str = "applies only to a fleet with a prefill and a \
+     decode pool ([[fleet.pools]] with role = \"prefill\" and \"decode\"); this fleet has none: \
+     remove the table or add the pools";
+
+/// Checks of the raw `[fleet]` table that its parsed form cannot make: a
+/// `[fleet.kv_transfer]` table given (even with default values) in a fleet
+/// without a prefill pool does nothing, and `pools = []` would read as no
+/// pools at all.
+pub(super) fn check_table(table: &toml::Table) -> Result<(), (String, String)> {
+    let Some(fleet) = table.get("fleet").and_then(|f| f.as_table()) else {
+        return Ok(());
+    };
+    let pools = fleet.get("pools").and_then(|p| p.as_array());
+    if pools.is_some_and(|p| p.is_empty()) {
+        return Err((
+            "fleet.pools".into(),
+            "is empty: give at least one [[fleet.pools]] entry, or leave the key out for one \
+             colocated pool of fleet.replicas replicas"
+                .into(),
+        ));
+    }
+    let prefill = pools.is_some_and(|p| {
+        p.iter()
+            .any(|e| e.get("role").and_then(|r| r.as_str()) == Some(PoolRole::Prefill.name()))
+    });
+    if fleet.contains_key("kv_transfer") && !prefill {
+        return Err((
+            "fleet.kv_transfer".into(),
+            KV_TRANSFER_WITHOUT_PREFILL.into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the pools and the link; errors carry the dotted key path.
 pub(super) fn validate_pools(
     replicas: u32,
@@ -139,24 +178,30 @@ pub(super) fn validate_pools(
     kt: &KvTransferCfg,
 ) -> Result<(), (String, String)> {
     let err = |k: String, m: String| Err((k, m));
-    if !(kt.bandwidth_gbyte_s.is_finite() && kt.bandwidth_gbyte_s > 0.0) {
+    let (lo, hi) = LINK_GBYTE_S;
+    if !(kt.bandwidth_gbyte_s.is_finite() && (lo..=hi).contains(&kt.bandwidth_gbyte_s)) {
         return err(
             "fleet.kv_transfer.bandwidth_gbyte_s".into(),
-            format!("must be > 0 GB/s, got {}", kt.bandwidth_gbyte_s),
+            format!(
+                "must be in [{lo:e}, {hi:e}] GB/s, got {}",
+                super::ranges::num(kt.bandwidth_gbyte_s)
+            ),
         );
     }
-    if !(kt.latency_us.is_finite() && kt.latency_us >= 0.0) {
+    let max_us = super::ranges::MAX_LATENCY_US;
+    if !(kt.latency_us.is_finite() && (0.0..=max_us).contains(&kt.latency_us)) {
         return err(
             "fleet.kv_transfer.latency_us".into(),
-            format!("must be ≥ 0 µs, got {}", kt.latency_us),
+            format!(
+                "must be in [0, {max_us:e}] µs, got {}",
+                super::ranges::num(kt.latency_us)
+            ),
         );
     }
     if !pools.iter().any(|p| p.role == PoolRole::Prefill) && *kt != KvTransferCfg::default() {
         return err(
             "fleet.kv_transfer".into(),
-            "applies only to a fleet with a prefill and a decode pool ([[fleet.pools]] with \
-             role = \"prefill\" and \"decode\"); this fleet has none: remove the table or add the pools"
-                .into(),
+            KV_TRANSFER_WITHOUT_PREFILL.into(),
         );
     }
     if pools.is_empty() {

@@ -35,6 +35,7 @@ impl Scenario {
     pub fn from_table(mut table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
         let notes =
             units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
+        pools_cfg::check_table(&table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
         let file: ScenarioFile =
             serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
                 let path = e.path().to_string();
@@ -236,6 +237,7 @@ impl Scenario {
                 &file.engine,
             ),
         };
+        let mut resident_draft: Option<(String, f64)> = None;
         if let Some(sp) = &file.engine.speculative {
             if parallel.pipeline > 1 || parallel.expert > 1 {
                 return Err(err(
@@ -261,6 +263,7 @@ impl Scenario {
                     2.0 * draft.layers as f64 * kv_heads * draft.head_dim as f64 * kv_dtype.bytes();
                 let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
                 memory.add_resident_model(draft_weights, draft_kv);
+                resident_draft = Some((draft.name.clone(), draft_weights));
             }
         }
         if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {
@@ -280,7 +283,19 @@ impl Scenario {
                 max_model_len,
                 file.engine.max_model_len.is_some(),
             )
-            .map_err(|(k, m)| err(&k, m))?;
+            .map_err(|(k, m)| match &resident_draft {
+                // The draft's weights are in the figures: name it, and the
+                // key that brought it.
+                Some((draft, bytes)) => err(
+                    "engine.speculative.draft_model",
+                    format!(
+                        "with the speculative draft {draft} ({:.1} GiB of weights per GPU) beside \
+                         it: {m}; pick a smaller draft or more GPUs",
+                        bytes / (1u64 << 30) as f64
+                    ),
+                ),
+                None => err(&k, m),
+            })?;
 
         let pools = crate::cluster::pool::resolve(&file, origin)?;
         Ok(Scenario {

@@ -8,7 +8,6 @@
 //!   `<metric>_p<NN>_ms`): the run's distribution of the metric must have
 //!   its NN-th percentile at or below the target.
 
-use crate::metrics::{SloTargets, SLO_METRICS, SLO_PERCENTILES};
 use crate::scenario::ranges::MAX_SLO_MS;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -129,6 +128,24 @@ impl SloCfg {
         }
         t
     }
+}
+
+/// The latency metrics a percentile target may name (`[slo]`
+/// `<metric>_p<NN>_ms`), in the order of `SloTargets::percentile_ms`.
+pub const SLO_METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2e"];
+/// The percentiles a summary computes (`metrics::Dist`), in the same order.
+pub const SLO_PERCENTILES: [u32; 4] = [50, 90, 95, 99];
+
+/// The latency targets of `[slo]` as a run judges them: per-request
+/// thresholds, ms (a request is good when it completed and meets every one
+/// given), and percentile targets, ms (`percentile_ms[metric][percentile]`
+/// in the order of [`SLO_METRICS`] and [`SLO_PERCENTILES`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SloTargets {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub percentile_ms: [[Option<f64>; 4]; 4],
 }
 
 #[cfg(test)]

@@ -435,6 +435,21 @@ pub(super) fn validate_tenants(f: &ScenarioFile) -> Result<(), Invalid> {
                 "sheds requests that would miss their TTFT target: give the tenant an `slo` or the scenario an [slo] with ttft_ms".into(),
             ));
         }
+        // Bounded like the scenario's own: a target or wait beyond them is
+        // a typo, and a back-off beyond the clock would saturate it.
+        let upto = |k: String, v: f64, max: f64, unit: &str| -> Result<(), Invalid> {
+            positive(&k, v)?;
+            if v > max {
+                return Err((
+                    k,
+                    format!(
+                        "must be at most {max:e} {unit}, got {}",
+                        super::ranges::num(v)
+                    ),
+                ));
+            }
+            Ok(())
+        };
         if let Some(s) = &t.slo {
             s.check(&key("slo"))?;
         }
@@ -442,7 +457,12 @@ pub(super) fn validate_tenants(f: &ScenarioFile) -> Result<(), Invalid> {
             if r.max_retries == 0 {
                 return Err((key("retry.max_retries"), "must be at least 1".into()));
             }
-            positive(&key("retry.backoff_s"), r.backoff_s)?;
+            upto(
+                key("retry.backoff_s"),
+                r.backoff_s,
+                super::ranges::MAX_SECONDS,
+                "s",
+            )?;
             if !(r.multiplier.is_finite() && (1.0..=100.0).contains(&r.multiplier)) {
                 return Err((
                     key("retry.multiplier"),

@@ -349,3 +349,124 @@ fn a_profile_supplies_model_hardware_memory_and_cost() {
 fn err_of_at(text: &str, origin: &str) -> ScenarioError {
     Scenario::from_toml_str(text, origin).unwrap_err()
 }
+
+/// The fuzzed link and life-cycle keys: any number either is refused naming
+/// its key, or resolves to a run whose periods and transfers stay on the
+/// clock and whose slots are within the fleet's bound.
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DISAGG: &str = r#"
+name = "t"
+seed = 7
+[horizon]
+requests = 100
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_model_len = 8192
+[workload]
+arrival = { process = "poisson", rate = 5.0 }
+prompt_tokens = { dist = "fixed", value = 100 }
+output_tokens = { dist = "fixed", value = 10 }
+[[fleet.pools]]
+name = "p"
+role = "prefill"
+replicas = 1
+[[fleet.pools]]
+name = "d"
+role = "decode"
+replicas = 1
+"#;
+
+    fn number() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(-0.0),
+            Just(1e-300),
+            Just(1e300),
+            any::<f64>(),
+            (-1e12..1e12f64),
+            (0.0..10.0f64),
+        ]
+    }
+
+    fn toml_num(v: f64) -> String {
+        if v.is_nan() {
+            "nan".into()
+        } else if v.is_infinite() {
+            if v > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            }
+        } else {
+            format!("{v:e}")
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn link_keys_are_in_range_or_refused_by_key(
+            key in prop::sample::select(vec!["bandwidth_gbyte_s", "latency_us"]),
+            v in number(),
+        ) {
+            let text = format!("{DISAGG}[fleet.kv_transfer]\n{key} = {}\n", toml_num(v));
+            match Scenario::from_toml_str(&text, "s.toml") {
+                Err(e) => prop_assert_eq!(e.key, format!("fleet.kv_transfer.{key}")),
+                Ok(s) => {
+                    let kt = &s.file.fleet.kv_transfer;
+                    prop_assert!((1e-3..=1e6).contains(&kt.bandwidth_gbyte_s));
+                    prop_assert!((0.0..=1e6).contains(&kt.latency_us));
+                }
+            }
+        }
+
+        #[test]
+        fn life_cycle_periods_are_in_range_or_refused_by_key(
+            key in prop::sample::select(vec![
+                "autoscale.sync_period_s",
+                "autoscale.scrape_interval_s",
+                "lifecycle.provision_s",
+                "lifecycle.warmup_s",
+                "lifecycle.drain_timeout_s",
+                "fleet.report_interval_s",
+                "failures.mtbf_s",
+            ]),
+            v in number(),
+        ) {
+            let (table, field) = key.split_once('.').unwrap();
+            let text = MINIMAL.replace("requests = 100", "duration_s = 60");
+            let text = format!("{text}[fleet]\nreplicas = 1\n[lifecycle]\n[autoscale]\n[failures]\n")
+                .replace(&format!("[{table}]\n"), &format!("[{table}]\n{field} = {}\n", toml_num(v)));
+            match Scenario::from_toml_str(&text, "s.toml") {
+                Err(e) => prop_assert_eq!(&e.key, key, "{}", e.message),
+                Ok(s) => {
+                    let a = s.file.autoscale.as_ref().unwrap();
+                    prop_assert!(a.sync_period_s >= 1e-3 && a.scrape_interval_s >= 1e-3);
+                    let r = s.file.fleet.report_interval_s;
+                    prop_assert!(r == 0.0 || r >= 1e-3);
+                    if let Some(m) = s.file.failures.as_ref().unwrap().mtbf_s {
+                        prop_assert!(m >= 1.0);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn standby_slots_stay_within_the_fleet_bound(standby in 0u32..=200_000, replicas in 1u32..=100_000) {
+            let text = MINIMAL.replace("requests = 100", "duration_s = 60");
+            let text = format!("{text}[fleet]\nreplicas = {replicas}\n[lifecycle]\nstandby = {standby}\n");
+            match Scenario::from_toml_str(&text, "s.toml") {
+                Err(e) => prop_assert!(e.key == "lifecycle.standby" || e.key == "model", "{}", e),
+                Ok(s) => prop_assert!(crate::guard::replica_slots(&s) <= 100_000),
+            }
+        }
+    }
+}

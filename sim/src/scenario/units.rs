@@ -21,6 +21,7 @@ pub const BANDWIDTH_KEYS: [(&str, &str, &str); 4] = [
 /// deprecation notes, or an error when both spellings of one key are given.
 pub(super) fn normalize(table: &mut toml::Table) -> Result<Vec<String>, (String, String)> {
     let mut notes = Vec::new();
+    kv_transfer(table, &mut notes)?;
     let Some(toml::Value::Table(spec)) = table
         .get_mut("hardware")
         .and_then(|h| h.as_table_mut())
@@ -48,4 +49,34 @@ pub(super) fn normalize(table: &mut toml::Table) -> Result<Vec<String>, (String,
         }
     }
     Ok(notes)
+}
+
+/// `[fleet.kv_transfer]`'s bandwidth under its old name, `bandwidth_gbps`,
+/// is read as `bandwidth_gbyte_s` with a deprecation note, as the
+/// datasheet's old names are.
+fn kv_transfer(table: &mut toml::Table, notes: &mut Vec<String>) -> Result<(), (String, String)> {
+    let Some(kt) = table
+        .get_mut("fleet")
+        .and_then(|f| f.as_table_mut())
+        .and_then(|f| f.get_mut("kv_transfer"))
+        .and_then(|k| k.as_table_mut())
+    else {
+        return Ok(());
+    };
+    let (new, old) = ("bandwidth_gbyte_s", "bandwidth_gbps");
+    match (kt.contains_key(new), kt.remove(old)) {
+        (true, Some(_)) => Err((
+            format!("fleet.kv_transfer.{old}"),
+            format!("give `{new}` only (`{old}` is its deprecated name)"),
+        )),
+        (false, Some(v)) => {
+            kt.insert(new.to_string(), v);
+            notes.push(format!(
+                "fleet.kv_transfer.{old} is deprecated (it reads as bits but means gigabytes/s); \
+                 rename it to {new}"
+            ));
+            Ok(())
+        }
+        (_, None) => Ok(()),
+    }
 }

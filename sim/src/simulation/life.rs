@@ -619,6 +619,13 @@ impl Simulation<'_> {
         Ok(())
     }
 
+    /// Rows of the life-cycle phase series held so far (every unit's).
+    pub(super) fn life_series_len(&self) -> usize {
+        self.life
+            .as_ref()
+            .map_or(0, |fr| fr.units.iter().map(|u| u.fleet.series.len()).sum())
+    }
+
     /// The fleet's replica counts by phase per sampling tick, summed over
     /// its units (one series without pools).
     pub(super) fn fleet_series(&mut self) -> Vec<FleetSample> {

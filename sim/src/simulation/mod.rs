@@ -145,6 +145,9 @@ pub struct RunResult {
     /// `requests.csv`, already written while the run went
     /// ([`Simulation::stream_records`]); `requests` is then empty.
     pub streamed_requests: std::sync::Mutex<Option<crate::output::RequestsCsv>>,
+    /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
+    /// part of the run's identity in `summary.json`.
+    pub scenario_hash: u64,
 }
 
 /// A configured run.
@@ -337,7 +340,11 @@ impl<'a> Simulation<'a> {
                 })
                 .unwrap_or(u64::MAX),
         );
-        let expected = if expected == u64::MAX { 4096 } else { expected };
+        // A closed loop holds one request per user in flight: its slots are
+        // taken at once rather than doubled into (which would allocate up to
+        // twice what the guard counts).
+        let users = crate::guard::closed_loop_users(scenario);
+        let expected = if expected == u64::MAX { 4096 } else { expected }.max(users + 16);
         let step_terms = vec![Default::default(); replicas.len()];
         let mut sim = Simulation {
             scenario,
@@ -348,7 +355,7 @@ impl<'a> Simulation<'a> {
             // Within the memory budget: the guard refuses runs beyond it.
             requests: Vec::with_capacity(
                 expected
-                    .min(10_000_000)
+                    .min(10_000_000.max(users + 16))
                     .min(crate::guard::memory_budget() / crate::guard::bytes_per_request())
                     as usize,
             ),
@@ -595,6 +602,7 @@ impl<'a> Simulation<'a> {
                         &self.scenario.origin,
                         self.requests.len(),
                         self.timeseries.len(),
+                        self.fleet.series_len() + self.life_series_len(),
                     )
                     .map_err(RunError::Guard)?;
                 let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
@@ -783,6 +791,7 @@ impl<'a> Simulation<'a> {
             fleet_series,
             pool_series: self.fleet.take_series(),
             streamed_requests: std::sync::Mutex::new(streamed),
+            scenario_hash: crate::output::scenario_hash(s),
         })
     }
 }
@@ -790,6 +799,7 @@ impl<'a> Simulation<'a> {
 mod admission;
 mod canary_run;
 mod decode_runs;
+pub mod estimate;
 mod invariants;
 mod life;
 mod read_ahead;

@@ -142,7 +142,10 @@ impl<'a> Simulation<'a> {
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
         self.slab.held_done = vec![Vec::new(); self.replicas.len()];
-        self.requests = Vec::new();
+        // A streamed run holds the requests in flight only; a closed loop
+        // holds one per user from the start, so those slots are taken at once.
+        let users = crate::guard::closed_loop_users(self.scenario) as usize;
+        self.requests = Vec::with_capacity(if users > 0 { users + 16 } else { 0 });
         Ok(self)
     }
 

@@ -498,10 +498,15 @@ fn range(entries: &[(String, Node)]) -> Result<AxisValues, String> {
     }
     match (from, to, step) {
         (toml::Value::Integer(a), toml::Value::Integer(b), toml::Value::Integer(s)) => {
-            let n = ((b - a) / s) as usize + 1;
-            if n > MAX_POINTS {
-                return Err(format!("the range has {n} values, more than {MAX_POINTS}"));
+            // In i128: `to - from` of two i64 values may not fit an i64.
+            let n = (b as i128 - a as i128) / s as i128 + 1;
+            if n > MAX_POINTS as i128 {
+                return Err(format!(
+                    "the range has {n} values ({a} to {b} by {s}), more than {MAX_POINTS}; \
+                     use a larger `step`"
+                ));
             }
+            let n = n as usize;
             Ok(AxisValues::List(
                 (0..n as i64)
                     .map(|i| toml::Value::Integer(a + i * s))
@@ -509,10 +514,22 @@ fn range(entries: &[(String, Node)]) -> Result<AxisValues, String> {
             ))
         }
         _ => {
-            // Tolerate rounding in (to - from) / step so 0.1..=0.3 by 0.1 has 3 values.
-            let n = ((hi - lo) / st + 1e-9).floor() as usize + 1;
-            if n > MAX_POINTS {
-                return Err(format!("the range has {n} values, more than {MAX_POINTS}"));
+            // Tolerate rounding in (to - from) / step so 0.1..=0.3 by 0.1 has 3
+            // values. The count is compared as a float: a tiny step makes it
+            // far larger than any integer (1e300 would wrap to 0 points).
+            let count = ((hi - lo) / st + 1e-9).floor() + 1.0;
+            if !(count <= MAX_POINTS as f64) {
+                return Err(format!(
+                    "the range has {count:.3e} values ({lo} to {hi} by {st:e}), more than \
+                     {MAX_POINTS}; use a larger `step`"
+                ));
+            }
+            let n = count as usize;
+            if n > 1 && tidy(lo + st) == tidy(lo) {
+                return Err(format!(
+                    "`step` {st:e} is below the precision of the values ({lo} to {hi}): the \
+                     points would repeat; use a larger `step`"
+                ));
             }
             Ok(AxisValues::List(
                 (0..n)
@@ -616,6 +633,22 @@ engine.max_batched_tokens = [2048, 4096, 8192]
         assert!(e.0.contains("g.toml: axes: missing"), "{e}");
         let e = grid("[axes]\nx = { from = 1, to = 1000000000, step = 1 }\n").unwrap_err();
         assert!(e.0.contains("more than"), "{e}");
+        // A tiny step ran 0 points: its count wrapped past usize.
+        let e =
+            grid("[axes]\n\"workload.arrival.rate\" = { from = 1.0, to = 2.0, step = 1e-300 }\n")
+                .unwrap_err();
+        assert!(
+            e.0.contains("more than") && e.0.contains("larger `step`"),
+            "{e}"
+        );
+        let e = grid(
+            "[axes]\nx = { from = -9000000000000000000, to = 9000000000000000000, step = 1 }\n",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("more than"), "{e}");
+        let e =
+            grid("[axes]\nx = { from = 1.0, to = 1.000000000001, step = 1e-15 }\n").unwrap_err();
+        assert!(e.0.contains("precision"), "{e}");
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl Plan {
                     keypath::set(&mut t, &axes[a].path, c[i].clone())
                         .map_err(|m| SweepError::new(format!("{here}: {m}")))?;
                 }
+                drop_inherited_link(&mut t, d.iter().map(|&a| axes[a].path.as_str()));
                 Scenario::from_table(t, &self.scenario_origin)
                     .map_err(|e| SweepError::new(format!("{here}: {e}")))?;
             }
@@ -134,6 +135,7 @@ impl Plan {
                 SweepError::new(format!("{}: axes.{}: {m}", self.grid.origin, a.key))
             })?;
         }
+        drop_inherited_link(&mut t, self.grid.axes.iter().map(|a| a.path.as_str()));
         Ok(t)
     }
 
@@ -160,6 +162,29 @@ impl Plan {
                 toml::Value::Integer(i) => Some(*i as f64),
                 _ => None,
             })
+    }
+}
+
+/// A point whose axes set `fleet.pools` to a fleet without a prefill pool
+/// (the colocated option of a disaggregated-vs-colocated grid) has no link,
+/// so the base scenario's `[fleet.kv_transfer]` is not inherited: it would
+/// do nothing there, which a scenario file is refused for. A link key the
+/// grid sets itself stays, and is refused as in a file.
+fn drop_inherited_link<'a>(t: &mut toml::Table, axis_paths: impl Iterator<Item = &'a str>) {
+    let paths: Vec<&str> = axis_paths.collect();
+    let sets_pools = paths.iter().any(|p| *p == "fleet.pools");
+    let sets_link = paths.iter().any(|p| p.starts_with("fleet.kv_transfer"));
+    if !sets_pools || sets_link {
+        return;
+    }
+    let prefill = keypath::get(t, "fleet.pools")
+        .and_then(|p| p.as_array())
+        .is_some_and(|p| {
+            p.iter()
+                .any(|e| e.get("role").and_then(|r| r.as_str()) == Some("prefill"))
+        });
+    if !prefill {
+        keypath::remove(t, "fleet.kv_transfer");
     }
 }
 

@@ -69,8 +69,18 @@ impl SweepResults {
         let mut json = serde_json::to_string_pretty(self)
             .map_err(|e| SweepError::new(format!("cannot encode sweep.json: {e}")))?;
         json.push('\n');
-        crate::output::write_atomic(&dir.join("sweep.csv"), |w| self.write_csv(w)).map_err(io)?;
-        crate::output::write_bytes_atomic(&dir.join("sweep.json"), json.as_bytes()).map_err(io)
+        // Each file is renamed into place whole; the two are one result, so
+        // when either cannot be written neither is left (an older sweep's
+        // file beside a newer one would be read as one sweep).
+        let (csv, js) = (dir.join("sweep.csv"), dir.join("sweep.json"));
+        let written = crate::output::write_atomic(&csv, |w| self.write_csv(w))
+            .and_then(|()| crate::output::write_bytes_atomic(&js, json.as_bytes()));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&csv);
+            let _ = fs::remove_file(&js);
+            return Err(io(e));
+        }
+        Ok(())
     }
 
     /// Reads a `sweep.json`.
@@ -244,6 +254,30 @@ mod tests {
             csv.lines().next().unwrap(),
             "point,router,offered_rps,counts.arrived,counts.rejected_by_reason.too_long"
         );
+    }
+
+    #[test]
+    fn a_failed_write_leaves_neither_file() {
+        let r = results(vec![PointResult {
+            index: 0,
+            values: vec![json!(1)],
+            offered_rps: None,
+            summary: json!({"router": "rr"}),
+        }]);
+        let dir = tempfile::tempdir().unwrap();
+        // An earlier sweep's files, then a sweep.json that cannot be
+        // replaced (a folder in its place stands for a full disk).
+        r.write(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join("sweep.json")).unwrap();
+        std::fs::create_dir_all(dir.path().join("sweep.json").join("x")).unwrap();
+        let e = r.write(dir.path()).unwrap_err();
+        assert!(e.0.contains("cannot write results"), "{e}");
+        assert!(!dir.path().join("sweep.csv").exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["sweep.json"], "no temporaries left: {names:?}");
     }
 
     #[test]

@@ -19,9 +19,9 @@ pub use report::{TenancyReport, TenantSummary};
 pub use source::{build_source, probe, tenant_seed};
 
 use crate::cost::{BatchShape, CostModel};
-use crate::metrics::SloTargets;
 use crate::replica::Replica;
 use crate::request::{RejectReason, Request, Status};
+use crate::scenario::SloTargets;
 use crate::scenario::{FairnessCfg, RetryCfg, Scenario, SloCfg};
 use crate::time::{secs_to_nanos, SimTime};
 use crate::workload::RequestSpec;

@@ -236,6 +236,24 @@ impl TraceReport {
         })
     }
 
+    /// The stderr line of a trace that gave no rows at all (an empty or
+    /// header-only file, or every line skipped), if so: its run serves no
+    /// request from it.
+    pub fn empty_note(&self) -> Option<String> {
+        (self.rows == 0).then(|| {
+            format!(
+                "{}: the trace has no rows ({} format){}: no request came from it",
+                self.path,
+                self.format,
+                if self.skipped_lines > 0 {
+                    " that parse"
+                } else {
+                    ", an empty or header-only file"
+                }
+            )
+        })
+    }
+
     /// The stderr line of a lenient run that skipped lines, if it did.
     pub fn skipped_note(&self) -> Option<String> {
         (self.skipped_lines > 0).then(|| {

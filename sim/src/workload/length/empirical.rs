@@ -141,7 +141,9 @@ fn read_file(path: &Path, key: &str, ctx: &Context) -> Result<Empirical, Workloa
         .terminator(csv::Terminator::Any(b'\n'))
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(std::io::BufReader::new(f));
+        .from_reader(std::io::BufReader::new(
+            crate::workload::trace::LineBounded::new(f),
+        ));
     let head: Vec<String> = rdr
         .headers()
         .map_err(|e| bad(1, e.to_string()))?

@@ -2,7 +2,8 @@
 //! crate (CRLF or LF, quoted fields, no newline after the last row), finds
 //! columns by header name, and parses the standard fields of a [`Row`].
 
-use super::timefmt::{self, time_expected};
+use super::lines::LineBounded;
+use super::timefmt::{self, time_expected_for};
 use super::{text_id, Row, RowError, RowOutcome, RowReader};
 use crate::scenario::TimeUnit;
 use crate::workload::{prefix, Context, WorkloadError};
@@ -12,15 +13,20 @@ use std::path::Path;
 
 /// A CSV file read record by record into one reused buffer.
 pub struct CsvRows {
-    rdr: csv::Reader<BufReader<File>>,
+    rdr: csv::Reader<BufReader<LineBounded<File>>>,
     rec: csv::ByteRecord,
     headers: Vec<String>,
     file: String,
 }
 
-/// Opens `path` or reports it against the scenario key `key`.
-pub fn open_file(path: &Path, key: &str, ctx: &Context) -> Result<File, WorkloadError> {
-    File::open(path).map_err(|e| {
+/// Opens `path` or reports it against the scenario key `key`; its lines
+/// are bounded ([`LineBounded`]).
+pub fn open_file(
+    path: &Path,
+    key: &str,
+    ctx: &Context,
+) -> Result<LineBounded<File>, WorkloadError> {
+    File::open(path).map(LineBounded::new).map_err(|e| {
         ctx.config_error(
             &format!("{key}.path"),
             format!("cannot open {}: {e}", path.display()),
@@ -151,7 +157,7 @@ impl CsvRows {
     pub fn time(&self, i: usize, name: &str, unit: TimeUnit) -> Result<i64, RowError> {
         let f = self.get(i, name)?;
         timefmt::time_ns(f, unit)
-            .ok_or_else(|| RowError::field(self.line(), name, time_expected(unit), f))
+            .ok_or_else(|| RowError::field(self.line(), name, time_expected_for(unit, f), f))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod stats;
 pub mod synth;
 mod timefmt;
 
+pub use lines::{LineBounded, MAX_LINE_BYTES};
 pub use replay::{Replay, REORDER_ROWS};
 
 use super::{prefix, Context, WorkloadError};

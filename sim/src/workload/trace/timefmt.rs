@@ -193,6 +193,25 @@ pub fn datetime_ns(s: &[u8]) -> Option<i64> {
     secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
+/// What a time field should look like, given the field that did not parse:
+/// a well-formed wall-clock time outside what the clock holds (nanoseconds
+/// since 1970 in an i64) is told so.
+pub fn time_expected_for(unit: TimeUnit, got: &[u8]) -> &'static str {
+    if matches!(unit, TimeUnit::Datetime) && datetime_ns(got).is_none() {
+        // The same text in a year the clock holds parses: the date is the cause.
+        let t = trim(got);
+        if t.len() >= 19 && t[..4].iter().all(u8::is_ascii_digit) {
+            let mut moved = t.to_vec();
+            moved[..4].copy_from_slice(b"2000");
+            if datetime_ns(&moved).is_some() {
+                return "a wall-clock time from 1677-09-21 00:12:43 to 2262-04-11 23:47:16 UTC \
+                        (nanoseconds since 1970 in 64 bits); this one is well formed but outside";
+            }
+        }
+    }
+    time_expected(unit)
+}
+
 /// A time field in `unit`.
 pub fn time_ns(s: &[u8], unit: TimeUnit) -> Option<i64> {
     match unit {
@@ -304,6 +323,11 @@ mod tests {
 
     #[test]
     fn wall_clock_times_keep_every_digit() {
+        // A valid date the clock cannot hold is told apart from a bad one.
+        let far = b"9999-12-31 23:59:59.9999999";
+        assert_eq!(datetime_ns(far), None);
+        assert!(time_expected_for(TimeUnit::Datetime, far).contains("outside"));
+        assert!(!time_expected_for(TimeUnit::Datetime, b"2023-13-01 00:00:00").contains("outside"));
         let a = datetime_ns(b"2023-11-16 18:17:03.9799600").unwrap();
         let b = datetime_ns(b"2023-11-16 18:17:04.0437580").unwrap();
         assert_eq!(b - a, 63_798_000);

@@ -103,7 +103,24 @@ impl Dataset {
             line: None,
             message: m,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+        // The dataset is one JSON document, read whole: bounded like a
+        // trace's line, so a wrong or endless file stops with a message.
+        let limit = super::MAX_LINE_BYTES as u64;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| bad(format!("cannot read: {e}")))?,
+                limit + 1,
+            ),
+            &mut text,
+        )
+        .map_err(|e| bad(format!("cannot read: {e}")))?;
+        if text.len() as u64 > limit {
+            return Err(bad(format!(
+                "longer than {} MiB: not a ServeGen dataset (a JSON map of windows)",
+                limit >> 20
+            )));
+        }
         let raw: BTreeMap<String, BTreeMap<String, String>> =
             serde_json::from_str(&text).map_err(|e| bad(format!("not a ServeGen dataset: {e}")))?;
         let mut windows = Vec::new();
