@@ -2,7 +2,9 @@
 //! in a result or a one-line error naming where the problem is — never a
 //! panic, a hang or a blow-up of memory.
 //!
-//! Scenario mutations set one key (any key of a rich base scenario) to 0,
+//! Scenario mutations set one key (any key of one of three rich base
+//! scenarios: a colocated fleet, a disaggregated one with its KV link, one
+//! with a life cycle and an autoscaler) to 0,
 //! −1, ±1e±300, NaN, ±inf, i64::MAX, a string, a boolean, an array, a table,
 //! or remove it. Trace mutations cut a sample file at a random byte, prepend
 //! a byte-order mark, turn line ends into CRLF, replace numbers by huge or
@@ -87,6 +89,88 @@ tpot_ms = 50.0
 timeseries_interval_s = 0.5
 timeseries = "fleet"
 "#;
+
+/// A disaggregated fleet, so that mutations reach the pools and the KV
+/// link (whose extreme values once held a run's series without bound).
+const BASE_DISAGG: &str = r#"
+name = "fuzz-disagg"
+seed = 5
+[horizon]
+requests = 40
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+router = "least-outstanding"
+[[fleet.pools]]
+name = "prefill"
+role = "prefill"
+replicas = 2
+[[fleet.pools]]
+name = "decode"
+role = "decode"
+replicas = 2
+[fleet.kv_transfer]
+bandwidth_gbyte_s = 50.0
+latency_us = 20.0
+mode = "whole"
+[engine]
+max_num_seqs = 64
+policy = "sarathi"
+max_batched_tokens = 4096
+max_model_len = 8192
+[workload]
+arrival = { process = "poisson", rate = 10.0 }
+prompt_tokens = { dist = "lognormal", mean = 2000, cv = 0.5, min = 64, max = 6000 }
+output_tokens = { dist = "lognormal", mean = 50, cv = 0.5, min = 4, max = 400 }
+[slo]
+ttft_ms = 2000
+tpot_ms = 25
+[metrics]
+timeseries_interval_s = 0.5
+"#;
+
+/// A life cycle and an autoscaler, so that mutations reach their keys
+/// (a tiny sync period or a huge standby pool once hung a run).
+const BASE_LIFE: &str = r#"
+name = "fuzz-life"
+seed = 5
+[horizon]
+duration_s = 30.0
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[fleet]
+replicas = 1
+[engine]
+max_model_len = 8192
+[workload]
+arrival = { process = "piecewise", schedule = [{ start_s = 0, rate = 4 }, { start_s = 10, rate = 12 }] }
+prompt_tokens = { dist = "lognormal", mean = 400, cv = 1.0, min = 16, max = 4000 }
+output_tokens = { dist = "lognormal", mean = 40, cv = 0.8, min = 4, max = 400 }
+[lifecycle]
+provision_s = 5
+weights_remote_gbyte_s = 1.25
+warmup_s = 2
+standby = 1
+[autoscale]
+policy = "target"
+metric = "rps"
+target_value = 4
+min_replicas = 1
+max_replicas = 4
+[metrics]
+timeseries = "fleet"
+timeseries_interval_s = 1
+[slo]
+ttft_ms = 500
+tpot_ms = 50
+"#;
+
+/// The bases a scenario mutation starts from.
+const BASES: [&str; 3] = [BASE, BASE_DISAGG, BASE_LIFE];
 
 /// Other arrival processes and length models swapped into the base.
 const ARRIVALS: [&str; 6] = [
@@ -191,8 +275,8 @@ fn assert_clean(what: &str, f: impl FnOnce() -> Result<(), String>) {
     assert!(took < CASE_LIMIT, "{what}: took {took:?}");
 }
 
-fn mutate_scenario(arrival: usize, picks: &[(u16, u8)]) -> String {
-    let mut t: toml::Table = BASE.parse().expect("base parses");
+fn mutate_scenario(base: usize, arrival: usize, picks: &[(u16, u8)]) -> String {
+    let mut t: toml::Table = BASES[base % BASES.len()].parse().expect("base parses");
     let a: toml::Value = format!("a = {}", ARRIVALS[arrival % ARRIVALS.len()])
         .parse::<toml::Table>()
         .expect("arrival parses")["a"]
@@ -217,10 +301,12 @@ proptest! {
 
     #[test]
     fn mutated_scenarios_end_in_a_result_or_an_error(
+        base in 0usize..BASES.len(),
         arrival in 0usize..ARRIVALS.len() + 1,
         picks in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..3),
     ) {
-        let text = mutate_scenario(arrival, &picks);
+        // The base's own arrival process stays in one case of each.
+        let text = mutate_scenario(base, arrival, &picks);
         assert_clean(&format!("scenario {picks:?}:\n{text}"), || run_text(&text, "fuzz.toml"));
     }
 
