@@ -437,7 +437,15 @@ async fn one_request(
         let text = c["text"]
             .as_str()
             .or_else(|| c["delta"]["content"].as_str());
-        if text.is_some_and(|t| !t.is_empty()) {
+        // A token whose bytes end inside a UTF-8 character streams as an
+        // empty text (llama.cpp holds the bytes for the next chunk), and
+        // is still a token at this time; an empty text that closes the
+        // stream (`finish_reason` set) carries none, unless the usage
+        // counts a token no chunk showed (one held back whole, as a lone
+        // token ending inside a character is): it arrived by this time.
+        let open = c["finish_reason"].is_null();
+        let held = usage.is_some_and(|n| n > chunks);
+        if text.is_some_and(|t| !t.is_empty() || open || held) {
             chunks += 1;
             o.token_times.push(start.elapsed());
             o.tokens = chunks;
