@@ -55,6 +55,9 @@ impl Row {
 pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
     let (va, vb) = (load(a)?, load(b)?);
     let mut out = Vec::new();
+    // A folder `observe` wrote names the server's hardware only as "the
+    // server's": its label says nothing a simulation's can be set against.
+    let observed = !va["observed"].is_null() || !vb["observed"].is_null();
     for key in [
         "scenario",
         "model",
@@ -64,8 +67,17 @@ pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
         "gpus",
         "seed",
     ] {
+        if key == "hardware" && observed {
+            continue;
+        }
         let (x, y) = (&va[key], &vb[key]);
-        if !x.is_null() && !y.is_null() && x != y {
+        // Model names are matched as the catalog matches them, ignoring
+        // case ("smollm2-135m" as served, "SmolLM2-135M" as resolved).
+        let same_name = key == "model"
+            && x.as_str()
+                .zip(y.as_str())
+                .is_some_and(|(x, y)| x.eq_ignore_ascii_case(y));
+        if !x.is_null() && !y.is_null() && x != y && !same_name {
             out.push(format!("{key} differs: A has {x}, B has {y}"));
         }
     }
@@ -156,6 +168,35 @@ mod tests {
         std::fs::write(b.join("summary.json"), "{}").unwrap();
         let e = compare(&a, &b).unwrap_err().to_string();
         assert!(e.contains("latency.ttft_ms.p50"), "{e}");
+    }
+
+    #[test]
+    fn an_observed_server_and_its_simulation_are_the_same_setup() {
+        // As scripts/llamacpp-check.sh writes them: the served model name
+        // in lower case, the server's hardware unnamed.
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        for (dir, v) in [
+            (
+                &a,
+                serde_json::json!({"scenario": "h", "model": "smollm2-135m", "hardware": "the server's", "observed": {"offered_rps": 1.0}}),
+            ),
+            (
+                &b,
+                serde_json::json!({"scenario": "h", "model": "SmolLM2-135M", "hardware": "an OpenAI-compatible server"}),
+            ),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("summary.json"), v.to_string()).unwrap();
+        }
+        assert_eq!(differences(&a, &b).unwrap(), Vec::<String>::new());
+        // Another model is still named.
+        let other =
+            serde_json::json!({"scenario": "h", "model": "Llama-3.1-8B", "hardware": "H100-SXM"});
+        std::fs::write(b.join("summary.json"), other.to_string()).unwrap();
+        let d = differences(&a, &b).unwrap();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].starts_with("model differs"), "{d:?}");
     }
 
     #[test]

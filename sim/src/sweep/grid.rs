@@ -518,7 +518,8 @@ fn range(entries: &[(String, Node)]) -> Result<AxisValues, String> {
             // values. The count is compared as a float: a tiny step makes it
             // far larger than any integer (1e300 would wrap to 0 points).
             let count = ((hi - lo) / st + 1e-9).floor() + 1.0;
-            if !(count <= MAX_POINTS as f64) {
+            // NaN (an infinite range) is refused with the too-large ones.
+            if count.is_nan() || count > MAX_POINTS as f64 {
                 return Err(format!(
                     "the range has {count:.3e} values ({lo} to {hi} by {st:e}), more than \
                      {MAX_POINTS}; use a larger `step`"

@@ -172,7 +172,7 @@ impl Plan {
 /// grid sets itself stays, and is refused as in a file.
 fn drop_inherited_link<'a>(t: &mut toml::Table, axis_paths: impl Iterator<Item = &'a str>) {
     let paths: Vec<&str> = axis_paths.collect();
-    let sets_pools = paths.iter().any(|p| *p == "fleet.pools");
+    let sets_pools = paths.contains(&"fleet.pools");
     let sets_link = paths.iter().any(|p| p.starts_with("fleet.kv_transfer"));
     if !sets_pools || sets_link {
         return;
