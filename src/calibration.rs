@@ -53,6 +53,14 @@ mod with_calibrate {
                     max_context: a.max_context,
                     quick: a.quick,
                     seed: a.seed,
+                    attention: calibrate::model::Attention::parse(&a.attention).map_err(
+                        |_| {
+                            anyhow::anyhow!(
+                                "--attention {}: expected `naive`, `tiled` or `tiled:BLOCK` (BLOCK 1 to 65536 keys)",
+                                a.attention
+                            )
+                        },
+                    )?,
                 };
                 let pb = bar(1);
                 pb.set_prefix(format!("calibrating on {}", dev.spec.label()));
@@ -138,6 +146,15 @@ mod with_calibrate {
             table(&f.token_knots, &f.token_ns)
         );
         outln!("           rows→ms   {}", table(&f.row_knots, &f.row_ns));
+        if let Some(h) = &profile.measurement.host {
+            outln!(
+                "host       {:.3} ms per step + {:.2} µs per sequence, {:.1} % of the measured steps ({})",
+                h.step_ns / 1e6,
+                h.seq_ns / 1e3,
+                h.share_pct,
+                h.method
+            );
+        }
         outln!(
             "error      held out: {:.2} % mean, {:.2} % max over {} shapes (fitted shapes: {:.2} % mean)",
             profile.held_out.mape_pct,

@@ -409,7 +409,7 @@ pub struct CalibrateCmd {
     /// Calibrate the OpenAI-compatible server at this base URL through its
     /// API (vLLM, SGLang, TGI, llama.cpp's llama-server, `servesim serve`)
     /// instead of measuring candle on a device.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["device", "weights", "refit", "quick", "threads", "max_context"])]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["device", "weights", "refit", "quick", "threads", "max_context", "attention"])]
     pub engine: Option<String>,
     /// Device to measure: cpu, cuda, cuda:N, metal.
     #[arg(long, default_value = "cpu")]
@@ -467,6 +467,13 @@ pub struct CalibrateCmd {
     /// Seed of random weights and token ids.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How the model computes attention: `naive` (one score matrix per
+    /// sequence, the faster at calibration contexts on CPU), `tiled` or
+    /// `tiled:BLOCK` (FlashAttention's blocks of BLOCK keys with an online
+    /// softmax, default 256: memory flat in the context). `validate` serves
+    /// with the one the profile records.
+    #[arg(long, default_value = "naive", value_name = "KIND")]
+    pub attention: String,
     /// Re-fit the samples of an existing profile instead of measuring (no device needed).
     #[arg(long, conflicts_with_all = ["model", "weights"])]
     pub refit: Option<PathBuf>,

@@ -63,6 +63,17 @@ fn tiny_calibration_writes_a_profile_that_predicts_its_held_out_shapes() {
         .samples
         .iter()
         .any(|s| s.kind == "wake" && s.idle_ms > 0.0));
+    // The host part of each step is timed apart and fitted.
+    assert_eq!(p.measurement.attention.as_deref(), Some("naive"));
+    assert!(p
+        .samples
+        .iter()
+        .filter(|s| s.kind != "wake")
+        .all(|s| s.host_ns.is_some_and(|h| h <= s.max_ns)));
+    let host = p.measurement.host.as_ref().expect("measured host terms");
+    assert!(host.share_pct > 0.0 && host.share_pct < 100.0, "{host:?}");
+    assert!(host.method.starts_with("cpu: the sampler"), "{host:?}");
+    assert!(out.contains("host       "), "{out}");
     // The simulator's cost model, read back from the file, reproduces the
     // reported held-out error.
     let m = Profiled::new(&p, "tiny.toml");
@@ -302,6 +313,19 @@ fn bad_calibrate_input_is_one_clear_line() {
     assert!(e.contains("no bf16 matrix multiply"), "{e}");
     let e = error_of(&["calibrate", "--out", out]);
     assert!(e.contains("--model is required"), "{e}");
+    let e = error_of(&[
+        "calibrate",
+        "--model",
+        "smollm2-135m",
+        "--attention",
+        "flash",
+        "--out",
+        out,
+    ]);
+    assert!(
+        e.contains("--attention flash: expected `naive`, `tiled` or `tiled:BLOCK`"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::device::OpenDevice;
 use crate::error::{input, Result};
 use crate::loader::{self, Loaded};
 use crate::measure::{self, Shape};
-use crate::model::{SeqCache, Step};
+use crate::model::{Attention, SeqCache, Step};
 use rand::SeedableRng;
 use sim::profile::{
     DeviceInfo, FitError, MeasurementInfo, Profile, ProfileMemory, PROFILE_VERSION,
@@ -26,6 +26,8 @@ pub struct CalibrateArgs {
     pub quick: bool,
     /// Seed of random weights and token ids.
     pub seed: u64,
+    /// How the model computes attention over each sequence's cache.
+    pub attention: Attention,
 }
 
 /// Progress of a calibration, for a progress bar: shapes done of total,
@@ -41,13 +43,16 @@ pub fn calibrate(
     let started = Instant::now();
     let dtype = loader::parse_dtype(&args.dtype)?;
     let (device_bytes, before_load) = dev.memory()?;
-    let Loaded { model, weights, .. } = loader::load(
+    let Loaded {
+        mut model, weights, ..
+    } = loader::load(
         args.model.as_deref(),
         args.weights.as_deref(),
         dtype,
         dev,
         args.seed,
     )?;
+    model.attention = args.attention;
     dev.synchronize()?;
     let cfg = model.cfg.clone();
     let max_context = args
@@ -169,6 +174,8 @@ pub fn calibrate(
             host_copy_bytes_per_s: host,
             extra_rounds: noise.extra_rounds,
             noise: noise.findings,
+            attention: Some(args.attention.name()),
+            host: crate::fit::host_terms(&samples, host_method(dev)),
         },
         fit,
         held_out: FitError::default(),
@@ -180,6 +187,14 @@ pub fn calibrate(
     Ok(profile)
 }
 
+/// What [`measure::timed_step`] counts as host work on this device.
+fn host_method(dev: &OpenDevice) -> &'static str {
+    match dev.spec {
+        crate::device::DeviceSpec::Cuda(_) => "cuda: step wall time beyond the CUDA-event span of the forward pass (launch gaps inside the span count as device time); the sampler and the copy of the tokens back included",
+        _ => "cpu: the sampler (argmax over the vocabulary) and the copy of the tokens out, timed apart from the forward pass on the same cores",
+    }
+}
+
 /// Re-fits a profile's samples with this build's fitter (same knots), and
 /// recomputes its held-out error: a profile keeps every raw sample so that
 /// improving the cost model does not need the device again.
@@ -189,6 +204,9 @@ pub fn refit(mut p: Profile) -> Profile {
         row_knots: p.fit.row_knots.clone(),
     };
     p.fit = crate::fit::fit(&p.samples, &basis);
+    if let Some(method) = p.measurement.host.as_ref().map(|h| h.method.clone()) {
+        p.measurement.host = crate::fit::host_terms(&p.samples, &method);
+    }
     p.held_out = crate::fit::errors(&p);
     p
 }
@@ -277,6 +295,8 @@ pub(crate) mod tests {
                 host_copy_bytes_per_s: 1e9,
                 extra_rounds: 0,
                 noise: vec![],
+                attention: None,
+                host: None,
             },
             fit: CostTerms {
                 step_ns: 0.0,
@@ -322,6 +342,7 @@ pub(crate) mod tests {
             max_context: Some(64),
             quick: true,
             seed: 3,
+            attention: crate::model::Attention::Naive,
         };
         let mut seen = 0;
         let p = calibrate(&dev, &args, &mut |done, total, _| {

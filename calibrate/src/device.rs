@@ -99,6 +99,22 @@ impl OpenDevice {
         Ok(self.device.synchronize()?)
     }
 
+    /// Runs `f` and returns once the work it queued is done, with the time
+    /// the device's own clock gives that work where it has one, ns: on
+    /// CUDA, the span between events recorded before and after it on the
+    /// stream (gaps in which the GPU waits for the host's next launch fall
+    /// inside the span); `None` on CPU and Metal.
+    pub fn device_time<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<(T, Option<u64>)> {
+        match self.spec {
+            DeviceSpec::Cuda(_) => cuda_device_time(&self.device, f),
+            _ => {
+                let out = f()?;
+                self.synchronize()?;
+                Ok((out, None))
+            }
+        }
+    }
+
     /// Device memory in all and in use, bytes: the driver's figures on CUDA,
     /// MemTotal and this process's resident set on CPU.
     pub fn memory(&self) -> Result<(f64, f64)> {
@@ -179,6 +195,28 @@ fn cuda_memory(device: &Device) -> Result<(f64, f64)> {
         .map_err(|e| input(format!("cuda: {e:?}")))?;
     let (free, total) = result::mem_get_info().map_err(|e| input(format!("cuda: {e:?}")))?;
     Ok((total as f64, (total - free) as f64))
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device_time<T>(device: &Device, f: impl FnOnce() -> Result<T>) -> Result<(T, Option<u64>)> {
+    use candle_core::cuda::cudarc::driver::{sys::CUevent_flags, DriverError};
+    let err = |e: DriverError| input(format!("cuda events: {e:?}"));
+    let stream = device.as_cuda_device()?.cuda_stream();
+    // Events take no timestamps unless asked (cudarc's default disables
+    // timing).
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let start = stream.record_event(timing).map_err(err)?;
+    let out = f()?;
+    let end = stream.record_event(timing).map_err(err)?;
+    // Waits for both events, so the work `f` queued is done.
+    let ms = start.elapsed_ms(&end).map_err(err)?;
+    Ok((out, Some((ms as f64 * 1e6).round() as u64)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device_time<T>(_: &Device, f: impl FnOnce() -> Result<T>) -> Result<(T, Option<u64>)> {
+    // No CUDA device opens in a build without the feature.
+    Ok((f()?, None))
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -3,7 +3,7 @@
 //! and the fit error on shapes held out of the fit, priced by the
 //! simulator's own `Profiled` cost model.
 
-use sim::profile::{CostTerms, FitError, Profile, Sample};
+use sim::profile::{CostTerms, FitError, MeasuredHost, Profile, Sample};
 use sim::profiled::{Basis, Profiled};
 
 /// Solves min ‖A x − b‖² subject to x ≥ 0 (Lawson & Hanson, "Solving Least
@@ -263,6 +263,43 @@ pub fn wake_table(samples: &[Sample]) -> (Vec<f64>, Vec<f64>) {
     }
 }
 
+/// The host terms of the fitted samples that timed their host part: a
+/// least-squares line `step_ns + seq_ns × sequences` through their median
+/// host times, the slope kept non-negative (more sequences never sample
+/// faster); `None` when no sample timed it.
+pub fn host_terms(samples: &[Sample], method: &str) -> Option<MeasuredHost> {
+    let pts: Vec<(f64, f64, f64)> = samples
+        .iter()
+        .filter(|s| s.fitted && s.idle_ms == 0.0)
+        .filter_map(|s| {
+            let seqs = (s.prefill.len() + s.decode.len()) as f64;
+            s.host_ns.map(|h| (seqs, h as f64, s.median_ns as f64))
+        })
+        .collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let seq_ns = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    let step_ns = (my - seq_ns * mx).max(0.0);
+    let wall: f64 = pts.iter().map(|p| p.2).sum();
+    let host: f64 = pts.iter().map(|p| p.1).sum();
+    Some(MeasuredHost {
+        step_ns,
+        seq_ns,
+        share_pct: if wall > 0.0 {
+            (100.0 * host / wall).min(100.0)
+        } else {
+            0.0
+        },
+        method: method.into(),
+    })
+}
+
 /// Percent errors of the profile's cost model on its own samples: held-out
 /// shapes (and, for comparison, the fitted ones).
 pub fn errors(p: &Profile) -> FitError {
@@ -339,6 +376,7 @@ mod tests {
                 min_ns: 0,
                 max_ns: 0,
                 times_ns: vec![],
+                host_ns: None,
             };
             s.median_ns = price(&s.shape()).round() as u64;
             samples.push(s);
@@ -373,6 +411,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn host_terms_recover_a_known_line_and_skip_untimed_samples() {
+        // Host 40 µs + 3 µs per sequence, in 10 ms steps.
+        let mut v: Vec<Sample> = [1, 2, 4, 8, 16]
+            .iter()
+            .map(|&b| Sample {
+                host_ns: Some(40_000 + 3_000 * b as u64),
+                ..decode_sample(b, 64, &[10.0])
+            })
+            .collect();
+        v.push(decode_sample(32, 64, &[10.0])); // not timed apart: left out
+        let h = host_terms(&v, "test").unwrap();
+        assert!((h.step_ns - 40_000.0).abs() < 1.0, "{h:?}");
+        assert!((h.seq_ns - 3_000.0).abs() < 0.01, "{h:?}");
+        let share = 100.0 * (5.0 * 40_000.0 + 3_000.0 * 31.0) / 5e7;
+        assert!((h.share_pct - share).abs() < 1e-9, "{h:?}");
+        // A host time that falls with more sequences fits no negative slope.
+        let falling: Vec<Sample> = [1, 8]
+            .iter()
+            .map(|&b| Sample {
+                host_ns: Some(50_000 - 1_000 * b as u64),
+                ..decode_sample(b, 64, &[10.0])
+            })
+            .collect();
+        assert_eq!(host_terms(&falling, "t").unwrap().seq_ns, 0.0);
+        assert!(host_terms(&[decode_sample(1, 64, &[1.0])], "t").is_none());
+    }
+
     fn decode_sample(b: usize, ctx: u32, times_ms: &[f64]) -> Sample {
         let times_ns: Vec<u64> = times_ms.iter().map(|t| (t * 1e6) as u64).collect();
         let mut sorted = times_ns.clone();
@@ -387,6 +453,7 @@ mod tests {
             min_ns: sorted[0],
             max_ns: sorted[sorted.len() - 1],
             times_ns,
+            host_ns: None,
         }
     }
 

@@ -10,7 +10,7 @@
 
 use crate::device::OpenDevice;
 use crate::error::Result;
-use crate::model::{Model, SeqCache, Step};
+use crate::model::{greedy_tokens, Model, SeqCache, Step};
 use rand::{Rng, SeedableRng};
 use sim::profile::Sample;
 use std::time::Instant;
@@ -195,6 +195,29 @@ pub fn run_step(dev: &OpenDevice, model: &Model, steps: &mut [Step<'_>]) -> Resu
     Ok(tokens)
 }
 
+/// One step as [`run_step`] runs it, timed whole and in its host part, ns:
+/// `(wall, host)`. The host part is what the device's clock leaves out
+/// where it has one (CUDA: the wall time beyond the span of the forward
+/// pass's events, the sampler and the copy of the tokens back included);
+/// on CPU, where host and device are the same cores, the sampler's argmax
+/// over the vocabulary and the copy of the tokens out, timed apart from the
+/// forward pass (`sim::profile::MeasuredHost`).
+pub fn timed_step(dev: &OpenDevice, model: &Model, steps: &mut [Step<'_>]) -> Result<(u64, u64)> {
+    dev.synchronize()?;
+    let t0 = Instant::now();
+    let (logits, device_ns) =
+        dev.device_time(|| dev.device.with_context(|| model.forward(steps)))?;
+    let t1 = Instant::now();
+    dev.device.with_context(|| greedy_tokens(&logits))?;
+    dev.synchronize()?;
+    let wall = t0.elapsed().as_nanos() as u64;
+    let host = match device_ns {
+        Some(d) => wall.saturating_sub(d),
+        None => t1.elapsed().as_nanos() as u64,
+    };
+    Ok((wall, host.min(wall)))
+}
+
 /// Times every shape `repetitions` times, in rounds: each round runs every
 /// shape once, in a fresh random order, so that a slow spell of the machine
 /// (another process, frequency scaling) spreads over all shapes instead of
@@ -210,6 +233,7 @@ pub fn time_shapes(
     progress: &mut dyn FnMut(usize, &Shape),
 ) -> Result<Vec<Sample>> {
     let mut times: Vec<Vec<u64>> = vec![Vec::with_capacity(repetitions as usize); shapes.len()];
+    let mut hosts: Vec<Vec<u64>> = vec![Vec::with_capacity(repetitions as usize); shapes.len()];
     let mut order: Vec<usize> = (0..shapes.len()).collect();
     let mut done = 0;
     for round in 0..warmup + repetitions {
@@ -221,6 +245,7 @@ pub fn time_shapes(
             let t = time_shape(dev, model, &shapes[i], 0, 1, rng)?;
             if round >= warmup {
                 times[i].push(t.median_ns);
+                hosts[i].extend(t.host_ns);
             }
             done += 1;
             progress(done, &shapes[i]);
@@ -228,14 +253,15 @@ pub fn time_shapes(
     }
     Ok(shapes
         .iter()
-        .zip(times)
-        .map(|(shape, times)| sample(shape, times))
+        .zip(times.into_iter().zip(hosts))
+        .map(|(shape, (times, hosts))| sample(shape, times, hosts))
         .collect())
 }
 
-fn sample(shape: &Shape, times: Vec<u64>) -> Sample {
+fn sample(shape: &Shape, times: Vec<u64>, mut hosts: Vec<u64>) -> Sample {
     let mut sorted = times.clone();
     sorted.sort_unstable();
+    hosts.sort_unstable();
     Sample {
         kind: shape.kind.to_string(),
         fitted: shape.fitted,
@@ -250,6 +276,7 @@ fn sample(shape: &Shape, times: Vec<u64>) -> Sample {
         min_ns: sorted[0],
         max_ns: sorted[sorted.len() - 1],
         times_ns: times,
+        host_ns: (!hosts.is_empty()).then(|| median(&hosts)),
     }
 }
 
@@ -282,6 +309,7 @@ pub fn time_shape(
         base.push(l - 1);
     }
     let mut times = Vec::with_capacity(repetitions as usize);
+    let mut hosts = Vec::with_capacity(repetitions as usize);
     for rep in 0..warmup + repetitions {
         for (c, &b) in caches.iter_mut().zip(&base) {
             c.truncate(b);
@@ -291,15 +319,13 @@ pub fn time_shape(
             .zip(&tokens)
             .map(|(cache, t)| Step { cache, tokens: t })
             .collect();
-        dev.synchronize()?;
-        let t0 = Instant::now();
-        run_step(dev, model, &mut steps)?;
-        let ns = t0.elapsed().as_nanos() as u64;
+        let (ns, host) = timed_step(dev, model, &mut steps)?;
         if rep >= warmup {
             times.push(ns);
+            hosts.push(host);
         }
     }
-    Ok(sample(shape, times))
+    Ok(sample(shape, times, hosts))
 }
 
 fn median(sorted: &[u64]) -> u64 {
@@ -349,7 +375,7 @@ pub fn time_wake(
         .zip(times)
         .map(|(&idle, t)| Sample {
             idle_ms: idle,
-            ..sample(&shape, t)
+            ..sample(&shape, t, vec![])
         })
         .collect())
 }

@@ -229,7 +229,11 @@ pub fn validate(
     let spec = DeviceSpec::parse(args.device.as_deref().unwrap_or(&profile.device.spec))?;
     let threads = (profile.device.threads > 0).then_some(profile.device.threads as usize);
     let dev = OpenDevice::open(spec, threads)?;
-    let loaded = loader::from_profile(&profile.model, &dev)?;
+    let mut loaded = loader::from_profile(&profile.model, &dev)?;
+    // Served with the attention the profile was measured with.
+    if let Some(a) = &profile.measurement.attention {
+        loaded.model.attention = crate::model::Attention::parse(a).map_err(input)?;
+    }
     let model = &loaded.model;
 
     // The workload, exactly as the simulator will generate it.

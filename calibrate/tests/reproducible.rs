@@ -34,6 +34,7 @@ fn profile(dev: &OpenDevice, model: &Path) -> Profile {
         max_context: Some(64),
         quick: true,
         seed: 0,
+        attention: calibrate::model::Attention::Naive,
     };
     calibrate(dev, &args, &mut |_, _, _| {}).unwrap()
 }

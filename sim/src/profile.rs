@@ -275,6 +275,37 @@ pub struct MeasurementInfo {
     /// one line each; empty when it was quiet (`calibrate::noise`).
     #[serde(default)]
     pub noise: Vec<String>,
+    /// How the candle model computed attention: `naive` or `tiled:BLOCK`;
+    /// absent in an engine profile (the server's own kernels) and in candle
+    /// profiles written before the choice existed (naive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<String>,
+    /// The host work timed apart from the device's in each step, fitted
+    /// over the batch's sequences; absent in profiles that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<MeasuredHost>,
+}
+
+/// Host work in a candle step, measured apart from the device's: on CUDA
+/// the step's wall time beyond the CUDA events around its forward pass
+/// (kernel launches the GPU waits for, the sampler, the copy of the tokens
+/// back); on CPU, where host and device are the same cores, the sampler's
+/// argmax over the vocabulary and the copy of the tokens out of the logits,
+/// timed apart from the forward pass. Fitted as `step_ns + seq_ns × seqs`
+/// by least squares over the fitted samples' `host_ns` (the split vLLM's
+/// and Sarathi-Serve's profilers make between the model's time and the
+/// engine's CPU overhead per iteration).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredHost {
+    /// Host time per step at no sequences, ns.
+    pub step_ns: f64,
+    /// Host time per sequence in the step, ns.
+    pub seq_ns: f64,
+    /// The host's share of the fitted samples' median step time, percent.
+    pub share_pct: f64,
+    /// What was timed, in words.
+    pub method: String,
 }
 
 /// One measured batch: prefill chunks `[new tokens, cached tokens]` and
@@ -298,6 +329,9 @@ pub struct Sample {
     pub min_ns: u64,
     pub max_ns: u64,
     pub times_ns: Vec<u64>,
+    /// Median host time of the timed runs, ns (see [`MeasuredHost`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_ns: Option<u64>,
 }
 
 impl Sample {
@@ -625,6 +659,29 @@ impl Profile {
                 format!("must be a finite number of seconds ≥ 0, got {wall}"),
             );
         }
+        if let Some(h) = &self.measurement.host {
+            for (f, v, hi) in [
+                ("step_ns", h.step_ns, 1e10),
+                ("seq_ns", h.seq_ns, 1e10),
+                ("share_pct", h.share_pct, 100.0),
+            ] {
+                if !(v.is_finite() && (0.0..=hi).contains(&v)) {
+                    return bad(
+                        &format!("measurement.host.{f}"),
+                        format!("must be a finite number in [0, {hi:e}], got {v}"),
+                    );
+                }
+            }
+        }
+        if let Some(a) = &self.measurement.attention {
+            let block = a.strip_prefix("tiled:").and_then(|b| b.parse::<u32>().ok());
+            if a != "naive" && !block.is_some_and(|b| (1..=65536).contains(&b)) {
+                return bad(
+                    "measurement.attention",
+                    format!("must be `naive` or `tiled:BLOCK` (BLOCK 1 to 65536 keys), got {a:?}"),
+                );
+            }
+        }
         for (k, e) in [("held_out", &self.held_out)] {
             for (f, v) in [
                 ("mape_pct", e.mape_pct),
@@ -652,6 +709,15 @@ impl Profile {
                     format!(
                         "must lie within min_ns and max_ns, got {} ≤ {} ≤ {}",
                         s.min_ns, s.median_ns, s.max_ns
+                    ),
+                );
+            }
+            if s.host_ns.is_some_and(|h| h > s.max_ns) {
+                return bad(
+                    &format!("samples[{i}].host_ns"),
+                    format!(
+                        "the host's part of a step cannot exceed its longest run (max_ns = {})",
+                        s.max_ns
                     ),
                 );
             }
@@ -863,6 +929,8 @@ pub(crate) mod tests {
                 host_copy_bytes_per_s: 1e10,
                 extra_rounds: 0,
                 noise: vec![],
+                attention: None,
+                host: None,
             },
             fit: CostTerms {
                 step_ns: 2e6,
@@ -891,6 +959,7 @@ pub(crate) mod tests {
                 min_ns: 1_900_000,
                 max_ns: 2_100_000,
                 times_ns: vec![1_900_000, 2_000_000, 2_100_000],
+                host_ns: None,
             }],
         }
     }
@@ -956,6 +1025,52 @@ pub(crate) mod tests {
         let text = p.to_toml_string();
         let back = Profile::from_toml_str(&text, "p.toml").unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn measured_host_terms_and_attention_round_trip_and_are_checked_by_key() {
+        let mut p = example();
+        p.measurement.attention = Some("tiled:256".into());
+        p.measurement.host = Some(MeasuredHost {
+            step_ns: 74_000.0,
+            seq_ns: 6_500.0,
+            share_pct: 0.2,
+            method: "cpu: the sampler".into(),
+        });
+        p.samples[0].host_ns = Some(80_000);
+        let text = p.to_toml_string();
+        assert_eq!(Profile::from_toml_str(&text, "p.toml").unwrap(), p);
+        for (from, to, key) in [
+            (
+                "seq_ns = 6500.0",
+                "seq_ns = -1.0",
+                "measurement.host.seq_ns",
+            ),
+            (
+                "share_pct = 0.2",
+                "share_pct = 150.0",
+                "measurement.host.share_pct",
+            ),
+            (
+                "attention = \"tiled:256\"",
+                "attention = \"tiled:0\"",
+                "measurement.attention",
+            ),
+            (
+                "attention = \"tiled:256\"",
+                "attention = \"flash\"",
+                "measurement.attention",
+            ),
+            ("host_ns = 80000", "host_ns = 9000000", "samples[0].host_ns"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let e = Profile::from_toml_str(&text.replace(from, to), "p.toml").unwrap_err();
+            assert_eq!(e.key, key, "{to}: {e}");
+        }
+        // A profile written before either existed still reads.
+        let old = example().to_toml_string();
+        assert!(!old.contains("\nattention = ") && !old.contains("host_ns"));
+        assert!(Profile::from_toml_str(&old, "p.toml").is_ok());
     }
 
     #[test]

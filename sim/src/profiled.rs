@@ -186,6 +186,10 @@ pub struct Profiled {
     /// request outside its iterations (measured through its API; 0 for
     /// candle profiles).
     host_request_ns: f64,
+    /// Host work inside each step, `(per step, per sequence)` ns, where a
+    /// candle calibration timed it apart from the device's
+    /// (`Profile::measurement.host`); part of the fitted step, not added.
+    step_host_ns: Option<(f64, f64)>,
     label: String,
 }
 
@@ -212,6 +216,7 @@ impl Profiled {
                 .engine
                 .as_ref()
                 .map_or(0.0, |e| e.host.request_ns.clamp(0.0, f.prefill_seq_ns)),
+            step_host_ns: p.measurement.host.as_ref().map(|h| (h.step_ns, h.seq_ns)),
             label: format!(
                 "calibration profile {origin}: {} {} on {} ({}), {}; held-out fit error {:.1} % mean, {:.1} % max over {} shapes",
                 p.model.name,
@@ -334,7 +339,11 @@ impl CostModel for Profiled {
             ));
         }
         let total_ns = self.iteration_time(b);
-        let host_ms = self.host_request_ns * f.prefill_seqs / 1e6;
+        let step_host_ms = self
+            .step_host_ns
+            .map_or(0.0, |(step, seq)| (step + seq * b.seqs() as f64) / 1e6);
+        let host_ms =
+            (self.host_request_ns * f.prefill_seqs / 1e6 + step_host_ms).min(total_ns as f64 / 1e6);
         Some(crate::cost::Breakdown {
             source: self.label.clone(),
             tokens: b.tokens(),

@@ -54,6 +54,14 @@ impl Attention {
         }
     }
 
+    /// The name [`Attention::parse`] reads back: `naive` or `tiled:BLOCK`.
+    pub fn name(self) -> String {
+        match self {
+            Attention::Naive => "naive".into(),
+            Attention::Tiled { block } => format!("tiled:{block}"),
+        }
+    }
+
     /// Attention output `[kv_heads, rows, head_dim]` of queries `q`
     /// `[kv_heads, rows, head_dim]` (pre-scaled by 1/√d) over keys and values
     /// `[kv_heads, context, head_dim]`, with an additive `mask` `[rows,

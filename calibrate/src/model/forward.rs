@@ -150,8 +150,7 @@ impl Model {
     /// One packed forward pass and greedy sampling: the argmax token of each
     /// step. Reading the tokens back to the host waits for the device.
     pub fn greedy(&self, batch: &mut [Step<'_>]) -> Result<Vec<u32>> {
-        let logits = self.forward(batch)?;
-        Ok(logits.argmax(D::Minus1)?.to_vec1::<u32>()?)
+        greedy_tokens(&self.forward(batch)?)
     }
 
     /// Greedy decoding of one sequence alone: the prompt, then `new_tokens`
@@ -173,6 +172,12 @@ impl Model {
         }
         Ok(out)
     }
+}
+
+/// Greedy sampling of `[steps, vocab]` logits: each row's argmax, read
+/// back to the host (which waits for the device).
+pub fn greedy_tokens(logits: &Tensor) -> Result<Vec<u32>> {
+    Ok(logits.argmax(D::Minus1)?.to_vec1::<u32>()?)
 }
 
 /// Rotary tables as Hugging Face computes them: angle p·θ^(−2i/d).

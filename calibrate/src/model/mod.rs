@@ -26,6 +26,7 @@ mod weights;
 
 pub use attention::Attention;
 pub use cache::{SeqCache, Step};
+pub use forward::greedy_tokens;
 pub use weights::{random_weights, NamedTensors};
 
 use crate::config::ModelConfig;

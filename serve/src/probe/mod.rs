@@ -641,6 +641,8 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
             host_copy_bytes_per_s: host_copy_bytes_per_s(),
             extra_rounds: 0,
             noise: vec![],
+            attention: None,
+            host: None,
         },
         fit: fitted_terms,
         held_out: FitError::default(),

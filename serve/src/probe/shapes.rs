@@ -59,6 +59,7 @@ pub fn sample(
         min_ns: sorted[0],
         max_ns: sorted[sorted.len() - 1],
         times_ns: times,
+        host_ns: None,
     }
 }
 
