@@ -56,7 +56,10 @@ sed -e 's/^name = .*/name = "validate-gpu"/' \
   "$ROOT/scenarios/validate/cpu.toml" >"$OUT_DIR/validate-gpu.toml"
 log "validate on $DEVICE"
 "$SERVESIM" validate --profile "$OUT_DIR/profile.toml" --scenario "$OUT_DIR/validate-gpu.toml" \
-  --out "$OUT_DIR/validate" 2>&1 | tee "$OUT_DIR/validate.txt"
+  --out "$OUT_DIR/validate" 2>&1 | tee "$OUT_DIR/validate.txt" ||
+  # Status 1 when batched and alone greedy tokens differ (bf16 kernels may
+  # reduce in another order by batch size): the table is still written.
+  log "validate exited non-zero: see validate.txt"
 
 # 3. What the profile prices, with its host and device parts.
 log "cost with the profile"

@@ -12,7 +12,14 @@
 #   4. servesim calibrate --engine (the probes, --budget $BUDGET minutes);
 #   5. a held-out workload (other rates, lengths and concurrency than the
 #      probes) sent with `observe` and run in `simulate` on the fitted
-#      profile, then `compare`.
+#      profile, then `compare`;
+#   6. for contrast, a candle calibration of the same GGUF on the same CPU
+#      (`calibrate --weights`, the model servesim itself runs) simulating
+#      the same held-out workload, compared with the same observed run: what
+#      a profile of another engine predicts for this one. CANDLE=0 skips it;
+#      it needs a release build (SERVESIM_RELEASE, default
+#      target/release/servesim built with --features calibrate), as a debug
+#      build's forward passes are not the speed of anything.
 #
 # Everything lands in $WORK (default out/llamacpp-check). It is not a
 # default test: it builds a C++ project (about 10-20 minutes on 2 cores).
@@ -110,4 +117,18 @@ EOF
   --out observed | tail -3
 "$SERVESIM" simulate heldout.toml --out simulated >/dev/null
 "$SERVESIM" compare observed simulated | tee compare.txt
-echo "results: $WORK/{calibrate.txt,llamacpp-profile.toml,compare.txt,observed/,simulated/}"
+
+# 6. the candle profile of the same model, on the same threads, with the
+# server stopped so that the two do not share the cores.
+if [ "${CANDLE:-1}" != 0 ]; then
+  release=${SERVESIM_RELEASE:-${CARGO_TARGET_DIR:-$ROOT/target}/release/servesim}
+  [ -x "$release" ] || { echo "error: no release servesim at $release (cargo build --release --features calibrate, or CANDLE=0)" >&2; exit 1; }
+  kill $pid 2>/dev/null || true
+  wait $pid 2>/dev/null || true
+  "$release" calibrate --device cpu --weights "$gguf" --dtype f32 --threads "$THREADS" --quick \
+    --out candle-profile.toml | tee calibrate-candle.txt
+  sed 's|^profile = .*|profile = "candle-profile.toml"|' heldout.toml >heldout-candle.toml
+  "$SERVESIM" simulate heldout-candle.toml --out simulated-candle >/dev/null
+  "$SERVESIM" compare observed simulated-candle | tee compare-candle.txt
+fi
+echo "results: $WORK/{calibrate.txt,llamacpp-profile.toml,compare.txt,observed/,simulated/,calibrate-candle.txt,compare-candle.txt}"
