@@ -31,6 +31,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-$ROOT/out/llamacpp-check}
 SERVESIM=${SERVESIM:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/servesim}
+# Paths given relative to where the script starts, as the script works in $WORK.
+case $SERVESIM in /*) ;; *) SERVESIM=$PWD/$SERVESIM ;; esac
+if [ -n "${SERVESIM_RELEASE:-}" ]; then
+  case $SERVESIM_RELEASE in /*) ;; *) SERVESIM_RELEASE=$PWD/$SERVESIM_RELEASE ;; esac
+fi
 PORT=${PORT:-18480}
 BUDGET=${BUDGET:-4}
 JOBS=${JOBS:-2}

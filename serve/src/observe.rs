@@ -358,6 +358,22 @@ async fn run_async(
     })
 }
 
+/// An error with its causes ("error sending request for url (…): connection
+/// closed before message completed"): reqwest's own text names only the
+/// step that failed.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !msg.contains(&s_text) {
+            msg = format!("{msg}: {s_text}");
+        }
+        src = s.source();
+    }
+    msg
+}
+
 async fn one_request(
     client: &reqwest::Client,
     url: &str,
@@ -367,15 +383,28 @@ async fn one_request(
     start: tokio::time::Instant,
     o: &mut Observation,
 ) {
-    let mut req = client.post(url).json(&body);
-    if let Some(k) = key {
-        req = req.bearer_auth(k);
-    }
-    let resp = match req.send().await {
+    let send = || {
+        let mut req = client.post(url).json(&body);
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        req.send()
+    };
+    let sent = match send().await {
+        // A pooled keep-alive connection that the server closed as this
+        // request went out fails before any answer is read (cpp-httplib,
+        // under llama-server, closes one after a number of requests or
+        // idle seconds). The server never saw the request, and hyper does
+        // not resend a POST itself, so it is sent once more on a new
+        // connection; a refused connection or a timeout is not retried.
+        Err(e) if !e.is_timeout() && !e.is_connect() => send().await,
+        r => r,
+    };
+    let resp = match sent {
         Ok(r) => r,
         Err(e) => {
             o.outcome = Outcome::Failed;
-            o.error = format!("request failed: {e}");
+            o.error = format!("request failed: {}", error_chain(&e));
             o.end = Some(start.elapsed());
             return;
         }
