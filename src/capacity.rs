@@ -5,7 +5,9 @@
 use crate::cli::CapacityArgs;
 use anyhow::{anyhow, Context, Result};
 use sim::figures::rate;
-use sim::sweep::capacity::{plan_capacity, CapacityQuery, CapacityReport, Probe};
+use sim::sweep::capacity::{
+    fleet_count, plan_capacity, CapacityQuery, CapacityReport, FleetUnit, Probe,
+};
 use sim::Scenario;
 use std::path::Path;
 
@@ -14,7 +16,9 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario)
         .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
-    let name = Scenario::from_toml_str(&text, &origin)?.name().to_string();
+    let scenario = Scenario::from_toml_str(&text, &origin)?;
+    let name = scenario.name().to_string();
+    let unit = FleetUnit::of(&scenario);
     let query = CapacityQuery {
         attainment: args.attainment,
         replicas: args.replicas,
@@ -28,7 +32,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         eprintln!(
             "  {:<16} {:>14} at {:>10} req/s: {:>6.2} % met, TTFT p99 {:>9.1} ms, TPOT p99 {:>7.2} ms  {}",
             p.search,
-            replicas(p.replicas),
+            fleet_count(unit.as_ref(), p.replicas),
             rate(p.rate_rps),
             p.attainment * 100.0,
             p.ttft_p99_ms,
@@ -60,10 +64,6 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     Ok(())
 }
 
-fn replicas(n: u32) -> String {
-    format!("{n} replica{}", if n == 1 { "" } else { "s" })
-}
-
 fn probe(p: &Probe) -> String {
     format!(
         "{:.2} % met, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms",
@@ -88,6 +88,9 @@ fn slo_text(c: &CapacityReport) -> String {
 
 fn print(c: &CapacityReport) {
     let m = &c.max_load;
+    let unit = c.unit.as_ref();
+    let replicas = |n: u32| fleet_count(unit, n);
+    let each = if unit.is_some() { "unit" } else { "replica" };
     outln!(
         "capacity of {} — SLO: {} ({} simulations)",
         c.scenario,
@@ -95,7 +98,7 @@ fn print(c: &CapacityReport) {
         c.probes.len()
     );
     outln!(
-        "highest load within the SLOs, {}: {} req/s ({} per replica); {} req/s misses",
+        "highest load within the SLOs, {}: {} req/s ({} per {each}); {} req/s misses",
         replicas(m.replicas),
         rate(m.rate_rps),
         rate(m.per_replica_rps),
@@ -117,9 +120,17 @@ fn print(c: &CapacityReport) {
         Some(b) => format!("; {}: {}", replicas(b.replicas), probe(b)),
         None => String::new(),
     };
+    if let Some(u) = unit {
+        outln!(
+            "  one unit is the pools as written: {} = {} replicas, {} GPUs",
+            u.shape,
+            u.replicas,
+            u.gpus
+        );
+    }
     let row = |label: String, value: String| outln!("  {label:<24} {value}");
     row(
-        "fewest replicas".into(),
+        format!("fewest {each}s"),
         format!(
             "{:>5}  ({}{})",
             s.replicas_min,
@@ -145,10 +156,19 @@ fn print(c: &CapacityReport) {
         } else {
             "fleet (no spares)".into()
         },
-        format!(
-            "{:>5}  replicas = {} GPUs ({} per replica)",
-            s.replicas_total, s.gpus_total, s.gpus_per_replica
-        ),
+        match unit {
+            Some(u) => format!(
+                "{:>5}  units = {} = {} GPUs ({} per unit)",
+                s.replicas_total,
+                u.pools_at(s.replicas_total),
+                s.gpus_total,
+                s.gpus_per_replica
+            ),
+            None => format!(
+                "{:>5}  replicas = {} GPUs ({} per replica)",
+                s.replicas_total, s.gpus_total, s.gpus_per_replica
+            ),
+        },
     );
     row(
         "cost per month".into(),

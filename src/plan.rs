@@ -37,9 +37,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let log = |p: &Probe| {
         eprintln!(
-            "  {:<16} {:>5} replica(s) at {:>9.3} req/s: {:>6.2} % met  {}",
+            "  {:<16} {:>14} at {:>9.3} req/s: {:>6.2} % met  {}",
             p.search,
-            p.replicas,
+            match p.pool_replicas {
+                Some(n) => format!("{} unit(s) = {n} replicas", p.replicas),
+                None => format!("{} replica(s)", p.replicas),
+            },
             p.rate_rps,
             p.attainment * 100.0,
             if p.meets_slo { "meets" } else { "misses" }
@@ -79,13 +82,13 @@ fn csv_cell(s: &str) -> String {
 /// One row per option, ranked: sized ones cheapest first, then the pruned.
 fn csv(p: &DeployPlan) -> String {
     let mut s = String::from(
-        "rank,option,settings,hardware,replicas,gpus,usd_per_month,attainment,goodput_rps_per_gpu,headroom,simulations,pruned\n",
+        "rank,option,settings,hardware,replicas,gpus,usd_per_month,attainment,goodput_rps_per_gpu,headroom,simulations,pruned,unit,units\n",
     );
     for (i, o) in p.options.iter().enumerate() {
         let f = o.fleet.as_ref();
         let num = |v: Option<String>| v.unwrap_or_default();
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             if f.is_some() {
                 (i + 1).to_string()
             } else {
@@ -101,7 +104,9 @@ fn csv(p: &DeployPlan) -> String {
             num(f.map(|f| f.goodput_rps_per_gpu.to_string())),
             num(f.and_then(|f| f.headroom).map(|h| h.to_string())),
             o.simulations,
-            csv_cell(o.pruned.as_deref().unwrap_or(""))
+            csv_cell(o.pruned.as_deref().unwrap_or("")),
+            csv_cell(f.and_then(|f| f.unit.as_deref()).unwrap_or("")),
+            num(f.and_then(|f| f.units).map(|n| n.to_string())),
         ));
     }
     s
@@ -168,13 +173,22 @@ fn print(p: &DeployPlan) {
                 .find(|o| o.index == i)
                 .expect("best is an option");
             let f = o.fleet.as_ref().expect("best is sized");
-            outln!(
-                "cheapest: {} × {} replicas ({} GPUs), ${:.0} per month",
-                o.settings,
-                f.replicas,
-                f.gpus,
-                f.usd_per_month
-            );
+            match (&f.unit, f.units) {
+                (Some(u), Some(n)) => outln!(
+                    "cheapest: {}: {n} units of {u} = {} replicas ({} GPUs), ${:.0} per month",
+                    o.settings,
+                    f.replicas,
+                    f.gpus,
+                    f.usd_per_month
+                ),
+                _ => outln!(
+                    "cheapest: {} × {} replicas ({} GPUs), ${:.0} per month",
+                    o.settings,
+                    f.replicas,
+                    f.gpus,
+                    f.usd_per_month
+                ),
+            }
         }
         None => outln!("no option meets the SLOs at this demand"),
     }

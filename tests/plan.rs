@@ -128,3 +128,73 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
         assert!(!e.contains("panicked"), "{e}");
     }
 }
+
+/// A disaggregated space: prefill:decode units and a colocated replica,
+/// each sized in whole units; the search's answer is the exhaustive grid's.
+#[test]
+fn a_disaggregated_plan_sizes_whole_units_and_equals_the_exhaustive_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The disaggregation example with a shorter run, so that the test's
+    // debug build sizes it quickly; the unit logic is the same.
+    let text = read(&repo().join("scenarios/disaggregation.toml"))
+        .replace("requests = 3000", "requests = 400");
+    let scenario = tmp.path().join("disaggregation.toml");
+    std::fs::write(&scenario, text).unwrap();
+    let space = tmp.path().join("space.toml");
+    std::fs::write(
+        &space,
+        r#"[objective]
+gpu_hour_usd = { "h100-sxm" = 2.0 }
+[axes]
+"fleet.pools" = [
+  [{ name = "prefill", role = "prefill", replicas = 1 }, { name = "decode", role = "decode", replicas = 2 }],
+  [{ name = "colocated", role = "colocated", replicas = 1 }],
+]
+"#,
+    )
+    .unwrap();
+    let go = |out: &str, extra: &[&str]| -> Value {
+        let out = tmp.path().join(out);
+        let mut args = vec![
+            "plan",
+            scenario.to_str().unwrap(),
+            "--space",
+            space.to_str().unwrap(),
+            "--demand",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&read(&out.join("plan.json"))).unwrap()
+    };
+    let searched = go("plan", &[]);
+    let all = go("all", &["--exhaustive", "4"]);
+    assert_eq!(searched["best"], all["best"]);
+    assert_eq!(answer(&searched), answer(&all), "same fleets, same ranking");
+    let options = searched["options"].as_array().unwrap();
+    let split = options
+        .iter()
+        .find(|o| o["settings"].as_str().unwrap().contains("prefill"))
+        .unwrap();
+    let f = &split["fleet"];
+    assert_eq!(f["unit"], "1 prefill + 2 decode", "{split}");
+    let units = f["units"].as_u64().unwrap();
+    // Whole units: every replica and GPU count is a multiple of the unit's.
+    assert_eq!(f["replicas"].as_u64().unwrap(), 3 * units);
+    assert_eq!(f["gpus"].as_u64().unwrap(), 3 * units);
+    assert_eq!(f["gpus_per_replica"], 3);
+    // The colocated pool set is sized too: it has no link (the scenario's
+    // is not inherited, or its scenario would be refused) and its unit is
+    // one replica.
+    let colocated = options
+        .iter()
+        .find(|o| o["settings"].as_str().unwrap().contains("colocated"))
+        .unwrap();
+    assert!(colocated["pruned"].is_null(), "{colocated}");
+    let f = &colocated["fleet"];
+    assert_eq!(f["unit"], "1 colocated", "{colocated}");
+    assert_eq!(f["replicas"], f["units"], "{colocated}");
+}

@@ -73,7 +73,11 @@ pub struct CapacityQuery {
 pub struct Probe {
     /// Which search ran it: `rate`, `demand` or `demand+headroom`.
     pub search: String,
+    /// Replicas, or with pools units (see [`CapacityReport::unit`]).
     pub replicas: u32,
+    /// With pools: the replicas of those units, over every pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_replicas: Option<u32>,
     pub rate_rps: f64,
     pub attainment: f64,
     pub ttft_p99_ms: f64,
@@ -126,6 +130,7 @@ pub struct Sizing {
     pub spare: u32,
     /// replicas_with_headroom + spare.
     pub replicas_total: u32,
+    /// GPUs per replica (per unit with pools: see [`CapacityReport::unit`]).
     pub gpus_per_replica: u32,
     pub gpus_total: u32,
     pub gpu_hour_usd: Option<f64>,
@@ -154,8 +159,114 @@ pub struct CapacityReport {
     pub hours_per_month: f64,
     pub max_load: MaxLoad,
     pub sizing: Option<Sizing>,
+    /// With `[[fleet.pools]]`, the unit every count of this report counts
+    /// (`replicas` fields are numbers of units); absent: plain replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<FleetUnit>,
     /// Every simulation run, per search in the order run.
     pub probes: Vec<Probe>,
+}
+
+/// A fleet of `[[fleet.pools]]` as the capacity searches scale it: the pools
+/// as written are one unit, and n units are every pool's `replicas` times n,
+/// so the prefill:decode ratio (or the mix of colocated pools) stays as
+/// stated. DistServe's placement search sizes disaggregated fleets the same
+/// way: it finds the best prefill and decode configuration of one instance
+/// pair and replicates it until the rate is met (Zhong et al., OSDI 2024,
+/// §4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetUnit {
+    /// "1 prefill + 2 decode".
+    pub shape: String,
+    pub pools: Vec<UnitPool>,
+    /// Replicas in one unit.
+    pub replicas: u32,
+    /// GPUs in one unit.
+    pub gpus: u32,
+}
+
+/// One pool's share of a [`FleetUnit`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitPool {
+    pub name: String,
+    /// `colocated`, `prefill` or `decode`.
+    pub role: String,
+    pub replicas: u32,
+    /// Its hardware's datasheet name.
+    pub hardware: String,
+    pub gpus: u32,
+}
+
+impl FleetUnit {
+    /// The unit of a scenario with pools; `None` without.
+    pub fn of(s: &Scenario) -> Option<FleetUnit> {
+        if s.pools.is_empty() {
+            return None;
+        }
+        // In file order: `fleet.pools.<i>` is the i-th pool as written.
+        let pools: Vec<UnitPool> = s
+            .file
+            .fleet
+            .pools
+            .iter()
+            .map(|cfg| {
+                let p = s
+                    .pools
+                    .iter()
+                    .find(|p| p.name == cfg.name)
+                    .expect("every pool resolves");
+                UnitPool {
+                    name: cfg.name.clone(),
+                    role: format!("{:?}", cfg.role).to_lowercase(),
+                    replicas: cfg.replicas,
+                    hardware: p.scenario.hardware.name.clone(),
+                    gpus: cfg.replicas * p.scenario.parallel.gpus(),
+                }
+            })
+            .collect();
+        let shape = pools
+            .iter()
+            .map(|p| match p.role.as_str() {
+                "colocated" => format!("{} {}", p.replicas, p.name),
+                role => format!("{} {role}", p.replicas),
+            })
+            .collect::<Vec<_>>()
+            .join(" + ");
+        Some(FleetUnit {
+            shape,
+            replicas: pools.iter().map(|p| p.replicas).sum(),
+            gpus: pools.iter().map(|p| p.gpus).sum(),
+            pools,
+        })
+    }
+
+    /// The pools of `n` units: "3 prefill + 6 decode".
+    pub fn pools_at(&self, n: u32) -> String {
+        self.pools
+            .iter()
+            .map(|p| match p.role.as_str() {
+                "colocated" => format!("{} {}", p.replicas * n, p.name),
+                role => format!("{} {role}", p.replicas * n),
+            })
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
+    /// "3 units (3 prefill + 6 decode)".
+    pub fn count(&self, n: u32) -> String {
+        let s = if n == 1 { "" } else { "s" };
+        format!("{n} unit{s} ({})", self.pools_at(n))
+    }
+}
+
+/// "4 replicas", or with pools "2 units (2 prefill + 4 decode)".
+pub fn fleet_count(unit: Option<&FleetUnit>, n: u32) -> String {
+    match unit {
+        Some(u) => u.count(n),
+        None => format!("{n} replica{}", if n == 1 { "" } else { "s" }),
+    }
 }
 
 /// Most time-series samples a probe takes (its series is not kept).
@@ -172,6 +283,8 @@ struct Prober<'a> {
     base: toml::Table,
     origin: &'a str,
     knob: Knob,
+    /// The pools' unit, when the fleet has pools: a probe's count is units.
+    unit: Option<FleetUnit>,
     target: f64,
     on_probe: &'a (dyn Fn(&Probe) + Sync),
 }
@@ -270,19 +383,31 @@ impl Prober<'_> {
         factor: f64,
     ) -> Result<Probe, SweepError> {
         let mut t = self.base.clone();
+        let per_unit = self.unit.as_ref().map_or(1, |u| u.replicas);
         if self.knob == Knob::ArrivalRate {
-            self.size_horizon(&mut t, replicas, rate, factor)?;
+            self.size_horizon(&mut t, replicas.saturating_mul(per_unit), rate, factor)?;
         }
         if self.knob == Knob::TraceRate {
             // `rate` replaces any `time_scale`: both set the replay speed.
             keypath::remove(&mut t, "workload.trace.time_scale");
         }
-        keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into())
+        let sized = match &self.unit {
+            None => keypath::set(&mut t, "fleet.replicas", i64::from(replicas).into()),
+            Some(u) => {
+                // The pools' sum would no longer match a stated total.
+                keypath::remove(&mut t, "fleet.replicas");
+                u.pools.iter().enumerate().try_for_each(|(i, p)| {
+                    let n = i64::from(p.replicas) * i64::from(replicas);
+                    keypath::set(&mut t, &format!("fleet.pools.{i}.replicas"), n.into())
+                })
+            }
+        };
+        sized
             .and_then(|_| keypath::set(&mut t, self.knob.key(), rate.into()))
             .map_err(|m| SweepError::new(format!("{}: {m}", self.origin)))?;
         let at = format!(
-            "{} replica(s) at {} req/s",
-            replicas,
+            "{} at {} req/s",
+            fleet_count(self.unit.as_ref(), replicas),
             crate::figures::rate(rate)
         );
         let mut s = Scenario::from_table(t, self.origin)
@@ -303,7 +428,8 @@ impl Prober<'_> {
         let r = Simulation::new(&s)
             .run(|_| {})
             .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;
-        let p = probe_of(search, replicas, rate, &r.summary, self.target);
+        let mut p = probe_of(search, replicas, rate, &r.summary, self.target);
+        p.pool_replicas = self.unit.as_ref().map(|u| u.replicas * replicas);
         (self.on_probe)(&p);
         Ok(p)
     }
@@ -330,6 +456,7 @@ pub fn probe_once(
         base,
         origin,
         knob,
+        unit: FleetUnit::of(&s),
         target: attainment,
         on_probe: &quiet,
     };
@@ -341,6 +468,7 @@ fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) ->
     Probe {
         search: search.to_string(),
         replicas,
+        pool_replicas: None,
         rate_rps: rate,
         attainment: slo.attainment,
         ttft_p99_ms: s.latency.ttft_ms.p99,
@@ -373,11 +501,12 @@ pub fn plan_capacity(
             "{origin}: slo: missing: capacity needs [slo] targets (ttft_ms, tpot_ms, e2e_ms or percentile targets such as ttft_p99_ms), which define the load a fleet sustains"
         )));
     };
-    if !base_scenario.pools.is_empty() {
+    if !base_scenario.file.fleet.regions.is_empty() {
         return Err(SweepError::new(format!(
-            "{origin}: fleet.pools: capacity scales fleet.replicas, which pools replace; size pools with a sweep over `fleet.pools` (docs/disaggregation.md)"
+            "{origin}: fleet.regions: capacity sizes a fleet for one demand, and regions each have their own; size each region's pools on its own scenario"
         )));
     }
+    let unit = FleetUnit::of(&base_scenario);
     check_query(q)?;
     let base: toml::Table = scenario_toml
         .parse()
@@ -387,12 +516,19 @@ pub fn plan_capacity(
         base,
         origin,
         knob,
+        unit: unit.clone(),
         target: q.attainment,
         on_probe,
     };
     let mut probes = Vec::new();
 
-    let start = base_rate * q.replicas as f64 / base_scenario.file.fleet.replicas as f64;
+    // The scenario as written is one unit of pools, or its replicas.
+    let written = if unit.is_some() {
+        1
+    } else {
+        base_scenario.file.fleet.replicas.max(1)
+    };
+    let start = base_rate * q.replicas as f64 / written as f64;
     let max_load = max_rate(&prober, q.replicas, start, q.tolerance, &mut probes)?;
 
     let sizing = match q.demand_rps {
@@ -447,8 +583,7 @@ pub fn plan_capacity(
                 (n_min, at_min.clone(), below_min.clone())
             };
             let total = n_h + q.spare;
-            // Tensor × pipeline × expert parallelism.
-            let tp = base_scenario.gpus() / base_scenario.file.fleet.replicas.max(1);
+            let tp = gpus_per_unit(&base_scenario);
             let gpus = total * tp;
             Some(Sizing {
                 demand_rps: demand,
@@ -481,8 +616,18 @@ pub fn plan_capacity(
         hours_per_month: HOURS_PER_MONTH,
         max_load,
         sizing,
+        unit,
         probes,
     })
+}
+
+/// GPUs of one replica (tensor × pipeline × expert parallelism), or with
+/// pools of one [`FleetUnit`]: what each count of a capacity search costs.
+pub fn gpus_per_unit(s: &Scenario) -> u32 {
+    match FleetUnit::of(s) {
+        Some(u) => u.gpus,
+        None => s.gpus() / s.file.fleet.replicas.max(1),
+    }
 }
 
 /// The largest fleet a search may try (the scenario's own limit).
@@ -567,8 +712,8 @@ fn max_rate(
             i += 1;
             if i > STEPS {
                 return Err(SweepError::new(format!(
-                    "{}: {replicas} replica(s) miss the SLOs even at {} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
-                    p.origin, crate::figures::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
+                    "{}: {} miss the SLOs even at {} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
+                    p.origin, fleet_count(p.unit.as_ref(), replicas), crate::figures::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
                 )));
             }
             let next = run(hi.rate_rps / 2.0)?;

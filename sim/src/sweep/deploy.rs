@@ -15,11 +15,19 @@
 //! after another, each deterministic, so the plan is the same at any thread
 //! count.
 //!
+//! A disaggregated option (`[[fleet.pools]]` with a prefill and a decode
+//! pool) is sized in units of its pools as the option states them
+//! ([`FleetUnit`]): the space's axes give the prefill:decode split
+//! (`fleet.pools.0.replicas` zipped with `fleet.pools.1.replicas`, or whole
+//! pool sets on a `fleet.pools` axis, a colocated set among them) and the
+//! link (`fleet.kv_transfer.*`), and the search finds how many units meet
+//! the demand, as DistServe replicates its best instance pair.
+//!
 //! The exhaustive check ([`exhaustive`]) runs every option at every replica
 //! count up to a bound with the same probes and judgement, for comparison:
 //! the same answer from far fewer simulations is the point of the search.
 
-use super::capacity::{self, plan_capacity, CapacityQuery, Probe, HOURS_PER_MONTH};
+use super::capacity::{self, plan_capacity, CapacityQuery, FleetUnit, Probe, HOURS_PER_MONTH};
 use super::grid::{Grid, SampleKind};
 use super::keypath;
 use super::objective::GpuHourPrice;
@@ -69,9 +77,19 @@ pub struct OptionResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SizedFleet {
+    /// Replicas in all (with pools, over every pool).
     pub replicas: u32,
+    /// GPUs of one replica, or with pools of one unit.
     pub gpus_per_replica: u32,
+    /// With pools: the unit the search scaled ("1 prefill + 2 decode")
+    /// and how many of it the fleet is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<u32>,
     pub gpus: u32,
+    /// Per GPU-hour; with pools on different hardware, the mean over the
+    /// unit's GPUs of each pool's price.
     pub gpu_hour_usd: f64,
     /// gpus × price × 730 h.
     pub usd_per_month: f64,
@@ -140,11 +158,37 @@ fn options(
         for (a, v) in grid.axes.iter().zip(&p.values) {
             keypath::set(&mut t, &a.path, v.clone())
                 .map_err(|m| SweepError::new(format!("{}: axes.{}: {m}", grid.origin, a.key)))?;
-            words.push(format!("{} = {v}", a.key));
+            words.push(format!("{} = {}", a.key, describe_value(&a.path, v)));
         }
+        super::plan::drop_inherited_link(&mut t, grid.axes.iter().map(|a| a.path.as_str()));
         out.push((p.index, words.join(", "), t));
     }
     Ok(out)
+}
+
+/// How an option's value reads in the ranked table: a set of pools as its
+/// shape ("1 prefill + 2 decode", "1 colocated"), anything else as TOML.
+fn describe_value(path: &str, v: &toml::Value) -> String {
+    let shape = (path == "fleet.pools")
+        .then(|| v.as_array())
+        .flatten()
+        .and_then(|pools| {
+            pools
+                .iter()
+                .map(|p| {
+                    let n = p.get("replicas")?.as_integer()?;
+                    let role = p
+                        .get("role")
+                        .and_then(|r| r.as_str())
+                        .unwrap_or("colocated");
+                    Some(format!("{n} {role}"))
+                })
+                .collect::<Option<Vec<_>>>()
+        });
+    match shape {
+        Some(parts) => parts.join(" + "),
+        None => v.to_string(),
+    }
 }
 
 fn price_of(grid: &Grid) -> Result<&GpuHourPrice, SweepError> {
@@ -156,21 +200,54 @@ fn price_of(grid: &Grid) -> Result<&GpuHourPrice, SweepError> {
     })
 }
 
-/// A validated option, or why it is pruned.
+/// A validated option and its price per GPU-hour, or why it is pruned.
+/// With pools the price is the mean over one unit's GPUs of each pool's
+/// hardware price, so GPUs × price is the unit's cost.
 fn resolve(
     t: &toml::Table,
     origin: &str,
     price: &GpuHourPrice,
 ) -> Result<(Scenario, f64), (Option<String>, String)> {
     let s = Scenario::from_table(t.clone(), origin).map_err(|e| (None, e.to_string()))?;
-    let hw = s.hardware.name.clone();
-    let p = price.of(&hw).ok_or_else(|| {
-        (
-            Some(hw.clone()),
-            format!("no price for hardware {hw} in objective.gpu_hour_usd"),
-        )
-    })?;
+    let priced = |hw: &str| {
+        price.of(hw).ok_or_else(|| {
+            (
+                Some(s.hardware.name.clone()),
+                format!("no price for hardware {hw} in objective.gpu_hour_usd"),
+            )
+        })
+    };
+    let p = match FleetUnit::of(&s) {
+        None => priced(&s.hardware.name)?,
+        Some(u) => {
+            let mut usd = 0.0;
+            for pool in &u.pools {
+                usd += priced(&pool.hardware)? * pool.gpus as f64;
+            }
+            usd / u.gpus.max(1) as f64
+        }
+    };
     Ok((s, p))
+}
+
+/// The sized fleet of `n` counts (replicas, or units with pools).
+fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) -> SizedFleet {
+    let unit = FleetUnit::of(s);
+    let per = capacity::gpus_per_unit(s);
+    let gpus = n * per;
+    SizedFleet {
+        replicas: n * unit.as_ref().map_or(1, |u| u.replicas),
+        gpus_per_replica: per,
+        unit: unit.as_ref().map(|u| u.shape.clone()),
+        units: unit.as_ref().map(|_| n),
+        gpus,
+        gpu_hour_usd: price,
+        usd_per_month: gpus as f64 * price * HOURS_PER_MONTH,
+        attainment,
+        goodput_rps_per_gpu: goodput_rps / gpus.max(1) as f64,
+        headroom: None,
+        max_load_rps: None,
+    }
 }
 
 /// Plans the cheapest deployment of `scenario_toml` over the space `grid`
@@ -258,17 +335,13 @@ pub fn plan_deployment(
                     settings,
                     hardware,
                     simulations: sims,
-                    fleet: Some(SizedFleet {
-                        replicas: z.replicas_total,
-                        gpus_per_replica: z.gpus_per_replica,
-                        gpus: z.gpus_total,
-                        gpu_hour_usd: p,
-                        usd_per_month: z.gpus_total as f64 * p * HOURS_PER_MONTH,
-                        attainment: at.attainment,
-                        goodput_rps_per_gpu: at.goodput_rps / z.gpus_total.max(1) as f64,
-                        headroom: None,
-                        max_load_rps: None,
-                    }),
+                    fleet: Some(sized(
+                        &s,
+                        z.replicas_total,
+                        p,
+                        at.attainment,
+                        at.goodput_rps,
+                    )),
                     pruned: None,
                 });
             }
@@ -308,7 +381,7 @@ fn measure_headroom(
     let f = o.fleet.as_mut().expect("sized");
     let cq = CapacityQuery {
         attainment: q.attainment,
-        replicas: f.replicas,
+        replicas: f.units.unwrap_or(f.replicas),
         demand_rps: None,
         headroom: 0.0,
         spare: 0,
@@ -425,26 +498,18 @@ pub fn exhaustive(
                 found = Some((n, long));
             }
         }
-        let tp = s.gpus() / s.file.fleet.replicas.max(1);
         results.push(OptionResult {
             index,
             settings,
             hardware: Some(s.hardware.name.clone()),
             simulations: runs,
-            pruned: found
-                .is_none()
-                .then(|| format!("no fleet of up to {max_replicas} replicas meets the SLOs")),
-            fleet: found.map(|(n, at)| SizedFleet {
-                replicas: n,
-                gpus_per_replica: tp,
-                gpus: n * tp,
-                gpu_hour_usd: p,
-                usd_per_month: (n * tp) as f64 * p * HOURS_PER_MONTH,
-                attainment: at.attainment,
-                goodput_rps_per_gpu: at.goodput_rps / (n * tp).max(1) as f64,
-                headroom: None,
-                max_load_rps: None,
+            pruned: found.is_none().then(|| {
+                format!(
+                    "no fleet of up to {} meets the SLOs",
+                    capacity::fleet_count(FleetUnit::of(&s).as_ref(), max_replicas)
+                )
             }),
+            fleet: found.map(|(n, at)| sized(&s, n, p, at.attainment, at.goodput_rps)),
         });
     }
     Ok(finish(base_scenario.name(), q, results))

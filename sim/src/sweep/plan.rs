@@ -170,7 +170,10 @@ impl Plan {
 /// so the base scenario's `[fleet.kv_transfer]` is not inherited: it would
 /// do nothing there, which a scenario file is refused for. A link key the
 /// grid sets itself stays, and is refused as in a file.
-fn drop_inherited_link<'a>(t: &mut toml::Table, axis_paths: impl Iterator<Item = &'a str>) {
+pub(super) fn drop_inherited_link<'a>(
+    t: &mut toml::Table,
+    axis_paths: impl Iterator<Item = &'a str>,
+) {
     let paths: Vec<&str> = axis_paths.collect();
     let sets_pools = paths.contains(&"fleet.pools");
     let sets_link = paths.iter().any(|p| p.starts_with("fleet.kv_transfer"));
