@@ -27,7 +27,8 @@
 //! "Meets the SLOs" is as in a sweep (see `objective`): at least the target
 //! share of requests meet the scenario's `[slo]` TTFT and TPOT targets.
 //! Every probe is a full simulation of the scenario with only the offered
-//! load and `fleet.replicas` changed. The load is `workload.arrival.rate`
+//! load and `fleet.replicas` changed (with pools, every pool's `replicas`
+//! scaled: see [`FleetUnit`]). The load is `workload.arrival.rate`
 //! for an arrival process, or `workload.trace.rate` for a trace replay (the
 //! trace scaled in time to that mean rate: "a trace scaled to a target").
 //! Either way the searches see the same arrivals, scaled in time (common

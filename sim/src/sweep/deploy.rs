@@ -514,3 +514,43 @@ pub fn exhaustive(
     }
     Ok(finish(base_scenario.name(), q, results))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Every example space in `scenarios/spaces/` parses, expands on the
+    /// scenario its usage line names, and has options that resolve and are
+    /// priced (the rest pruned with a reason), so none rots unrun.
+    #[test]
+    fn every_example_space_resolves_on_its_scenario() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut spaces: Vec<_> = std::fs::read_dir(root.join("scenarios/spaces"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        spaces.sort();
+        assert!(spaces.len() >= 3, "{spaces:?}");
+        for space in spaces {
+            let text = std::fs::read_to_string(&space).unwrap();
+            let usage = text
+                .lines()
+                .find_map(|l| l.split("servesim plan ").nth(1))
+                .unwrap_or_else(|| panic!("{}: no `servesim plan` usage line", space.display()));
+            let scenario = root.join(usage.split_whitespace().next().unwrap());
+            let origin = scenario.display().to_string();
+            let scenario_text = std::fs::read_to_string(&scenario).unwrap();
+            Scenario::from_toml_str(&scenario_text, &origin).unwrap();
+            let base: toml::Table = scenario_text.parse().unwrap();
+            let grid = Grid::load(&space).unwrap();
+            let price = price_of(&grid).unwrap();
+            let opts = options(&base, &grid).unwrap();
+            let resolved = opts
+                .iter()
+                .filter(|(_, _, t)| resolve(t, &origin, price).is_ok())
+                .count();
+            assert!(resolved > 0, "{}: no option resolves", space.display());
+        }
+    }
+}
