@@ -12,14 +12,18 @@ const SPACE: &str = "scenarios/spaces/quickstart-hardware.toml";
 
 fn plan(out: &Path, extra: &[&str]) -> Value {
     let scenario = repo().join("scenarios/quickstart.toml");
-    let space = repo().join(SPACE);
+    plan_of(&scenario, &repo().join(SPACE), "30", out, extra)
+}
+
+/// `servesim plan SCENARIO --space SPACE --demand DEMAND` into `out`: its plan.json.
+fn plan_of(scenario: &Path, space: &Path, demand: &str, out: &Path, extra: &[&str]) -> Value {
     let mut args = vec![
         "plan",
         scenario.to_str().unwrap(),
         "--space",
         space.to_str().unwrap(),
         "--demand",
-        "30",
+        demand,
         "--out",
         out.to_str().unwrap(),
     ];
@@ -153,23 +157,8 @@ gpu_hour_usd = { "h100-sxm" = 2.0 }
 "#,
     )
     .unwrap();
-    let go = |out: &str, extra: &[&str]| -> Value {
-        let out = tmp.path().join(out);
-        let mut args = vec![
-            "plan",
-            scenario.to_str().unwrap(),
-            "--space",
-            space.to_str().unwrap(),
-            "--demand",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let o = run(&args);
-        assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_str(&read(&out.join("plan.json"))).unwrap()
-    };
+    let go =
+        |out: &str, extra: &[&str]| plan_of(&scenario, &space, "4", &tmp.path().join(out), extra);
     let searched = go("plan", &[]);
     let all = go("all", &["--exhaustive", "4"]);
     assert_eq!(searched["best"], all["best"]);
