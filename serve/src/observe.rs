@@ -361,7 +361,7 @@ async fn run_async(
 /// An error with its causes ("error sending request for url (…): connection
 /// closed before message completed"): reqwest's own text names only the
 /// step that failed.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {

@@ -80,15 +80,10 @@ fn get(url: &str, key: Option<&str>, path: &str) -> std::result::Result<(u16, St
         if let Some(k) = key {
             r = r.bearer_auth(k);
         }
-        let resp = r.send().await.map_err(|e| {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg = s.to_string();
-                src = s.source();
-            }
-            msg
-        })?;
+        let resp = r
+            .send()
+            .await
+            .map_err(|e| crate::observe::error_chain(&e))?;
         let status = resp.status().as_u16();
         Ok((status, resp.text().await.unwrap_or_default()))
     })

@@ -233,7 +233,9 @@ fn resolve(
 /// The sized fleet of `n` counts (replicas, or units with pools).
 fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) -> SizedFleet {
     let unit = FleetUnit::of(s);
-    let per = capacity::gpus_per_unit(s);
+    let per = unit
+        .as_ref()
+        .map_or_else(|| capacity::gpus_per_unit(s), |u| u.gpus);
     let gpus = n * per;
     SizedFleet {
         replicas: n * unit.as_ref().map_or(1, |u| u.replicas),
