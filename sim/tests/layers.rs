@@ -64,7 +64,7 @@ const ALLOWED: &[&str] = &[
     "lifecycle/per_pool.rs -> metrics",
     "lifecycle/report.rs -> metrics",
     "memory.rs -> scenario",
-    "profile.rs -> scenario",
+    "profile/mod.rs -> scenario",
     "records/itl.rs -> metrics",
     "records/itl_feed.rs -> metrics",
     "records/stream.rs -> metrics",
