@@ -101,7 +101,9 @@ pub enum Command {
     /// declared space of options (hardware with prices, parallelism, engine
     /// settings), with replica counts found by the capacity search.
     #[command(
-        after_help = "Example:\n  servesim plan scenarios/quickstart.toml --space scenarios/grids/plan-space.toml --demand 70\n\nSpace files and outputs: docs/sweeps-and-reports.md"
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "Examples:\n  servesim plan scenarios/quickstart.toml --space scenarios/grids/plan-space.toml --demand 70\n  servesim plan s.toml --space sp.toml --demand 70 --shard 0/4 --out out/plan-0\n  servesim plan merge out/plan-* --out out/plan\n\nSpace files and outputs: docs/sweeps-and-reports.md"
     )]
     Plan(PlanArgs),
     /// Price one iteration term by term (prefill, decode or mixed batch), sweep
@@ -319,18 +321,21 @@ pub struct BreakEvenArgs {
     pub json: bool,
 }
 
-/// `servesim plan`.
+/// `servesim plan`: plan over a space, or merge shard outputs.
 #[derive(Args, Debug)]
 pub struct PlanArgs {
+    #[command(subcommand)]
+    pub action: Option<PlanAction>,
     /// Scenario TOML file (needs an [slo] table).
-    pub scenario: PathBuf,
+    #[arg(required = true)]
+    pub scenario: Option<PathBuf>,
     /// The space: a grid file whose axes are the options (no fleet.replicas
     /// axis) and whose [objective] gpu_hour_usd prices them.
-    #[arg(long, value_name = "FILE")]
-    pub space: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    pub space: Option<PathBuf>,
     /// Peak demand, requests/s.
-    #[arg(long, value_name = "RATE")]
-    pub demand: f64,
+    #[arg(long, value_name = "RATE", required = true)]
+    pub demand: Option<f64>,
     /// Extra load the fleet must absorb above the demand, percent.
     #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
     pub headroom: f64,
@@ -344,9 +349,27 @@ pub struct PlanArgs {
     /// (for comparison with the search).
     #[arg(long, value_name = "N")]
     pub exhaustive: Option<u32>,
+    /// Plan only shard I of N: the options whose index is I modulo N (I from 0).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Output folder for plan.json and plan.csv [default: out/<scenario name>-plan/].
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PlanAction {
+    /// Merge the outputs of every shard of one plan into the plan an
+    /// unsharded run gives (and measure the winner's headroom).
+    #[command(after_help = "Example:\n  servesim plan merge out/plan-0 out/plan-1 --out out/plan")]
+    Merge {
+        /// Shard output folders, each holding a plan.json.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Output folder for the merged plan.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// `servesim capacity`.

@@ -1,69 +1,149 @@
-//! `servesim plan`: the ranked options of a declared space at a demand,
-//! printed, with every simulation logged to stderr as it finishes, and the
-//! whole plan written to `plan.json` and `plan.csv`.
+//! `servesim plan` and `servesim plan merge`: the ranked options of a
+//! declared space at a demand (or one shard of them), printed, with every
+//! simulation logged to stderr as it finishes, and the whole plan written
+//! to `plan.json` and `plan.csv`. An interrupted plan resumes from the
+//! options it checkpointed in its output folder.
 
-use crate::cli::PlanArgs;
+use crate::cli::{PlanAction, PlanArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use sim::sweep::capacity::Probe;
-use sim::sweep::deploy::{exhaustive, plan_deployment, DeployPlan, PlanQuery};
-use sim::sweep::Grid;
+use sim::sweep::checkpoint::Checkpoint;
+use sim::sweep::deploy::{exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption};
+use sim::sweep::{Grid, Shard};
 use sim::Scenario;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Runs `servesim plan`.
+/// Subfolder of the output folder holding a plan's finished options.
+const OPTIONS_DIR: &str = "options";
+
+/// Runs `servesim plan` or `servesim plan merge`.
 pub fn run(args: PlanArgs) -> Result<()> {
-    let origin = args.scenario.display().to_string();
-    let text = std::fs::read_to_string(&args.scenario)
+    if let Some(PlanAction::Merge { shards, out }) = args.action {
+        return merge_shards(&shards, &out);
+    }
+    let (Some(scenario), Some(space), Some(demand)) = (args.scenario, args.space, args.demand)
+    else {
+        bail!("plan needs a scenario, --space and --demand");
+    };
+    let origin = scenario.display().to_string();
+    let text = std::fs::read_to_string(&scenario)
         .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
     let name = Scenario::from_toml_str(&text, &origin)?.name().to_string();
-    let grid = Grid::load(&args.space)?;
-    if !(args.demand.is_finite() && args.demand > 0.0) {
-        bail!(
-            "--demand must be a positive rate (requests/s), got {}",
-            args.demand
-        );
+    let grid = Grid::load(&space)?;
+    if !(demand.is_finite() && demand > 0.0) {
+        bail!("--demand must be a positive rate (requests/s), got {demand}");
     }
     let q = PlanQuery {
-        demand_rps: args.demand,
+        demand_rps: demand,
         headroom: args.headroom / 100.0,
         attainment: args.attainment,
         tolerance: args.tolerance,
     };
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    if args.exhaustive.is_some() && shard != Shard::ALL {
+        bail!("--exhaustive runs the whole space for comparison; it takes no --shard");
+    }
     let out = args
         .out
         .unwrap_or_else(|| Path::new("out").join(format!("{name}-plan")));
     let lock = sim::output::OutputLock::acquire(&out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     let started = std::time::Instant::now();
-    let log = |p: &Probe| {
-        eprintln!(
-            "  {:<16} {:>14} at {:>9.3} req/s: {:>6.2} % met  {}",
-            p.search,
-            match p.pool_replicas {
-                Some(n) => format!("{} unit(s) = {n} replicas", p.replicas),
-                None => format!("{} replica(s)", p.replicas),
-            },
-            p.rate_rps,
-            p.attainment * 100.0,
-            if p.meets_slo { "meets" } else { "misses" }
-        )
-    };
-    let plan = match args.exhaustive {
+    let (plan, checkpoint) = match args.exhaustive {
         Some(0) => bail!("--exhaustive must be at least 1"),
-        Some(n) => exhaustive(&text, &origin, &grid, &q, n)?,
-        None => plan_deployment(&text, &origin, &grid, &q, &log)?,
+        Some(n) => (exhaustive(&text, &origin, &grid, &q, n)?, None),
+        None => {
+            // The checkpoint's identity holds everything the options'
+            // results depend on besides the two files.
+            let query = format!(
+                "demand {} headroom {} attainment {} tolerance {} shard {shard}",
+                q.demand_rps, q.headroom, q.attainment, q.tolerance
+            );
+            let checkpoint: Checkpoint<StagedOption> =
+                Checkpoint::open_in(&out.join(OPTIONS_DIR), &text, &grid.text, &query)?;
+            if !checkpoint.done.is_empty() {
+                eprintln!(
+                    "resuming: {} option(s) already in {}",
+                    checkpoint.done.len(),
+                    out.join(OPTIONS_DIR).display()
+                );
+            }
+            let plan = plan_deployment(&text, &origin, &grid, &q, shard, Some(&checkpoint), &log)?;
+            (plan, Some(checkpoint))
+        }
     };
     let wall = started.elapsed().as_secs_f64();
-    let mut json = serde_json::to_string_pretty(&plan)?;
-    json.push('\n');
-    sim::output::write_bytes_atomic(&out.join("plan.json"), json.as_bytes())
-        .with_context(|| format!("cannot write {}", out.display()))?;
-    sim::output::write_bytes_atomic(&out.join("plan.csv"), csv(&plan).as_bytes())
-        .with_context(|| format!("cannot write {}", out.display()))?;
+    write(&out, &plan)?;
+    // The checkpoint goes only once the plan it holds is written.
+    if let Some(c) = checkpoint {
+        c.finish();
+    }
     drop(lock);
     print(&plan);
     outln!(
         "{} simulations ({} measuring the cheapest option's headroom) in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
+        plan.simulations,
+        plan.headroom_simulations,
+        out.display()
+    );
+    if let Some(s) = plan.shard {
+        outln!(
+            "this is shard {s}: the cheapest option of the whole space and its headroom come from `servesim plan merge` over every shard's folder"
+        );
+    }
+    Ok(())
+}
+
+/// Every simulation of a plan, as it finishes, on stderr.
+fn log(option: usize, p: &Probe) {
+    eprintln!(
+        "  option {option:<3} {:<22} {:>14} at {:>9.3} req/s: {:>6.2} % met  {}",
+        p.search,
+        match p.pool_replicas {
+            Some(n) => format!("{} unit(s) = {n} replicas", p.replicas),
+            None => format!("{} replica(s)", p.replicas),
+        },
+        p.rate_rps,
+        p.attainment * 100.0,
+        if p.meets_slo { "meets" } else { "misses" }
+    )
+}
+
+/// Writes `plan.json` and `plan.csv`, each whole or not at all.
+fn write(out: &Path, plan: &DeployPlan) -> Result<()> {
+    let mut json = serde_json::to_string_pretty(plan)?;
+    json.push('\n');
+    sim::output::write_bytes_atomic(&out.join("plan.json"), json.as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    sim::output::write_bytes_atomic(&out.join("plan.csv"), csv(plan).as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(())
+}
+
+/// `servesim plan merge`: the shards' plans read back, merged, written.
+fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<()> {
+    let mut parts = Vec::new();
+    let mut names = Vec::new();
+    for d in dirs {
+        let f = d.join("plan.json");
+        let t = std::fs::read_to_string(&f)
+            .map_err(|e| anyhow!("{}: cannot read: {e}", f.display()))?;
+        let p: DeployPlan =
+            serde_json::from_str(&t).map_err(|e| anyhow!("{}: not a plan: {e}", f.display()))?;
+        parts.push(p);
+        names.push(d.display().to_string());
+    }
+    let lock = sim::output::OutputLock::acquire(out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    let started = std::time::Instant::now();
+    let plan = merge(parts, &names, &log)?;
+    let wall = started.elapsed().as_secs_f64();
+    write(out, &plan)?;
+    drop(lock);
+    print(&plan);
+    outln!(
+        "merged {} shards: {} simulations in all ({} measuring the cheapest option's headroom, {wall:.1} s wall here); results: {}/{{plan.json,plan.csv}}",
+        dirs.len(),
         plan.simulations,
         plan.headroom_simulations,
         out.display()
@@ -82,13 +162,13 @@ fn csv_cell(s: &str) -> String {
 /// One row per option, ranked: sized ones cheapest first, then the pruned.
 fn csv(p: &DeployPlan) -> String {
     let mut s = String::from(
-        "rank,option,settings,hardware,replicas,gpus,usd_per_month,attainment,goodput_rps_per_gpu,headroom,simulations,pruned,unit,units\n",
+        "rank,option,settings,hardware,replicas,gpus,usd_per_month,attainment,goodput_rps_per_gpu,headroom,simulations,pruned,unit,units,rechecked\n",
     );
     for (i, o) in p.options.iter().enumerate() {
         let f = o.fleet.as_ref();
         let num = |v: Option<String>| v.unwrap_or_default();
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             if f.is_some() {
                 (i + 1).to_string()
             } else {
@@ -107,6 +187,7 @@ fn csv(p: &DeployPlan) -> String {
             csv_cell(o.pruned.as_deref().unwrap_or("")),
             csv_cell(f.and_then(|f| f.unit.as_deref()).unwrap_or("")),
             num(f.and_then(|f| f.units).map(|n| n.to_string())),
+            o.rechecked,
         ));
     }
     s
@@ -126,7 +207,7 @@ fn print(p: &DeployPlan) {
         p.options.len()
     );
     outln!(
-        "{:>4}  {:<52} {:>8} {:>5} {:>11} {:>8} {:>12} {:>8} {:>5}",
+        "{:>4}  {:<52} {:>8} {:>5} {:>11} {:>8} {:>12} {:>8} {:>5}  checked",
         "rank",
         "option",
         "replicas",
@@ -143,18 +224,28 @@ fn print(p: &DeployPlan) {
             Some(f) => {
                 rank += 1;
                 outln!(
-                    "{:>4}  {:<52} {:>8} {:>5} {:>11.0} {:>7.2}% {:>12.3} {:>8} {:>5}",
+                    "{:>4}  {:<52} {:>8} {:>5} {:>11} {:>7.2}% {:>12.3} {:>8} {:>5}  {}",
                     rank,
                     o.settings,
                     f.replicas,
                     f.gpus,
-                    f.usd_per_month,
+                    // A short count's cost is a lower bound.
+                    if o.rechecked {
+                        format!("{:.0}", f.usd_per_month)
+                    } else {
+                        format!("≥ {:.0}", f.usd_per_month)
+                    },
                     f.attainment * 100.0,
                     f.goodput_rps_per_gpu,
                     f.headroom
                         .map(|h| format!("{:.0} %", h * 100.0))
                         .unwrap_or_else(|| "-".into()),
-                    o.simulations
+                    o.simulations,
+                    if o.rechecked {
+                        "long run"
+                    } else {
+                        "short run only"
+                    }
                 );
             }
             None => outln!(
@@ -191,5 +282,10 @@ fn print(p: &DeployPlan) {
             }
         }
         None => outln!("no option meets the SLOs at this demand"),
+    }
+    if p.options.iter().any(|o| o.fleet.is_some() && !o.rechecked) {
+        outln!(
+            "options checked by a short run only: their counts are lower bounds, already dearer than the cheapest long-run-checked option, so no long run could make them win"
+        );
     }
 }

@@ -48,13 +48,53 @@ fn answer(p: &Value) -> (Vec<(String, u64)>, Vec<String>) {
     (sized, pruned)
 }
 
+/// The search agrees with the exhaustive grid: the same winner and the
+/// same pruned options; every option the search re-checked with a long run
+/// has the grid's fleet, and one checked by a short run only has at most the
+/// grid's count (a lower bound) and costs more than the winner.
+fn agrees_with_exhaustive(searched: &Value, all: &Value) {
+    assert_eq!(searched["best"], all["best"]);
+    let (_, pruned) = answer(searched);
+    assert_eq!(pruned, answer(all).1, "the same options pruned");
+    let grid_fleet = |settings: &Value| {
+        all["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| &o["settings"] == settings)
+            .map(|o| o["fleet"].clone())
+            .unwrap()
+    };
+    let best_cost = searched["options"][0]["fleet"]["usd_per_month"]
+        .as_f64()
+        .unwrap();
+    for o in searched["options"].as_array().unwrap() {
+        if o["fleet"].is_null() {
+            continue;
+        }
+        let grid = grid_fleet(&o["settings"]);
+        if o["rechecked"] == true {
+            assert_eq!(o["fleet"]["replicas"], grid["replicas"], "{o}");
+        } else {
+            assert!(
+                o["fleet"]["replicas"].as_u64() <= grid["replicas"].as_u64(),
+                "{o} against {grid}"
+            );
+            assert!(
+                o["fleet"]["usd_per_month"].as_f64().unwrap() > best_cost,
+                "{o}"
+            );
+        }
+    }
+}
+
 #[test]
 fn plan_equals_the_exhaustive_grid_from_fewer_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let searched = plan(&tmp.path().join("plan"), &[]);
     let all = plan(&tmp.path().join("all"), &["--exhaustive", "6"]);
-    assert_eq!(searched["best"], all["best"]);
-    assert_eq!(answer(&searched), answer(&all), "same fleets, same ranking");
+    agrees_with_exhaustive(&searched, &all);
+    assert_eq!(searched["options"][0]["rechecked"], true);
     let (sized, pruned) = answer(&searched);
     assert_eq!(sized.len(), 3, "{sized:?}");
     assert_eq!(pruned.len(), 5, "{pruned:?}");
@@ -161,8 +201,36 @@ gpu_hour_usd = { "h100-sxm" = 2.0 }
         |out: &str, extra: &[&str]| plan_of(&scenario, &space, "4", &tmp.path().join(out), extra);
     let searched = go("plan", &[]);
     let all = go("all", &["--exhaustive", "4"]);
-    assert_eq!(searched["best"], all["best"]);
-    assert_eq!(answer(&searched), answer(&all), "same fleets, same ranking");
+    agrees_with_exhaustive(&searched, &all);
+    // Split over two machines and merged, the plan gives the same answer.
+    let shard_dirs: Vec<_> = (0..2)
+        .map(|i| {
+            let out = tmp.path().join(format!("shard-{i}"));
+            let p = plan_of(
+                &scenario,
+                &space,
+                "4",
+                &out,
+                &["--shard", &format!("{i}/2")],
+            );
+            assert_eq!(p["shard"]["index"], i, "{p}");
+            out
+        })
+        .collect();
+    let merged_dir = tmp.path().join("merged");
+    let mut args = vec!["plan", "merge"];
+    args.extend(shard_dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let merged: Value = serde_json::from_str(&read(&merged_dir.join("plan.json"))).unwrap();
+    assert_eq!(merged["best"], searched["best"]);
+    assert_eq!(
+        merged["options"][0]["fleet"],
+        searched["options"][0]["fleet"]
+    );
+    // The checkpoint folder goes once plan.json is written.
+    assert!(!tmp.path().join("plan/options").exists());
     let options = searched["options"].as_array().unwrap();
     let split = options
         .iter()

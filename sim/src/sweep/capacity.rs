@@ -339,7 +339,36 @@ fn load_knob(base: &toml::Table, s: &Scenario) -> Result<(Knob, f64), SweepError
     )))
 }
 
-impl Prober<'_> {
+impl<'a> Prober<'a> {
+    /// The prober of a scenario's text, with the scenario and the rate it
+    /// offers as written. Regions are refused: each has its own demand.
+    fn of(
+        scenario_toml: &str,
+        origin: &'a str,
+        target: f64,
+        on_probe: &'a (dyn Fn(&Probe) + Sync),
+    ) -> Result<(Prober<'a>, Scenario, f64), SweepError> {
+        let s = Scenario::from_toml_str(scenario_toml, origin)?;
+        if !s.file.fleet.regions.is_empty() {
+            return Err(SweepError::new(format!(
+                "{origin}: fleet.regions: capacity sizes a fleet for one demand, and regions each have their own; size each region's pools on its own scenario"
+            )));
+        }
+        let base: toml::Table = scenario_toml
+            .parse()
+            .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
+        let (knob, rate) = load_knob(&base, &s)?;
+        let p = Prober {
+            base,
+            origin,
+            knob,
+            unit: FleetUnit::of(&s),
+            target,
+            on_probe,
+        };
+        Ok((p, s, rate))
+    }
+
     /// Extends the horizon to the fleet: enough requests per replica to
     /// reach a steady state (see the module's doc), times `factor`.
     fn size_horizon(
@@ -447,21 +476,85 @@ pub fn probe_once(
     factor: f64,
     attainment: f64,
 ) -> Result<Probe, SweepError> {
-    let s = Scenario::from_toml_str(scenario_toml, origin)?;
-    let base: toml::Table = scenario_toml
-        .parse()
-        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
-    let (knob, _) = load_knob(&base, &s)?;
     let quiet = |_: &Probe| {};
-    let p = Prober {
-        base,
-        origin,
-        knob,
-        unit: FleetUnit::of(&s),
-        target: attainment,
-        on_probe: &quiet,
-    };
+    let (p, _, _) = Prober::of(scenario_toml, origin, attainment, &quiet)?;
     p.probe_with("exhaustive", replicas, rate, factor)
+}
+
+/// A fleet count a search found: the count, its probe, and the probe of
+/// the count one below (none when the count is 1).
+pub type Found = (u32, Probe, Option<Probe>);
+
+/// The short-horizon stage of sizing a fleet for `rate` (a plan's first
+/// stage): the highest load one replica (or unit) sustains, bracketed and
+/// bisected to `tolerance`, then the fewest replicas meeting the SLOs at
+/// `rate`, galloping from the estimate it gives. Returns the find and the
+/// number of probes run. The long re-check is [`verify_long`].
+pub fn size_short(
+    scenario_toml: &str,
+    origin: &str,
+    attainment: f64,
+    tolerance: f64,
+    rate: f64,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<(Found, usize), SweepError> {
+    let (p, s, base_rate) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let written = if p.unit.is_some() {
+        1
+    } else {
+        s.file.fleet.replicas.max(1)
+    };
+    let mut probes = Vec::new();
+    let max_load = max_rate(&p, 1, base_rate / written as f64, tolerance, &mut probes)?;
+    let guess = guess_replicas(origin, rate, max_load.per_replica_rps)?;
+    let (n, at, below, more) = min_replicas(&p, "demand", rate, guess)?;
+    Ok(((n, at, below), probes.len() + more.len()))
+}
+
+/// The long-horizon re-check of a short find (see [`verify`]): the
+/// verified find and the number of probes it ran.
+pub fn verify_long(
+    scenario_toml: &str,
+    origin: &str,
+    attainment: f64,
+    rate: f64,
+    found: Found,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<(Found, usize), SweepError> {
+    let (p, _, _) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let mut probes = Vec::new();
+    let f = verify(&p, "demand", rate, found, &mut probes)?;
+    Ok((f, probes.len()))
+}
+
+/// Whether the long re-check may find a *smaller* fleet than a short
+/// find: the short probe one below met the attainment target and missed
+/// only the steady-state verdict. Otherwise the re-check only keeps or
+/// grows the count, so the short find is a lower bound.
+pub fn is_shaky(found: &Found, attainment: f64) -> bool {
+    found
+        .2
+        .as_ref()
+        .is_some_and(|b| !b.meets_slo && b.attainment >= attainment)
+}
+
+/// The replica count a search for `rate` starts from, at `per_replica`
+/// req/s each; an error when it passes the largest fleet.
+fn guess_replicas(origin: &str, rate: f64, per_replica: f64) -> Result<u32, SweepError> {
+    let need = rate / per_replica;
+    if need.is_nan() || need > MAX_REPLICAS as f64 {
+        return Err(SweepError::new(format!(
+            "{origin}: {} req/s needs about {need:.3e} replicas at the {} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
+            crate::figures::rate(rate),
+            crate::figures::rate(per_replica)
+        )));
+    }
+    let guess = need.ceil();
+    Ok(if guess.is_finite() {
+        guess.clamp(1.0, MAX_REPLICAS as f64) as u32
+    } else {
+        1
+    })
 }
 
 fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) -> Probe {
@@ -496,31 +589,15 @@ pub fn plan_capacity(
     q: &CapacityQuery,
     on_probe: &(dyn Fn(&Probe) + Sync),
 ) -> Result<CapacityReport, SweepError> {
-    let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
+    let (prober, base_scenario, base_rate) =
+        Prober::of(scenario_toml, origin, q.attainment, on_probe)?;
     let Some(slo) = base_scenario.file.slo.clone() else {
         return Err(SweepError::new(format!(
             "{origin}: slo: missing: capacity needs [slo] targets (ttft_ms, tpot_ms, e2e_ms or percentile targets such as ttft_p99_ms), which define the load a fleet sustains"
         )));
     };
-    if !base_scenario.file.fleet.regions.is_empty() {
-        return Err(SweepError::new(format!(
-            "{origin}: fleet.regions: capacity sizes a fleet for one demand, and regions each have their own; size each region's pools on its own scenario"
-        )));
-    }
-    let unit = FleetUnit::of(&base_scenario);
     check_query(q)?;
-    let base: toml::Table = scenario_toml
-        .parse()
-        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
-    let (knob, base_rate) = load_knob(&base, &base_scenario)?;
-    let prober = Prober {
-        base,
-        origin,
-        knob,
-        unit: unit.clone(),
-        target: q.attainment,
-        on_probe,
-    };
+    let unit = prober.unit.clone();
     let mut probes = Vec::new();
 
     // The scenario as written is one unit of pools, or its replicas.
@@ -535,21 +612,9 @@ pub fn plan_capacity(
     let sizing = match q.demand_rps {
         None => None,
         Some(demand) => {
-            let need = demand * (1.0 + q.headroom) / max_load.per_replica_rps;
-            if need.is_nan() || need > MAX_REPLICAS as f64 {
-                return Err(SweepError::new(format!(
-                    "{origin}: --demand {demand} req/s needs about {need:.3e} replicas at the \
-                     {} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
-                    crate::figures::rate(max_load.per_replica_rps)
-                )));
-            }
-            let guess = (demand / max_load.per_replica_rps).ceil();
-            let guess = if guess.is_finite() {
-                guess.clamp(1.0, MAX_REPLICAS as f64) as u32
-            } else {
-                1
-            };
             let sized_for = demand * (1.0 + q.headroom);
+            guess_replicas(origin, sized_for, max_load.per_replica_rps)?;
+            let guess = guess_replicas(origin, demand, max_load.per_replica_rps)?;
             let (at_demand, at_headroom) = if q.headroom > 0.0 {
                 let guess_h =
                     ((sized_for / max_load.per_replica_rps).ceil() as u32).clamp(1, MAX_REPLICAS);

@@ -7,10 +7,14 @@
 //! rerun. A point file round-trips exactly (serde_json's `float_roundtrip`),
 //! so a resumed sweep writes the same bytes as an uninterrupted one. The
 //! folder is removed once `sweep.json` is written.
+//!
+//! `servesim plan` checkpoints its options the same way, in `options/`,
+//! with the query (demand, headroom, attainment) in the folder's identity.
 
 use super::results::PointResult;
 use super::SweepError;
 use crate::output::write_bytes_atomic;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,16 +28,31 @@ pub const POINTS_DIR: &str = "points";
 struct PlanId {
     scenario_toml: String,
     grid_toml: String,
+    /// What else the results depend on (a plan's demand and targets).
+    #[serde(default)]
+    query: String,
 }
 
-/// The checkpoint folder of one sweep.
-pub struct Checkpoint {
+/// A result a checkpoint holds: one file per index.
+pub trait Checkpointed: Serialize + DeserializeOwned {
+    /// Its index in the sweep or space.
+    fn index(&self) -> usize;
+}
+
+impl Checkpointed for PointResult {
+    fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// The checkpoint folder of one sweep (or plan).
+pub struct Checkpoint<T = PointResult> {
     dir: PathBuf,
-    /// Points finished by an earlier, interrupted run of the same sweep.
-    pub done: BTreeMap<usize, PointResult>,
+    /// Results finished by an earlier, interrupted run of the same sweep.
+    pub done: BTreeMap<usize, T>,
 }
 
-impl Checkpoint {
+impl Checkpoint<PointResult> {
     /// Opens `out/points/`: keeps its points when they belong to this
     /// sweep, clears them otherwise.
     pub fn open(
@@ -41,11 +60,25 @@ impl Checkpoint {
         scenario_toml: &str,
         grid_toml: &str,
     ) -> Result<Checkpoint, SweepError> {
-        let dir = out.join(POINTS_DIR);
+        Checkpoint::open_in(&out.join(POINTS_DIR), scenario_toml, grid_toml, "")
+    }
+}
+
+impl<T: Checkpointed> Checkpoint<T> {
+    /// Opens the checkpoint folder `dir`: keeps its results when they
+    /// belong to the same scenario, grid and query, clears them otherwise.
+    pub fn open_in(
+        dir: &Path,
+        scenario_toml: &str,
+        grid_toml: &str,
+        query: &str,
+    ) -> Result<Checkpoint<T>, SweepError> {
+        let dir = dir.to_path_buf();
         let io = |e: std::io::Error| SweepError::new(format!("{}: {e}", dir.display()));
         let id = PlanId {
             scenario_toml: scenario_toml.to_string(),
             grid_toml: grid_toml.to_string(),
+            query: query.to_string(),
         };
         let plan_file = dir.join("plan.json");
         let same = fs::read_to_string(&plan_file)
@@ -60,11 +93,11 @@ impl Checkpoint {
                 let Ok(i) = stem.parse::<usize>() else {
                     continue;
                 };
-                // A point file that does not read back is rerun.
+                // A file that does not read back is rerun.
                 if let Some(r) = fs::read_to_string(&p)
                     .ok()
-                    .and_then(|t| serde_json::from_str::<PointResult>(&t).ok())
-                    .filter(|r| r.index == i)
+                    .and_then(|t| serde_json::from_str::<T>(&t).ok())
+                    .filter(|r| r.index() == i)
                 {
                     done.insert(i, r);
                 }
@@ -81,9 +114,9 @@ impl Checkpoint {
         Ok(Checkpoint { dir, done })
     }
 
-    /// Saves a finished point.
-    pub fn save(&self, p: &PointResult) -> Result<(), SweepError> {
-        let path = self.dir.join(format!("{}.json", p.index));
+    /// Saves a finished result.
+    pub fn save(&self, p: &T) -> Result<(), SweepError> {
+        let path = self.dir.join(format!("{}.json", p.index()));
         let text = serde_json::to_string(p).map_err(|e| SweepError::new(e.to_string()))?;
         write_bytes_atomic(&path, text.as_bytes())
             .map_err(|e| SweepError::new(format!("{}: {e}", path.display())))

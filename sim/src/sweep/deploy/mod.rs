@@ -6,14 +6,17 @@
 //! parallelism) give the options, and `[objective] gpu_hour_usd` their
 //! prices (one, or one per hardware option; none is assumed). For every
 //! option the replica count is not an axis but found by the steady-state
-//! capacity search (`capacity`): the highest load one replica sustains
-//! brackets the count, galloping and bisection find the fewest replicas
-//! meeting the SLOs at the demand, and a run four times longer re-checks
-//! them. An option is *pruned* with its reason when its scenario is invalid
-//! (the model does not fit, a parallel layout does not divide) or when one
-//! replica cannot meet the SLOs at any load. Options run in file order, one
-//! after another, each deterministic, so the plan is the same at any thread
-//! count.
+//! capacity search (`capacity`). The search ([`search`]) runs in two stages
+//! over horizons, as successive halving does (Jamieson and Talwalkar, 2016;
+//! the budget here is simulated time): every option gets the short-horizon
+//! search, and only the options that can still win get the run four times
+//! longer that re-checks their count. An option is *pruned* with its reason
+//! when its scenario is invalid (the model does not fit, a parallel layout
+//! does not divide) or when one replica cannot meet the SLOs at any load.
+//! Options run in parallel, each deterministic, and results are gathered in
+//! space order, so the plan is the same at any thread count. A plan resumes
+//! from its checkpointed options and splits over machines by shard
+//! ([`merge`] puts the shards back together).
 //!
 //! A disaggregated option (`[[fleet.pools]]` with a prefill and a decode
 //! pool) is sized in units of its pools as the option states them
@@ -27,12 +30,18 @@
 //! count up to a bound with the same probes and judgement, for comparison:
 //! the same answer from far fewer simulations is the point of the search.
 
-use super::capacity::{self, plan_capacity, CapacityQuery, FleetUnit, Probe, HOURS_PER_MONTH};
+pub mod merge;
+pub mod search;
+
+pub use merge::merge;
+pub use search::{plan_deployment, StagedOption};
+
+use super::capacity::{self, FleetUnit, HOURS_PER_MONTH};
 use super::grid::{Grid, SampleKind};
 use super::keypath;
 use super::objective::GpuHourPrice;
 use super::sample;
-use super::SweepError;
+use super::{Shard, SweepError};
 use crate::Scenario;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +64,13 @@ pub struct PlanQuery {
     pub tolerance: f64,
 }
 
+impl PlanQuery {
+    /// The load the fleet is sized for: the demand with its headroom.
+    pub fn sized_for_rps(&self) -> f64 {
+        self.demand_rps * (1.0 + self.headroom)
+    }
+}
+
 /// One option of the space and how it fared.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +87,11 @@ pub struct OptionResult {
     pub fleet: Option<SizedFleet>,
     /// Why the option was pruned.
     pub pruned: Option<String>,
+    /// The fleet passed the long re-check. `false` for a sized option: its
+    /// count is the short search's, a lower bound on its cost that the
+    /// cheapest re-checked option already beats, so it was not re-checked.
+    #[serde(default)]
+    pub rechecked: bool,
 }
 
 /// A fleet sized for the demand.
@@ -106,6 +127,17 @@ pub struct SizedFleet {
     pub max_load_rps: Option<f64>,
 }
 
+/// What a plan was run from, kept in `plan.json` so that shards can be
+/// checked to belong together and merged without the files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanInputs {
+    pub scenario_toml: String,
+    pub scenario_origin: String,
+    pub space_toml: String,
+    pub space_origin: String,
+}
+
 /// The result of `servesim plan` (`plan.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +147,11 @@ pub struct DeployPlan {
     pub demand_rps: f64,
     pub headroom: f64,
     pub attainment_target: f64,
+    pub tolerance: f64,
+    /// The shard this plan holds (options whose index is I modulo N);
+    /// absent for a whole plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
     /// Every option: sized ones cheapest first, then the pruned ones in
     /// space order.
     pub options: Vec<OptionResult>,
@@ -126,6 +163,19 @@ pub struct DeployPlan {
     /// sized and pruned the options).
     #[serde(default)]
     pub headroom_simulations: usize,
+    pub inputs: PlanInputs,
+}
+
+impl DeployPlan {
+    /// The query the plan answered.
+    pub fn query(&self) -> PlanQuery {
+        PlanQuery {
+            demand_rps: self.demand_rps,
+            headroom: self.headroom,
+            attainment: self.attainment_target,
+            tolerance: self.tolerance,
+        }
+    }
 }
 
 /// The options of `grid` on `base`: each point's settings, applied table
@@ -252,169 +302,14 @@ fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) ->
     }
 }
 
-/// Plans the cheapest deployment of `scenario_toml` over the space `grid`
-/// for `q`; `on_probe` sees every simulation as it finishes.
-pub fn plan_deployment(
-    scenario_toml: &str,
-    origin: &str,
-    grid: &Grid,
-    q: &PlanQuery,
-    on_probe: &(dyn Fn(&Probe) + Sync),
-) -> Result<DeployPlan, SweepError> {
-    let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
-    if base_scenario.file.slo.is_none() {
-        return Err(SweepError::new(format!(
-            "{origin}: slo: missing: a plan needs [slo] targets to judge options by"
-        )));
-    }
-    let base: toml::Table = scenario_toml
-        .parse()
-        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
-    let price = price_of(grid)?;
-    let mut results = Vec::new();
-    let mut texts = Vec::new();
-    for (index, settings, t) in options(&base, grid)? {
-        let (s, p) = match resolve(&t, origin, price) {
-            Ok(x) => x,
-            Err((hardware, why)) => {
-                results.push(OptionResult {
-                    index,
-                    settings,
-                    hardware,
-                    simulations: 0,
-                    fleet: None,
-                    pruned: Some(why),
-                });
-                continue;
-            }
-        };
-        let text = toml::to_string(&t).map_err(|e| SweepError::new(e.to_string()))?;
-        texts.push((index, text.clone()));
-        let cq = CapacityQuery {
-            attainment: q.attainment,
-            replicas: 1,
-            demand_rps: Some(q.demand_rps),
-            headroom: q.headroom,
-            spare: 0,
-            gpu_hour_usd: Some(p),
-            tolerance: q.tolerance,
-        };
-        let count = std::sync::atomic::AtomicUsize::new(0);
-        let log = |pr: &Probe| {
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            on_probe(pr);
-        };
-        let hardware = Some(s.hardware.name.clone());
-        // One replica at a light load first: an option that misses the SLOs
-        // even then (rejections, a target below a lone request's latency)
-        // misses them at any load and with any replica count.
-        let light = q.demand_rps / LIGHT_LOAD_DIVISOR;
-        let first = capacity::probe_once(&text, origin, 1, light, 1.0, q.attainment)?;
-        on_probe(&first);
-        if !first.meets_slo {
-            results.push(OptionResult {
-                index,
-                settings,
-                hardware,
-                simulations: 1,
-                fleet: None,
-                pruned: Some(format!(
-                    "one replica misses the SLOs even at {light} req/s ({:.2} % met, {} of {} requests completed): no replica count meets them",
-                    first.attainment * 100.0,
-                    first.completed,
-                    first.requests
-                )),
-            });
-            continue;
-        }
-        match plan_capacity(&text, origin, &cq, &log) {
-            Ok(c) => {
-                let z = c.sizing.as_ref().expect("a demand was given");
-                let sims = c.probes.len() + 1;
-                let at = &z.at_headroom;
-                results.push(OptionResult {
-                    index,
-                    settings,
-                    hardware,
-                    simulations: sims,
-                    fleet: Some(sized(
-                        &s,
-                        z.replicas_total,
-                        p,
-                        at.attainment,
-                        at.goodput_rps,
-                    )),
-                    pruned: None,
-                });
-            }
-            Err(e) => results.push(OptionResult {
-                index,
-                settings,
-                hardware,
-                simulations: count.load(std::sync::atomic::Ordering::Relaxed) + 1,
-                fleet: None,
-                pruned: Some(e.0),
-            }),
-        }
-    }
-    let mut plan = finish(base_scenario.name(), q, results);
-    measure_headroom(&mut plan, &texts, origin, q, on_probe)?;
-    Ok(plan)
-}
-
-/// The winner's headroom, measured: the highest load its sized fleet
-/// sustains within the SLOs (the capacity rate search at that fleet size).
-fn measure_headroom(
-    plan: &mut DeployPlan,
-    texts: &[(usize, String)],
-    origin: &str,
-    q: &PlanQuery,
-    on_probe: &(dyn Fn(&Probe) + Sync),
-) -> Result<(), SweepError> {
-    let Some(best) = plan.best else {
-        return Ok(());
-    };
-    let text = &texts.iter().find(|(i, _)| *i == best).expect("sized").1;
-    let o = plan
-        .options
-        .iter_mut()
-        .find(|o| o.index == best)
-        .expect("best");
-    let f = o.fleet.as_mut().expect("sized");
-    let cq = CapacityQuery {
-        attainment: q.attainment,
-        replicas: f.units.unwrap_or(f.replicas),
-        demand_rps: None,
-        headroom: 0.0,
-        spare: 0,
-        gpu_hour_usd: None,
-        tolerance: q.tolerance,
-    };
-    let count = std::sync::atomic::AtomicUsize::new(0);
-    let log = |pr: &Probe| {
-        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        on_probe(pr);
-    };
-    // A fleet whose limit cannot be bracketed keeps no headroom figure
-    // rather than failing the plan it already answered.
-    let Ok(c) = plan_capacity(text, origin, &cq, &log) else {
-        let n = count.load(std::sync::atomic::Ordering::Relaxed);
-        o.simulations += n;
-        plan.simulations += n;
-        plan.headroom_simulations = n;
-        return Ok(());
-    };
-    f.max_load_rps = Some(c.max_load.rate_rps);
-    f.headroom = Some(c.max_load.rate_rps / q.demand_rps - 1.0);
-    o.simulations += c.probes.len();
-    plan.simulations += c.probes.len();
-    plan.headroom_simulations = c.probes.len();
-    Ok(())
-}
-
 /// Ranks sized options cheapest first (then fewer GPUs, then space order),
 /// pruned ones after in space order.
-fn finish(scenario: &str, q: &PlanQuery, mut options: Vec<OptionResult>) -> DeployPlan {
+fn finish(
+    scenario: &str,
+    q: &PlanQuery,
+    inputs: PlanInputs,
+    mut options: Vec<OptionResult>,
+) -> DeployPlan {
     let key = |o: &OptionResult| {
         o.fleet
             .as_ref()
@@ -434,12 +329,15 @@ fn finish(scenario: &str, q: &PlanQuery, mut options: Vec<OptionResult>) -> Depl
         demand_rps: q.demand_rps,
         headroom: q.headroom,
         attainment_target: q.attainment,
+        tolerance: q.tolerance,
+        shard: None,
         best: options
             .first()
             .filter(|o| o.fleet.is_some())
             .map(|o| o.index),
         simulations: options.iter().map(|o| o.simulations).sum(),
         headroom_simulations: 0,
+        inputs,
         options,
     }
 }
@@ -448,7 +346,8 @@ fn finish(scenario: &str, q: &PlanQuery, mut options: Vec<OptionResult>) -> Depl
 /// probes and judgement of the capacity search: an option's fleet is the
 /// fewest replicas whose probe meets the SLOs at the demand (with headroom)
 /// and whose four-times-longer re-check does too. For comparison with
-/// [`plan_deployment`]; its `simulations` counts every run.
+/// [`plan_deployment`]; its `simulations` counts every run. Options run in
+/// parallel and are gathered in space order.
 pub fn exhaustive(
     scenario_toml: &str,
     origin: &str,
@@ -456,26 +355,18 @@ pub fn exhaustive(
     q: &PlanQuery,
     max_replicas: u32,
 ) -> Result<DeployPlan, SweepError> {
+    use rayon::prelude::*;
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
     let base: toml::Table = scenario_toml
         .parse()
         .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
     let price = price_of(grid)?;
-    let rate = q.demand_rps * (1.0 + q.headroom);
-    let mut results = Vec::new();
-    for (index, settings, t) in options(&base, grid)? {
+    let rate = q.sized_for_rps();
+    let one = |(index, settings, t): (usize, String, toml::Table)| {
         let (s, p) = match resolve(&t, origin, price) {
             Ok(x) => x,
             Err((hardware, why)) => {
-                results.push(OptionResult {
-                    index,
-                    settings,
-                    hardware,
-                    simulations: 0,
-                    fleet: None,
-                    pruned: Some(why),
-                });
-                continue;
+                return Ok(OptionResult::pruned(index, settings, hardware, 0, why))
             }
         };
         let text = toml::to_string(&t).map_err(|e| SweepError::new(e.to_string()))?;
@@ -500,7 +391,7 @@ pub fn exhaustive(
                 found = Some((n, long));
             }
         }
-        results.push(OptionResult {
+        Ok(OptionResult {
             index,
             settings,
             hardware: Some(s.hardware.name.clone()),
@@ -511,10 +402,42 @@ pub fn exhaustive(
                     capacity::fleet_count(FleetUnit::of(&s).as_ref(), max_replicas)
                 )
             }),
+            rechecked: found.is_some(),
             fleet: found.map(|(n, at)| sized(&s, n, p, at.attainment, at.goodput_rps)),
-        });
+        })
+    };
+    let results = options(&base, grid)?
+        .into_par_iter()
+        .map(one)
+        .collect::<Result<Vec<_>, SweepError>>()?;
+    let inputs = PlanInputs {
+        scenario_toml: scenario_toml.to_string(),
+        scenario_origin: origin.to_string(),
+        space_toml: grid.text.clone(),
+        space_origin: grid.origin.clone(),
+    };
+    Ok(finish(base_scenario.name(), q, inputs, results))
+}
+
+impl OptionResult {
+    /// An option pruned after `simulations` runs, for `why`.
+    fn pruned(
+        index: usize,
+        settings: String,
+        hardware: Option<String>,
+        simulations: usize,
+        why: String,
+    ) -> OptionResult {
+        OptionResult {
+            index,
+            settings,
+            hardware,
+            simulations,
+            fleet: None,
+            pruned: Some(why),
+            rechecked: false,
+        }
     }
-    Ok(finish(base_scenario.name(), q, results))
 }
 
 #[cfg(test)]
