@@ -27,6 +27,7 @@ pub mod request;
 pub mod rng;
 pub mod scenario;
 pub mod simulation;
+pub mod stats;
 pub mod sweep;
 pub mod tenancy;
 pub mod time;

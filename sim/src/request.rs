@@ -2,7 +2,8 @@
 //! by id, holding what the per-request record reports.
 
 use crate::attribution::Attribution;
-use crate::time::SimTime;
+use crate::scenario::SloTargets;
+use crate::time::{nanos_to_ms, SimTime};
 use crate::workload::RequestSpec;
 use serde::Serialize;
 
@@ -188,5 +189,27 @@ impl Request {
 
     pub fn queue_wait(&self) -> Option<u64> {
         self.first_scheduled.map(|t| t.since(self.arrival))
+    }
+}
+/// How a request is judged by the `[slo]` thresholds (the targets are the
+/// plan's; judging one request is the request's).
+impl SloTargets {
+    /// Whether completed request `r` meets each per-request threshold:
+    /// (TTFT, TPOT, E2E); one not given holds, as does TPOT for a request
+    /// with one output token (vLLM counts its TPOT as 0).
+    pub fn judge(&self, r: &Request) -> [bool; 3] {
+        let ttft = nanos_to_ms(r.ttft().unwrap_or(0));
+        let e2e = nanos_to_ms(r.e2e().unwrap_or(0));
+        let tpot = r.tpot().map(|x| x / 1e6);
+        [
+            self.ttft_ms.is_none_or(|t| ttft <= t),
+            self.tpot_ms.is_none_or(|t| tpot.is_none_or(|p| p <= t)),
+            self.e2e_ms.is_none_or(|t| e2e <= t),
+        ]
+    }
+
+    /// Whether `r` is a good request: completed and within every threshold.
+    pub fn meets(&self, r: &Request) -> bool {
+        r.status == Status::Completed && self.judge(r).iter().all(|&ok| ok)
     }
 }

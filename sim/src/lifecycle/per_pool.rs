@@ -6,7 +6,7 @@
 //! and idle capacity are visible per pool.
 
 use super::{GpuHours, LifecycleReport};
-use crate::metrics::Dist;
+use crate::stats::Dist;
 use crate::time::SimTime;
 use serde::Serialize;
 

@@ -4,7 +4,7 @@
 //! cost of cold starts is visible rather than folded into "the fleet".
 
 use super::{Fleet, Phase, N_PHASES};
-use crate::metrics::Dist;
+use crate::stats::Dist;
 use crate::time::SimTime;
 use serde::Serialize;
 
@@ -266,7 +266,7 @@ pub struct SloDip {
 }
 
 /// The SLO dip of `reqs` against the per-request targets of `slo`.
-pub fn slo_dip(reqs: &[crate::request::Request], slo: &crate::metrics::SloTargets) -> SloDip {
+pub fn slo_dip(reqs: &[crate::request::Request], slo: &crate::scenario::SloTargets) -> SloDip {
     let mut acc = SloDipRecords::default();
     for r in reqs {
         acc.add(r, slo);
@@ -283,7 +283,7 @@ pub struct SloDipRecords {
 
 impl SloDipRecords {
     /// Counts request `r` in its arrival window against the targets.
-    pub fn add(&mut self, r: &crate::request::Request, slo: &crate::metrics::SloTargets) {
+    pub fn add(&mut self, r: &crate::request::Request, slo: &crate::scenario::SloTargets) {
         use crate::request::Status;
         let w = crate::time::secs_to_nanos(DIP_WINDOW_S);
         let windows = &mut self.windows;

@@ -21,9 +21,9 @@
 //! running float sum rounds at each step and this mean is the more exact
 //! (the exact sum rounded once).
 
-use crate::metrics::Dist;
 use crate::records::gap_log::GapLog;
 use crate::records::pair_counts::PairCounts;
+use crate::stats::Dist;
 use crate::time::{nanos_to_ms, Nanos};
 
 /// Pairs collected before they are counted or filed together (16 bytes

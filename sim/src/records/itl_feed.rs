@@ -12,9 +12,9 @@
 //! every core busy with configurations, and tests) the pairs go straight
 //! to the histogram.
 
-use crate::metrics::Dist;
 use crate::records::batch_worker::BatchWorker;
 use crate::records::ItlHistogram;
+use crate::stats::Dist;
 use crate::time::Nanos;
 
 /// Pairs handed over at once (16 bytes each: 512 KiB): few enough that

@@ -102,7 +102,7 @@ pub struct RecordStream {
     pub load: SpillLog<LoadRecord>,
     pub tenants: Option<TenantRecords>,
     /// SLO dip windows and the targets (with a life cycle and SLOs).
-    pub dip: Option<(SloDipRecords, crate::metrics::SloTargets)>,
+    pub dip: Option<(SloDipRecords, crate::scenario::SloTargets)>,
     pub transfers: TransferTimes,
     /// Output tokens of completed requests by the replica that served them
     /// (`output_tokens`, the life-cycle report's tokens per GPU-hour, per
@@ -120,9 +120,9 @@ pub struct RecordStream {
 
 impl RecordStream {
     pub fn new(
-        slo: Option<crate::metrics::SloTargets>,
+        slo: Option<crate::scenario::SloTargets>,
         tenants: Option<TenantRecords>,
-        dip: Option<crate::metrics::SloTargets>,
+        dip: Option<crate::scenario::SloTargets>,
     ) -> RecordStream {
         RecordStream {
             next: 0,
@@ -429,7 +429,7 @@ mod tests {
         limit: usize,
     ) -> ((String, Vec<u8>), usize) {
         let mut s = RecordStream::new(
-            Some(crate::metrics::SloTargets {
+            Some(crate::scenario::SloTargets {
                 ttft_ms: Some(0.5),
                 tpot_ms: Some(0.05),
                 ..Default::default()

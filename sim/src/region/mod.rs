@@ -191,7 +191,7 @@ impl Regions {
 
     /// Empty per-region counts for the run's ended requests to fold into
     /// (`slo`: the per-request targets).
-    pub fn records(&self, slo: Option<crate::metrics::SloTargets>) -> RegionRecords {
+    pub fn records(&self, slo: Option<crate::scenario::SloTargets>) -> RegionRecords {
         RegionRecords::new(self.ranges.clone(), slo)
     }
 
@@ -257,7 +257,7 @@ pub struct RegionReport {
     pub overflow_in: u64,
     /// TTFT of this origin's completed requests (overflowed ones include
     /// the round trip), ms.
-    pub ttft_ms: crate::metrics::Dist,
+    pub ttft_ms: crate::stats::Dist,
     /// Share of this origin's ended requests that completed within
     /// `[slo]`'s TTFT and TPOT (with `[slo]`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,9 +6,9 @@
 //! summarized in ascending order, as `Dist::of` sorts them, so the bits are
 //! the same in either mode.
 
-use crate::metrics::SloTargets;
 use crate::records::spill::{f64_key, f64_of_key, SpillSort};
 use crate::request::{Request, Status};
+use crate::scenario::SloTargets;
 
 /// One region's folded counts.
 #[derive(Debug, Default)]
@@ -27,9 +27,9 @@ pub struct RegionCounts {
 impl RegionCounts {
     /// The TTFT distribution of this origin's completed requests, ms; an
     /// error when a spilled run of them cannot be read back.
-    pub fn ttft_ms(&mut self) -> Result<crate::metrics::Dist, String> {
+    pub fn ttft_ms(&mut self) -> Result<crate::stats::Dist, String> {
         let n = self.ttft.len();
-        let d = crate::metrics::Dist::of_sorted(n, self.ttft.sorted().map(f64_of_key));
+        let d = crate::stats::Dist::of_sorted(n, self.ttft.sorted().map(f64_of_key));
         self.ttft.error().map_or(Ok(d), |e| Err(e.to_string()))
     }
 }

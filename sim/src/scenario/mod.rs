@@ -30,7 +30,7 @@ mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;
 pub use regions_cfg::{OverflowCfg, RegionCfg};
-pub use slo_cfg::{SloCfg, SloTargets, SLO_METRICS, SLO_PERCENTILES};
+pub use slo_cfg::{describe_slo, SloCfg, SloTargets, SLO_METRICS, SLO_PERCENTILES};
 pub use tenants_cfg::*;
 pub use trace_cfg::*;
 use validate::*;

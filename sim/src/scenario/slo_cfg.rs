@@ -9,6 +9,7 @@
 //!   its NN-th percentile at or below the target.
 
 use crate::scenario::ranges::MAX_SLO_MS;
+use crate::stats::{Latency, PercentileVerdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -146,6 +147,103 @@ pub struct SloTargets {
     pub tpot_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
     pub percentile_ms: [[Option<f64>; 4]; 4],
+}
+
+impl SloTargets {
+    /// Whether any percentile target is given.
+    pub fn has_percentiles(&self) -> bool {
+        self.percentile_ms.iter().flatten().any(Option::is_some)
+    }
+
+    /// These targets without those on `metric` (a report that has no
+    /// distribution of it judges none).
+    pub fn without(mut self, metric: &str) -> SloTargets {
+        if let Some(m) = SLO_METRICS.iter().position(|&x| x == metric) {
+            self.percentile_ms[m] = [None; 4];
+        }
+        self
+    }
+
+    /// The percentile targets, ms, by `[slo]` key.
+    pub fn percentile_map(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for (m, row) in self.percentile_ms.iter().enumerate() {
+            for (p, t) in row.iter().enumerate() {
+                if let Some(t) = *t {
+                    out.insert(format!("{}_p{}_ms", SLO_METRICS[m], SLO_PERCENTILES[p]), t);
+                }
+            }
+        }
+        out
+    }
+
+    /// The targets as a person reads them, joined by `sep`: `TTFT ≤ 300 ms`
+    /// for a threshold, `TTFT p99 ≤ 2000 ms` for a percentile target.
+    pub fn describe(&self, sep: &str) -> String {
+        describe_slo(
+            [self.ttft_ms, self.tpot_ms, self.e2e_ms],
+            &self.percentile_map(),
+            sep,
+        )
+    }
+
+    /// Each percentile target against `latency`, in key order.
+    pub fn verdicts(&self, latency: &Latency) -> Vec<PercentileVerdict> {
+        let dists = [
+            &latency.ttft_ms,
+            &latency.tpot_ms,
+            &latency.itl_ms,
+            &latency.e2e_ms,
+        ];
+        let mut out = Vec::new();
+        for (m, row) in self.percentile_ms.iter().enumerate() {
+            for (p, target) in row.iter().enumerate() {
+                let Some(target_ms) = *target else { continue };
+                let d = dists[m];
+                let value_ms = (d.count > 0).then(|| [d.p50, d.p90, d.p95, d.p99][p]);
+                out.push(PercentileVerdict {
+                    key: format!("{}_p{}_ms", SLO_METRICS[m], SLO_PERCENTILES[p]),
+                    target_ms,
+                    value_ms,
+                    met: value_ms.is_some_and(|v| v <= target_ms),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// SLO targets as a person reads them (see [`SloTargets::describe`]), from
+/// the (TTFT, TPOT, E2E) thresholds and the percentile targets by key.
+pub fn describe_slo(
+    thresholds: [Option<f64>; 3],
+    percentiles: &BTreeMap<String, f64>,
+    sep: &str,
+) -> String {
+    let mut parts: Vec<String> = ["TTFT", "TPOT", "E2E"]
+        .iter()
+        .zip(thresholds)
+        .filter_map(|(name, t)| t.map(|t| format!("{name} ≤ {t} ms")))
+        .collect();
+    // Keys in the order metrics and percentiles are listed, not by name.
+    let order = |k: &String| {
+        SLO_METRICS
+            .iter()
+            .position(|m| k.starts_with(&format!("{m}_")))
+            .unwrap_or(usize::MAX)
+    };
+    let mut keys: Vec<&String> = percentiles.keys().collect();
+    keys.sort_by_key(|k| (order(k), k.to_string()));
+    for k in keys {
+        let (metric, rest) = k.split_once("_p").unwrap_or((k, ""));
+        let p = rest.trim_end_matches("_ms");
+        parts.push(format!(
+            "{} p{p} ≤ {} ms",
+            metric.to_uppercase(),
+            percentiles[k]
+        ));
+    }
+    parts.join(sep)
 }
 
 #[cfg(test)]

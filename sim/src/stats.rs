@@ -1,0 +1,179 @@
+//! Summary statistics of a run's samples: the percentile summary of one
+//! latency ([`Dist`], with the interpolation numpy's default `linear`
+//! method and vLLM's benchmark use), request counts by outcome, and the
+//! verdict of one percentile target. Plain data, below every subsystem, so
+//! each subsystem's report is built from these without the run's summary.
+
+use crate::time::{nanos_to_ms, Nanos};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Percentile summary of one latency, in milliseconds. With no samples
+/// (`count == 0`, e.g. a run where nothing completed) every statistic is
+/// serialized as `null`: a latency that was never measured is not 0 ms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dist {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Serialize for Dist {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let some = self.count > 0;
+        let v = |x: f64| some.then_some(x);
+        let mut st = ser.serialize_struct("Dist", 7)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("mean", &v(self.mean))?;
+        st.serialize_field("p50", &v(self.p50))?;
+        st.serialize_field("p90", &v(self.p90))?;
+        st.serialize_field("p95", &v(self.p95))?;
+        st.serialize_field("p99", &v(self.p99))?;
+        st.serialize_field("max", &v(self.max))?;
+        st.end()
+    }
+}
+
+impl Dist {
+    /// Summarizes unweighted samples (ms).
+    pub fn of(mut v: Vec<f64>) -> Dist {
+        v.sort_by(f64::total_cmp);
+        Dist::of_sorted(v.len(), v.into_iter())
+    }
+
+    /// [`Dist::of`] over `n` samples given in ascending order, in one pass
+    /// (the samples may come from disk: `records::spill`). The same sum in
+    /// the same order and the same interpolation as a quantile over a
+    /// sorted vector, so the same bits.
+    pub fn of_sorted(n: usize, sorted: impl Iterator<Item = f64>) -> Dist {
+        if n == 0 {
+            return Dist::default();
+        }
+        const QS: [f64; 4] = [0.50, 0.90, 0.95, 0.99];
+        // The two neighbours each quantile interpolates between.
+        let at = |q: f64| {
+            let pos = q * (n - 1) as f64;
+            (pos, pos.floor() as usize, pos.ceil() as usize)
+        };
+        // The neighbours' indices, found once rather than per sample (the
+        // loop runs over every request: `floor`/`ceil` there were most of
+        // the pass's cost).
+        let idx = QS.map(|q| {
+            let (_, l, h) = at(q);
+            (l, h)
+        });
+        let mut lo = [0f64; 4];
+        let mut hi = [0f64; 4];
+        let mut max = 0f64;
+        let sum: f64 = sorted
+            .enumerate()
+            .map(|(i, x)| {
+                for (k, &(l, h)) in idx.iter().enumerate() {
+                    if i == l {
+                        lo[k] = x;
+                    }
+                    if i == h {
+                        hi[k] = x;
+                    }
+                }
+                if i == n - 1 {
+                    max = x;
+                }
+                x
+            })
+            .sum();
+        let q = |k: usize| {
+            let (pos, l, _) = at(QS[k]);
+            lo[k] + (hi[k] - lo[k]) * (pos - l as f64)
+        };
+        Dist {
+            count: n as u64,
+            mean: sum / n as f64,
+            p50: q(0),
+            p90: q(1),
+            p95: q(2),
+            p99: q(3),
+            max,
+        }
+    }
+
+    /// Summarizes (value ns, weight) samples: inter-token latencies come one
+    /// value per iteration, shared by every sequence that decoded in it.
+    /// Quantiles are the smallest value whose cumulative weight reaches q.
+    pub fn of_weighted(mut v: Vec<(Nanos, u32)>) -> Dist {
+        v.retain(|&(_, w)| w > 0);
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_unstable();
+        let total: u64 = v.iter().map(|&(_, w)| w as u64).sum();
+        let sum: f64 = v.iter().map(|&(x, w)| x as f64 * w as f64).sum();
+        let q = |q: f64| -> f64 {
+            let target = (q * total as f64).ceil().max(1.0) as u64;
+            let mut acc = 0u64;
+            for &(x, w) in &v {
+                acc += w as u64;
+                if acc >= target {
+                    return nanos_to_ms(x);
+                }
+            }
+            nanos_to_ms(v[v.len() - 1].0)
+        };
+        Dist {
+            count: total,
+            mean: sum / total as f64 / 1e6,
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            max: nanos_to_ms(v[v.len() - 1].0),
+        }
+    }
+}
+
+/// Request counts by outcome.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Counts {
+    pub arrived: u64,
+    pub completed: u64,
+    pub rejected: u64,
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    pub in_flight: u64,
+    /// Clients that went away mid-request (observed runs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
+    /// Requests that failed with an error (observed runs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failed: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Latency distributions, ms.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    pub queue_wait_ms: Dist,
+    pub ttft_ms: Dist,
+    pub tpot_ms: Dist,
+    pub itl_ms: Dist,
+    pub e2e_ms: Dist,
+}
+
+/// One percentile target against the run's value.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PercentileVerdict {
+    /// The `[slo]` key, e.g. `ttft_p99_ms`.
+    pub key: String,
+    pub target_ms: f64,
+    /// The run's percentile; `null` when the metric has no samples (then
+    /// the target is not met).
+    pub value_ms: Option<f64>,
+    pub met: bool,
+}
