@@ -7,7 +7,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use sim::cost::{self, Breakdown, CostModel, LoneRequest, Roofline, SweepRow};
+use sim::cost::{self, Breakdown, CostModel, LoneRequest, SweepRow};
 use sim::Scenario;
 use std::path::{Path, PathBuf};
 
@@ -100,7 +100,7 @@ pub fn run(args: CostArgs) -> Result<()> {
     let scenario = resolve(&args)?;
     let cost_model: Box<dyn CostModel> = match &scenario.profile {
         Some((path, p)) => Box::new(sim::profiled::Profiled::new(p, path)),
-        None => Box::new(Roofline::for_scenario(&scenario)),
+        None => Box::new(scenario.roofline()),
     };
     let mut batches = batches(&args)?;
     if batches.is_empty() {

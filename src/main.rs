@@ -66,10 +66,10 @@ fn run(cli: Cli) -> Result<()> {
             // `simulate` streams its records: only the time series stays.
             let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
             print::resolved(&s);
-            for line in sim::cluster::pool::check_lines(&s) {
+            for line in sim::scenario::pool_plan::check_lines(&s) {
                 outln!("{line}");
             }
-            for line in sim::canary::config::check_lines(&s.file) {
+            for line in sim::scenario::canary_cfg::check_lines(&s.file) {
                 outln!("{line}");
             }
             for n in &s.notes {

@@ -219,11 +219,6 @@ impl Attribution {
     }
 }
 
-/// Default of `[metrics] attribution`: on.
-pub fn default_on() -> bool {
-    true
-}
-
 /// Formats nanoseconds as milliseconds with six decimals, exactly.
 pub fn ns_as_ms(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)

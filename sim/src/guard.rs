@@ -52,7 +52,7 @@ pub fn bytes_per_series_row() -> u64 {
 /// a row of a per-replica time series.
 pub fn replica_slots(s: &Scenario) -> u64 {
     if s.pools.is_empty() {
-        crate::lifecycle::config::slots(&s.file).unwrap_or(s.file.fleet.replicas) as u64
+        crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(s.file.fleet.replicas) as u64
     } else {
         s.pools.iter().map(|p| p.replicas as u64).sum()
     }
@@ -65,7 +65,8 @@ pub fn series_rows_per_tick(s: &Scenario) -> u64 {
     if s.file.metrics.timeseries == TimeseriesMode::Off {
         return 0;
     }
-    let lives = |f: &crate::scenario::ScenarioFile| crate::lifecycle::config::slots(f).is_some();
+    let lives =
+        |f: &crate::scenario::ScenarioFile| crate::scenario::lifecycle_cfg::slots(f).is_some();
     if s.pools.is_empty() {
         lives(&s.file) as u64
     } else {

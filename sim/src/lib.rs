@@ -7,6 +7,7 @@ pub mod breakeven;
 pub mod canary;
 pub mod catalog;
 pub mod cluster;
+pub mod config;
 pub mod cost;
 pub mod engine;
 pub mod figures;

@@ -12,8 +12,8 @@
 //! holds EP times one group's blocks.
 
 use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::config::EngineCfg;
 use crate::parallel::{self, Parallelism, Stage};
-use crate::scenario::EngineCfg;
 use serde::Serialize;
 
 /// Memory outside PyTorch's allocator that vLLM subtracts before sizing the KV

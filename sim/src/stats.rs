@@ -177,3 +177,11 @@ pub struct PercentileVerdict {
     pub value_ms: Option<f64>,
     pub met: bool,
 }
+
+/// CV of a Weibull distribution of shape `k`:
+/// CV² = Γ(1 + 2/k) / Γ(1 + 1/k)² − 1.
+pub fn weibull_cv_of_shape(k: f64) -> f64 {
+    use statrs::function::gamma::ln_gamma;
+    let r = (ln_gamma(1.0 + 2.0 / k) - 2.0 * ln_gamma(1.0 + 1.0 / k)).exp();
+    (r - 1.0).max(0.0).sqrt()
+}

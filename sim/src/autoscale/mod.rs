@@ -16,7 +16,7 @@ pub use fixed::Fixed;
 pub use schedule::Schedule;
 pub use target::Target;
 
-use crate::lifecycle::config::{AutoscaleCfg, AutoscalePolicy};
+use crate::scenario::lifecycle_cfg::{AutoscaleCfg, AutoscalePolicy};
 use crate::time::{Nanos, SimTime};
 
 /// What an autoscaler knows when it decides.

@@ -3,7 +3,7 @@
 //! KEDA's cron scaler, AWS Auto Scaling scheduled actions).
 
 use super::{Autoscaler, Observation, Ticks};
-use crate::lifecycle::config::AutoscaleCfg;
+use crate::scenario::lifecycle_cfg::AutoscaleCfg;
 use crate::time::SimTime;
 
 /// Steps of (time, replicas), in order of time.
@@ -48,7 +48,7 @@ impl Autoscaler for Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::config::{AutoscalePolicy, ScheduleStep};
+    use crate::scenario::lifecycle_cfg::{AutoscalePolicy, ScheduleStep};
 
     #[test]
     fn a_schedule_follows_its_steps() {

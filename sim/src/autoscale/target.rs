@@ -11,7 +11,7 @@
 //! upscale/downscale-delay`); the result is clamped to min/max.
 
 use super::{Autoscaler, Observation, Ticks};
-use crate::lifecycle::config::AutoscaleCfg;
+use crate::scenario::lifecycle_cfg::AutoscaleCfg;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::VecDeque;
 
@@ -106,7 +106,7 @@ impl Autoscaler for Target {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::lifecycle::config::{AutoscalePolicy, ScaleMetric};
+    use crate::scenario::lifecycle_cfg::{AutoscalePolicy, ScaleMetric};
 
     pub(crate) fn cfg() -> AutoscaleCfg {
         toml::from_str::<AutoscaleCfg>("").unwrap()

@@ -8,7 +8,7 @@
 //! A request counts in the window it ended in, as a Prometheus histogram
 //! observes a request when it completes.
 
-use super::config::{CanaryCfg, ToleranceCfg};
+use crate::scenario::canary_cfg::{CanaryCfg, ToleranceCfg};
 use crate::workload::trace::stats::quantile_sorted;
 use serde::Serialize;
 

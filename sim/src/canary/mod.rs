@@ -26,12 +26,11 @@
 //! `config` holds the keys, `gate` one judgement, `report` the output; the
 //! simulation's side is `simulation::canary_run`.
 
-pub mod config;
 pub mod gate;
 pub mod report;
 
+use crate::scenario::canary_cfg::CanaryCfg;
 use crate::time::SimTime;
-use config::CanaryCfg;
 use gate::{Gate, Verdict, Window};
 use report::{Action, CanaryReport, Decision, VersionReport, WeightChange};
 

@@ -3,8 +3,8 @@
 //! version served (summary.json `canary`, the printed summary, and the
 //! `canary_weight` column of timeseries.csv).
 
-use super::config::ToleranceCfg;
 use super::gate::{MetricCheck, Verdict};
+use crate::scenario::canary_cfg::ToleranceCfg;
 use crate::time::SimTime;
 use serde::Serialize;
 

@@ -6,12 +6,12 @@
 //! load reports and transfer completions; it never prices iterations.
 
 use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
-use super::pool::Pool;
 use super::pool_series::PoolSample;
 use super::routing::Routing;
 use crate::records::spill::SpillSort;
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
+use crate::scenario::PoolPlan;
 use crate::scenario::{PoolRole, Scenario};
 use crate::time::SimTime;
 use serde::Serialize;
@@ -75,7 +75,7 @@ pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
 }
 
 impl Fleet {
-    /// The replicas of `scenario`, in pool order (see `pool::resolve`);
+    /// The replicas of `scenario`, in pool order (see `scenario::pool_plan::resolve`);
     /// `slots` replicas instead of `fleet.replicas` when a life cycle keeps
     /// room for the autoscaler's maximum (`simulation::life`).
     pub fn replicas(scenario: &Scenario, slots: Option<u32>) -> Vec<Replica> {
@@ -120,7 +120,7 @@ impl Fleet {
                 series: Vec::new(),
             };
         }
-        let pools: &[Pool] = &scenario.pools;
+        let pools: &[PoolPlan] = &scenario.pools;
         let mut pool_of = vec![0u16; replicas.len()];
         for (k, p) in pools.iter().enumerate() {
             for r in p.first..p.first + p.replicas {
@@ -128,7 +128,7 @@ impl Fleet {
             }
         }
         let mut groups = Vec::new();
-        let colocated: Vec<&Pool> = pools
+        let colocated: Vec<&PoolPlan> = pools
             .iter()
             .filter(|p| p.role == PoolRole::Colocated)
             .collect();
@@ -147,7 +147,7 @@ impl Fleet {
             // One routing group per region (`region`: the global router
             // picks the region, the region's router its replica).
             for g in 0..scenario.file.fleet.regions.len() {
-                let mine: Vec<&Pool> = colocated
+                let mine: Vec<&PoolPlan> = colocated
                     .iter()
                     .copied()
                     .filter(|p| p.region as usize == g)
@@ -621,7 +621,7 @@ fn dg_observe(g: &mut Group, r: usize, replica: &Replica) {
 /// pool's cost model (a 2,048-token chunk on an empty cache, the bulk of a
 /// prefill step) and its KV on the link (bytes per token over the link's
 /// bandwidth), the weights of the prefill pool's load view.
-fn prefill_work(pre: &Pool, link: &LinkModel) -> super::view::PrefillWork {
+fn prefill_work(pre: &PoolPlan, link: &LinkModel) -> super::view::PrefillWork {
     use crate::cost::BatchShape;
     const CHUNK: u64 = 2048;
     let mut b = BatchShape::default();
@@ -640,7 +640,7 @@ fn prefill_work(pre: &Pool, link: &LinkModel) -> super::view::PrefillWork {
 /// the inverse of the time its cost model gives a reference iteration
 /// (a 512-token prefill chunk beside 64 decodes at 2048 tokens of context,
 /// a busy chunked-prefill step), so a router can weigh load by capacity.
-fn capacities(pools: &[&Pool]) -> Vec<u64> {
+fn capacities(pools: &[&PoolPlan]) -> Vec<u64> {
     use crate::cost::BatchShape;
     let mut b = BatchShape::default();
     b.add_prefill(512, 0);

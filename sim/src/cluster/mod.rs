@@ -5,7 +5,6 @@ pub mod budget;
 pub mod disagg;
 pub mod fleet;
 pub mod min_tree;
-pub mod pool;
 pub mod pool_series;
 pub mod router;
 pub mod routing;

@@ -13,7 +13,6 @@ use super::{
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
-use crate::scenario::Scenario;
 use crate::time::Nanos;
 
 mod step;
@@ -125,18 +124,6 @@ impl Roofline {
             kv_dtype,
             &Parallelism::tensor(tensor_parallel),
         )
-    }
-
-    /// The roofline of a validated scenario's replicas, with its engine runtime.
-    pub fn for_scenario(s: &Scenario) -> Roofline {
-        Self::with_parallelism(
-            &s.model,
-            &s.hardware,
-            s.weight_dtype,
-            s.kv_dtype,
-            &s.parallel,
-        )
-        .with_runtime(s.file.engine.runtime)
     }
 
     /// The same replica under another engine runtime's host overhead.
@@ -571,8 +558,8 @@ mod tests {
     #[test]
     fn quantization_capacity_and_decode_speed_on_llama_70b() {
         use crate::catalog::GIB;
+        use crate::config::EngineCfg;
         use crate::memory::MemoryPlan;
-        use crate::scenario::EngineCfg;
         let (m, _) = catalog::model("llama-3.1-70b").unwrap();
         let combos = [
             (Dtype::Bf16, Dtype::Bf16),

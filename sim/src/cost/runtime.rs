@@ -3,29 +3,7 @@
 //! processing and the round trip to tensor-parallel workers, and whether it
 //! overlaps the GPU's work or adds to it.
 
-use serde::{Deserialize, Serialize};
-
-/// Which engine's host overhead the roofline adds (`[engine] runtime`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EngineRuntime {
-    /// A 2025 engine with CUDA graphs and an overlapped scheduler: SGLang's
-    /// "zero-overhead batch scheduler" (SGLang v0.4, LMSYS blog 2024-12-04),
-    /// vLLM V1's async scheduling (`--async-scheduling`) and TensorRT-LLM's
-    /// overlap scheduler (on by default) prepare step n + 1 on the CPU while
-    /// the GPU runs step n, after NanoFlow (Zhu et al. 2024). Host work of
-    /// [`CUDA_GRAPH_STEP_S`] + [`CUDA_GRAPH_SEQ_S`] per sequence is hidden
-    /// behind the GPU's step and shows only when it is the longer of the two.
-    #[default]
-    CudaGraph,
-    /// A 2023-era eager engine (vLLM 0.2 with Ray workers), sized from Vidur's
-    /// measured CPU overheads on DGX-A100 (microsoft/vidur commit 0633efae,
-    /// `data/profiling/a100/cpu_overheads.csv`: schedule, sampler, prepare
-    /// inputs, process outputs and the Ray round trip by model, batch 8–64
-    /// and TP 1–4). The host runs between GPU steps, so its time adds.
-    #[serde(rename = "eager-2023")]
-    Eager2023,
-}
+pub use crate::config::EngineRuntime;
 
 /// Host time of one overlapped step of the CUDA-graph runtime, seconds (the
 /// order of vLLM V1's scheduler + input preparation + output processing for

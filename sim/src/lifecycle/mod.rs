@@ -23,7 +23,6 @@
 //! jitter, cache hits, failures) come from seeded streams, so runs are
 //! deterministic.
 
-pub mod config;
 mod report;
 
 mod per_pool;
@@ -33,8 +32,8 @@ pub use report::{
 };
 
 use crate::rng::{self, StreamRng};
+use crate::scenario::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
-use config::{AutoscaleCfg, FailureCfg, LifecycleCfg};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 use std::collections::VecDeque;

@@ -13,9 +13,9 @@
 //! candle (the `calibrate` crate writes profiles, `sim` reads them).
 
 use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::config::EngineCfg;
 use crate::cost::BatchShape;
 use crate::memory::{MemoryPlan, StageMemory};
-use crate::scenario::EngineCfg;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

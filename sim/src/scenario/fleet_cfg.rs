@@ -43,9 +43,7 @@ fn default_balance_abs() -> u32 {
 fn default_balance_rel() -> f64 {
     1.5
 }
-fn yes() -> bool {
-    true
-}
+use crate::config::yes;
 
 impl Default for PrefixAffinityCfg {
     fn default() -> Self {

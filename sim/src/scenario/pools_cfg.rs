@@ -2,7 +2,7 @@
 //! replicas, each with one configuration and one role, and the link that
 //! carries KV caches from prefill to decode pools (disaggregated serving:
 //! Splitwise, ISCA'24; DistServe, OSDI'24; Mooncake, FAST'25). Resolution of
-//! a pool into a runnable configuration lives in `cluster::pool`.
+//! a pool into a runnable configuration lives in `pool_plan`.
 
 use super::RouterKind;
 use serde::{Deserialize, Serialize};
@@ -68,12 +68,12 @@ pub struct PoolCfg {
     /// pool, in place of the scenario's `[lifecycle]` (which otherwise
     /// applies to each pool on its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<crate::lifecycle::config::LifecycleCfg>,
+    pub lifecycle: Option<crate::scenario::lifecycle_cfg::LifecycleCfg>,
     /// `[fleet.pools.autoscale]`: this pool's autoscaler, in place of the
     /// scenario's `[autoscale]` (which otherwise scales each pool on its
     /// own, with `replicas` as the pool's starting count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscale: Option<crate::lifecycle::config::AutoscaleCfg>,
+    pub autoscale: Option<crate::scenario::lifecycle_cfg::AutoscaleCfg>,
     /// The `[[fleet.regions]]` entry this pool's replicas run in (see
     /// `region`); required once the fleet has regions.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,19 @@
 use super::*;
 
 impl Scenario {
+    /// The roofline cost model of this scenario's replicas (model,
+    /// hardware, dtypes, parallel layout), with its engine runtime.
+    pub fn roofline(&self) -> crate::cost::Roofline {
+        crate::cost::Roofline::with_parallelism(
+            &self.model,
+            &self.hardware,
+            self.weight_dtype,
+            self.kv_dtype,
+            &self.parallel,
+        )
+        .with_runtime(self.file.engine.runtime)
+    }
+
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let origin = path.display().to_string();
@@ -53,8 +66,8 @@ impl Scenario {
     pub fn from_file(mut file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
-        crate::lifecycle::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
-        crate::canary::config::validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::scenario::lifecycle_cfg::validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::scenario::canary_cfg::validate(&file).map_err(|(k, m)| err(&k, m))?;
         if !file.fleet.pools.is_empty() {
             // The pools make the fleet (validated: `replicas` left out or equal).
             file.fleet.replicas = file.fleet.pools.iter().map(|p| p.replicas).sum();
@@ -297,7 +310,7 @@ impl Scenario {
                 None => err(&k, m),
             })?;
 
-        let pools = crate::cluster::pool::resolve(&file, origin)?;
+        let pools = pool_plan::resolve(&file, origin)?;
         Ok(Scenario {
             pools,
             origin: origin.to_string(),

@@ -96,11 +96,30 @@ pub(super) fn finite_nonneg(key: &str, v: f64) -> Result<(), Invalid> {
     }
 }
 
+/// The most samples one request may ask for: the OpenAI API's limit on `n`
+/// (1–128). It also bounds the per-sample loops of a decode step.
+pub const MAX_SAMPLES: u32 = 128;
+
+/// `key` must draw at most [`MAX_SAMPLES`].
+fn check_samples_bound(key: &str, d: &LengthDist) -> Result<(), Invalid> {
+    match d.upper_bound() {
+        Some(hi) if hi <= MAX_SAMPLES => Ok(()),
+        Some(hi) => Err((
+            key.into(),
+            format!("at most {MAX_SAMPLES} samples per request (the OpenAI API's limit on n), got up to {hi}"),
+        )),
+        None => Err((
+            format!("{key}.max"),
+            format!("missing: bound the number of samples with `max` (at most {MAX_SAMPLES})"),
+        )),
+    }
+}
+
 /// Which combination of keys is present, and every value in them.
 pub(super) fn validate_workload(w: &WorkloadCfg) -> Result<(), Invalid> {
     if let Some(d) = &w.n {
         validate_len("workload.n", d)?;
-        crate::workload::samples::check_bound("workload.n", d)?;
+        check_samples_bound("workload.n", d)?;
     }
     if let Some(t) = &w.trace {
         if w.arrival.is_some() {
@@ -321,7 +340,7 @@ fn validate_arrival(key: &str, a: &ArrivalCfg) -> Result<(), Invalid> {
 
 /// The CVs a Weibull process can take with shapes in `WEIBULL_SHAPE_RANGE`.
 pub fn weibull_cv_range() -> (f64, f64) {
-    let cv = crate::workload::arrival::weibull::cv_of_shape;
+    let cv = crate::stats::weibull_cv_of_shape;
     (cv(WEIBULL_SHAPE_RANGE.1), cv(WEIBULL_SHAPE_RANGE.0))
 }
 
@@ -426,6 +445,7 @@ pub(super) fn validate_empirical(key: &str, d: &LengthDist) -> Result<(), Invali
 mod tests {
     use super::super::tests::MINIMAL;
     use super::super::{Scenario, ScenarioError};
+    use super::{check_samples_bound, LengthDist};
 
     fn with_workload(w: &str) -> Result<Scenario, ScenarioError> {
         let head = MINIMAL.split("[workload]").next().unwrap();
@@ -583,5 +603,25 @@ mod tests {
             key_of(&e("{ dist = \"zipf\", exponent = 0, n = 10 }")),
             "workload.prompt_tokens.exponent"
         );
+    }
+
+    #[test]
+    fn unbounded_or_too_many_samples_are_refused() {
+        let too_many = LengthDist::Fixed { value: 129 };
+        assert!(check_samples_bound("workload.n", &too_many)
+            .unwrap_err()
+            .1
+            .contains("at most 128"));
+        let open = LengthDist::Lognormal {
+            mean: 4.0,
+            cv: 1.0,
+            min: None,
+            max: None,
+        };
+        assert_eq!(
+            check_samples_bound("workload.n", &open).unwrap_err().0,
+            "workload.n.max"
+        );
+        assert!(check_samples_bound("workload.n", &LengthDist::Fixed { value: 8 }).is_ok());
     }
 }

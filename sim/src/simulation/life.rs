@@ -8,12 +8,12 @@
 use super::{Event, InvariantViolation, Simulation};
 use crate::attribution::{Attribution, Component};
 use crate::autoscale::{self, Autoscaler, Observation, Ticks};
-use crate::lifecycle::config::ScaleMetric;
 use crate::lifecycle::{
     Action, Fleet, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
 };
 use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
+use crate::scenario::lifecycle_cfg::ScaleMetric;
 use crate::scenario::Scenario;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::HashMap;
@@ -126,8 +126,8 @@ impl FleetRun {
                 tries: HashMap::new(),
             });
         }
-        let lives = |p: &crate::cluster::pool::Pool| {
-            crate::lifecycle::config::slots(&p.scenario.file).is_some()
+        let lives = |p: &crate::scenario::PoolPlan| {
+            crate::scenario::lifecycle_cfg::slots(&p.scenario.file).is_some()
         };
         if !s.pools.iter().any(lives) {
             return None;
@@ -156,7 +156,7 @@ impl FleetRun {
     }
 
     /// Slots: the number of replica objects the run keeps (without pools;
-    /// pools size their own, see `cluster::pool`).
+    /// pools size their own, see `scenario::pool_plan`).
     pub fn slots(&self) -> usize {
         self.units.iter().map(|u| u.fleet.slots()).sum()
     }

@@ -251,7 +251,7 @@ pub fn cost_model(scenario: &Scenario) -> Box<dyn CostModel + '_> {
     };
     let cost: Box<dyn CostModel> = match &scenario.profile {
         Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
-        None => Box::new(Roofline::for_scenario(scenario)),
+        None => Box::new(scenario.roofline()),
     };
     speculative_cost(scenario, cost, draft_roofline)
 }

@@ -8,39 +8,8 @@
 use super::{LengthSampler, RequestSource, RequestSpec, WorkloadError, WorkloadReport};
 use crate::request::Request;
 use crate::rng::{self, StreamRng};
-use crate::scenario::LengthDist;
+use crate::scenario::MAX_SAMPLES;
 use crate::time::SimTime;
-
-/// The most samples one request may ask for: the OpenAI API's limit on `n`
-/// (1–128). It also bounds the per-sample loops of a decode step.
-pub const MAX_SAMPLES: u32 = 128;
-
-/// The largest value a (validated) distribution can draw, if bounded.
-pub fn upper_bound(d: &LengthDist) -> Option<u32> {
-    match d {
-        LengthDist::Fixed { value } => Some(*value),
-        LengthDist::Uniform { max, .. } => Some(*max),
-        LengthDist::Normal { max, .. }
-        | LengthDist::Lognormal { max, .. }
-        | LengthDist::Zipf { max, .. }
-        | LengthDist::Empirical { max, .. } => *max,
-    }
-}
-
-/// `key` must draw at most [`MAX_SAMPLES`].
-pub fn check_bound(key: &str, d: &LengthDist) -> Result<(), (String, String)> {
-    match upper_bound(d) {
-        Some(hi) if hi <= MAX_SAMPLES => Ok(()),
-        Some(hi) => Err((
-            key.into(),
-            format!("at most {MAX_SAMPLES} samples per request (the OpenAI API's limit on n), got up to {hi}"),
-        )),
-        None => Err((
-            format!("{key}.max"),
-            format!("missing: bound the number of samples with `max` (at most {MAX_SAMPLES})"),
-        )),
-    }
-}
 
 /// Sets each request's `samples` from a distribution (when its source did
 /// not), for fresh requests and closed-loop follow-ups alike.
@@ -132,26 +101,6 @@ mod tests {
         let strip = |v: &[(SimTime, u32, u32)]| v.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>();
         assert_eq!(strip(&plain), strip(&fixed));
         assert_eq!(strip(&plain), strip(&uniform));
-    }
-
-    #[test]
-    fn unbounded_or_too_many_samples_are_refused() {
-        let too_many = LengthDist::Fixed { value: 129 };
-        assert!(check_bound("workload.n", &too_many)
-            .unwrap_err()
-            .1
-            .contains("at most 128"));
-        let open = LengthDist::Lognormal {
-            mean: 4.0,
-            cv: 1.0,
-            min: None,
-            max: None,
-        };
-        assert_eq!(
-            check_bound("workload.n", &open).unwrap_err().0,
-            "workload.n.max"
-        );
-        assert!(check_bound("workload.n", &LengthDist::Fixed { value: 8 }).is_ok());
     }
 
     fn trace_samples(ext: &str, body: &str, n_dist: &str) -> Result<Vec<u32>, String> {

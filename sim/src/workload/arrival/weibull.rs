@@ -8,12 +8,7 @@ use crate::scenario::WEIBULL_SHAPE_RANGE;
 use rand_distr::{Distribution, Weibull};
 use statrs::function::gamma::ln_gamma;
 
-/// CV of a Weibull distribution of shape `k`:
-/// CV² = Γ(1 + 2/k) / Γ(1 + 1/k)² − 1.
-pub fn cv_of_shape(k: f64) -> f64 {
-    let r = (ln_gamma(1.0 + 2.0 / k) - 2.0 * ln_gamma(1.0 + 1.0 / k)).exp();
-    (r - 1.0).max(0.0).sqrt()
-}
+pub use crate::stats::weibull_cv_of_shape as cv_of_shape;
 
 /// The shape whose CV is `cv` (the CV falls as the shape grows), by
 /// bisection on log k within `WEIBULL_SHAPE_RANGE` (validated to contain it).

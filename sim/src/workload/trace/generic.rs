@@ -6,8 +6,8 @@
 use super::csv_rows::{CsvNames, CsvTrace};
 use super::json_row::{JsonNames, JsonTrace, Kind};
 use super::{Row, RowError, RowOutcome, RowReader};
+use crate::scenario::MAX_SAMPLES;
 use crate::scenario::{TimeUnit, TraceCfg, TraceFormat};
-use crate::workload::samples::MAX_SAMPLES;
 use crate::workload::{Context, WorkloadError};
 use std::path::Path;
 

@@ -7,12 +7,12 @@
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
-use crate::scenario::{PoolRole, Scenario, ScenarioError, ScenarioFile};
+use super::{PoolRole, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
 /// `first..first + replicas` in the run.
 #[derive(Clone, Debug)]
-pub struct Pool {
+pub struct PoolPlan {
     pub name: String,
     pub role: PoolRole,
     pub first: u32,
@@ -30,7 +30,7 @@ pub struct Pool {
 /// Resolves `file`'s pools. Replicas are numbered colocated pools first,
 /// then the prefill pool, then the decode pool, so each routing group is a
 /// contiguous range. Errors name the pool's key path.
-pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioError> {
+pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, ScenarioError> {
     let mut order: Vec<usize> = (0..file.fleet.pools.len()).collect();
     // With regions, a region's pools are contiguous (one routing group each).
     let region_of = |i: usize| {
@@ -153,8 +153,8 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<Pool>, ScenarioE
             };
             fail(k, format!("pool {:?}: {}", p.name, e.message))
         })?;
-        let slots = crate::lifecycle::config::slots(&s.file).unwrap_or(p.replicas);
-        pools.push(Pool {
+        let slots = crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(p.replicas);
+        pools.push(PoolPlan {
             name: p.name.clone(),
             role: p.role,
             first,

@@ -356,7 +356,7 @@ pub fn slots(f: &crate::scenario::ScenarioFile) -> Option<u32> {
 pub fn validate(f: &crate::scenario::ScenarioFile) -> Result<(), Invalid> {
     if !f.fleet.pools.is_empty() {
         // Each pool is validated as a scenario of its own, with the tables
-        // it inherits or sets (`cluster::pool::resolve`); only the given
+        // it inherits or sets (`pool_plan::resolve`); only the given
         // failures, which name the fleet's replicas, are checked here (their
         // replica numbers once the pools' slots are known).
         if let Some(fl) = &f.failures {

@@ -1,0 +1,171 @@
+//! `[engine]`: one replica's serving engine settings, named after vLLM's
+//! engine arguments, with their defaults.
+
+use super::yes;
+use serde::{Deserialize, Serialize};
+
+/// Per-replica serving engine settings (names follow vLLM's engine arguments).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineCfg {
+    /// vLLM `max_num_seqs`: sequences in one iteration's batch.
+    #[serde(default = "default_max_num_seqs")]
+    pub max_num_seqs: u32,
+    /// vLLM `max_num_batched_tokens`: tokens processed in one iteration.
+    #[serde(default = "default_max_batched_tokens")]
+    pub max_batched_tokens: u32,
+    /// Tokens per KV block (vLLM `block_size`).
+    #[serde(default = "default_block_size")]
+    pub block_size: u32,
+    /// Fraction of device memory the engine may use (vLLM `gpu_memory_utilization`).
+    #[serde(default = "default_gpu_mem_util")]
+    pub gpu_memory_utilization: f64,
+    /// Longest prompt + output accepted; defaults to the model's context length.
+    #[serde(default)]
+    pub max_model_len: Option<u32>,
+    /// How each iteration's batch is formed (see `replica::policy`).
+    #[serde(default)]
+    pub policy: BatchPolicyKind,
+    /// What happens to a sequence evicted for lack of KV blocks.
+    #[serde(default)]
+    pub preemption: PreemptionMode,
+    /// Host memory per GPU for swapped-out KV blocks, GiB (vLLM `swap_space`, default 4).
+    #[serde(default = "default_swap_space_gib")]
+    pub swap_space_gib: f64,
+    /// Speculative decoding, off when absent.
+    #[serde(default)]
+    pub speculative: Option<SpeculativeCfg>,
+    /// Keep and reuse KV blocks of shared prompt prefixes (`kv::prefix_cache`).
+    #[serde(default)]
+    pub prefix_caching: bool,
+    /// Blocks per replica that pinnable prefixes (system prompts) may keep
+    /// resident against eviction.
+    #[serde(default)]
+    pub pinned_prefix_blocks: u64,
+    /// Whose host overhead the roofline adds per step (`cost::runtime`).
+    #[serde(default)]
+    pub runtime: EngineRuntime,
+    /// Runs of decode-only iterations advance in closed form
+    /// (`replica::decode_run`); `false` steps them one by one. Outputs are
+    /// the same either way.
+    #[serde(default = "yes")]
+    pub decode_runs: bool,
+}
+
+fn default_swap_space_gib() -> f64 {
+    4.0
+}
+
+/// Batch policy names (`[engine] policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicyKind {
+    /// Iteration-level batching mixing whole prefills with decodes.
+    #[default]
+    Continuous,
+    /// vLLM v0 default: prefill-first iterations, prefills and decodes never mixed.
+    Vllm,
+    /// Sarathi-Serve chunked prefill under a token budget, decodes first.
+    Sarathi,
+    /// Orca: iteration-level scheduling with memory reserved for the whole request.
+    Orca,
+    /// Request-level (static) batching: the batch runs until its last member ends.
+    Static,
+}
+
+impl BatchPolicyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPolicyKind::Continuous => "continuous",
+            BatchPolicyKind::Vllm => "vllm",
+            BatchPolicyKind::Sarathi => "sarathi",
+            BatchPolicyKind::Orca => "orca",
+            BatchPolicyKind::Static => "static",
+        }
+    }
+}
+
+/// Preemption modes (`[engine] preemption`), after vLLM's `preemption_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptionMode {
+    /// Free the blocks; recompute prompt + generated tokens on resumption.
+    #[default]
+    Recompute,
+    /// Copy the blocks to host memory over PCIe and back on resumption.
+    Swap,
+}
+
+/// Speculative decoding (`[engine.speculative]`): a draft proposes `num_draft_tokens`
+/// tokens, the target verifies them in one pass, each accepted with probability
+/// `acceptance_rate` until the first rejection (Leviathan et al., ICML 2023).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeCfg {
+    /// Draft length k.
+    pub num_draft_tokens: u32,
+    /// Per-token acceptance rate α in [0, 1).
+    pub acceptance_rate: f64,
+    /// A separate draft model from the catalog (classic draft-model speculation).
+    #[serde(default)]
+    pub draft_model: Option<String>,
+    /// Or: each draft step costs this fraction of a target decode step
+    /// (EAGLE heads / DeepSeek MTP modules ride on the target's hidden states).
+    #[serde(default)]
+    pub draft_cost_fraction: Option<f64>,
+}
+
+fn default_max_num_seqs() -> u32 {
+    256
+}
+fn default_max_batched_tokens() -> u32 {
+    8192
+}
+fn default_block_size() -> u32 {
+    16
+}
+fn default_gpu_mem_util() -> f64 {
+    0.9
+}
+
+impl Default for EngineCfg {
+    fn default() -> Self {
+        EngineCfg {
+            max_num_seqs: default_max_num_seqs(),
+            max_batched_tokens: default_max_batched_tokens(),
+            block_size: default_block_size(),
+            gpu_memory_utilization: default_gpu_mem_util(),
+            max_model_len: None,
+            policy: BatchPolicyKind::default(),
+            preemption: PreemptionMode::default(),
+            swap_space_gib: default_swap_space_gib(),
+            speculative: None,
+            prefix_caching: false,
+            pinned_prefix_blocks: 0,
+            runtime: Default::default(),
+            decode_runs: true,
+        }
+    }
+}
+
+/// Which engine's host overhead the roofline adds (`[engine] runtime`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineRuntime {
+    /// A 2025 engine with CUDA graphs and an overlapped scheduler: SGLang's
+    /// "zero-overhead batch scheduler" (SGLang v0.4, LMSYS blog 2024-12-04),
+    /// vLLM V1's async scheduling (`--async-scheduling`) and TensorRT-LLM's
+    /// overlap scheduler (on by default) prepare step n + 1 on the CPU while
+    /// the GPU runs step n, after NanoFlow (Zhu et al. 2024). Host work of
+    /// `cost::runtime::CUDA_GRAPH_STEP_S` + `CUDA_GRAPH_SEQ_S` per sequence is hidden
+    /// behind the GPU's step and shows only when it is the longer of the two.
+    #[default]
+    CudaGraph,
+    /// A 2023-era eager engine (vLLM 0.2 with Ray workers), sized from Vidur's
+    /// measured CPU overheads on DGX-A100 (microsoft/vidur commit 0633efae,
+    /// `data/profiling/a100/cpu_overheads.csv`: schedule, sampler, prepare
+    /// inputs, process outputs and the Ray round trip by model, batch 8–64
+    /// and TP 1–4). The host runs between GPU steps, so its time adds.
+    #[serde(rename = "eager-2023")]
+    Eager2023,
+}

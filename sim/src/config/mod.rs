@@ -1,0 +1,14 @@
+//! The serde types of scenario tables that the knowledge floor reads too
+//! (the memory plan and the cost models read `[engine]`, whose `runtime`
+//! names the host overhead `cost::runtime` prices), with their
+//! defaults: plain data, no I/O, no catalog lookups, no resolution.
+//! `scenario` re-exports them beside the rest of the scenario file.
+
+pub mod engine;
+
+pub use engine::{BatchPolicyKind, EngineCfg, EngineRuntime, PreemptionMode, SpeculativeCfg};
+
+/// Serde default of a switch that is on unless turned off.
+pub(crate) fn yes() -> bool {
+    true
+}
