@@ -550,10 +550,10 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         crate::fleet_print::lifecycle(l);
     }
     crate::fleet_print::regions(sum);
-    for line in sim::cluster::fleet::summary_lines(sum) {
+    for line in sim::cluster::fleet::summary_lines(&sum.pools, sum.kv_transfer.as_ref()) {
         outln!("{line}");
     }
-    for line in sim::canary::report::summary_lines(sum) {
+    for line in sum.canary.iter().flat_map(|c| c.lines()) {
         outln!("{line}");
     }
     if let Some(t) = &sum.tenancy {

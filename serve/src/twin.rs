@@ -11,7 +11,7 @@ use crate::engine::{Admitted, Command, EngineHandle, Gauges, Refusal, TokenEvent
 use sim::cluster::routing::Routing;
 use sim::replica::{Replica, TokenGaps};
 use sim::request::{Request, RequestId, Status};
-use sim::simulation::{cost_model, unservable};
+use sim::simulation::unservable;
 use sim::time::SimTime;
 use sim::Scenario;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -83,7 +83,7 @@ fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: 
     let next_report = routing.first_report();
     let mut fleet = Fleet {
         scenario,
-        cost: cost_model(scenario),
+        cost: scenario.cost_model(),
         replicas,
         routing,
         next_report,

@@ -13,7 +13,7 @@
 //! arrival rate and `[metrics]`, so an oversized run is refused before it
 //! starts, naming the key to change.
 
-use crate::metrics::TimeseriesRow;
+use crate::records::timeseries::TimeseriesRow;
 use crate::request::Request;
 use crate::scenario::{Scenario, TimeseriesMode};
 

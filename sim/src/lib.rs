@@ -29,6 +29,7 @@ pub mod rng;
 pub mod scenario;
 pub mod simulation;
 pub mod stats;
+pub mod store;
 pub mod sweep;
 pub mod tenancy;
 pub mod time;

@@ -100,7 +100,7 @@ enum Kind {
     Other,
 }
 
-impl crate::records::spill::Spill for LoadRecord {
+impl crate::store::Spill for LoadRecord {
     const BYTES: usize = 25;
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.arrival.to_le_bytes());
@@ -166,7 +166,7 @@ pub fn load_report(
 /// [`load_report`] over the requests' [`LoadRecord`]s, which `reqs` lists in
 /// request order each time it is called (several passes: the windows depend
 /// on the last arrival; a streamed run reads them back from
-/// `records::spill`).
+/// `store`).
 pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
     reqs: impl Fn() -> I,
     end: SimTime,

@@ -47,7 +47,7 @@ impl Dist {
     }
 
     /// [`Dist::of`] over `n` samples given in ascending order, in one pass
-    /// (the samples may come from disk: `records::spill`). The same sum in
+    /// (the samples may come from disk: `store`). The same sum in
     /// the same order and the same interpolation as a quantile over a
     /// sorted vector, so the same bits.
     pub fn of_sorted(n: usize, sorted: impl Iterator<Item = f64>) -> Dist {
@@ -176,6 +176,55 @@ pub struct PercentileVerdict {
     /// the target is not met).
     pub value_ms: Option<f64>,
     pub met: bool,
+}
+
+/// Throughput over the run's duration (first arrival at t = 0 to the end).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Throughput {
+    pub requests_per_s: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub output_tokens_per_s_per_gpu: f64,
+    pub requests_per_s_per_gpu: f64,
+}
+
+/// SLO attainment and goodput (DistServe, Zhong et al. OSDI'24: requests per
+/// second that meet every latency target; vLLM's `bench serve --goodput`),
+/// and the verdict of each percentile target.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SloReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Share of ended requests (completed + rejected) meeting every
+    /// per-request threshold; a rejection counts as a miss (with no
+    /// threshold given, the share completed).
+    pub attainment: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_attainment: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_attainment: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_attainment: Option<f64>,
+    /// Good requests per second of the run.
+    pub goodput_rps: f64,
+    pub goodput_rps_per_gpu: f64,
+    /// The percentile targets against the run's values (with any given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<PercentileVerdict>,
+    /// Whether every percentile target holds (with any given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentiles_met: Option<bool>,
+}
+
+impl SloReport {
+    /// Whether the percentile targets hold (true when none is given).
+    pub fn percentiles_hold(&self) -> bool {
+        self.percentiles_met.unwrap_or(true)
+    }
 }
 
 /// CV of a Weibull distribution of shape `k`:

@@ -185,11 +185,3 @@ impl CanaryReport {
         out
     }
 }
-
-/// The printed summary's canary lines (none without `[canary]`).
-pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
-    sum.canary
-        .as_ref()
-        .map(CanaryReport::lines)
-        .unwrap_or_default()
-}

@@ -74,7 +74,7 @@ impl KvBudget {
             .iter()
             .find(|p| p.role == crate::scenario::PoolRole::Prefill);
         let ps = pre.map_or(s, |p| &p.scenario);
-        let cost = crate::simulation::cost_model(ps);
+        let cost = ps.cost_model();
         let prefill = |n: u32| {
             let mut b = BatchShape::default();
             b.add_prefill(n as u64, 0);

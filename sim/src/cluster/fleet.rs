@@ -8,11 +8,11 @@
 use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
 use super::pool_series::PoolSample;
 use super::routing::Routing;
-use crate::records::spill::SpillSort;
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::PoolPlan;
 use crate::scenario::{PoolRole, Scenario};
+use crate::store::SpillSort;
 use crate::time::SimTime;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -626,9 +626,7 @@ fn prefill_work(pre: &PoolPlan, link: &LinkModel) -> super::view::PrefillWork {
     const CHUNK: u64 = 2048;
     let mut b = BatchShape::default();
     b.add_prefill(CHUNK, 0);
-    let chunk_ns = crate::simulation::cost_model(&pre.scenario)
-        .iteration_time(&b)
-        .max(1);
+    let chunk_ns = pre.scenario.cost_model().iteration_time(&b).max(1);
     let link_ps = link.bytes_per_token / (link.cfg.bandwidth_gbyte_s * 1e9) * 1e12;
     super::view::PrefillWork {
         ps_per_prefill_token: (chunk_ns * 1000 / CHUNK).max(1),
@@ -649,11 +647,7 @@ fn capacities(pools: &[&PoolPlan]) -> Vec<u64> {
     }
     let times: Vec<f64> = pools
         .iter()
-        .map(|p| {
-            crate::simulation::cost_model(&p.scenario)
-                .iteration_time(&b)
-                .max(1) as f64
-        })
+        .map(|p| p.scenario.cost_model().iteration_time(&b).max(1) as f64)
         .collect();
     let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
     let full = super::view::FULL;
@@ -668,9 +662,11 @@ fn capacities(pools: &[&PoolPlan]) -> Vec<u64> {
 }
 
 /// The printed summary's lines for pools and KV links (none without pools).
-pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
-    let mut out: Vec<String> = sum
-        .pools
+pub fn summary_lines(
+    pools: &[PoolReport],
+    kv_transfer: Option<&super::disagg::TransferReport>,
+) -> Vec<String> {
+    let mut out: Vec<String> = pools
         .iter()
         .map(|p| {
             format!(
@@ -690,7 +686,7 @@ pub fn summary_lines(sum: &crate::metrics::Summary) -> Vec<String> {
             )
         })
         .collect();
-    if let Some(t) = &sum.kv_transfer {
+    if let Some(t) = kv_transfer {
         out.push(format!(
             "KV transfer  {} transfers ({} prefilled locally), {:.1} GB over {} × {} GB/s {} links ({:.1} % used, hottest link {:.1} %); wait for decode memory mean {:.1} ms, p99 {:.1} ms; hand-off → decode mean {:.1} ms, p99 {:.1} ms",
             t.transfers,
@@ -734,7 +730,7 @@ pub struct PoolReport {
 
 /// Each KV transfer's decode-side wait and total time, ns, folded one ended
 /// request at a time (one pair per transferred request), sorted on disk
-/// beyond a bounded buffer (`records::spill`).
+/// beyond a bounded buffer (`store`).
 #[derive(Debug, Default)]
 pub struct TransferTimes {
     wait: SpillSort<u64>,

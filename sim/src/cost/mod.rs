@@ -29,6 +29,7 @@ pub mod gemm;
 mod memo;
 mod roofline;
 pub mod runtime;
+pub mod speculative;
 
 pub use breakdown::{decode_sweep, knee, lone_request, Breakdown, LoneRequest, SweepRow, Term};
 pub use comm::ALLREDUCE_BW_EFFICIENCY;

@@ -14,6 +14,6 @@ pub mod pair_counts;
 pub use itl::ItlHistogram;
 pub use itl_feed::ItlFeed;
 pub mod stream;
+pub mod timeseries;
 
 pub use stream::RecordStream;
-pub mod spill;

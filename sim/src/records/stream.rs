@@ -25,15 +25,15 @@
 use crate::cluster::fleet::TransferTimes;
 use crate::lifecycle::SloDipRecords;
 use crate::load::LoadRecord;
-use crate::metrics::RequestsSummary;
 use crate::output::RequestsCsv;
 use crate::records::batch_worker::BatchWorker;
 use crate::records::held::HeldRing;
 use crate::records::held_runs::HeldRuns;
 use crate::records::packed::Packed;
-use crate::records::spill::SpillLog;
 use crate::region::records::RegionRecords;
+use crate::request::summary::RequestsSummary;
 use crate::request::{Request, Status};
+use crate::store::SpillLog;
 use crate::tenancy::report::TenantRecords;
 
 /// Ended requests handed to the worker at once (~1.1 MB of records): few

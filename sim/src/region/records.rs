@@ -6,9 +6,9 @@
 //! summarized in ascending order, as `Dist::of` sorts them, so the bits are
 //! the same in either mode.
 
-use crate::records::spill::{f64_key, f64_of_key, SpillSort};
 use crate::request::{Request, Status};
 use crate::scenario::SloTargets;
+use crate::store::{f64_key, f64_of_key, SpillSort};
 
 /// One region's folded counts.
 #[derive(Debug, Default)]

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub mod canary_cfg;
+mod cost_model;
 mod enum_hint;
 mod inline;
 use crate::config::yes;

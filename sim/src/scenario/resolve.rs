@@ -4,19 +4,6 @@
 use super::*;
 
 impl Scenario {
-    /// The roofline cost model of this scenario's replicas (model,
-    /// hardware, dtypes, parallel layout), with its engine runtime.
-    pub fn roofline(&self) -> crate::cost::Roofline {
-        crate::cost::Roofline::with_parallelism(
-            &self.model,
-            &self.hardware,
-            self.weight_dtype,
-            self.kv_dtype,
-            &self.parallel,
-        )
-        .with_runtime(self.file.engine.runtime)
-    }
-
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let origin = path.display().to_string();

@@ -241,7 +241,7 @@ fn group(
     prompt: f64,
     output: f64,
 ) -> GroupEstimate {
-    let cost = crate::simulation::cost_model(s);
+    let cost = s.cost_model();
     let max_num_seqs = s.file.engine.max_num_seqs.max(1);
     let footprint = prompt + output / 2.0;
     let kv_room = (s.memory.kv_tokens as f64 / footprint).floor() as u64;

@@ -3,15 +3,14 @@
 //! summary and a conservation check.
 
 use crate::cluster::fleet::{Actions, Fleet};
-use crate::cost::{CostModel, Roofline};
+use crate::cost::CostModel;
 use crate::engine::EventQueue;
 use crate::kv::BlockAllocator;
 use crate::metrics::{EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
-use crate::records::spill::SpillLog;
-use crate::replica::speculative::{DraftCost, SpeculativeCost};
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
+use crate::store::SpillLog;
 use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use crate::workload::{self, RequestSource, RequestSpec, WorkloadError};
@@ -26,47 +25,6 @@ const WHEEL_FROM: usize = 16;
 const WHEEL_SHIFT: u32 = 12;
 /// ... over a horizon of 33.5 ms, a few decode steps of most models.
 const WHEEL_SLOTS: usize = 1 << 13;
-
-/// Wraps the target's cost model with the draft's cost when the scenario
-/// decodes speculatively.
-fn speculative_cost<'a>(
-    scenario: &Scenario,
-    target: Box<dyn CostModel + 'a>,
-    roofline: impl Fn(&crate::catalog::ModelArch) -> Roofline,
-) -> Box<dyn CostModel + 'a> {
-    let Some(sp) = &scenario.file.engine.speculative else {
-        return target;
-    };
-    let (draft, label) = match (&sp.draft_model, sp.draft_cost_fraction) {
-        (Some(name), _) => {
-            // Validated at load: the preset exists.
-            let (m, _) = crate::catalog::model(name).expect("validated draft model");
-            let label = format!("draft model {}", m.name);
-            (DraftCost::Model(Box::new(roofline(&m))), label)
-        }
-        (None, Some(f)) => (
-            DraftCost::Fraction(f),
-            format!("draft head at {f} × a target decode step"),
-        ),
-        (None, None) => unreachable!("validated: one draft kind"),
-    };
-    let k = sp.num_draft_tokens;
-    Box::new(
-        SpeculativeCost::new(
-            target,
-            draft,
-            k,
-            format!(
-                "k = {k}, {label}, sampling over {} logits",
-                scenario.model.vocab_size
-            ),
-        )
-        .with_sampling(
-            scenario.model.vocab_size,
-            scenario.hardware.memory_bw_bytes_per_s(),
-        ),
-    )
-}
 
 /// Events of the fleet model.
 #[derive(Clone, Copy, Debug)]
@@ -130,7 +88,7 @@ pub struct RunResult {
     pub summary: Summary,
     pub requests: Vec<Request>,
     /// The time series, in the order sampled: past 65,536 rows it is on
-    /// disk (`records::spill`), so a long run's memory does not grow with
+    /// disk (`store`), so a long run's memory does not grow with
     /// it (1,000 replicas sampled every 10 s add 24 MiB over 100 M
     /// requests).
     pub timeseries: SpillLog<TimeseriesRow>,
@@ -234,32 +192,10 @@ pub fn unservable(
     None
 }
 
-/// The cost model a scenario prices iterations with: its calibration
-/// profile when it names one, the catalog roofline otherwise, plus the draft
-/// model's cost when it decodes speculatively. The simulated twin behind
-/// `servesim serve --engine sim` paces its clock by the same model.
-pub fn cost_model(scenario: &Scenario) -> Box<dyn CostModel + '_> {
-    let tp = scenario.file.fleet.tensor_parallel;
-    let draft_roofline = |m: &crate::catalog::ModelArch| {
-        Roofline::new(
-            m,
-            &scenario.hardware,
-            scenario.weight_dtype,
-            scenario.kv_dtype,
-            tp,
-        )
-    };
-    let cost: Box<dyn CostModel> = match &scenario.profile {
-        Some((path, p)) => Box::new(crate::profiled::Profiled::new(p, path)),
-        None => Box::new(scenario.roofline()),
-    };
-    speculative_cost(scenario, cost, draft_roofline)
-}
-
 impl<'a> Simulation<'a> {
     /// A run of `scenario` priced by the catalog roofline.
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        Self::with_cost_model(scenario, cost_model(scenario))
+        Self::with_cost_model(scenario, scenario.cost_model())
     }
 
     /// A run with another cost model (e.g. a calibration profile).
@@ -283,7 +219,7 @@ impl<'a> Simulation<'a> {
             scenario
                 .pools
                 .iter()
-                .map(|p| cost_model(&p.scenario))
+                .map(|p| p.scenario.cost_model())
                 .collect()
         };
         let cost = &costs[0];
@@ -737,7 +673,7 @@ impl<'a> Simulation<'a> {
         // on part of its requests.
         let read_error = |e: String| RunError::Output(std::io::Error::other(e));
         let (dists, load_report) = std::thread::scope(|scope| {
-            let beside = (load.len() >= crate::metrics::PARALLEL_FROM)
+            let beside = (load.len() >= crate::request::summary::PARALLEL_FROM)
                 .then(|| {
                     std::thread::Builder::new()
                         .name("servesim-load".into())
@@ -745,7 +681,7 @@ impl<'a> Simulation<'a> {
                         .ok()
                 })
                 .flatten();
-            let dists = requests.finish(itl, end, s.gpus(), &mut summary);
+            let dists = requests.finish(itl, end, s.gpus());
             let report = match beside {
                 Some(report) => report
                     .join()
@@ -754,7 +690,7 @@ impl<'a> Simulation<'a> {
             };
             (dists, report)
         });
-        dists.map_err(read_error)?;
+        summary.absorb(dists.map_err(read_error)?);
         if let Some(e) = load.error() {
             return Err(read_error(e.to_string()));
         }

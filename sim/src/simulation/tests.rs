@@ -1,5 +1,5 @@
 use super::*;
-use crate::cost::BatchShape;
+use crate::cost::{BatchShape, Roofline};
 
 pub(super) fn scenario(extra: &str) -> Scenario {
     let text = format!(

@@ -4,8 +4,10 @@
 //! to the tenant's requests), the service it received, and Jain's fairness
 //! index over weight-normalised service.
 
-use crate::metrics::{self, Counts, Dist, SloReport, Summary};
+use crate::request::summary::RequestsSummary;
 use crate::request::Request;
+use crate::scenario::SloTargets;
+use crate::stats::{Counts, Dist, SloReport};
 use crate::time::SimTime;
 use serde::Serialize;
 
@@ -76,7 +78,7 @@ pub struct TenantMeta<'a> {
     pub name: &'a str,
     pub priority: i64,
     pub weight: f64,
-    pub slo: Option<metrics::SloTargets>,
+    pub slo: Option<SloTargets>,
     pub retries: u64,
 }
 
@@ -86,16 +88,16 @@ pub struct TenantMeta<'a> {
 pub struct TenantRecords {
     /// Per tenant: its summary so far, prompt tokens of requests whose
     /// prefill finished, output tokens generated.
-    per: Vec<(metrics::RequestsSummary, u64, u64)>,
+    per: Vec<(RequestsSummary, u64, u64)>,
 }
 
 impl TenantRecords {
     /// One entry per tenant, with that tenant's SLO targets.
-    pub fn new(slos: &[Option<metrics::SloTargets>]) -> TenantRecords {
+    pub fn new(slos: &[Option<SloTargets>]) -> TenantRecords {
         TenantRecords {
             per: slos
                 .iter()
-                .map(|&slo| (metrics::RequestsSummary::new(slo), 0, 0))
+                .map(|&slo| (RequestsSummary::new(slo), 0, 0))
                 .collect(),
         }
     }
@@ -130,8 +132,7 @@ pub fn build_from(
 ) -> Result<TenancyReport, String> {
     let mut out = Vec::with_capacity(tenants.len());
     for (meta, (acc, prompt, output)) in tenants.iter().zip(acc.per) {
-        let mut s = Summary::default();
-        acc.finish(Dist::default(), duration, gpus, &mut s)?;
+        let s = acc.finish(Dist::default(), duration, gpus)?;
         out.push(TenantSummary {
             name: meta.name.to_string(),
             priority: meta.priority,

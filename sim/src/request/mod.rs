@@ -1,6 +1,8 @@
 //! Requests as the simulator tracks them: one slab entry per request, indexed
 //! by id, holding what the per-request record reports.
 
+pub mod summary;
+
 use crate::attribution::Attribution;
 use crate::scenario::SloTargets;
 use crate::time::{nanos_to_ms, SimTime};
