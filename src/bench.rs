@@ -7,7 +7,12 @@ use std::time::Instant;
 
 /// Llama-3.1-8B on H100s with chat-like lengths, loaded to roughly 70 % of
 /// capacity (≈ 16 req/s per replica; the fleet saturates near 22): the quickstart's shape at fleet scale.
-fn scenario(requests: u64, replicas: u32, attribution: bool) -> Result<Scenario> {
+fn scenario(
+    requests: u64,
+    replicas: u32,
+    attribution: bool,
+    decode_runs: bool,
+) -> Result<Scenario> {
     let rate = 16.0 * replicas as f64;
     let text = format!(
         r#"
@@ -24,6 +29,7 @@ replicas = {replicas}
 router = "least-outstanding"
 [engine]
 max_model_len = 16384
+decode_runs = {decode_runs}
 [workload]
 arrival = {{ process = "poisson", rate = {rate} }}
 prompt_tokens = {{ dist = "lognormal", mean = 1000, cv = 1.0, max = 8192 }}
@@ -54,8 +60,7 @@ pub fn run(
     attribution: bool,
     decode_runs: bool,
 ) -> Result<()> {
-    let mut s = scenario(requests, replicas, attribution)?;
-    s.file.engine.decode_runs = decode_runs;
+    let s = scenario(requests, replicas, attribution, decode_runs)?;
     outln!(
         "bench: {requests} requests, {replicas} replicas of Llama-3.1-8B on H100-SXM, {} run(s), 1 thread",
         repeat.max(1)

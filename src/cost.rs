@@ -265,7 +265,7 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
     ];
     for (flag, key, value) in flags {
         if let Some(v) = value {
-            sim::sweep::keypath::set(&mut table, key, v)
+            sim::config::keypath::set(&mut table, key, v)
                 .map_err(|m| anyhow!("{flag}: cannot set {key} in {origin}: {m}"))?;
         }
     }

@@ -197,16 +197,12 @@ fn simulate(
     lenient: bool,
     step_by_step: bool,
 ) -> Result<()> {
-    let mut scenario = Scenario::load(path)?;
-    if step_by_step {
-        scenario.file.engine.decode_runs = false;
-    }
-    if let Some(seed) = seed {
-        scenario.file.seed = seed;
-    }
-    if lenient {
-        scenario.file.workload.set_lenient();
-    }
+    let overrides = sim::scenario::Overrides {
+        seed,
+        step_by_step,
+        lenient,
+    };
+    let scenario = Scenario::load_with(path, &overrides)?;
     for n in &scenario.notes {
         eprintln!("warning: {n}");
     }

@@ -266,10 +266,11 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
         bail!("the URL must start with http:// (got {:?})", a.url);
     }
-    let mut scenario = Scenario::load(&a.scenario)?;
-    if let Some(seed) = a.seed {
-        scenario.file.seed = seed;
-    }
+    let overrides = sim::scenario::Overrides {
+        seed: a.seed,
+        ..Default::default()
+    };
+    let scenario = Scenario::load_with(&a.scenario, &overrides)?;
     let cfg = serve::observe::ObserveConfig {
         url: a.url.clone(),
         model: a

@@ -40,6 +40,51 @@ fn another_seed_gives_other_arrivals() {
     assert_eq!(s["seed"], 43);
 }
 
+/// Command-line overrides are the file's own keys: `--seed 7 --step-by-step`
+/// on a scenario with pools writes what the same file with `seed = 7` and
+/// `decode_runs = false` writes, and an override that the file could not say
+/// is refused by key.
+#[test]
+fn command_line_overrides_equal_the_same_keys_in_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pooled = read(&repo().join("scenarios/heterogeneous.toml"))
+        .replace("requests = 6000", "requests = 600")
+        .replace(
+            "max_model_len = 8192",
+            "max_model_len = 8192\nspeculative = { num_draft_tokens = 4, acceptance_rate = 0.7, draft_cost_fraction = 0.05 }",
+        );
+    let (given, written) = (
+        tmp.path().join("given.toml"),
+        tmp.path().join("written.toml"),
+    );
+    std::fs::write(&given, &pooled).unwrap();
+    std::fs::write(
+        &written,
+        pooled.replace("seed = 11", "seed = 7").replace(
+            "max_model_len = 8192",
+            "max_model_len = 8192\ndecode_runs = false",
+        ),
+    )
+    .unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    simulate(&given, &a, &["--seed", "7", "--step-by-step"]);
+    simulate(&written, &b, &[]);
+    for f in ["requests.csv", "timeseries.csv"] {
+        assert_eq!(read(&a.join(f)), read(&b.join(f)), "{f} differs");
+    }
+    let o = run(&[
+        "simulate",
+        given.to_str().unwrap(),
+        "--seed",
+        "18446744073709551615",
+        "--out",
+        tmp.path().join("c").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("seed") && e.contains("at most"), "{e}");
+}
+
 #[test]
 fn json_flag_prints_the_summary() {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,9 +7,10 @@ use crate::chart::{
 };
 use crate::data::num;
 use crate::document::Section;
+use sim::config::keypath;
 use sim::sweep::objective::{analyze, Analysis, Objective};
 use sim::sweep::results::{cell, PointResult};
-use sim::sweep::{keypath, Grid, SweepResults};
+use sim::sweep::{Grid, SweepResults};
 use std::path::Path;
 
 fn pct(v: Option<f64>) -> String {

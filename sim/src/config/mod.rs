@@ -3,8 +3,11 @@
 //! names the host overhead `cost::runtime` prices), with their
 //! defaults: plain data, no I/O, no catalog lookups, no resolution.
 //! `scenario` re-exports them beside the rest of the scenario file.
+//! [`keypath`] edits a parsed scenario table by key path, as sweeps and
+//! command-line overrides do before resolution.
 
 pub mod engine;
+pub mod keypath;
 
 pub use engine::{BatchPolicyKind, EngineCfg, EngineRuntime, PreemptionMode, SpeculativeCfg};
 

@@ -28,6 +28,7 @@ mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;
 mod resolve;
+pub use resolve::Overrides;
 mod slo_cfg;
 mod tenants_cfg;
 mod trace_cfg;

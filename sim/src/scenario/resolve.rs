@@ -3,32 +3,112 @@
 
 use super::*;
 
+/// Settings given on the command line (`--seed`, `--step-by-step`,
+/// `--lenient`). They edit the scenario's TOML table before resolution, so
+/// they are validated like the file's own keys and reach every pool, which
+/// resolves from the same table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// `seed`.
+    pub seed: Option<u64>,
+    /// `[engine] decode_runs = false`, in every pool too.
+    pub step_by_step: bool,
+    /// `lenient = true` on every trace `[workload]` reads.
+    pub lenient: bool,
+}
+
+impl Overrides {
+    /// Applies the overrides to a parsed scenario table.
+    pub fn apply(&self, t: &mut toml::Table) -> Result<(), Invalid> {
+        use crate::config::keypath;
+        let set = |t: &mut toml::Table, k: &str, v: toml::Value| {
+            keypath::set(t, k, v).map_err(|m| (k.to_string(), m))
+        };
+        if let Some(seed) = self.seed {
+            let v = i64::try_from(seed).map_err(|_| {
+                (
+                    "seed".to_string(),
+                    format!(
+                        "--seed must be at most {} (a TOML integer), got {seed}",
+                        i64::MAX
+                    ),
+                )
+            })?;
+            set(t, "seed", v.into())?;
+        }
+        if self.step_by_step {
+            set(t, "engine.decode_runs", false.into())?;
+            let pools = keypath::get(t, "fleet.pools")
+                .and_then(toml::Value::as_array)
+                .map_or(0, Vec::len);
+            for i in 0..pools {
+                if keypath::get(t, &format!("fleet.pools.{i}.engine")).is_some() {
+                    set(
+                        t,
+                        &format!("fleet.pools.{i}.engine.decode_runs"),
+                        false.into(),
+                    )?;
+                }
+            }
+        }
+        if self.lenient {
+            // Every place a trace table may sit in `[workload]` (a trace
+            // given otherwise is left for validation to name).
+            for at in [
+                "workload.trace",
+                "workload.length_pairs.trace",
+                "workload.prompt_tokens.trace",
+                "workload.output_tokens.trace",
+            ] {
+                if keypath::get(t, at).is_some_and(toml::Value::is_table) {
+                    set(t, &format!("{at}.lenient"), true.into())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses scenario text into its table; syntax errors name the line.
+fn parse_table(text: &str, origin: &str) -> Result<toml::Table, ScenarioError> {
+    text.parse().map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|s| format!("line {}: ", line_of(text, s.start)))
+            .unwrap_or_default();
+        ScenarioError::new(
+            origin,
+            "",
+            format!(
+                "{line}TOML syntax error: {}",
+                e.message().trim().replace('\n', "; ")
+            ),
+        )
+    })
+}
+
 impl Scenario {
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        Self::load_with(path, &Overrides::default())
+    }
+
+    /// Reads a scenario file, applies command-line `overrides` to its table
+    /// and validates the result.
+    pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| ScenarioError::new(&origin, "", format!("cannot read file: {e}")))?;
-        Self::from_toml_str(&text, &origin)
+        let mut table = parse_table(&text, &origin)?;
+        overrides
+            .apply(&mut table)
+            .map_err(|(k, m)| ScenarioError::new(&origin, k, m))?;
+        Self::from_table(table, &origin)
     }
 
     /// Parses and validates scenario text; `origin` names it in errors.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let line = e
-                .span()
-                .map(|s| format!("line {}: ", line_of(text, s.start)))
-                .unwrap_or_default();
-            ScenarioError::new(
-                origin,
-                "",
-                format!(
-                    "{line}TOML syntax error: {}",
-                    e.message().trim().replace('\n', "; ")
-                ),
-            )
-        })?;
-        Self::from_table(table, origin)
+        Self::from_table(parse_table(text, origin)?, origin)
     }
 
     /// Validates an already-parsed table (sweeps edit the table, then call this).

@@ -47,27 +47,6 @@ pub enum ThinkTime {
     Lognormal { mean_s: f64, cv: f64 },
 }
 
-impl WorkloadCfg {
-    /// Makes every trace of the workload skip and count lines that do not
-    /// parse (the command line's `--lenient`).
-    pub fn set_lenient(&mut self) {
-        if let Some(t) = &mut self.trace {
-            t.lenient = true;
-        }
-        if let Some(p) = &mut self.length_pairs {
-            p.trace.lenient = true;
-        }
-        for d in [&mut self.prompt_tokens, &mut self.output_tokens]
-            .into_iter()
-            .flatten()
-        {
-            if let LengthDist::Empirical { trace: Some(t), .. } = d {
-                t.lenient = true;
-            }
-        }
-    }
-}
-
 /// Reservoir size of `length_pairs` when `max_pairs` is not given.
 pub const DEFAULT_MAX_PAIRS: u64 = 1_000_000;
 

@@ -36,8 +36,8 @@
 //! perfectly monotone in the rate; the search reports the boundary it found
 //! with the probes that bound it.
 
-use super::keypath;
 use super::SweepError;
+use crate::config::keypath;
 use crate::metrics::Summary;
 use crate::{Scenario, Simulation};
 use serde::{Deserialize, Serialize};

@@ -27,9 +27,9 @@
 //! are one dimension of the product: equally long lists whose i-th values
 //! make one option (`[[axes.zip]]` gives several such groups).
 
-use super::keypath;
 use super::objective::ObjectiveCfg;
 use super::SweepError;
+use crate::config::keypath;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -6,7 +6,7 @@
 //!   and how to sample them);
 //! * [`sample`] expands it into points (cartesian product, seeded random, or
 //!   Latin hypercube);
-//! * [`keypath`] applies a point to a clone of the scenario's TOML table, so
+//! * `config::keypath` applies a point to a clone of the scenario's TOML table, so
 //!   every point goes through the normal scenario validation;
 //! * [`plan`] checks every point before anything runs; [`run`] runs them with
 //!   rayon, one simulation per thread, in any order, and returns results in
@@ -21,7 +21,6 @@ pub mod capacity;
 pub mod checkpoint;
 pub mod deploy;
 pub mod grid;
-pub mod keypath;
 pub mod objective;
 pub mod pareto;
 pub mod plan;

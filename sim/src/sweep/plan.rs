@@ -4,10 +4,10 @@
 //! file and the key named.
 
 use super::grid::{AxisValues, Grid};
-use super::keypath;
 use super::objective::GpuHourPrice;
 use super::sample::{self, Point};
 use super::SweepError;
+use crate::config::keypath;
 use crate::Scenario;
 
 /// A checked sweep, ready to run.

@@ -38,10 +38,10 @@ pub use search::{plan_deployment, StagedOption};
 
 use super::capacity::{self, FleetUnit, HOURS_PER_MONTH};
 use super::grid::{Grid, SampleKind};
-use super::keypath;
 use super::objective::GpuHourPrice;
 use super::sample;
 use super::{Shard, SweepError};
+use crate::config::keypath;
 use crate::Scenario;
 use serde::{Deserialize, Serialize};
 

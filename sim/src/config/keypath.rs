@@ -1,6 +1,6 @@
 //! Scenario key paths (`engine.max_batched_tokens`, `workload.arrival.rate`,
-//! `tenants.0.weight`) and how a sweep point sets one in a parsed scenario
-//! table. Setting a key only edits the TOML; whether the key exists and the
+//! `tenants.0.weight`) and how a sweep point or a command-line override sets
+//! one in a parsed scenario table. Setting a key only edits the TOML; whether the key exists and the
 //! value has the right type is decided by the scenario's own validation
 //! (`Scenario::from_table`), so a sweep can vary exactly what a scenario file
 //! can say, with the same error messages.
