@@ -1,6 +1,6 @@
-//! What a run reports: per-request records, the summary (latency percentiles,
-//! throughput, goodput and SLO attainment, batching and KV use), and the
-//! per-replica time series.
+//! The summary of one run (`summary.json`): the request-derived parts
+//! (`request::summary`: counts, latency percentiles, throughput, goodput and
+//! SLO attainment), batching and KV use, and each subsystem's own report.
 
 use crate::request::Request;
 use crate::time::{Nanos, SimTime};
@@ -8,6 +8,8 @@ use crate::workload::WorkloadReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+// The types the summary is made of, under the summary's name too: readers
+// of a run's results (reports, the CLI, compare) find them in one place.
 pub use crate::records::timeseries::TimeseriesRow;
 pub use crate::request::summary::{RequestStats, RequestsSummary};
 pub use crate::stats::{Counts, Dist, Latency, PercentileVerdict, SloReport, Throughput};

@@ -134,7 +134,7 @@ impl SloCfg {
 /// The latency metrics a percentile target may name (`[slo]`
 /// `<metric>_p<NN>_ms`), in the order of `SloTargets::percentile_ms`.
 pub const SLO_METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2e"];
-/// The percentiles a summary computes (`metrics::Dist`), in the same order.
+/// The percentiles a summary computes (`stats::Dist`), in the same order.
 pub const SLO_PERCENTILES: [u32; 4] = [50, 90, 95, 99];
 
 /// The latency targets of `[slo]` as a run judges them: per-request

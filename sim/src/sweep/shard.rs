@@ -51,49 +51,43 @@ impl FromStr for Shard {
     }
 }
 
-/// Merges the outputs of every shard of one sweep. `names` label the inputs
-/// in errors (their paths). Fails unless the inputs are the `N` distinct
-/// shards of the same sweep (same scenario, grid and size) and hold every
-/// point exactly once.
-pub fn merge(parts: Vec<SweepResults>, names: &[String]) -> Result<SweepResults, SweepError> {
-    let Some(first) = parts.first() else {
-        return Err(SweepError::new(
-            "sweep merge: give the shard output folders to merge",
-        ));
-    };
-    let name = |i: usize| {
-        names
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| format!("input {i}"))
-    };
-    let count = match first.shard {
-        Some(s) => s.count,
+/// How input `i` of a merge is named in messages.
+pub fn input_name(names: &[String], i: usize) -> String {
+    names
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| format!("input {i}"))
+}
+
+/// Checks that `shards` (one per input, `None` for an input holding a
+/// whole `what`: "sweep", "plan") are the N distinct shards of one run,
+/// all present; returns N. The inputs' being of the same run is the
+/// caller's check.
+pub fn check_set(
+    shards: &[Option<Shard>],
+    names: &[String],
+    what: &str,
+) -> Result<usize, SweepError> {
+    let name = |i: usize| input_name(names, i);
+    let count = match shards.first() {
         None => {
             return Err(SweepError::new(format!(
-                "{}: holds a whole sweep, not a shard: nothing to merge",
+                "{what} merge: give the shard output folders to merge"
+            )))
+        }
+        Some(None) => {
+            return Err(SweepError::new(format!(
+                "{}: holds a whole {what}, not a shard: nothing to merge",
                 name(0)
             )))
         }
+        Some(Some(s)) => s.count,
     };
     let mut seen = vec![None::<usize>; count];
-    for (i, p) in parts.iter().enumerate() {
-        let same = p.format == first.format
-            && p.scenario_toml == first.scenario_toml
-            && p.grid_toml == first.grid_toml
-            && p.points_total == first.points_total
-            && p.axes == first.axes
-            && p.sample == first.sample;
-        if !same {
+    for (i, s) in shards.iter().enumerate() {
+        let Some(s) = *s else {
             return Err(SweepError::new(format!(
-                "{}: comes from another sweep than {} (the scenario, grid or size differ)",
-                name(i),
-                name(0)
-            )));
-        }
-        let Some(s) = p.shard else {
-            return Err(SweepError::new(format!(
-                "{}: holds a whole sweep, not a shard",
+                "{}: holds a whole {what}, not a shard",
                 name(i)
             )));
         };
@@ -112,19 +106,54 @@ pub fn merge(parts: Vec<SweepResults>, names: &[String]) -> Result<SweepResults,
             )));
         }
         seen[s.index] = Some(i);
-        if let Some(q) = p.points.iter().find(|q| !s.holds(q.index)) {
-            return Err(SweepError::new(format!(
-                "{}: point {} does not belong to shard {s}",
-                name(i),
-                q.index
-            )));
-        }
     }
     if let Some(missing) = seen.iter().position(Option::is_none) {
         return Err(SweepError::new(format!(
             "shard {missing}/{count} is missing: merge needs the outputs of all {count} shards"
         )));
     }
+    Ok(count)
+}
+
+/// Merges the outputs of every shard of one sweep. `names` label the inputs
+/// in errors (their paths). Fails unless the inputs are the `N` distinct
+/// shards of the same sweep (same scenario, grid and size) and hold every
+/// point exactly once.
+pub fn merge(parts: Vec<SweepResults>, names: &[String]) -> Result<SweepResults, SweepError> {
+    let Some(first) = parts.first() else {
+        return Err(SweepError::new(
+            "sweep merge: give the shard output folders to merge",
+        ));
+    };
+    let name = |i: usize| input_name(names, i);
+    for (i, p) in parts.iter().enumerate() {
+        let same = p.format == first.format
+            && p.scenario_toml == first.scenario_toml
+            && p.grid_toml == first.grid_toml
+            && p.points_total == first.points_total
+            && p.axes == first.axes
+            && p.sample == first.sample;
+        if !same {
+            return Err(SweepError::new(format!(
+                "{}: comes from another sweep than {} (the scenario, grid or size differ)",
+                name(i),
+                name(0)
+            )));
+        }
+        if let Some(q) = p
+            .shard
+            .and_then(|s| p.points.iter().find(|q| !s.holds(q.index)))
+        {
+            return Err(SweepError::new(format!(
+                "{}: point {} does not belong to shard {}",
+                name(i),
+                q.index,
+                p.shard.expect("found in a shard")
+            )));
+        }
+    }
+    let shards: Vec<Option<Shard>> = parts.iter().map(|p| p.shard).collect();
+    check_set(&shards, names, "sweep")?;
     let mut merged = first.clone();
     merged.shard = None;
     merged.points = parts.into_iter().flat_map(|p| p.points).collect();

@@ -11,6 +11,7 @@
 use super::search::measure_headroom;
 use super::{finish, options, DeployPlan, OptionResult};
 use crate::sweep::capacity::Probe;
+use crate::sweep::shard::{check_set, input_name};
 use crate::sweep::{Grid, SweepError};
 
 /// Merges the shard plans `parts` (named by `names` in messages) into the
@@ -20,24 +21,12 @@ pub fn merge(
     names: &[String],
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<DeployPlan, SweepError> {
-    let name = |i: usize| {
-        names
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| format!("input {i}"))
-    };
+    let name = |i: usize| input_name(names, i);
     let Some(first) = parts.first() else {
         return Err(SweepError::new(
             "plan merge: give the shard output folders to merge",
         ));
     };
-    let Some(count) = first.shard.map(|s| s.count) else {
-        return Err(SweepError::new(format!(
-            "{}: holds a whole plan, not a shard: nothing to merge",
-            name(0)
-        )));
-    };
-    let mut seen = vec![None::<usize>; count];
     for (i, p) in parts.iter().enumerate() {
         if p.format != first.format || p.inputs != first.inputs || p.query() != first.query() {
             return Err(SweepError::new(format!(
@@ -46,32 +35,9 @@ pub fn merge(
                 name(0)
             )));
         }
-        let Some(s) = p.shard else {
-            return Err(SweepError::new(format!(
-                "{}: holds a whole plan, not a shard",
-                name(i)
-            )));
-        };
-        if s.count != count {
-            return Err(SweepError::new(format!(
-                "{}: is shard {s}, not one of {count} as {} is",
-                name(i),
-                name(0)
-            )));
-        }
-        if let Some(j) = seen[s.index].replace(i) {
-            return Err(SweepError::new(format!(
-                "{} and {} are both shard {s}",
-                name(j),
-                name(i)
-            )));
-        }
     }
-    if let Some(k) = seen.iter().position(Option::is_none) {
-        return Err(SweepError::new(format!(
-            "shard {k}/{count} is missing: merge needs every shard"
-        )));
-    }
+    let shards: Vec<_> = parts.iter().map(|p| p.shard).collect();
+    check_set(&shards, names, "plan")?;
     let inputs = first.inputs.clone();
     let q = first.query();
     let scenario = first.scenario.clone();

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 const LIGHT_LOAD_DIVISOR: f64 = 1000.0;
 
 /// Format tag of `plan.json`.
-pub const FORMAT: &str = "servesim-plan/1";
+pub const FORMAT: &str = "servesim-plan/2";
 
 /// What to plan for.
 #[derive(Clone, Debug, PartialEq)]
