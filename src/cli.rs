@@ -355,6 +355,9 @@ pub struct PlanArgs {
     /// Output folder for plan.json and plan.csv [default: out/<scenario name>-plan/].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write report.html, report.md and charts/ into the output folder.
+    #[arg(long)]
+    pub report: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -369,6 +372,9 @@ pub enum PlanAction {
         /// Output folder for the merged plan.
         #[arg(long)]
         out: PathBuf,
+        /// Also write report.html, report.md and charts/ into the output folder.
+        #[arg(long)]
+        report: bool,
     },
 }
 

@@ -18,8 +18,13 @@ const OPTIONS_DIR: &str = "options";
 
 /// Runs `servesim plan` or `servesim plan merge`.
 pub fn run(args: PlanArgs) -> Result<()> {
-    if let Some(PlanAction::Merge { shards, out }) = args.action {
-        return merge_shards(&shards, &out);
+    if let Some(PlanAction::Merge {
+        shards,
+        out,
+        report,
+    }) = args.action
+    {
+        return merge_shards(&shards, &out, report);
     }
     let (Some(scenario), Some(space), Some(demand)) = (args.scenario, args.space, args.demand)
     else {
@@ -91,6 +96,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
             "this is shard {s}: the cheapest option of the whole space and its headroom come from `servesim plan merge` over every shard's folder"
         );
     }
+    if args.report {
+        crate::write_report(&out)?;
+    }
     Ok(())
 }
 
@@ -121,7 +129,7 @@ fn write(out: &Path, plan: &DeployPlan) -> Result<()> {
 }
 
 /// `servesim plan merge`: the shards' plans read back, merged, written.
-fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<()> {
+fn merge_shards(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
     let mut parts = Vec::new();
     let mut names = Vec::new();
     for d in dirs {
@@ -148,6 +156,9 @@ fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<()> {
         plan.headroom_simulations,
         out.display()
     );
+    if report {
+        crate::write_report(out)?;
+    }
     Ok(())
 }
 

@@ -91,10 +91,26 @@ fn agrees_with_exhaustive(searched: &Value, all: &Value) {
 #[test]
 fn plan_equals_the_exhaustive_grid_from_fewer_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let searched = plan(&tmp.path().join("plan"), &[]);
+    let searched = plan(&tmp.path().join("plan"), &["--report"]);
     let all = plan(&tmp.path().join("all"), &["--exhaustive", "6"]);
     agrees_with_exhaustive(&searched, &all);
     assert_eq!(searched["options"][0]["rechecked"], true);
+    // The report ranks the options in a chart whose bars name their
+    // settings on hover, and lists the pruned options with their reasons.
+    let html = read(&tmp.path().join("plan/report.html"));
+    assert!(html.contains("plan-options"), "no plan chart");
+    assert!(
+        html.contains("data-tip=\"#1: "),
+        "no hover text on the bars"
+    );
+    assert!(
+        html.contains("hardware.preset = &quot;h100-sxm&quot;"),
+        "bars name their settings"
+    );
+    assert!(
+        html.contains("cannot be split over 3 GPUs"),
+        "pruned options listed"
+    );
     let (sized, pruned) = answer(&searched);
     assert_eq!(sized.len(), 3, "{sized:?}");
     assert_eq!(pruned.len(), 5, "{pruned:?}");

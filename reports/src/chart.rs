@@ -239,6 +239,9 @@ pub struct BarPlot {
     pub y_label: String,
     pub bars: Vec<(String, f64)>,
     pub colors: Vec<RGBColor>,
+    /// Per bar, more to say on hover in the HTML report (a plan option's
+    /// settings and fleet); empty for none.
+    pub tips: Vec<String>,
 }
 
 /// A chart of either shape.

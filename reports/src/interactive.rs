@@ -392,7 +392,11 @@ pub fn bars_svg(b: &BarPlot) -> String {
         let v = if v.is_finite() { *v } else { 0.0 };
         let (x, w) = (l + slot * i as f64 + slot * 0.15, slot * 0.7);
         let y = py(&ya, v);
-        let tip = esc(&format!("{label}: {}", with_unit(v, &unit)));
+        let more = b.tips.get(i).filter(|t| !t.is_empty());
+        let tip = esc(&match more {
+            Some(t) => format!("{label}: {} — {t}", with_unit(v, &unit)),
+            None => format!("{label}: {}", with_unit(v, &unit)),
+        });
         let _ = write!(
             s,
             "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{c}\" data-tip=\"{tip}\"><title>{tip}</title></rect>",

@@ -6,7 +6,8 @@
 //!
 //! * a run (`summary.json`, `requests.csv`, `timeseries.csv`);
 //! * a sweep (`sweep.json`, and the rerun `operating-point/` run);
-//! * a capacity search (`capacity.json`).
+//! * a capacity search (`capacity.json`);
+//! * a plan (`plan.json`).
 //!
 //! A run's report ends with a "why" section (`why_report`) built by the
 //! tail analysis that `servesim explain` prints (`explain`).
@@ -21,6 +22,7 @@ pub mod document;
 pub mod explain;
 mod font;
 pub mod interactive;
+mod plan_report;
 mod run_report;
 mod sweep_report;
 mod tenant_report;
@@ -52,16 +54,16 @@ pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
     let err = |m: String| ReportError(m);
     if !dir.is_dir() {
         return Err(err(format!(
-            "{}: no such folder (give the --out folder of a simulate, sweep or capacity run)",
+            "{}: no such folder (give the --out folder of a simulate, sweep, capacity or plan run)",
             dir.display()
         )));
     }
-    let found = ["sweep.json", "capacity.json", "summary.json"]
+    let found = ["sweep.json", "capacity.json", "plan.json", "summary.json"]
         .iter()
         .any(|f| dir.join(f).exists());
     if !found {
         return Err(err(format!(
-            "{}: no summary.json, sweep.json or capacity.json here: nothing to report (run simulate, sweep or capacity first)",
+            "{}: no summary.json, sweep.json, capacity.json or plan.json here: nothing to report (run simulate, sweep, capacity or plan first)",
             dir.display()
         )));
     }
@@ -91,6 +93,11 @@ pub fn write_report(dir: &Path) -> Result<Report, ReportError> {
     }
     if dir.join("capacity.json").exists() {
         let s = capacity_report::section(dir, &charts).map_err(err)?;
+        title.get_or_insert_with(|| s.heading.clone());
+        sections.push(s);
+    }
+    if dir.join("plan.json").exists() {
+        let s = plan_report::section(dir, &charts).map_err(err)?;
         title.get_or_insert_with(|| s.heading.clone());
         sections.push(s);
     }

@@ -333,6 +333,7 @@ fn per_replica_bars(prefix: &str, reqs: &Csv, done: &[bool], replicas: usize, s:
             .map(|(i, c)| (i.to_string(), c))
             .collect(),
         colors: vec![PALETTE[0]],
+        tips: Vec::new(),
     })
 }
 
@@ -396,6 +397,7 @@ fn per_tenant_bars(prefix: &str, path: &Path, s: &Value) -> Result<Option<Chart>
         y_label: y_label.into(),
         bars,
         colors: vec![PALETTE[0]],
+        tips: Vec::new(),
     })))
 }
 
@@ -426,6 +428,7 @@ fn outcome_bars(prefix: &str, s: &Value) -> Chart {
         y_label: "requests".into(),
         bars,
         colors,
+        tips: Vec::new(),
     })
 }
 

@@ -41,6 +41,7 @@ pub fn charts(prefix: &str, s: &Value) -> Vec<Chart> {
             y_label: y.into(),
             bars,
             colors: vec![color],
+            tips: Vec::new(),
         })
     };
     let mut out = Vec::new();

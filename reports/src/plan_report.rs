@@ -1,0 +1,241 @@
+//! The report of `servesim plan` (`plan.json`): the ranked options with
+//! their fleets and costs, a chart of the sized options' monthly cost (each
+//! bar's settings, fleet and SLO attainment on hover), and the pruned
+//! options with the reason each lost.
+
+use crate::chart::{self, BarPlot, Chart, GREY, PALETTE};
+use crate::document::Section;
+use sim::sweep::deploy::DeployPlan;
+use std::path::Path;
+
+/// Reads `dir/plan.json`.
+pub fn read(dir: &Path) -> Result<DeployPlan, String> {
+    let p = dir.join("plan.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not a plan.json: {e}", p.display()))
+}
+
+/// Builds the plan section, drawing its chart into `charts`.
+pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
+    let p = read(dir)?;
+    let mut sec = Section::new(format!(
+        "Plan: {} at {} requests/s",
+        p.scenario,
+        sim::figures::rate(p.demand_rps)
+    ));
+    let sized: Vec<_> = p.options.iter().filter(|o| o.fleet.is_some()).collect();
+    sec.para(format!(
+        "The cheapest deployment meeting the scenario's SLOs for at least {:.1} % of requests at {} requests/s{}, over {} options of the space ({} sized, {} pruned); {} simulations{}. A cost marked ≥ is an option checked by short runs only: its count is a lower bound, already dearer than the cheapest option checked with a long run.",
+        p.attainment_target * 100.0,
+        sim::figures::rate(p.demand_rps),
+        if p.headroom > 0.0 {
+            format!(" plus {:.0} % headroom", p.headroom * 100.0)
+        } else {
+            String::new()
+        },
+        p.options.len(),
+        sized.len(),
+        p.options.len() - sized.len(),
+        p.simulations,
+        match p.shard {
+            Some(s) => format!(" (shard {s}: merge every shard for the whole space's answer)"),
+            None => String::new(),
+        }
+    ));
+    let rows = sized
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let f = o.fleet.as_ref().expect("sized");
+            vec![
+                (i + 1).to_string(),
+                o.settings.clone(),
+                match (&f.unit, f.units) {
+                    (Some(u), Some(n)) => format!("{n} × ({u}) = {}", f.replicas),
+                    _ => f.replicas.to_string(),
+                },
+                f.gpus.to_string(),
+                format!(
+                    "{}{:.0}",
+                    if o.rechecked { "" } else { "≥ " },
+                    f.usd_per_month
+                ),
+                format!("{:.2} %", f.attainment * 100.0),
+                format!("{:.3}", f.goodput_rps_per_gpu),
+                f.headroom
+                    .map(|h| format!("{:.0} %", h * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                if o.rechecked {
+                    "long run"
+                } else {
+                    "short runs"
+                }
+                .into(),
+            ]
+        })
+        .collect();
+    sec.table(
+        &[
+            "rank",
+            "option",
+            "replicas",
+            "GPUs",
+            "$/month",
+            "SLO met",
+            "goodput/GPU (req/s)",
+            "headroom",
+            "checked",
+        ],
+        rows,
+    );
+    if !sized.is_empty() {
+        sec.figure(chart::render(&cost_chart(&p), charts)?);
+    }
+    let pruned: Vec<Vec<String>> = p
+        .options
+        .iter()
+        .filter(|o| o.fleet.is_none())
+        .map(|o| {
+            vec![
+                o.settings.clone(),
+                o.simulations.to_string(),
+                o.pruned.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if !pruned.is_empty() {
+        sec.table(&["pruned option", "simulations", "why it lost"], pruned);
+    }
+    Ok(sec)
+}
+
+/// Monthly cost of every sized option, in rank order; the cheapest in the
+/// winner's colour, options checked by short runs only in grey.
+fn cost_chart(p: &DeployPlan) -> Chart {
+    let sized: Vec<_> = p.options.iter().filter(|o| o.fleet.is_some()).collect();
+    let colors = sized
+        .iter()
+        .enumerate()
+        .map(|(i, o)| match (i, o.rechecked) {
+            (0, _) => PALETTE[2],
+            (_, true) => PALETTE[0],
+            (_, false) => GREY,
+        })
+        .collect();
+    Chart::Bars(BarPlot {
+        name: "plan-options".into(),
+        title: format!(
+            "Monthly cost of each option at {} requests/s — {}",
+            sim::figures::rate(p.demand_rps),
+            p.scenario
+        ),
+        x_label: "option, by rank".into(),
+        y_label: "cost per month (USD)".into(),
+        bars: sized
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let f = o.fleet.as_ref().expect("sized");
+                (format!("#{}", i + 1), f.usd_per_month)
+            })
+            .collect(),
+        colors,
+        tips: sized
+            .iter()
+            .map(|o| {
+                let f = o.fleet.as_ref().expect("sized");
+                format!(
+                    "{}; {} replicas, {} GPUs at ${:.2}/GPU-hour; {:.2} % met; {}",
+                    o.settings,
+                    f.replicas,
+                    f.gpus,
+                    f.gpu_hour_usd,
+                    f.attainment * 100.0,
+                    if o.rechecked {
+                        "checked with a long run"
+                    } else {
+                        "short runs only: a lower bound"
+                    }
+                )
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::sweep::deploy::{OptionResult, PlanInputs, SizedFleet};
+
+    fn option(index: usize, usd: f64, rechecked: bool) -> OptionResult {
+        OptionResult {
+            index,
+            settings: format!("hardware.preset = \"hw{index}\""),
+            hardware: Some(format!("HW{index}")),
+            simulations: 10,
+            fleet: Some(SizedFleet {
+                replicas: 3,
+                gpus_per_replica: 1,
+                unit: None,
+                units: None,
+                gpus: 3,
+                gpu_hour_usd: 2.5,
+                usd_per_month: usd,
+                attainment: 0.995,
+                goodput_rps_per_gpu: 10.0,
+                headroom: None,
+                max_load_rps: None,
+            }),
+            pruned: None,
+            rechecked,
+        }
+    }
+
+    /// Each option's bar says on hover which option it is, its fleet and
+    /// whether a long run checked it; pruned options are listed with why.
+    #[test]
+    fn the_plan_section_ranks_options_and_names_each_bar() {
+        let mut pruned = option(2, 0.0, false);
+        pruned.fleet = None;
+        pruned.pruned = Some("3 does not divide 32 heads".into());
+        let plan = DeployPlan {
+            format: sim::sweep::deploy::FORMAT.into(),
+            scenario: "q".into(),
+            demand_rps: 70.0,
+            headroom: 0.0,
+            attainment_target: 0.99,
+            tolerance: 0.01,
+            shard: None,
+            options: vec![option(1, 5453.0, true), option(0, 7643.0, false), pruned],
+            best: Some(1),
+            simulations: 21,
+            headroom_simulations: 0,
+            inputs: PlanInputs {
+                scenario_toml: String::new(),
+                scenario_origin: "q.toml".into(),
+                space_toml: String::new(),
+                space_origin: "s.toml".into(),
+            },
+        };
+        let svg = crate::interactive::svg(&cost_chart(&plan));
+        assert!(svg.contains("data-tip=\"#1: "), "{svg}");
+        assert!(svg.contains("hw1"), "{svg}");
+        assert!(svg.contains("short runs only"), "{svg}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("plan.json"),
+            serde_json::to_string(&plan).unwrap(),
+        )
+        .unwrap();
+        let charts = dir.path().join("charts");
+        std::fs::create_dir_all(&charts).unwrap();
+        let sec = section(dir.path(), &charts).unwrap();
+        let md = crate::document::Doc {
+            title: "t".into(),
+            sections: vec![sec],
+        }
+        .markdown();
+        assert!(md.contains("≥ 7643"), "{md}");
+        assert!(md.contains("3 does not divide 32 heads"), "{md}");
+    }
+}
