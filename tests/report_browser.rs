@@ -235,3 +235,59 @@ fn report_why_section_renders_in_headless_chromium() {
         png.len()
     );
 }
+
+/// A plan's page: its cost chart renders, a bar's tooltip names the
+/// option's settings, and the page has no script errors.
+#[test]
+fn plan_report_renders_and_its_bars_name_their_options_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("qs.toml");
+    std::fs::write(&scenario, small_quickstart(300)).unwrap();
+    let space = tmp.path().join("space.toml");
+    std::fs::write(
+        &space,
+        "[objective]\ngpu_hour_usd = { \"h100-sxm\" = 2.49, \"h200\" = 3.49 }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\", \"h200\"]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("plan");
+    let o = run(&[
+        "plan",
+        scenario.to_str().unwrap(),
+        "--space",
+        space.to_str().unwrap(),
+        "--demand",
+        "10",
+        "--tolerance",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = out.join("report.html");
+    let html = read(&page);
+    assert!(
+        html.contains("id=\"ichart-plan-options\""),
+        "the cost chart is interactive"
+    );
+    assert!(!html.contains("<script src") && !html.contains("href=\"http"));
+    let Some(dom) = loaded_dom(&page, &tmp.path().join("profile")) else {
+        return;
+    };
+    assert_eq!(
+        attr(&dom, "data-charts-broken"),
+        Some(0),
+        "a chart rendered empty"
+    );
+    assert_eq!(
+        attr(&dom, "data-errors"),
+        Some(0),
+        "script errors: {:?}",
+        text_attr(&dom, "data-error-text")
+    );
+    let tip = text_attr(&dom, "data-tooltip").expect("the self-check hovered a bar");
+    assert!(
+        tip.starts_with("#1: ") && tip.contains("hardware.preset") && tip.contains("USD"),
+        "the tooltip names the option, its cost and unit: {tip}"
+    );
+}
