@@ -10,57 +10,13 @@ use std::collections::BTreeMap;
 
 // The types the summary is made of, under the summary's name too: readers
 // of a run's results (reports, the CLI, compare) find them in one place.
+pub use crate::kv::prefix_cache::PrefixCacheReport;
 pub use crate::records::timeseries::TimeseriesRow;
+pub use crate::replica::report::EngineReport;
 pub use crate::request::summary::{RequestStats, RequestsSummary};
 pub use crate::stats::{Counts, Dist, Latency, PercentileVerdict, SloReport, Throughput};
 
 pub use crate::scenario::{describe_slo, SloTargets, SLO_METRICS, SLO_PERCENTILES};
-
-/// Batching and memory behaviour.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct EngineReport {
-    /// Batch policy (`[engine] policy`).
-    pub policy: String,
-    /// Preemption mode (`[engine] preemption`).
-    pub preemption_mode: String,
-    pub iterations: u64,
-    /// Mean sequences per iteration.
-    pub mean_batch_size: f64,
-    /// Mean tokens per iteration.
-    pub mean_batch_tokens: f64,
-    /// Mean fraction of time replicas were running an iteration.
-    pub busy_fraction: f64,
-    /// Time-weighted mean of KV blocks used / total, over replicas and the run.
-    pub kv_util_mean: f64,
-    /// Highest KV use reached on any replica.
-    pub kv_util_max: f64,
-    pub preemptions: u64,
-    /// Preemptions that swapped KV to host memory (the rest recomputed).
-    pub swap_outs: u64,
-    pub preempted_requests: u64,
-    /// Mean tokens per speculative verification step (None without speculation).
-    pub spec_tokens_per_step: Option<f64>,
-    /// Prefix-cache effect (None when prefix caching is off).
-    pub prefix_cache: Option<PrefixCacheReport>,
-}
-
-/// Prefix-cache counters summed over replicas. Hit rates count each
-/// request's first admission (a recompute after preemption is not a lookup).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct PrefixCacheReport {
-    /// Prompt tokens served from cache / prompt tokens looked up.
-    pub token_hit_rate: f64,
-    /// Hashed prompt blocks found / looked up.
-    pub block_hit_rate: f64,
-    pub lookup_tokens: u64,
-    pub hit_tokens: u64,
-    pub lookup_blocks: u64,
-    pub hit_blocks: u64,
-    pub inserted_blocks: u64,
-    pub evicted_blocks: u64,
-    pub cached_blocks_at_end: u64,
-    pub pinned_blocks_at_end: u64,
-}
 
 /// The summary of one run (`summary.json`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -693,6 +693,24 @@ fn mix_keyed(h: u64, ik: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Prefix-cache counters summed over replicas. Hit rates count each
+/// request's first admission (a recompute after preemption is not a lookup).
+#[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
+pub struct PrefixCacheReport {
+    /// Prompt tokens served from cache / prompt tokens looked up.
+    pub token_hit_rate: f64,
+    /// Hashed prompt blocks found / looked up.
+    pub block_hit_rate: f64,
+    pub lookup_tokens: u64,
+    pub hit_tokens: u64,
+    pub lookup_blocks: u64,
+    pub hit_blocks: u64,
+    pub inserted_blocks: u64,
+    pub evicted_blocks: u64,
+    pub cached_blocks_at_end: u64,
+    pub pinned_blocks_at_end: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

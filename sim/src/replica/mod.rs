@@ -17,6 +17,7 @@ pub mod decode_run;
 pub mod fork;
 pub mod handoff;
 pub mod policy;
+pub mod report;
 mod run_join;
 mod sched;
 pub mod speculative;

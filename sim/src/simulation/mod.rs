@@ -5,8 +5,11 @@
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
 use crate::engine::EventQueue;
+use crate::kv::prefix_cache::PrefixCacheReport;
 use crate::kv::BlockAllocator;
-use crate::metrics::{EngineReport, PrefixCacheReport, Summary, TimeseriesRow};
+use crate::metrics::Summary;
+use crate::records::timeseries::TimeseriesRow;
+use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId, Status};
 use crate::scenario::Scenario;
