@@ -187,6 +187,29 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
         assert!(e.contains(want), "expected {want:?}: {e}");
         assert!(!e.contains("panicked"), "{e}");
     }
+    // Targets the capacity search would refuse are refused before any run
+    // (a tolerance of 0 would bisect forever).
+    for (flag, value, want) in [
+        ("--tolerance", "0", "--tolerance must be in (0, 1)"),
+        ("--attainment", "1.5", "--attainment must be in (0, 1]"),
+        ("--headroom", "-5", "--headroom must be a percentage ≥ 0"),
+    ] {
+        let o = run(&[
+            "plan",
+            scenario.to_str().unwrap(),
+            "--space",
+            repo().join(SPACE).to_str().unwrap(),
+            "--demand",
+            "10",
+            flag,
+            value,
+            "--out",
+            tmp.path().join("o").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{flag} {value} was accepted");
+        let e = stderr(&o);
+        assert!(e.contains(want), "expected {want:?}: {e}");
+    }
 }
 
 /// A disaggregated space: prefill:decode units and a colocated replica,

@@ -699,7 +699,7 @@ pub fn gpus_per_unit(s: &Scenario) -> u32 {
 /// The largest fleet a search may try (the scenario's own limit).
 const MAX_REPLICAS: u32 = 100_000;
 
-fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
+pub(super) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
     let bad = |m: String| Err(SweepError::new(m));
     if !(q.attainment > 0.0 && q.attainment <= 1.0) {
         return bad(format!(

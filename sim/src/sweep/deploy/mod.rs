@@ -69,6 +69,20 @@ impl PlanQuery {
     pub fn sized_for_rps(&self) -> f64 {
         self.demand_rps * (1.0 + self.headroom)
     }
+
+    /// Refuses a demand, headroom, attainment or tolerance the capacity
+    /// search would refuse (a tolerance of 0 would bisect forever).
+    pub fn check(&self) -> Result<(), SweepError> {
+        capacity::check_query(&capacity::CapacityQuery {
+            attainment: self.attainment,
+            replicas: 1,
+            demand_rps: Some(self.demand_rps),
+            headroom: self.headroom,
+            spare: 0,
+            gpu_hour_usd: None,
+            tolerance: self.tolerance,
+        })
+    }
 }
 
 /// One option of the space and how it fared.
@@ -356,6 +370,7 @@ pub fn exhaustive(
     max_replicas: u32,
 ) -> Result<DeployPlan, SweepError> {
     use rayon::prelude::*;
+    q.check()?;
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
     let base: toml::Table = scenario_toml
         .parse()

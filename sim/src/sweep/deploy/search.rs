@@ -114,6 +114,7 @@ pub fn plan_deployment(
     checkpoint: Option<&Checkpoint<StagedOption>>,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<DeployPlan, SweepError> {
+    q.check()?;
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
     if base_scenario.file.slo.is_none() {
         return Err(SweepError::new(format!(
