@@ -168,3 +168,32 @@ fn a_trace_is_scaled_to_the_demand() {
         assert!(at(n - 1) < 0.99);
     }
 }
+
+/// With pools the search counts units of them, and the report says so: its
+/// fleet-size axis and rows name the unit, not replicas.
+#[test]
+fn a_pooled_capacity_report_counts_units() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = read(&repo().join("scenarios/disaggregation.toml"))
+        .replace("requests = 3000", "requests = 400");
+    let p = tmp.path().join("disagg.toml");
+    std::fs::write(&p, text).unwrap();
+    let out = tmp.path().join("cap");
+    let o = run(&[
+        "capacity",
+        p.to_str().unwrap(),
+        "--demand",
+        "4",
+        "--tolerance",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = read(&out.join("report.md"));
+    assert!(md.contains("fewest units at the demand"), "{md}");
+    assert!(md.contains(" unit") && md.contains("prefill + "), "{md}");
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("units of "), "the fleet-size axis names the unit");
+}

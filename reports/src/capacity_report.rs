@@ -14,8 +14,10 @@ pub fn read(dir: &Path) -> Result<CapacityReport, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: not a capacity.json: {e}", p.display()))
 }
 
-fn replicas(n: u32) -> String {
-    format!("{n} replica{}", if n == 1 { "" } else { "s" })
+/// A probe's count as the search counted it: replicas, or with pools
+/// units of them ("2 units (2 prefill + 4 decode)").
+fn count(c: &CapacityReport, n: u32) -> String {
+    sim::sweep::capacity::fleet_count(c.unit.as_ref(), n)
 }
 
 fn probe_text(p: &Probe) -> String {
@@ -44,7 +46,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let m = &c.max_load;
     let mut rows = vec![
         vec![
-            format!("highest rate within the SLOs, {}", replicas(m.replicas)),
+            format!("highest rate within the SLOs, {}", count(&c, m.replicas)),
             format!(
                 "{} requests/s ({} per replica)",
                 sim::figures::rate(m.rate_rps),
@@ -57,38 +59,44 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
             format!("{} requests/s", sim::figures::rate(m.fails_at_rps)),
         ],
     ];
+    // With pools the searches count units of them.
+    let what = if c.unit.is_some() {
+        "units"
+    } else {
+        "replicas"
+    };
     if let Some(s) = &c.sizing {
         rows.push(vec![
             "peak demand".into(),
             format!("{} requests/s", sim::figures::rate(s.demand_rps)),
         ]);
         rows.push(vec![
-            "fewest replicas at the demand".into(),
-            format!("{} ({})", s.replicas_min, probe_text(&s.at_min)),
+            format!("fewest {what} at the demand"),
+            format!("{} ({})", count(&c, s.replicas_min), probe_text(&s.at_min)),
         ]);
         if let Some(b) = &s.below_min {
             rows.push(vec![
-                format!("with {}", replicas(b.replicas)),
+                format!("with {}", count(&c, b.replicas)),
                 probe_text(b),
             ]);
         }
         if s.headroom > 0.0 {
             rows.push(vec![
                 format!(
-                    "fewest replicas with {:.0} % headroom ({} requests/s)",
+                    "fewest {what} with {:.0} % headroom ({} requests/s)",
                     s.headroom * 100.0,
                     sim::figures::rate(s.sized_for_rps)
                 ),
                 format!(
                     "{} ({})",
-                    s.replicas_with_headroom,
+                    count(&c, s.replicas_with_headroom),
                     probe_text(&s.at_headroom)
                 ),
             ]);
         }
         rows.push(vec![
-            format!("fleet with {} spare replica(s) (N+{})", s.spare, s.spare),
-            format!("{} replicas = {} GPUs", s.replicas_total, s.gpus_total),
+            format!("fleet with {} spare {what} (N+{})", s.spare, s.spare),
+            format!("{} = {} GPUs", count(&c, s.replicas_total), s.gpus_total),
         ]);
         rows.push(vec![
             "cost per month".into(),
@@ -138,7 +146,7 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         format!(
             "SLO attainment vs offered load — {}, {}",
             c.scenario,
-            replicas(m.replicas)
+            count(c, m.replicas)
         ),
         "offered load (requests/s)",
         "requests meeting the SLOs (%)",
@@ -177,7 +185,7 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         format!(
             "TTFT p99 vs offered load — {}, {}",
             c.scenario,
-            replicas(m.replicas)
+            count(c, m.replicas)
         ),
         "offered load (requests/s)",
         format!("TTFT p99 (ms{})", if y_log { ", log scale" } else { "" }),
@@ -206,7 +214,10 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         let mut r = XyPlot::new(
             "capacity-replicas",
             format!("SLO attainment vs fleet size — {}", c.scenario),
-            "replicas",
+            match &c.unit {
+                Some(u) => format!("units of {}", u.shape),
+                None => "replicas".into(),
+            },
             "requests meeting the SLOs (%)",
         );
         for (i, (search, label)) in [
