@@ -44,6 +44,8 @@ pub fn run(args: PlanArgs) -> Result<()> {
         attainment: args.attainment,
         tolerance: args.tolerance,
     };
+    // Before the output folder is locked or a checkpoint opened.
+    q.check()?;
     let shard = args.shard.unwrap_or(Shard::ALL);
     if args.exhaustive.is_some() && shard != Shard::ALL {
         bail!("--exhaustive runs the whole space for comparison; it takes no --shard");
