@@ -195,5 +195,8 @@ fn a_pooled_capacity_report_counts_units() {
     assert!(md.contains("fewest units at the demand"), "{md}");
     assert!(md.contains(" unit") && md.contains("prefill + "), "{md}");
     let html = read(&out.join("report.html"));
-    assert!(html.contains("units of "), "the fleet-size axis names the unit");
+    assert!(
+        html.contains("units of "),
+        "the fleet-size axis names the unit"
+    );
 }
