@@ -1,0 +1,308 @@
+//! The searches over one scenario's probes: the highest sustainable rate
+//! (bracket, then bisect), the fewest replicas at a rate (gallop, then
+//! bisect), and the long-horizon re-check of a find; and the two stages a
+//! plan runs them in ([`size_short`], [`verify_long`]).
+
+use super::probe::{Prober, VERIFY_HORIZON_FACTOR};
+use super::{fleet_count, MaxLoad, Probe, MAX_REPLICAS};
+use crate::sweep::SweepError;
+use std::collections::BTreeMap;
+
+/// A fleet count a search found: the count, its probe, and the probe of
+/// the count one below (none when the count is 1).
+pub type Found = (u32, Probe, Option<Probe>);
+
+/// The short-horizon stage of sizing a fleet for `rate` (a plan's first
+/// stage): the highest load one replica (or unit) sustains, bracketed and
+/// bisected to `tolerance`, then the fewest replicas meeting the SLOs at
+/// `rate`, galloping from the estimate it gives. Returns the find and the
+/// number of probes run. The long re-check is [`verify_long`].
+pub fn size_short(
+    scenario_toml: &str,
+    origin: &str,
+    attainment: f64,
+    tolerance: f64,
+    rate: f64,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<(Found, usize), SweepError> {
+    let (p, s, base_rate) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let written = if p.unit.is_some() {
+        1
+    } else {
+        s.file.fleet.replicas.max(1)
+    };
+    let mut probes = Vec::new();
+    let max_load = max_rate(&p, 1, base_rate / written as f64, tolerance, &mut probes)?;
+    let guess = guess_replicas(origin, rate, max_load.per_replica_rps)?;
+    let (n, at, below, more) = min_replicas(&p, "demand", rate, guess)?;
+    Ok(((n, at, below), probes.len() + more.len()))
+}
+
+/// The long-horizon re-check of a short find (see [`verify`]): the
+/// verified find and the number of probes it ran.
+pub fn verify_long(
+    scenario_toml: &str,
+    origin: &str,
+    attainment: f64,
+    rate: f64,
+    found: Found,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<(Found, usize), SweepError> {
+    let (p, _, _) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let mut probes = Vec::new();
+    let f = verify(&p, "demand", rate, found, &mut probes)?;
+    Ok((f, probes.len()))
+}
+
+/// Whether the long re-check may find a *smaller* fleet than a short
+/// find: the short probe one below met the attainment target and missed
+/// only the steady-state verdict. Otherwise the re-check only keeps or
+/// grows the count, so the short find is a lower bound.
+pub fn is_shaky(found: &Found, attainment: f64) -> bool {
+    found
+        .2
+        .as_ref()
+        .is_some_and(|b| !b.meets_slo && b.attainment >= attainment)
+}
+
+/// The replica count a search for `rate` starts from, at `per_replica`
+/// req/s each; an error when it passes the largest fleet.
+pub(super) fn guess_replicas(origin: &str, rate: f64, per_replica: f64) -> Result<u32, SweepError> {
+    let need = rate / per_replica;
+    if need.is_nan() || need > MAX_REPLICAS as f64 {
+        return Err(SweepError::new(format!(
+            "{origin}: {} req/s needs about {need:.3e} replicas at the {} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
+            crate::figures::rate(rate),
+            crate::figures::rate(per_replica)
+        )));
+    }
+    let guess = need.ceil();
+    Ok(if guess.is_finite() {
+        guess.clamp(1.0, MAX_REPLICAS as f64) as u32
+    } else {
+        1
+    })
+}
+
+/// Bracket the boundary by doubling or halving, then bisect.
+pub(super) fn max_rate(
+    p: &Prober,
+    replicas: u32,
+    start: f64,
+    tol: f64,
+    probes: &mut Vec<Probe>,
+) -> Result<MaxLoad, SweepError> {
+    // Halving 20 times spans a factor of a million below the start.
+    const STEPS: u32 = 20;
+    let mut run = |rate: f64| -> Result<Probe, SweepError> {
+        let r = p.probe("rate", replicas, rate)?;
+        probes.push(r.clone());
+        Ok(r)
+    };
+    let first = run(start)?;
+    let (mut lo, mut hi) = if first.meets_slo {
+        let mut lo = first;
+        loop {
+            if lo.rate_rps > 1e9 {
+                return Err(SweepError::new(format!(
+                    "{}: still meets the SLOs at {} req/s: the horizon may be too short to load the fleet",
+                    p.origin, crate::figures::rate(lo.rate_rps)
+                )));
+            }
+            let next = run(lo.rate_rps * 2.0)?;
+            if !next.meets_slo {
+                break (lo, next);
+            }
+            lo = next;
+        }
+    } else {
+        let mut hi = first;
+        let mut i = 0;
+        loop {
+            i += 1;
+            if i > STEPS {
+                return Err(SweepError::new(format!(
+                    "{}: {} miss the SLOs even at {} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
+                    p.origin, fleet_count(p.unit.as_ref(), replicas), crate::figures::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
+                )));
+            }
+            let next = run(hi.rate_rps / 2.0)?;
+            if next.meets_slo {
+                break (next, hi);
+            }
+            hi = next;
+        }
+    };
+    while hi.rate_rps - lo.rate_rps > tol * hi.rate_rps {
+        let mid = run((lo.rate_rps + hi.rate_rps) / 2.0)?;
+        if mid.meets_slo {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(MaxLoad {
+        replicas,
+        rate_rps: lo.rate_rps,
+        per_replica_rps: lo.rate_rps / replicas as f64,
+        fails_at_rps: hi.rate_rps,
+        at: lo,
+    })
+}
+
+/// Re-simulates the fleet a search found with a [`VERIFY_HORIZON_FACTOR`]×
+/// longer horizon, adding replicas (1, 2, 4, … then bisecting back) until
+/// that long run meets the SLOs — or, when it does and the short probe one
+/// below missed only the steady-state verdict, removing them the same way
+/// while the long run still meets them. Returns the verified size, its
+/// probe, and the probe below it.
+pub(super) fn verify(
+    p: &Prober,
+    search: &str,
+    rate: f64,
+    found: (u32, Probe, Option<Probe>),
+    probes: &mut Vec<Probe>,
+) -> Result<(u32, Probe, Option<Probe>), SweepError> {
+    let label = format!("verify {search}");
+    let mut run = |n: u32| -> Result<Probe, SweepError> {
+        let r = p.probe_with(&label, n, rate, VERIFY_HORIZON_FACTOR)?;
+        probes.push(r.clone());
+        Ok(r)
+    };
+    let (n, _, below) = found;
+    let first = run(n)?;
+    if first.meets_slo {
+        // The short probe one below met the target but not the steady-state
+        // verdict (a short run's backlog still filling with long requests
+        // reads as growing): over the long horizon a smaller fleet may meet
+        // the SLOs too. Gallop down with long probes, then bisect, so the
+        // answer never sits above a smaller fleet the long run passes.
+        let shaky = below
+            .as_ref()
+            .is_some_and(|b| !b.meets_slo && b.attainment >= p.target);
+        if !shaky {
+            return Ok((n, first, below));
+        }
+        let (mut hi, mut hi_probe) = (n, first);
+        let mut step = 1;
+        let (mut lo, mut lo_probe) = loop {
+            let cand = hi.saturating_sub(step);
+            if cand == 0 {
+                break (0, None);
+            }
+            let r = run(cand)?;
+            if !r.meets_slo {
+                break (cand, Some(r));
+            }
+            (hi, hi_probe) = (cand, r);
+            step *= 2;
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let r = run(mid)?;
+            if r.meets_slo {
+                (hi, hi_probe) = (mid, r);
+            } else {
+                (lo, lo_probe) = (mid, Some(r));
+            }
+        }
+        return Ok((hi, hi_probe, lo_probe));
+    }
+    // The short probes passed a fleet that a long run fails: gallop up.
+    let (mut lo, mut lo_probe) = (n, first);
+    let mut step = 1;
+    let (mut hi, mut hi_probe) = loop {
+        let cand = lo.saturating_add(step);
+        if cand > MAX_REPLICAS {
+            return Err(SweepError::new(format!(
+                "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s over a long horizon",
+                p.origin
+            )));
+        }
+        let r = run(cand)?;
+        if r.meets_slo {
+            break (cand, r);
+        }
+        (lo, lo_probe) = (cand, r);
+        step *= 2;
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let r = run(mid)?;
+        if r.meets_slo {
+            (hi, hi_probe) = (mid, r);
+        } else {
+            (lo, lo_probe) = (mid, r);
+        }
+    }
+    Ok((hi, hi_probe, Some(lo_probe)))
+}
+
+pub(super) type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), SweepError>;
+
+/// Fewest replicas meeting the SLOs at `rate`: gallop from `guess` toward
+/// the boundary (steps 1, 2, 4, …), then bisect until `n` meets the SLOs and
+/// `n − 1` was simulated and does not (or `n` = 1).
+pub(super) fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> ReplicaSearch {
+    let mut seen: BTreeMap<u32, Probe> = BTreeMap::new();
+    let mut order = Vec::new();
+    let mut ok = |n: u32| -> Result<bool, SweepError> {
+        if let Some(r) = seen.get(&n) {
+            return Ok(r.meets_slo);
+        }
+        let r = p.probe(search, n, rate)?;
+        let m = r.meets_slo;
+        order.push(r.clone());
+        seen.insert(n, r);
+        Ok(m)
+    };
+    // Invariant once bracketed: `hi` meets the SLOs, `lo` does not (0 = none).
+    let (mut lo, mut hi);
+    if ok(guess)? {
+        hi = guess;
+        let mut step = 1;
+        loop {
+            let cand = hi.saturating_sub(step);
+            if cand == 0 {
+                lo = 0;
+                break;
+            }
+            if ok(cand)? {
+                hi = cand;
+                step *= 2;
+            } else {
+                lo = cand;
+                break;
+            }
+        }
+    } else {
+        lo = guess;
+        let mut step = 1;
+        loop {
+            let cand = lo.saturating_add(step);
+            if cand > MAX_REPLICAS {
+                return Err(SweepError::new(format!(
+                    "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
+                    p.origin
+                )));
+            }
+            if ok(cand)? {
+                hi = cand;
+                break;
+            }
+            lo = cand;
+            step *= 2;
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let at = seen[&hi].clone();
+    let below = (lo > 0).then(|| seen[&lo].clone());
+    Ok((hi, at, below, order))
+}
