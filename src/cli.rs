@@ -365,17 +365,21 @@ pub enum PlanAction {
     /// Merge the outputs of every shard of one plan into the plan an
     /// unsharded run gives (and measure the winner's headroom).
     #[command(after_help = "Example:\n  servesim plan merge out/plan-0 out/plan-1 --out out/plan")]
-    Merge {
-        /// Shard output folders, each holding a plan.json.
-        #[arg(required = true)]
-        shards: Vec<PathBuf>,
-        /// Output folder for the merged plan.
-        #[arg(long)]
-        out: PathBuf,
-        /// Also write report.html, report.md and charts/ into the output folder.
-        #[arg(long)]
-        report: bool,
-    },
+    Merge(MergeArgs),
+}
+
+/// `sweep merge` and `plan merge`: the shards of one run joined into one.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Shard output folders, each holding one shard's sweep.json or plan.json.
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Output folder for the merged results.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write report.html, report.md and charts/ into the output folder.
+    #[arg(long)]
+    pub report: bool,
 }
 
 /// `servesim capacity`.
@@ -419,17 +423,7 @@ pub enum SweepAction {
     #[command(
         after_help = "Example:\n  servesim sweep merge out/shard-0 out/shard-1 --out out/sweep"
     )]
-    Merge {
-        /// Shard output folders, each holding a sweep.json.
-        #[arg(required = true)]
-        shards: Vec<PathBuf>,
-        /// Output folder for the merged results.
-        #[arg(long)]
-        out: PathBuf,
-        /// Also write report.html, report.md and charts/ into the output folder.
-        #[arg(long)]
-        report: bool,
-    },
+    Merge(MergeArgs),
 }
 
 /// `servesim calibrate` flags.

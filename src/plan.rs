@@ -18,13 +18,8 @@ const OPTIONS_DIR: &str = "options";
 
 /// Runs `servesim plan` or `servesim plan merge`.
 pub fn run(args: PlanArgs) -> Result<()> {
-    if let Some(PlanAction::Merge {
-        shards,
-        out,
-        report,
-    }) = args.action
-    {
-        return merge_shards(&shards, &out, report);
+    if let Some(PlanAction::Merge(m)) = args.action {
+        return merge_shards(&m.shards, &m.out, m.report);
     }
     let (Some(scenario), Some(space), Some(demand)) = (args.scenario, args.space, args.demand)
     else {

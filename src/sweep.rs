@@ -15,11 +15,7 @@ use std::time::Instant;
 /// Runs `servesim sweep` or `servesim sweep merge`.
 pub fn run(args: SweepArgs) -> Result<()> {
     match args.action {
-        Some(SweepAction::Merge {
-            shards,
-            out,
-            report,
-        }) => merge(&shards, &out, report),
+        Some(SweepAction::Merge(m)) => merge(&m.shards, &m.out, m.report),
         None => {
             let (Some(scenario), Some(grid)) = (args.scenario, args.grid) else {
                 return Err(anyhow!("sweep needs a scenario and --grid"));

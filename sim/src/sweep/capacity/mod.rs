@@ -206,11 +206,11 @@ pub fn plan_capacity(
         None => None,
         Some(demand) => {
             let sized_for = demand * (1.0 + q.headroom);
-            guess_replicas(origin, sized_for, max_load.per_replica_rps)?;
+            // The larger count is checked first: past the largest fleet,
+            // neither search can start.
+            let guess_h = guess_replicas(origin, sized_for, max_load.per_replica_rps)?;
             let guess = guess_replicas(origin, demand, max_load.per_replica_rps)?;
             let (at_demand, at_headroom) = if q.headroom > 0.0 {
-                let guess_h =
-                    ((sized_for / max_load.per_replica_rps).ceil() as u32).clamp(1, MAX_REPLICAS);
                 rayon::join(
                     || min_replicas(&prober, "demand", demand, guess),
                     || min_replicas(&prober, "demand+headroom", sized_for, guess_h),

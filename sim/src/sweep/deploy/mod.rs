@@ -152,6 +152,18 @@ pub struct PlanInputs {
     pub space_origin: String,
 }
 
+impl PlanInputs {
+    /// The inputs of a plan of `scenario_toml` (named `origin`) over `grid`.
+    pub(super) fn of(scenario_toml: &str, origin: &str, grid: &Grid) -> PlanInputs {
+        PlanInputs {
+            scenario_toml: scenario_toml.to_string(),
+            scenario_origin: origin.to_string(),
+            space_toml: grid.text.clone(),
+            space_origin: grid.origin.clone(),
+        }
+    }
+}
+
 /// The result of `servesim plan` (`plan.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -425,12 +437,7 @@ pub fn exhaustive(
         .into_par_iter()
         .map(one)
         .collect::<Result<Vec<_>, SweepError>>()?;
-    let inputs = PlanInputs {
-        scenario_toml: scenario_toml.to_string(),
-        scenario_origin: origin.to_string(),
-        space_toml: grid.text.clone(),
-        space_origin: grid.origin.clone(),
-    };
+    let inputs = PlanInputs::of(scenario_toml, origin, grid);
     Ok(finish(base_scenario.name(), q, inputs, results))
 }
 

@@ -89,16 +89,6 @@ fn candidates(base: &toml::Table, grid: &Grid, shard: Shard) -> Result<Vec<Candi
         .collect()
 }
 
-/// The plan's inputs as `plan.json` records them.
-pub(super) fn inputs(scenario_toml: &str, origin: &str, grid: &Grid) -> PlanInputs {
-    PlanInputs {
-        scenario_toml: scenario_toml.to_string(),
-        scenario_origin: origin.to_string(),
-        space_toml: grid.text.clone(),
-        space_origin: grid.origin.clone(),
-    }
-}
-
 /// Plans the cheapest deployment of `scenario_toml` over the space `grid`
 /// for `q`, on the options `shard` holds. `on_probe` sees every simulation
 /// as it finishes with its option's index (from several threads);
@@ -158,7 +148,7 @@ pub fn plan_deployment(
     let mut plan = finish(
         base_scenario.name(),
         q,
-        inputs(scenario_toml, origin, grid),
+        PlanInputs::of(scenario_toml, origin, grid),
         results,
     );
     if shard == Shard::ALL {
