@@ -303,6 +303,11 @@ fn no_import_goes_up_a_floor_beyond_the_allowlist() {
 fn circles_of_modules_do_not_grow() {
     let tree = read_tree();
     let circles = circles(&tree.edges);
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        for c in &circles {
+            println!("circle: {}", c.join(" "));
+        }
+    }
     let largest = circles.iter().map(Vec::len).max().unwrap_or(0);
     assert!(
         largest <= LARGEST_CIRCLE,

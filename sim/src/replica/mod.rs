@@ -14,6 +14,7 @@
 pub mod attribution;
 mod cancel;
 pub mod decode_run;
+pub mod fairness;
 pub mod fork;
 pub mod handoff;
 pub mod policy;
@@ -31,12 +32,11 @@ use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::{EngineCfg, PreemptionMode};
-use crate::tenancy;
 use crate::time::{Nanos, SimTime};
+use fairness::{FairnessPolicy, Fcfs, Waiting};
 use policy::BatchPolicy;
 use speculative::Speculation;
 use std::collections::VecDeque;
-use tenancy::fairness::{FairnessPolicy, Fcfs, Waiting};
 
 /// vLLM's block-manager watermark: admission leaves 1 % of KV blocks free so
 /// that newly admitted sequences do not force immediate preemptions.

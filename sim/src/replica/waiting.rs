@@ -4,7 +4,7 @@
 use super::*;
 
 /// The waiting queue of a replica. Its order is a fairness policy's
-/// (`tenancy::fairness`; FCFS, with preempted sequences returning to the
+/// (`fairness`; FCFS, with preempted sequences returning to the
 /// front, unless the scenario names another), and it keeps per-tenant counts
 /// and the prefill tokens waiting for admission control.
 ///
@@ -64,7 +64,7 @@ impl WaitingQueue {
         self.charges_decode
     }
     pub(super) fn count(&mut self, w: &Waiting) {
-        *tenancy::fairness::queue_of(&mut self.per_tenant, w.tenant) += 1;
+        *super::fairness::queue_of(&mut self.per_tenant, w.tenant) += 1;
         self.tokens += w.tokens as u64;
         self.len += 1;
     }

@@ -1,12 +1,16 @@
 //! Requests as the simulator tracks them: one slab entry per request, indexed
 //! by id, holding what the per-request record reports.
 
+mod spec;
 pub mod summary;
+mod transfer;
+
+pub use spec::RequestSpec;
+pub use transfer::TransferRecord;
 
 use crate::attribution::Attribution;
 use crate::scenario::SloTargets;
 use crate::time::{nanos_to_ms, SimTime};
-use crate::workload::RequestSpec;
 use serde::Serialize;
 
 /// Index of a request in the run's slab (arrival order).
@@ -125,7 +129,7 @@ pub struct Request {
     pub samples: u32,
     /// Its KV cache's trip from a prefill to a decode replica, when a
     /// disaggregated fleet prefilled it remotely (`cluster::disagg`).
-    pub kv_transfer: Option<Box<crate::cluster::disagg::TransferRecord>>,
+    pub kv_transfer: Option<Box<TransferRecord>>,
     /// Origin region (index into `fleet.regions`; 0 without regions): where
     /// the request entered the fleet, whichever region served it.
     pub region: u16,

@@ -178,7 +178,7 @@ impl AdmissionCfg {
     }
 }
 
-/// Fairness policy names (see `tenancy::fairness`).
+/// Fairness policy names (see `replica::fairness`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FairnessKind {

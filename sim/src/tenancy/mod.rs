@@ -1,8 +1,8 @@
 //! Multi-tenancy: tenants with their own workloads, SLOs, priority classes
 //! and weights; admission control before the queue (token buckets, queue and
 //! concurrency caps, deadline shedding) with retries after a back-off; the
-//! fairness policies that order each replica's waiting queue; and the
-//! per-tenant report.
+//! tenants' shares that the replica's fairness policies (`replica::fairness`)
+//! order its waiting queue by; and the per-tenant report.
 //!
 //! The simulation calls in at three points: [`Tenancy::admit`] before a
 //! request is routed, [`Tenancy::on_end`] when one ends, and
@@ -11,7 +11,6 @@
 
 mod admission;
 pub mod bucket;
-pub mod fairness;
 pub mod report;
 mod source;
 
@@ -19,6 +18,7 @@ pub use report::{TenancyReport, TenantSummary};
 pub use source::{build_source, probe, tenant_seed};
 
 use crate::cost::{BatchShape, CostModel};
+use crate::replica::fairness::{self, TenantShares, Waiting};
 use crate::replica::Replica;
 use crate::request::{RejectReason, Request, Status};
 use crate::scenario::SloTargets;
@@ -26,7 +26,6 @@ use crate::scenario::{FairnessCfg, RetryCfg, Scenario, SloCfg};
 use crate::time::{secs_to_nanos, SimTime};
 use crate::workload::RequestSpec;
 use admission::{Fleet, Gate};
-use fairness::{TenantShares, Waiting};
 
 /// The tenants of a run and their admission state.
 pub struct Tenancy {
