@@ -76,7 +76,7 @@ fn probe(p: &Probe) -> String {
 /// The SLO the searches judged by, with the attainment target.
 fn slo_text(c: &CapacityReport) -> String {
     let thresholds = [c.slo_ttft_ms, c.slo_tpot_ms, c.slo_e2e_ms];
-    let targets = sim::metrics::describe_slo(thresholds, &c.slo_percentiles_ms, " and ");
+    let targets = sim::report::describe_slo(thresholds, &c.slo_percentiles_ms, " and ");
     let share = c.attainment_target * 100.0;
     if thresholds.iter().all(Option::is_none) {
         // Without a per-request threshold the attainment is the share completed.

@@ -87,7 +87,7 @@ pub fn lifecycle(l: &LifecycleReport) {
 
 /// One line per region (`[[fleet.regions]]`): demand by origin, where it was
 /// served, overflow, SLO attainment and cost.
-pub fn regions(sum: &sim::metrics::Summary) {
+pub fn regions(sum: &sim::report::Summary) {
     for r in &sum.regions {
         let slo = r
             .slo_attainment

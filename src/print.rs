@@ -3,7 +3,7 @@
 
 use sim::catalog::{self, GIB};
 use sim::figures::rate;
-use sim::metrics::{Dist, Summary};
+use sim::report::{Dist, Summary};
 use sim::Scenario;
 
 fn gib(b: f64) -> String {
@@ -620,7 +620,7 @@ fn tenants(t: &sim::tenancy::TenancyReport) {
 
 /// The run's SLO lines: attainment and goodput against the per-request
 /// thresholds, then each percentile target against the run's value.
-fn slo_lines(slo: &sim::metrics::SloReport) {
+fn slo_lines(slo: &sim::report::SloReport) {
     let thresholds = [slo.ttft_ms, slo.tpot_ms, slo.e2e_ms];
     if thresholds.iter().any(Option::is_some) {
         let shares: Vec<String> = [
@@ -633,7 +633,7 @@ fn slo_lines(slo: &sim::metrics::SloReport) {
         .collect();
         outln!(
             "SLO          {}: {:.1} % met ({}); goodput {} req/s ({} per GPU)",
-            sim::metrics::describe_slo(thresholds, &Default::default(), " & "),
+            sim::report::describe_slo(thresholds, &Default::default(), " & "),
             slo.attainment * 100.0,
             shares.join(", "),
             rate(slo.goodput_rps),

@@ -12,9 +12,9 @@ use crate::loader;
 use crate::repeat::RunSpread;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use sim::metrics::{self, Summary};
 use sim::profile::Profile;
 use sim::profiled::Profiled;
+use sim::report::{self, Summary};
 use sim::scenario::{BatchPolicyKind, PreemptionMode};
 use sim::{Scenario, Simulation};
 use std::path::{Path, PathBuf};
@@ -313,7 +313,7 @@ pub fn validate(
             duration_s: live.end.as_secs_f64(),
             ..Summary::default()
         };
-        metrics::summarize_requests(
+        report::summarize_requests(
             &live.requests,
             live.itl.clone(),
             live.end,

@@ -3,8 +3,9 @@
 //! link queues; back-pressure holds KV on the prefill pool; the conditional
 //! rule prefills locally; bad pool keys name their path.
 
+use crate::report::RunResult;
 use crate::scenario::Scenario;
-use crate::simulation::{RunResult, Simulation};
+use crate::simulation::Simulation;
 
 const BASE: &str = r#"
 name = "d"

@@ -11,8 +11,8 @@ mod stream_file;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
 use crate::attribution;
+use crate::report::RunResult;
 use crate::request::Request;
-use crate::simulation::RunResult;
 use std::fs;
 use std::io::Write;
 use std::path::Path;

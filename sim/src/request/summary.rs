@@ -1,7 +1,7 @@
 //! The request-derived parts of a run's results, folded one ended request
 //! at a time ([`RequestsSummary`]): counts by outcome, throughput, SLO
 //! attainment and goodput, latency distributions, preemptions. The run's
-//! summary (`metrics::Summary`) and each tenant's report take them from
+//! summary (`report::Summary`) and each tenant's report take them from
 //! here.
 
 use super::{RejectReason, Request, Status};

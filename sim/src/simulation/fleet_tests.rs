@@ -5,6 +5,7 @@
 use super::tests::scenario;
 use super::*;
 use crate::output;
+use crate::report::RunResult;
 
 const SERVING: &str = r#"
 [engine]

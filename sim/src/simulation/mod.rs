@@ -7,7 +7,6 @@ use crate::cost::CostModel;
 use crate::engine::EventQueue;
 use crate::kv::prefix_cache::PrefixCacheReport;
 use crate::kv::BlockAllocator;
-use crate::metrics::Summary;
 use crate::records::timeseries::TimeseriesRow;
 use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
@@ -86,9 +85,27 @@ pub struct Progress {
     pub events: u64,
 }
 
-/// Everything a run produces.
-pub struct RunResult {
-    pub summary: Summary,
+/// What a run produces: each subsystem's report and the run's records,
+/// before `report` gathers the reports into the run's summary.
+pub struct RunParts {
+    /// When the run ended: its last arrival or iteration, or the duration
+    /// horizon.
+    pub end: SimTime,
+    /// Where the (first pool's) costs come from.
+    pub cost_source: String,
+    /// Events handled, those stepped through without the queue included.
+    pub events: u64,
+    pub workload: Option<crate::workload::WorkloadReport>,
+    pub engine: EngineReport,
+    /// Counts, latency percentiles, throughput and SLO attainment.
+    pub request_stats: crate::request::summary::RequestStats,
+    pub load: crate::load::LoadReport,
+    pub tenancy: Option<crate::tenancy::TenancyReport>,
+    pub lifecycle: Option<crate::lifecycle::LifecycleReport>,
+    pub pools: Vec<crate::cluster::fleet::PoolReport>,
+    pub kv_transfer: Option<crate::cluster::disagg::TransferReport>,
+    pub canary: Option<crate::canary::report::CanaryReport>,
+    pub regions: Vec<crate::region::RegionReport>,
     pub requests: Vec<Request>,
     /// The time series, in the order sampled: past 65,536 rows it is on
     /// disk (`store`), so a long run's memory does not grow with
@@ -105,7 +122,7 @@ pub struct RunResult {
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
     /// `requests.csv`, already written while the run went
     /// ([`Simulation::stream_records`]); `requests` is then empty.
-    pub streamed_requests: std::sync::Mutex<Option<crate::output::RequestsCsv>>,
+    pub streamed_requests: Option<crate::output::RequestsCsv>,
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
@@ -480,8 +497,15 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Runs to the horizon. `progress` is called every few thousand events.
-    pub fn run(mut self, mut progress: impl FnMut(Progress)) -> Result<RunResult, RunError> {
+    /// The scenario this run simulates.
+    pub fn scenario(&self) -> &'a Scenario {
+        self.scenario
+    }
+
+    /// Runs to the horizon and returns the run's parts (`report`'s
+    /// `Simulation::run` gathers them into a summary). `progress` is called
+    /// every few thousand events.
+    pub fn simulate(mut self, mut progress: impl FnMut(Progress)) -> Result<RunParts, RunError> {
         if let Some(e) = self.init_error.take() {
             return Err(e.into());
         }
@@ -567,7 +591,7 @@ impl<'a> Simulation<'a> {
         self.finish(end)
     }
 
-    fn finish(mut self, end: SimTime) -> Result<RunResult, RunError> {
+    fn finish(mut self, end: SimTime) -> Result<RunParts, RunError> {
         let s = self.scenario;
         let workload = self.source.finish()?;
         for rep in &mut self.replicas {
@@ -576,23 +600,8 @@ impl<'a> Simulation<'a> {
         self.check_invariants()?;
 
         let f = &s.file;
-        let mut summary = Summary {
-            scenario: f.name.clone(),
-            seed: f.seed,
-            cost_source: self.costs[0].source(),
-            model: s.model.name.clone(),
-            hardware: s.hardware.name.clone(),
-            replicas: f.fleet.replicas,
-            tensor_parallel: f.fleet.tensor_parallel,
-            gpus: s.gpus(),
-            router: f.fleet.router.name().to_string(),
-            kv_blocks_per_replica: s.memory.kv_blocks,
-            block_size: f.engine.block_size,
-            duration_s: end.as_secs_f64(),
-            events: self.queue.events_processed() + self.ahead.events,
-            workload,
-            ..Summary::default()
-        };
+        let cost_source = self.costs[0].source();
+        let events = self.queue.events_processed() + self.ahead.events;
         let mut eng = EngineReport::default();
         let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
         let (mut spec_steps, mut spec_tokens) = (0u64, 0u64);
@@ -641,7 +650,6 @@ impl<'a> Simulation<'a> {
             p.block_hit_rate = p.hit_blocks as f64 / p.lookup_blocks.max(1) as f64;
         }
         eng.prefix_cache = prefix;
-        summary.engine = eng;
         self.flush_records().map_err(InvariantViolation)?;
         if let Some(v) = self.stream.violation.take() {
             return Err(InvariantViolation(v).into());
@@ -693,12 +701,11 @@ impl<'a> Simulation<'a> {
             };
             (dists, report)
         });
-        summary.absorb(dists.map_err(read_error)?);
+        let request_stats = dists.map_err(read_error)?;
         if let Some(e) = load.error() {
             return Err(read_error(e.to_string()));
         }
-        summary.load = load_report;
-        summary.tenancy = match st.tenants {
+        let tenancy = match st.tenants {
             Some(t) => self
                 .tenancy
                 .report_from(t, end, s.gpus())
@@ -706,19 +713,31 @@ impl<'a> Simulation<'a> {
             None => None,
         };
         let dip = st.dip.map(|(d, _)| d.finish());
-        summary.lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
+        let lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
         let fleet_series = self.fleet_series();
-        summary.pools = self.fleet.pool_reports(s, &self.replicas, end);
-        summary.kv_transfer = self
+        let pools = self.fleet.pool_reports(s, &self.replicas, end);
+        let kv_transfer = self
             .fleet
             .transfer_report_from(st.transfers, end)
             .map_err(read_error)?;
-        summary.canary = self.canary.as_ref().map(crate::canary::Canary::report);
-        summary.regions = self
-            .region_report(st.regions, &summary, end)
+        let canary = self.canary.as_ref().map(crate::canary::Canary::report);
+        let regions = self
+            .region_report(st.regions, lifecycle.as_ref(), end)
             .map_err(read_error)?;
-        Ok(RunResult {
-            summary,
+        Ok(RunParts {
+            end,
+            cost_source,
+            events,
+            workload,
+            engine: eng,
+            request_stats,
+            load: load_report,
+            tenancy,
+            lifecycle,
+            pools,
+            kv_transfer,
+            canary,
+            regions,
             // A streamed run's slab holds only vacant slots by now.
             requests: if self.slab.recycle {
                 Vec::new()
@@ -729,7 +748,7 @@ impl<'a> Simulation<'a> {
             attribution: f.metrics.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
-            streamed_requests: std::sync::Mutex::new(streamed),
+            streamed_requests: streamed,
             scenario_hash: crate::output::scenario_hash(s),
         })
     }

@@ -6,6 +6,7 @@
 use super::tests::scenario;
 use super::*;
 use crate::output;
+use crate::report::RunResult;
 
 const POOLS: &str = r#"
 [horizon]

@@ -1,5 +1,6 @@
 use super::tests::scenario;
 use super::*;
+use crate::report::RunResult;
 
 fn run(extra: &str) -> RunResult {
     Simulation::new(&scenario(extra)).run(|_| {}).unwrap()

@@ -6,6 +6,7 @@
 use super::tests::scenario;
 use super::*;
 use crate::output;
+use crate::report::RunResult;
 use crate::request::Status;
 
 /// Three one-pool regions; `rates` are the regions' mean rates (as three

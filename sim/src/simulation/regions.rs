@@ -4,7 +4,6 @@
 //! Runs without `[[fleet.regions]]` never enter here.
 
 use super::{InvariantViolation, Simulation};
-use crate::metrics::Summary;
 use crate::region::records::RegionRecords;
 use crate::region::RegionReport;
 use crate::request::{Request, RequestId};
@@ -74,12 +73,13 @@ impl Simulation<'_> {
         }
     }
 
-    /// The summary's `regions` rows (after `lifecycle` is filled in) from
-    /// the requests folded into `recs` as they ended.
+    /// The summary's `regions` rows from the requests folded into `recs` as
+    /// they ended, each region's GPU-hours billed as the life cycle counted
+    /// them (`lifecycle`, when the run has one).
     pub(super) fn region_report(
         &self,
         recs: Option<RegionRecords>,
-        sum: &Summary,
+        lifecycle: Option<&crate::lifecycle::LifecycleReport>,
         end: SimTime,
     ) -> Result<Vec<RegionReport>, String> {
         let (Some(rg), Some(recs)) = (&self.regions, recs) else {
@@ -87,7 +87,7 @@ impl Simulation<'_> {
         };
         let s = self.scenario;
         let hours = end.as_secs_f64() / 3600.0;
-        let gpu_hours: Vec<f64> = match &sum.lifecycle {
+        let gpu_hours: Vec<f64> = match lifecycle {
             Some(l) if l.pools.len() == s.pools.len() => {
                 l.pools.iter().map(|p| p.gpu_hours.billed).collect()
             }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::cost::{BatchShape, Roofline};
+use crate::report::{RunResult, Summary};
 
 pub(super) fn scenario(extra: &str) -> Scenario {
     let text = format!(

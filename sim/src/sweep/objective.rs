@@ -19,7 +19,7 @@
 
 use super::pareto::{self, Candidate};
 use super::results::{number_at, SweepResults};
-use crate::metrics::Summary;
+use crate::report::Summary;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

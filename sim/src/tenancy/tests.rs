@@ -2,9 +2,10 @@
 //! conservation, admission outcomes, retries, fairness effects and
 //! determinism.
 
+use crate::report::RunResult;
 use crate::request::{RejectReason, Status};
 use crate::scenario::Scenario;
-use crate::simulation::{RunResult, Simulation};
+use crate::simulation::Simulation;
 
 const HEAD: &str = r#"
 name = "t"

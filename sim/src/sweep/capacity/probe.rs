@@ -4,7 +4,7 @@
 
 use super::{fleet_count, FleetUnit, Probe};
 use crate::config::keypath;
-use crate::metrics::Summary;
+use crate::report::Summary;
 use crate::sweep::SweepError;
 use crate::{Scenario, Simulation};
 

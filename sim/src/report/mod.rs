@@ -1,6 +1,11 @@
-//! The summary of one run (`summary.json`): the request-derived parts
-//! (`request::summary`: counts, latency percentiles, throughput, goodput and
-//! SLO attainment), batching and KV use, and each subsystem's own report.
+//! The result of one run: its summary (`summary.json`) gathers the
+//! request-derived parts (`request::summary`: counts, latency percentiles,
+//! throughput, goodput and SLO attainment), batching and KV use, and each
+//! subsystem's own report; [`RunResult`] holds it beside the run's records.
+
+mod run;
+
+pub use run::RunResult;
 
 use crate::request::Request;
 use crate::time::{Nanos, SimTime};

@@ -1,0 +1,78 @@
+//! A run's result: the run's parts ([`RunParts`]) with their reports
+//! gathered into the [`Summary`], which `summary.json` writes and every
+//! reader of a run (reports, the CLI, sweeps) takes.
+
+use super::Summary;
+use crate::records::timeseries::TimeseriesRow;
+use crate::request::Request;
+use crate::simulation::{Progress, RunError, Simulation};
+use crate::store::SpillLog;
+
+/// Everything a run produces.
+pub struct RunResult {
+    pub summary: Summary,
+    pub requests: Vec<Request>,
+    /// The time series, in the order sampled (see [`RunParts::timeseries`]).
+    pub timeseries: SpillLog<TimeseriesRow>,
+    /// Whether the requests carry latency components (`[metrics]
+    /// attribution`); without them `requests.csv` has no `attr_*` columns.
+    pub attribution: bool,
+    /// Replicas by life-cycle phase per sampling tick (empty without a
+    /// life cycle): extra columns of `timeseries.csv`.
+    pub fleet_series: Vec<crate::lifecycle::FleetSample>,
+    /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
+    pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
+    /// `requests.csv`, already written while the run went; `requests` is
+    /// then empty. Behind a lock because writing the result files takes it
+    /// from a shared result.
+    pub streamed_requests: std::sync::Mutex<Option<crate::output::RequestsCsv>>,
+    /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
+    /// part of the run's identity in `summary.json`.
+    pub scenario_hash: u64,
+}
+
+impl Simulation<'_> {
+    /// Runs to the horizon and gathers the summary. `progress` is called
+    /// every few thousand events.
+    pub fn run(self, progress: impl FnMut(Progress)) -> Result<RunResult, RunError> {
+        let s = self.scenario();
+        let parts = self.simulate(progress)?;
+        let f = &s.file;
+        let mut summary = Summary {
+            scenario: f.name.clone(),
+            seed: f.seed,
+            cost_source: parts.cost_source,
+            model: s.model.name.clone(),
+            hardware: s.hardware.name.clone(),
+            replicas: f.fleet.replicas,
+            tensor_parallel: f.fleet.tensor_parallel,
+            gpus: s.gpus(),
+            router: f.fleet.router.name().to_string(),
+            kv_blocks_per_replica: s.memory.kv_blocks,
+            block_size: f.engine.block_size,
+            duration_s: parts.end.as_secs_f64(),
+            events: parts.events,
+            workload: parts.workload,
+            engine: parts.engine,
+            load: parts.load,
+            tenancy: parts.tenancy,
+            lifecycle: parts.lifecycle,
+            pools: parts.pools,
+            regions: parts.regions,
+            kv_transfer: parts.kv_transfer,
+            canary: parts.canary,
+            ..Summary::default()
+        };
+        summary.absorb(parts.request_stats);
+        Ok(RunResult {
+            summary,
+            requests: parts.requests,
+            timeseries: parts.timeseries,
+            attribution: parts.attribution,
+            fleet_series: parts.fleet_series,
+            pool_series: parts.pool_series,
+            streamed_requests: std::sync::Mutex::new(parts.streamed_requests),
+            scenario_hash: parts.scenario_hash,
+        })
+    }
+}
