@@ -36,7 +36,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     sec.para(format!(
         "A load is sustained when at least {:.1} % of requests meet {}. Every figure below is a simulation of the scenario with only the arrival rate and the replica count changed ({} simulations).",
         c.attainment_target * 100.0,
-        sim::metrics::describe_slo(
+        sim::report::describe_slo(
             [c.slo_ttft_ms, c.slo_tpot_ms, c.slo_e2e_ms],
             &c.slo_percentiles_ms,
             " and "

@@ -122,12 +122,12 @@ pub fn objective_text(obj: &Objective, a: &Analysis) -> String {
         None => "No price per GPU-hour was stated, so cost is counted in GPUs.".into(),
     };
     let thresholds = [a.slo_ttft_ms, a.slo_tpot_ms, a.slo_e2e_ms];
-    let targets = sim::metrics::describe_slo([None; 3], &a.slo_percentiles_ms, " and ");
+    let targets = sim::report::describe_slo([None; 3], &a.slo_percentiles_ms, " and ");
     let judged = if thresholds.iter().any(Option::is_some) {
         format!(
             "at least {:.1} % of its requests have {} (a rejection counts as a miss)",
             obj.attainment * 100.0,
-            sim::metrics::describe_slo(thresholds, &Default::default(), " and ")
+            sim::report::describe_slo(thresholds, &Default::default(), " and ")
         )
     } else {
         format!(
