@@ -245,7 +245,7 @@ fn simulate(
         }
     }
     let wall = wall.elapsed();
-    sim::output::write_all(&out_dir, &result)
+    sim::report::write_all(&out_dir, &result)
         .with_context(|| format!("cannot write results to {}", out_dir.display()))?;
     drop(lock);
     if json {

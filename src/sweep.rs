@@ -150,7 +150,7 @@ fn finish(plan: &Plan, results: &SweepResults, out: &Path, report: bool) -> Resu
     }
     if let Some(best) = a.best {
         let run = runner::run_full(plan, &plan.points[best])?;
-        sim::output::write_all(&op_dir, &run)
+        sim::report::write_all(&op_dir, &run)
             .with_context(|| format!("cannot write {}", op_dir.display()))?;
     }
     print_decision(plan, results, &obj, &a);

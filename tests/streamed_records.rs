@@ -36,7 +36,7 @@ fn same_both_ways(s: &Scenario, label: &str, tmp: &Path) {
     let streamed = tmp.join(format!("{label}-streamed"));
     let r = Simulation::new(s).run(|_| {}).unwrap();
     assert!(!r.requests.is_empty() || r.summary.counts.arrived == 0);
-    sim::output::write_all(&kept, &r).unwrap();
+    sim::report::write_all(&kept, &r).unwrap();
     let r = Simulation::new(s)
         .stream_records(Some(&streamed))
         .unwrap()
@@ -46,7 +46,7 @@ fn same_both_ways(s: &Scenario, label: &str, tmp: &Path) {
         r.requests.is_empty(),
         "{label}: a streamed run keeps no requests"
     );
-    sim::output::write_all(&streamed, &r).unwrap();
+    sim::report::write_all(&streamed, &r).unwrap();
     let (a, b) = (files(&kept), files(&streamed));
     assert_eq!(
         a.iter().map(|x| &x.0).collect::<Vec<_>>(),

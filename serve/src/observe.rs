@@ -602,7 +602,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
 /// Writes `summary.json`, `requests.csv`, `timeseries.csv` (empty: a remote
 /// server's queues are not visible) and `observe.csv`.
 pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<()> {
-    sim::output::write_all(dir, result)?;
+    sim::report::write_all(dir, result)?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(dir.join("observe.csv"))?);
     writeln!(
         w,

@@ -11,7 +11,6 @@ mod stream_file;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
 use crate::attribution;
-use crate::report::RunResult;
 use crate::request::Request;
 use std::fs;
 use std::io::Write;
@@ -78,15 +77,6 @@ pub struct RunIdentity {
     pub timeseries_rows: u64,
 }
 
-/// `summary.json`: the run's summary (whatever the run reports) and its
-/// identity beside it.
-#[derive(serde::Serialize)]
-struct WithRun<'a, S: serde::Serialize> {
-    #[serde(flatten)]
-    summary: &'a S,
-    run: RunIdentity,
-}
-
 /// A stable digest of the scenario a run resolved (its table as TOML,
 /// seed included), the same on every machine and thread count. How the
 /// engine is stepped (`decode_runs`, which `--step-by-step` turns off, in
@@ -108,104 +98,12 @@ pub fn scenario_hash(s: &crate::scenario::Scenario) -> u64 {
     h
 }
 
-/// Writes the three result files into `dir` (created if missing), each
-/// through a temporary file renamed into place; `summary.json` goes last, so
-/// a summary is only ever beside the records it summarizes.
-pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
-    // A folder whose summary.json is missing holds no complete run: remove
-    // the old one first, write it back last.
-    match fs::remove_file(dir.join("summary.json")) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    // Each file's sync waits on the disk, so requests.csv is finished on a
-    // thread of its own while this one writes the others; summary.json
-    // still waits for both. The Mooncake conversation run's files took 8.3
-    // ms instead of 10.7 (medians of 10 alternated runs); Vidur's V1, whose
-    // files are smaller, gained nothing measurable (2.7 and 2.8 ms).
-    let (requests, series) = std::thread::scope(|s| {
-        let spawned = std::thread::Builder::new()
-            .name("servesim-write".into())
-            .spawn_scoped(s, || write_requests_file(dir, result));
-        match spawned {
-            Ok(h) => {
-                let series = write_series(dir, result);
-                let requests = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                (requests, series)
-            }
-            // No thread to be had: one after the other.
-            Err(_) => (write_requests_file(dir, result), write_series(dir, result)),
-        }
-    });
-    requests?;
-    series?;
-    let size = |name: &str| fs::metadata(dir.join(name)).map(|m| m.len());
-    let with_run = WithRun {
-        summary: &result.summary,
-        run: RunIdentity {
-            scenario_hash: format!("{:016x}", result.scenario_hash),
-            seed: result.summary.seed,
-            requests_csv_bytes: size("requests.csv")?,
-            timeseries_csv_bytes: size("timeseries.csv")?,
-            timeseries_rows: result.timeseries.len() as u64,
-        },
-    };
-    let mut json = serde_json::to_string_pretty(&with_run).map_err(std::io::Error::other)?;
-    json.push('\n');
-    write_bytes_atomic(&dir.join("summary.json"), json.as_bytes())?;
-    Ok(())
-}
-
-/// `requests.csv`: the streamed file's rest and rename, or the whole file
-/// from the requests a run kept.
-fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
-    let streamed = result
-        .streamed_requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
-    match streamed {
-        // Written while the run went: only its rest and rename are left.
-        Some(csv) => csv.finish(dir),
-        None => write_atomic(&dir.join("requests.csv"), |w| {
-            let disagg = result.summary.kv_transfer.is_some();
-            let regions: Vec<&str> = result
-                .summary
-                .regions
-                .iter()
-                .map(|r| r.name.as_str())
-                .collect();
-            write_requests(w, &result.requests, result.attribution, disagg, &regions)
-        }),
-    }
-}
-
-/// `timeseries.csv`, and `pools.csv` when the fleet has pools.
-fn write_series(dir: &Path, result: &RunResult) -> std::io::Result<()> {
-    write_atomic(&dir.join("timeseries.csv"), |w| write_timeseries(w, result))?;
-    if !result.summary.pools.is_empty() {
-        let names: Vec<String> = result
-            .summary
-            .pools
-            .iter()
-            .map(|p| p.name.clone())
-            .collect();
-        let roles: Vec<crate::scenario::PoolRole> =
-            result.summary.pools.iter().map(|p| p.role_kind).collect();
-        write_atomic(&dir.join("pools.csv"), |w| {
-            crate::cluster::pool_series::write(w, &result.pool_series, &names, &roles)
-        })?;
-    }
-    Ok(())
-}
-
 /// `attribution`: the rows carry latency components (`attr_*` columns).
 /// `disagg`: the fleet disaggregates, so each row ends with its KV transfer
 /// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
 /// `regions`: the fleet's region names (`[[fleet.regions]]`), when it has
 /// regions: each row ends with its origin region (`origin_region`).
-fn write_requests(
+pub fn write_requests(
     out: &mut impl Write,
     reqs: &[Request],
     attribution: bool,
@@ -241,7 +139,7 @@ fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Re
 }
 
 /// `requests.csv` written row by row while the run goes, into the temporary
-/// name [`write_atomic`] uses, and renamed into place by [`write_all`] (or
+/// name [`write_atomic`] uses, and renamed into place by [`RequestsCsv::finish`] (or
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
@@ -291,7 +189,7 @@ impl RequestsCsv {
     }
 
     /// Writes the rest, syncs and renames the file to `dir/requests.csv`.
-    pub(crate) fn finish(mut self, dir: &Path) -> std::io::Result<()> {
+    pub fn finish(mut self, dir: &Path) -> std::io::Result<()> {
         self.out.finish()?;
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
@@ -307,59 +205,46 @@ impl Drop for RequestsCsv {
     }
 }
 
-fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<()> {
-    // With a life cycle, each row also carries the tick's replica counts by
-    // phase (`lifecycle::FleetSample::COLUMNS`).
-    let fleet = &result.fleet_series;
-    if fleet.is_empty() {
-        write!(w, "{}", TIMESERIES_COLUMNS.join(","))?;
-    } else {
-        let cols = crate::lifecycle::FleetSample::COLUMNS;
-        write!(w, "{},{}", TIMESERIES_COLUMNS.join(","), cols.join(","))?;
+/// The header line of `timeseries.csv`: [`TIMESERIES_COLUMNS`], then the
+/// life cycle's columns (`fleet`, with a life cycle) and the canary's
+/// weight (with `[canary]`).
+pub fn timeseries_header(fleet: &[&str], canary: bool) -> String {
+    let mut h = TIMESERIES_COLUMNS.join(",");
+    for c in fleet {
+        h.push(',');
+        h.push_str(c);
     }
-    // With `[canary]`, the canary's traffic weight (percent) at the tick.
-    let canary = result.summary.canary.as_ref();
-    if canary.is_some() {
-        write!(w, ",canary_weight")?;
+    if canary {
+        h.push_str(",canary_weight");
     }
-    writeln!(w)?;
-    let mut k = 0;
-    // Each row's numbers are appended by `fast_fmt` (the same text as
-    // `format!`, without a `String` per field).
-    let mut line = Vec::with_capacity(128);
-    for row in result.timeseries.iter() {
-        line.clear();
-        let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
-        fast_fmt::push_fixed(&mut line, row.time.as_secs_f64(), 3);
+    h
+}
+
+/// Appends one `timeseries.csv` row's [`TIMESERIES_COLUMNS`] to `line`
+/// (without the line end): time in seconds, the replica (`u32::MAX`, a
+/// fleet-wide row of `[metrics] timeseries = "fleet"`, says "all"), its
+/// queue, batch and KV blocks, and KV use. Numbers are appended by
+/// `fast_fmt`: the same text as `format!`, without a `String` per field.
+pub fn push_timeseries_row(
+    line: &mut Vec<u8>,
+    time_s: f64,
+    replica: u32,
+    waiting: u64,
+    running: u64,
+    kv_blocks_used: u64,
+    kv_blocks_total: u64,
+) {
+    let util = kv_blocks_used as f64 / kv_blocks_total.max(1) as f64;
+    fast_fmt::push_fixed(line, time_s, 3);
+    line.push(b',');
+    match replica {
+        u32::MAX => line.extend_from_slice(b"all"),
+        x => fast_fmt::push_u64(line, x.into()),
+    }
+    for v in [waiting, running, kv_blocks_used] {
         line.push(b',');
-        // A fleet-wide row (`[metrics] timeseries = "fleet"`) says "all".
-        match row.replica {
-            u32::MAX => line.extend_from_slice(b"all"),
-            x => fast_fmt::push_u64(&mut line, x.into()),
-        }
-        for v in [row.waiting.into(), row.running.into(), row.kv_blocks_used] {
-            line.push(b',');
-            fast_fmt::push_u64(&mut line, v);
-        }
-        line.push(b',');
-        fast_fmt::push_fixed(&mut line, util, 4);
-        w.write_all(&line)?;
-        if !fleet.is_empty() {
-            while k + 1 < fleet.len() && fleet[k].time < row.time {
-                k += 1;
-            }
-            for v in fleet[k].values() {
-                write!(w, ",{v}")?;
-            }
-        }
-        if let Some(c) = canary {
-            write!(w, ",{}", c.weight_at(row.time))?;
-        }
-        writeln!(w)?;
+        fast_fmt::push_u64(line, v);
     }
-    // Rows spilled to disk come back whole or the file is refused.
-    if let Some(e) = result.timeseries.error() {
-        return Err(std::io::Error::other(e.to_string()));
-    }
-    w.flush()
+    line.push(b',');
+    fast_fmt::push_fixed(line, util, 4);
 }

@@ -4,8 +4,10 @@
 //! subsystem's own report; [`RunResult`] holds it beside the run's records.
 
 mod run;
+mod write;
 
 pub use run::RunResult;
+pub use write::write_all;
 
 use crate::request::Request;
 use crate::time::{Nanos, SimTime};

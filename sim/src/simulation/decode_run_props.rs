@@ -191,7 +191,7 @@ fn files(s: &Scenario, grid: bool, streamed: bool) -> Vec<(String, Vec<u8>)> {
         sim
     };
     let r = sim.run(|_| {}).unwrap();
-    crate::output::write_all(dir.path(), &r).unwrap();
+    crate::report::write_all(dir.path(), &r).unwrap();
     let mut out: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| {

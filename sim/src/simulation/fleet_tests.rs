@@ -4,7 +4,6 @@
 
 use super::tests::scenario;
 use super::*;
-use crate::output;
 use crate::report::RunResult;
 
 const SERVING: &str = r#"
@@ -49,7 +48,7 @@ timeseries_interval_s = 10
 
 fn files(r: &RunResult) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
-    output::write_all(dir.path(), r).unwrap();
+    crate::report::write_all(dir.path(), r).unwrap();
     ["summary.json", "requests.csv", "timeseries.csv"]
         .iter()
         .map(|f| (f.to_string(), std::fs::read(dir.path().join(f)).unwrap()))

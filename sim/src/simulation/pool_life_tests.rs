@@ -5,7 +5,6 @@
 
 use super::tests::scenario;
 use super::*;
-use crate::output;
 use crate::report::RunResult;
 
 const POOLS: &str = r#"
@@ -49,7 +48,7 @@ fn run(extra: &str) -> RunResult {
 
 fn files(r: &RunResult) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
-    output::write_all(dir.path(), r).unwrap();
+    crate::report::write_all(dir.path(), r).unwrap();
     [
         "summary.json",
         "requests.csv",

@@ -109,7 +109,7 @@ fn helper_threads_pay() -> bool {
 impl<'a> Simulation<'a> {
     /// Streams the run's records: requests leave memory as they end, the
     /// reports fold them as they go, and with `dir` `requests.csv` is
-    /// written into its temporary there as they end ([`crate::output::write_all`]
+    /// written into its temporary there as they end ([`crate::report::write_all`]
     /// renames it into place). `RunResult::requests` is then empty. The
     /// files and the summary are byte-identical to a run that keeps every
     /// request (`tests/streamed_records.rs`).

@@ -5,7 +5,6 @@
 
 use super::tests::scenario;
 use super::*;
-use crate::output;
 use crate::report::RunResult;
 use crate::request::Status;
 
@@ -152,7 +151,7 @@ fn overflow_only_leaves_a_saturated_home_and_can_be_turned_off() {
 fn regional_runs_repeat_byte_for_byte() {
     let files = |r: &RunResult| {
         let dir = tempfile::tempdir().unwrap();
-        output::write_all(dir.path(), r).unwrap();
+        crate::report::write_all(dir.path(), r).unwrap();
         ["summary.json", "requests.csv"]
             .iter()
             .map(|f| std::fs::read(dir.path().join(f)).unwrap())
