@@ -50,7 +50,7 @@ pub struct ServerConfig {
 struct App {
     cfg: ServerConfig,
     engine: EngineHandle,
-    latencies: Mutex<Latencies>,
+    latencies: Latencies,
     /// Open requests per client; entries leave when they reach zero.
     clients: Mutex<BTreeMap<String, usize>>,
     next_id: AtomicU64,
@@ -65,7 +65,7 @@ pub fn router(cfg: ServerConfig, engine: EngineHandle) -> Router {
     let app = Arc::new(App {
         cfg,
         engine,
-        latencies: Mutex::new(Latencies::default()),
+        latencies: Latencies::default(),
         clients: Mutex::new(BTreeMap::new()),
         next_id: AtomicU64::new(0),
         created,
@@ -127,7 +127,7 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
 }
 
 fn unauthorized(app: &App) -> Response {
-    app.latencies.lock().expect("lock").refused_auth += 1;
+    app.latencies.refused_auth.inc();
     error(
         StatusCode::UNAUTHORIZED,
         "missing or wrong API key (Authorization: Bearer <key>)",
@@ -151,18 +151,14 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         return unauthorized(&app);
     }
     let g = app.engine.gauges();
-    let text = {
-        let l = app.latencies.lock().expect("lock");
-        prom::render(&app.cfg.model, &g, &l)
-    };
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    match prom::render(&app.cfg.model, &g, &app.latencies) {
+        Ok(text) => ([(header::CONTENT_TYPE, prom::CONTENT_TYPE)], text).into_response(),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the metrics could not be encoded",
+            "server_error",
+        ),
+    }
 }
 
 /// One client's hold on a request slot; released when dropped.
@@ -219,7 +215,7 @@ impl Drop for Ticket {
 }
 
 fn invalid(app: &App, status: StatusCode, message: &str) -> Response {
-    app.latencies.lock().expect("lock").refused_invalid += 1;
+    app.latencies.refused_invalid.inc();
     error(status, message, "invalid_request_error")
 }
 
@@ -275,7 +271,7 @@ async fn complete(
         }
     };
     if req.model != cfg.model {
-        app.latencies.lock().expect("lock").refused_invalid += 1;
+        app.latencies.refused_invalid.inc();
         return error(
             StatusCode::NOT_FOUND,
             &format!(
@@ -327,7 +323,7 @@ async fn complete(
         _ => format!("addr:{}", peer.ip()),
     };
     let Some(slot) = ClientSlot::take(&app, client) else {
-        app.latencies.lock().expect("lock").refused_client_limit += 1;
+        app.latencies.refused_client_limit.inc();
         return too_many(
             &app,
             &format!(
@@ -437,12 +433,10 @@ impl Run {
         match tokio::time::timeout_at(self.deadline, self.events.recv()).await {
             Ok(Some(TokenEvent::Token(t))) => {
                 let now = Instant::now();
-                {
-                    let mut l = self.ticket.app.latencies.lock().expect("lock");
-                    match self.last {
-                        None => l.ttft.observe((now - self.arrived).as_secs_f64()),
-                        Some(p) => l.itl.observe((now - p).as_secs_f64()),
-                    }
+                let l = &self.ticket.app.latencies;
+                match self.last {
+                    None => l.ttft.observe((now - self.arrived).as_secs_f64()),
+                    Some(p) => l.itl.observe((now - p).as_secs_f64()),
                 }
                 self.last = Some(now);
                 self.tokens += 1;
@@ -453,8 +447,6 @@ impl Run {
                 self.ticket
                     .app
                     .latencies
-                    .lock()
-                    .expect("lock")
                     .e2e
                     .observe(self.arrived.elapsed().as_secs_f64());
                 Next::Finished
