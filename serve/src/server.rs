@@ -9,15 +9,15 @@
 use crate::engine::{EngineHandle, Job, Refusal, TokenEvent};
 use crate::openai::{self, Endpoint};
 use crate::prom::{self, Latencies};
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -494,8 +494,10 @@ async fn whole(mut run: Run) -> Response {
     .into_response()
 }
 
-fn sse(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+/// One `data: {json}` event, the JSON compact on one line as OpenAI sends
+/// it.
+fn sse(v: &Value) -> Result<Event, axum::Error> {
+    Event::default().json_data(v)
 }
 
 /// The streamed response: one `data: {json}` event per token (the last
@@ -526,7 +528,7 @@ fn stream(run: Run) -> Response {
                     if st.run.endpoint == Endpoint::Chat {
                         let r = &st.run;
                         let v = openai::role_chunk(&r.head(), r.include_usage);
-                        return Some((Ok::<_, Infallible>(sse(&v)), st));
+                        return Some((sse(&v), st));
                     }
                 }
                 Phase::Tokens => match st.run.next().await {
@@ -534,7 +536,7 @@ fn stream(run: Run) -> Response {
                         let r = &st.run;
                         let finish = (r.tokens >= r.max_tokens).then_some("length");
                         let v = openai::chunk(&r.head(), &t, finish, r.include_usage);
-                        return Some((Ok(sse(&v)), st));
+                        return Some((sse(&v), st));
                     }
                     Next::Finished => {
                         st.phase = if st.run.include_usage {
@@ -546,7 +548,7 @@ fn stream(run: Run) -> Response {
                         if r.tokens < r.max_tokens {
                             // Stopped before max_tokens: say so.
                             let v = openai::chunk(&r.head(), "", Some("stop"), r.include_usage);
-                            return Some((Ok(sse(&v)), st));
+                            return Some((sse(&v), st));
                         }
                     }
                     // Ending the body without [DONE] tells the client the
@@ -557,22 +559,17 @@ fn stream(run: Run) -> Response {
                     st.phase = Phase::Done;
                     let r = &st.run;
                     let v = openai::usage_chunk(&r.head(), r.prompt_tokens, r.tokens);
-                    return Some((Ok(sse(&v)), st));
+                    return Some((sse(&v), st));
                 }
                 Phase::Done => {
                     st.phase = Phase::End;
-                    return Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), st));
+                    return Some((Ok(Event::default().data("[DONE]")), st));
                 }
                 Phase::End => return None,
             }
         }
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
+    // `text/event-stream` and `Cache-Control: no-cache`; no keep-alive
+    // comments, which OpenAI's stream does not have either.
+    Sse::new(body).into_response()
 }
