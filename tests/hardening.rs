@@ -278,14 +278,11 @@ fn output_folders_are_checked_and_locked_before_running() {
     let e = stderr(&o);
     assert!(e.starts_with("error: cannot write results to"), "{e}");
     assert!(!e.contains("simulated"), "refused before running: {e}");
-    // A folder another live run holds (this test process) is refused.
+    // A folder another live run holds (this test process) is refused, with
+    // the holder's process id.
     let out = d.join("o");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join(".servesim.lock"),
-        format!("{}\n", std::process::id()),
-    )
-    .unwrap();
+    let held = sim::output::OutputLock::acquire(&out).unwrap();
     let o = run(&[
         "simulate",
         p.to_str().unwrap(),
@@ -293,13 +290,11 @@ fn output_folders_are_checked_and_locked_before_running() {
         out.to_str().unwrap(),
     ]);
     assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("another servesim run"),
-        "{}",
-        stderr(&o)
-    );
-    // Once released, the run writes complete files and no temporaries.
-    std::fs::remove_file(out.join(".servesim.lock")).unwrap();
+    let holder = format!("another servesim run (process {})", std::process::id());
+    assert!(stderr(&o).contains(&holder), "{}", stderr(&o));
+    // Once released, the run writes complete files and no temporaries (and
+    // no lock file).
+    drop(held);
     simulate(&p, &out, &[]);
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()

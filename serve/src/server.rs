@@ -9,15 +9,15 @@
 use crate::engine::{EngineHandle, Job, Refusal, TokenEvent};
 use crate::openai::{self, Endpoint};
 use crate::prom::{self, Latencies};
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,7 +50,7 @@ pub struct ServerConfig {
 struct App {
     cfg: ServerConfig,
     engine: EngineHandle,
-    latencies: Mutex<Latencies>,
+    latencies: Latencies,
     /// Open requests per client; entries leave when they reach zero.
     clients: Mutex<BTreeMap<String, usize>>,
     next_id: AtomicU64,
@@ -65,7 +65,7 @@ pub fn router(cfg: ServerConfig, engine: EngineHandle) -> Router {
     let app = Arc::new(App {
         cfg,
         engine,
-        latencies: Mutex::new(Latencies::default()),
+        latencies: Latencies::default(),
         clients: Mutex::new(BTreeMap::new()),
         next_id: AtomicU64::new(0),
         created,
@@ -127,7 +127,7 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
 }
 
 fn unauthorized(app: &App) -> Response {
-    app.latencies.lock().expect("lock").refused_auth += 1;
+    app.latencies.refused_auth.inc();
     error(
         StatusCode::UNAUTHORIZED,
         "missing or wrong API key (Authorization: Bearer <key>)",
@@ -151,18 +151,14 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         return unauthorized(&app);
     }
     let g = app.engine.gauges();
-    let text = {
-        let l = app.latencies.lock().expect("lock");
-        prom::render(&app.cfg.model, &g, &l)
-    };
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    match prom::render(&app.cfg.model, &g, &app.latencies) {
+        Ok(text) => ([(header::CONTENT_TYPE, prom::CONTENT_TYPE)], text).into_response(),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the metrics could not be encoded",
+            "server_error",
+        ),
+    }
 }
 
 /// One client's hold on a request slot; released when dropped.
@@ -219,7 +215,7 @@ impl Drop for Ticket {
 }
 
 fn invalid(app: &App, status: StatusCode, message: &str) -> Response {
-    app.latencies.lock().expect("lock").refused_invalid += 1;
+    app.latencies.refused_invalid.inc();
     error(status, message, "invalid_request_error")
 }
 
@@ -275,7 +271,7 @@ async fn complete(
         }
     };
     if req.model != cfg.model {
-        app.latencies.lock().expect("lock").refused_invalid += 1;
+        app.latencies.refused_invalid.inc();
         return error(
             StatusCode::NOT_FOUND,
             &format!(
@@ -327,7 +323,7 @@ async fn complete(
         _ => format!("addr:{}", peer.ip()),
     };
     let Some(slot) = ClientSlot::take(&app, client) else {
-        app.latencies.lock().expect("lock").refused_client_limit += 1;
+        app.latencies.refused_client_limit.inc();
         return too_many(
             &app,
             &format!(
@@ -437,12 +433,10 @@ impl Run {
         match tokio::time::timeout_at(self.deadline, self.events.recv()).await {
             Ok(Some(TokenEvent::Token(t))) => {
                 let now = Instant::now();
-                {
-                    let mut l = self.ticket.app.latencies.lock().expect("lock");
-                    match self.last {
-                        None => l.ttft.observe((now - self.arrived).as_secs_f64()),
-                        Some(p) => l.itl.observe((now - p).as_secs_f64()),
-                    }
+                let l = &self.ticket.app.latencies;
+                match self.last {
+                    None => l.ttft.observe((now - self.arrived).as_secs_f64()),
+                    Some(p) => l.itl.observe((now - p).as_secs_f64()),
                 }
                 self.last = Some(now);
                 self.tokens += 1;
@@ -453,8 +447,6 @@ impl Run {
                 self.ticket
                     .app
                     .latencies
-                    .lock()
-                    .expect("lock")
                     .e2e
                     .observe(self.arrived.elapsed().as_secs_f64());
                 Next::Finished
@@ -502,8 +494,10 @@ async fn whole(mut run: Run) -> Response {
     .into_response()
 }
 
-fn sse(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+/// One `data: {json}` event, the JSON compact on one line as OpenAI sends
+/// it.
+fn sse(v: &Value) -> Result<Event, axum::Error> {
+    Event::default().json_data(v)
 }
 
 /// The streamed response: one `data: {json}` event per token (the last
@@ -534,7 +528,7 @@ fn stream(run: Run) -> Response {
                     if st.run.endpoint == Endpoint::Chat {
                         let r = &st.run;
                         let v = openai::role_chunk(&r.head(), r.include_usage);
-                        return Some((Ok::<_, Infallible>(sse(&v)), st));
+                        return Some((sse(&v), st));
                     }
                 }
                 Phase::Tokens => match st.run.next().await {
@@ -542,7 +536,7 @@ fn stream(run: Run) -> Response {
                         let r = &st.run;
                         let finish = (r.tokens >= r.max_tokens).then_some("length");
                         let v = openai::chunk(&r.head(), &t, finish, r.include_usage);
-                        return Some((Ok(sse(&v)), st));
+                        return Some((sse(&v), st));
                     }
                     Next::Finished => {
                         st.phase = if st.run.include_usage {
@@ -554,7 +548,7 @@ fn stream(run: Run) -> Response {
                         if r.tokens < r.max_tokens {
                             // Stopped before max_tokens: say so.
                             let v = openai::chunk(&r.head(), "", Some("stop"), r.include_usage);
-                            return Some((Ok(sse(&v)), st));
+                            return Some((sse(&v), st));
                         }
                     }
                     // Ending the body without [DONE] tells the client the
@@ -565,22 +559,17 @@ fn stream(run: Run) -> Response {
                     st.phase = Phase::Done;
                     let r = &st.run;
                     let v = openai::usage_chunk(&r.head(), r.prompt_tokens, r.tokens);
-                    return Some((Ok(sse(&v)), st));
+                    return Some((sse(&v), st));
                 }
                 Phase::Done => {
                     st.phase = Phase::End;
-                    return Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), st));
+                    return Some((Ok(Event::default().data("[DONE]")), st));
                 }
                 Phase::End => return None,
             }
         }
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
+    // `text/event-stream` and `Cache-Control: no-cache`; no keep-alive
+    // comments, which OpenAI's stream does not have either.
+    Sse::new(body).into_response()
 }

@@ -132,7 +132,14 @@ fn streams_openai_sse_with_usage_and_exact_token_counts() {
     let (status, text) = http(srv.addr, "POST", "/v1/completions", "", body);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("content-type: text/event-stream"), "{text}");
-    let data = sse_data(&dechunk(body_of(&text)));
+    let raw = dechunk(body_of(&text));
+    // OpenAI's framing to the byte: `data: {json}` events, one line each,
+    // then `data: [DONE]`, nothing else (no comments, ids or event names).
+    assert!(raw.ends_with("}\n\ndata: [DONE]\n\n"), "{raw:?}");
+    for ev in raw.trim_end_matches("\n\n").split("\n\n") {
+        assert!(ev.starts_with("data: ") && !ev.contains('\n'), "{ev:?}");
+    }
+    let data = sse_data(&raw);
     assert_eq!(data.last().unwrap(), "[DONE]");
     let chunks: Vec<serde_json::Value> = data[..data.len() - 1]
         .iter()
