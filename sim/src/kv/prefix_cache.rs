@@ -19,7 +19,7 @@
 //! counts them as used. Conservation: free + referenced + cached-unreferenced
 //! = total blocks.
 
-use super::segment_tree::{SegmentTree, NONE};
+use super::segment_tree::{PathEnd, SegmentTree, NONE};
 
 /// The state of a run of cached blocks.
 #[derive(Clone, Copy, Debug)]
@@ -224,6 +224,12 @@ impl PrefixCache {
     /// returns how many blocks they hold.
     fn cached_path(&mut self, hashes: &[u64]) -> usize {
         let end = self.tree.path(hashes, &mut self.path);
+        self.split_path_end(end)
+    }
+
+    /// Splits the last segment of `path` where `end` says the chain ends
+    /// inside it; returns the chain's blocks in `path`.
+    fn split_path_end(&mut self, end: PathEnd) -> usize {
         if end.inside > 0 {
             let last = self.path.len() - 1;
             self.path[last] = self.split(self.path[last], end.inside);
@@ -275,7 +281,8 @@ impl PrefixCache {
         self.tick += 1;
         // The caller's chain ends inside a segment only after an insertion
         // split elsewhere; the split keeps the states apart.
-        let m = self.cached_path(hashes);
+        let end = self.tree.known_path(hashes, &mut self.path);
+        let m = self.split_path_end(end);
         debug_assert_eq!(m, hashes.len(), "released blocks that are not cached");
         for i in (0..self.path.len()).rev() {
             let n = self.path[i];
@@ -313,7 +320,7 @@ impl PrefixCache {
         // The parent block's segment, split so that the parent ends it.
         let mut parent = NONE;
         if from > 0 {
-            let end = self.tree.path(&hashes[..from], &mut self.path);
+            let end = self.tree.known_path(&hashes[..from], &mut self.path);
             if end.blocks < from {
                 return 0;
             }
