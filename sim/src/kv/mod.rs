@@ -10,6 +10,7 @@
 pub mod prefix_cache;
 #[cfg(test)]
 mod prefix_cache_reference;
+pub mod segment_tree;
 
 pub use prefix_cache::{PrefixCache, PrefixCacheStats};
 

@@ -3,48 +3,27 @@
 //! prefix, as in SGLang's RadixAttention (Zheng et al., 2024) and vLLM's
 //! automatic prefix caching.
 //!
-//! Requests carry their prompt as chained block hashes (the hash of block i
-//! covers blocks 0..=i), so equal hash ⇔ equal prefix, and the radix tree over
-//! token blocks collapses to a map from hash to node plus parent links. A
-//! node is one cached KV block: referenced by the running sequences using
-//! it, or unreferenced and evictable. Eviction takes least-recently-used
-//! *leaves* first (a block whose descendants are cached is never evicted
-//! before them: a child without its parent can never be matched). Pinned
-//! nodes (e.g. a tenant's system prompt, up to a block budget) are never
-//! evicted.
+//! The cached blocks form a [`SegmentTree`]: runs of blocks with no branch
+//! inside, each in one state (references, pin, place in the LRU list). A
+//! request's chain is matched one segment at a time, acquired and released
+//! a segment at a time, inserted as one segment, and evicted by cutting a
+//! segment's tail. A cached block is referenced by the running sequences
+//! using it, or unreferenced and evictable. Eviction takes least-recently-
+//! used *leaves* first (a block whose descendants are cached is never
+//! evicted before them: a child without its parent can never be matched);
+//! see [`PrefixCache`] for why the order is exactly least recently used leaf
+//! block first. Pinned blocks (e.g. a tenant's system prompt, up to a block
+//! budget) are never evicted.
 //!
-//! The cache owns its nodes' blocks; the replica's [`super::BlockAllocator`]
+//! The cache owns its blocks; the replica's [`super::BlockAllocator`]
 //! counts them as used. Conservation: free + referenced + cached-unreferenced
 //! = total blocks.
 
-//!
-//! The cache works on runs of blocks, not blocks: a segment is a chain of
-//! blocks with no branch inside it and one state (references, pin, place in
-//! the LRU list), as the nodes of SGLang's radix tree hold token runs. A
-//! request's chain is matched by comparing its hashes with a segment's in
-//! order (one index probe per segment), acquired and released a segment at
-//! a time, inserted as one segment, and evicted by cutting a segment's tail;
-//! see [`PrefixCache`] for why the order is still exactly least recently
-//! used leaf block first.
+use super::segment_tree::{PathEnd, SegmentTree, NONE};
 
-/// The segment index: a segment's first block hash → segment. Keys are
-/// prefix hashes (or a trace's small block ids): SipHash's DoS resistance
-/// buys nothing here, and foldhash is several times faster. The map is never
-/// iterated where order could reach an output.
-type HashIndex = std::collections::HashMap<u64, u32, foldhash::fast::FixedState>;
-
-const NONE: u32 = u32::MAX;
-
-/// A run of cached blocks, each the only child of the one before it, in one
-/// state.
-#[derive(Clone, Debug, Default)]
-struct Segment {
-    /// Its blocks' chained hashes, the one nearest the root first.
-    hashes: Vec<u64>,
-    /// The segment whose last block is this one's first block's parent.
-    parent: u32,
-    /// Segments hanging from its last block.
-    children: u32,
+/// The state of a run of cached blocks.
+#[derive(Clone, Copy, Debug)]
+struct State {
     /// Running sequences referencing (every block of) it.
     refs: u32,
     /// The tick of its last release (checks only: the list order is the
@@ -73,13 +52,14 @@ pub struct PrefixCacheStats {
     pub evicted_blocks: u64,
 }
 
-/// The cached prefix blocks of one replica, as a radix tree of segments.
+/// The cached prefix blocks of one replica, as a radix tree of segments
+/// (SGLang's RadixAttention, vLLM's automatic prefix caching).
 ///
 /// Eviction takes the least recently used unreferenced, unpinned leaf block.
-/// An intrusive LRU list over the segment slab holds every unreferenced
-/// segment that is neither pinned nor blocked (inner ones too), appended
-/// when its last reference is released, the deepest segment of the released
-/// chain first; within a segment the blocks go deepest first. Read block by
+/// An intrusive LRU list over the segments holds every unreferenced segment
+/// that is neither pinned nor blocked (inner ones too), appended when its
+/// last reference is released, the deepest segment of the released chain
+/// first; within a segment the blocks go deepest first. Read block by
 /// block, that list is the eviction order, with no search:
 /// - it is in order of last use, since a block joins it only when released
 ///   (the newest tick) and leaves it when acquired or evicted;
@@ -95,15 +75,10 @@ pub struct PrefixCacheStats {
 ///
 /// `prefix_cache_reference` keeps that ordered-set cache of single blocks;
 /// the tests drive both with random chains and compare them block for
-/// block. Matching follows the tree: block i is a hit when blocks 0..=i are
-/// the path to it, which for chained hashes (equal hash ⇔ equal prefix, as
-/// every workload and trace reader gives) is the block-hash lookup the
-/// reference does.
+/// block.
 #[derive(Clone, Debug)]
 pub struct PrefixCache {
-    segs: Vec<Segment>,
-    free_slots: Vec<u32>,
-    heads: HashIndex,
+    tree: SegmentTree<State>,
     /// Least recently released end of the LRU list, and the other end.
     head: u32,
     tail: u32,
@@ -126,19 +101,11 @@ impl Default for PrefixCache {
     }
 }
 
-/// Leading equal elements of two slices.
-#[inline]
-fn common_prefix(a: &[u64], b: &[u64]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 impl PrefixCache {
     /// A cache that pins at most `pin_budget` blocks.
     pub fn new(pin_budget: u64) -> PrefixCache {
         PrefixCache {
-            segs: Vec::new(),
-            free_slots: Vec::new(),
-            heads: HashIndex::default(),
+            tree: SegmentTree::default(),
             head: NONE,
             tail: NONE,
             blocks: 0,
@@ -172,12 +139,9 @@ impl PrefixCache {
 
     /// Σ references over cached blocks.
     pub fn total_refs(&self) -> u64 {
-        self.heads
-            .values()
-            .map(|&n| {
-                let s = &self.segs[n as usize];
-                s.refs as u64 * s.hashes.len() as u64
-            })
+        self.tree
+            .segments()
+            .map(|n| self.tree.data(n).refs as u64 * self.tree.len(n) as u64)
             .sum()
     }
 
@@ -185,36 +149,19 @@ impl PrefixCache {
         self.pinned
     }
 
-    /// The segment starting with `hash` below `parent`, if cached.
-    #[inline]
-    fn child(&self, parent: u32, hash: u64) -> Option<u32> {
-        self.heads
-            .get(&hash)
-            .copied()
-            .filter(|&n| self.segs[n as usize].parent == parent)
-    }
-
     /// Leading blocks of `hashes` that are cached.
     pub fn match_len(&self, hashes: &[u64]) -> usize {
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < hashes.len() {
-            let Some(n) = self.child(parent, hashes[pos]) else {
-                break;
-            };
-            let seg = &self.segs[n as usize].hashes;
-            let k = common_prefix(seg, &hashes[pos..]);
-            pos += k;
-            if k < seg.len() {
-                break;
-            }
-            parent = n;
-        }
-        pos
+        self.tree.walk(hashes).map(|s| s.matched).sum()
+    }
+
+    #[inline]
+    fn st(&mut self, n: u32) -> &mut State {
+        self.tree.data_mut(n)
     }
 
     fn unlink(&mut self, n: u32) {
         let (prev, next) = {
-            let s = &mut self.segs[n as usize];
+            let s = self.st(n);
             s.listed = false;
             (
                 std::mem::replace(&mut s.prev, NONE),
@@ -223,11 +170,11 @@ impl PrefixCache {
         };
         match prev {
             NONE => self.head = next,
-            p => self.segs[p as usize].next = next,
+            p => self.st(p).next = next,
         }
         match next {
             NONE => self.tail = prev,
-            x => self.segs[x as usize].prev = prev,
+            x => self.st(x).prev = prev,
         }
     }
 
@@ -235,72 +182,38 @@ impl PrefixCache {
     fn link_after(&mut self, n: u32, at: u32) {
         let next = match at {
             NONE => self.head,
-            a => self.segs[a as usize].next,
+            a => self.st(a).next,
         };
         {
-            let s = &mut self.segs[n as usize];
+            let s = self.st(n);
             s.listed = true;
             s.prev = at;
             s.next = next;
         }
         match at {
             NONE => self.head = n,
-            a => self.segs[a as usize].next = n,
+            a => self.st(a).next = n,
         }
         match next {
             NONE => self.tail = n,
-            x => self.segs[x as usize].prev = n,
-        }
-    }
-
-    /// A slot for a new segment (its hash buffer reused when recycled).
-    fn alloc(&mut self) -> u32 {
-        match self.free_slots.pop() {
-            Some(n) => n,
-            None => {
-                self.segs.push(Segment::default());
-                (self.segs.len() - 1) as u32
-            }
+            x => self.st(x).prev = n,
         }
     }
 
     /// Splits segment `n` after its first `k` blocks; returns the new
-    /// segment holding those (the rest keeps `n`, its children and its
-    /// place in the list, with the upper part listed right after it).
+    /// segment holding those, in `n`'s state (the rest keeps `n`, its
+    /// children and its place in the list, with the upper part listed right
+    /// after it).
     fn split(&mut self, n: u32, k: usize) -> u32 {
-        let u = self.alloc();
-        let mut upper = std::mem::take(&mut self.segs[u as usize].hashes);
-        upper.clear();
-        let seg = &mut self.segs[n as usize];
-        debug_assert!(k > 0 && k < seg.hashes.len());
-        upper.extend_from_slice(&seg.hashes[..k]);
-        seg.hashes.drain(..k);
-        let lower_head = seg.hashes[0];
-        let (parent, refs, released, listed, pinned, blocked) = (
-            seg.parent,
-            seg.refs,
-            seg.released,
-            seg.listed,
-            seg.pinned,
-            seg.blocked,
-        );
-        seg.parent = u;
-        let upper_head = upper[0];
-        self.segs[u as usize] = Segment {
-            hashes: upper,
-            parent,
-            children: 1,
-            refs,
-            released,
+        let s = *self.tree.data(n);
+        let upper = State {
             prev: NONE,
             next: NONE,
             listed: false,
-            pinned,
-            blocked,
+            ..s
         };
-        self.heads.insert(upper_head, u);
-        self.heads.insert(lower_head, n);
-        if listed {
+        let u = self.tree.split(n, k, upper);
+        if s.listed {
             self.link_after(u, n);
         }
         u
@@ -310,39 +223,33 @@ impl PrefixCache {
     /// `hashes`, splitting the last one where the match ends inside it, and
     /// returns how many blocks they hold.
     fn cached_path(&mut self, hashes: &[u64]) -> usize {
-        self.path.clear();
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < hashes.len() {
-            let Some(mut n) = self.child(parent, hashes[pos]) else {
-                break;
-            };
-            let len = self.segs[n as usize].hashes.len();
-            let k = common_prefix(&self.segs[n as usize].hashes, &hashes[pos..]);
-            if k < len {
-                n = self.split(n, k);
-            }
-            self.path.push(n);
-            pos += k;
-            if k < len {
-                break;
-            }
-            parent = n;
+        let end = self.tree.path(hashes, &mut self.path);
+        self.split_path_end(end)
+    }
+
+    /// Splits the last segment of `path` where `end` says the chain ends
+    /// inside it; returns the chain's blocks in `path`.
+    fn split_path_end(&mut self, end: PathEnd) -> usize {
+        if end.inside > 0 {
+            let last = self.path.len() - 1;
+            self.path[last] = self.split(self.path[last], end.inside);
         }
-        pos
+        end.blocks
     }
 
     /// Takes one reference on every block of segment `n`.
     #[inline]
     fn take_ref(&mut self, n: u32) {
-        let s = &mut self.segs[n as usize];
+        let len = self.tree.len(n) as u64;
+        let s = self.st(n);
         s.refs += 1;
         if s.refs == 1 {
-            let len = s.hashes.len() as u64;
+            let (pinned, listed) = (s.pinned, s.listed);
             self.unreferenced -= len;
-            if !s.pinned {
+            if !pinned {
                 self.reclaimable -= len;
             }
-            if s.listed {
+            if listed {
                 self.unlink(n);
             }
         }
@@ -372,35 +279,25 @@ impl PrefixCache {
     /// deepest first (leaves before the prefixes they hang from).
     pub fn release(&mut self, hashes: &[u64]) {
         self.tick += 1;
-        self.path.clear();
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < hashes.len() {
-            let Some(mut n) = self.child(parent, hashes[pos]) else {
-                debug_assert!(false, "released blocks that are not cached");
-                break;
-            };
-            let len = self.segs[n as usize].hashes.len();
-            if pos + len > hashes.len() {
-                // The caller's chain ends inside it: only ever after an
-                // insertion split elsewhere; keep the states apart.
-                n = self.split(n, hashes.len() - pos);
-            }
-            self.path.push(n);
-            pos += len;
-            parent = n;
-        }
+        // The caller's chain ends inside a segment only after an insertion
+        // split elsewhere; the split keeps the states apart.
+        let end = self.tree.known_path(hashes, &mut self.path);
+        let m = self.split_path_end(end);
+        debug_assert_eq!(m, hashes.len(), "released blocks that are not cached");
         for i in (0..self.path.len()).rev() {
             let n = self.path[i];
-            let s = &mut self.segs[n as usize];
+            let len = self.tree.len(n) as u64;
+            let tick = self.tick;
+            let s = self.st(n);
             debug_assert!(s.refs > 0, "prefix block released more than acquired");
             s.refs -= 1;
-            s.released = self.tick;
+            s.released = tick;
             if s.refs == 0 {
-                let len = s.hashes.len() as u64;
+                let (pinned, blocked) = (s.pinned, s.blocked);
                 self.unreferenced += len;
-                if !s.pinned {
+                if !pinned {
                     self.reclaimable += len;
-                    if !s.blocked {
+                    if !blocked {
                         let tail = self.tail;
                         self.link_after(n, tail);
                     }
@@ -421,23 +318,21 @@ impl PrefixCache {
             return 0;
         }
         // The parent block's segment, split so that the parent ends it.
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < from {
-            let Some(n) = self.child(parent, hashes[pos]) else {
+        let mut parent = NONE;
+        if from > 0 {
+            let end = self.tree.known_path(&hashes[..from], &mut self.path);
+            if end.blocks < from {
                 return 0;
-            };
-            let len = self.segs[n as usize].hashes.len();
-            if pos + len > from {
-                if self.segs[n as usize].hashes[from - pos] == hashes[from] {
+            }
+            parent = self.path[self.path.len() - 1];
+            if end.inside > 0 {
+                if self.tree.hashes(parent)[end.inside] == hashes[from] {
                     return 0;
                 }
-                parent = self.split(n, from - pos);
-                break;
+                parent = self.split(parent, end.inside);
             }
-            pos += len;
-            parent = n;
         }
-        if self.heads.contains_key(&hashes[from]) {
+        if self.tree.is_head(hashes[from]) {
             return 0;
         }
         let run = &hashes[from..];
@@ -457,15 +352,8 @@ impl PrefixCache {
 
     /// Adds a referenced segment of `run` below `parent`.
     fn new_segment(&mut self, run: &[u64], parent: u32, pinned: bool) -> u32 {
-        let n = self.alloc();
-        let mut hashes = std::mem::take(&mut self.segs[n as usize].hashes);
-        hashes.clear();
-        hashes.extend_from_slice(run);
         self.tick += run.len() as u64;
-        self.segs[n as usize] = Segment {
-            hashes,
-            parent,
-            children: 0,
+        let state = State {
             refs: 1,
             released: 0,
             prev: NONE,
@@ -474,10 +362,7 @@ impl PrefixCache {
             pinned,
             blocked: false,
         };
-        self.heads.insert(run[0], n);
-        if parent != NONE {
-            self.segs[parent as usize].children += 1;
-        }
+        let n = self.tree.add(run, parent, state);
         let len = run.len() as u64;
         self.blocks += len;
         self.pinned += if pinned { len } else { 0 };
@@ -490,16 +375,15 @@ impl PrefixCache {
     /// inner blocks for good. Each segment is marked at most once.
     fn block_ancestors(&mut self, mut n: u32) {
         while n != NONE {
-            let s = &mut self.segs[n as usize];
+            let s = self.st(n);
             if s.pinned || s.blocked {
                 return;
             }
             s.blocked = true;
-            let (listed, parent) = (s.listed, s.parent);
-            if listed {
+            if s.listed {
                 self.unlink(n);
             }
-            n = parent;
+            n = self.tree.parent(n);
         }
     }
 
@@ -509,34 +393,25 @@ impl PrefixCache {
         let mut done = 0;
         while done < want && self.head != NONE {
             let n = self.head;
-            let s = &mut self.segs[n as usize];
-            debug_assert_eq!(s.children, 0, "the LRU list's head is a leaf");
-            if s.children > 0 {
+            debug_assert_eq!(self.tree.children(n), 0, "the LRU list's head is a leaf");
+            if self.tree.children(n) > 0 {
                 self.unlink(n);
                 continue;
             }
             // Its deepest blocks go first.
-            let len = s.hashes.len() as u64;
+            let len = self.tree.len(n) as u64;
             let take = (want - done).min(len);
-            let first = s.hashes[0];
-            s.hashes.truncate((len - take) as usize);
-            let parent = s.parent;
             self.blocks -= take;
             self.unreferenced -= take;
             self.reclaimable -= take;
             done += take;
             if take == len {
-                // Its hash buffer goes too: a recycled slot keeping the
-                // capacity of the longest run it ever held made the cache's
-                // memory grow with the slots, not the blocks.
-                s.hashes = Vec::new();
+                // The parent is already listed at its own last use, if
+                // unreferenced.
                 self.unlink(n);
-                self.heads.remove(&first);
-                self.free_slots.push(n);
-                if parent != NONE {
-                    // Already listed at its own last use, if unreferenced.
-                    self.segs[parent as usize].children -= 1;
-                }
+                self.tree.remove(n);
+            } else {
+                self.tree.truncate(n, (len - take) as usize);
             }
         }
         self.stats.evicted_blocks += done;
@@ -546,9 +421,9 @@ impl PrefixCache {
     /// The cached hashes, sorted (tests compare caches by them).
     pub fn cached_hashes(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self
-            .heads
-            .values()
-            .flat_map(|&n| self.segs[n as usize].hashes.iter().copied())
+            .tree
+            .segments()
+            .flat_map(|n| self.tree.hashes(n).iter().copied())
             .collect();
         v.sort_unstable();
         v
@@ -557,14 +432,11 @@ impl PrefixCache {
     /// Checks the internal bookkeeping (tests and end-of-run checks), in
     /// time linear in the cache size.
     pub fn check(&self) -> Result<(), String> {
+        self.tree.check()?;
         let (mut blocks, mut unref, mut pinned, mut reclaimable, mut listed) = (0, 0, 0, 0, 0u64);
-        let mut children = vec![0u32; self.segs.len()];
-        for (&h, &n) in &self.heads {
-            let s = &self.segs[n as usize];
-            if s.hashes.first() != Some(&h) {
-                return Err(format!("segment {n} filed under the wrong hash"));
-            }
-            let len = s.hashes.len() as u64;
+        for n in self.tree.segments() {
+            let s = self.tree.data(n);
+            let len = self.tree.len(n) as u64;
             blocks += len;
             unref += if s.refs == 0 { len } else { 0 };
             pinned += if s.pinned { len } else { 0 };
@@ -573,27 +445,15 @@ impl PrefixCache {
             if s.listed != (s.refs == 0 && !s.pinned && !s.blocked) {
                 return Err(format!("segment {n}: LRU list membership out of date"));
             }
-            if s.parent != NONE {
-                children[s.parent as usize] += 1;
-                if self.segs[s.parent as usize].refs < s.refs {
-                    return Err(format!("segment {n}: more references than its parent"));
-                }
-            }
-        }
-        for &n in self.heads.values() {
-            let s = &self.segs[n as usize];
-            let found = children[n as usize];
-            if found != s.children {
-                return Err(format!(
-                    "segment {n}: {} children recorded, {found} found",
-                    s.children
-                ));
+            let parent = self.tree.parent(n);
+            if parent != NONE && self.tree.data(parent).refs < s.refs {
+                return Err(format!("segment {n}: more references than its parent"));
             }
         }
         // The list: linked both ways, in order of last use.
         let (mut n, mut prev, mut walked, mut last) = (self.head, NONE, 0u64, 0u64);
         while n != NONE {
-            let s = &self.segs[n as usize];
+            let s = self.tree.data(n);
             if !s.listed || s.prev != prev || s.released < last {
                 return Err(format!("LRU list broken or out of order at segment {n}"));
             }
@@ -606,7 +466,7 @@ impl PrefixCache {
         if walked != listed || prev != self.tail {
             return Err("LRU list does not hold exactly its members".into());
         }
-        if self.head != NONE && self.segs[self.head as usize].children > 0 {
+        if self.head != NONE && self.tree.children(self.head) > 0 {
             return Err("LRU list head is not a leaf".into());
         }
         if blocks != self.blocks

@@ -9,10 +9,8 @@
 //! Block hashes are chained (a block's hash identifies the whole prefix up to
 //! it), so a replica's match is the number of leading blocks it holds.
 //!
-//! The index works on runs of blocks, not blocks, as the prefix cache does
-//! (`kv::prefix_cache`): the chains it was sent form one radix tree of
-//! *segments* (runs of blocks with no branch inside), matched by comparing a
-//! prompt's hashes with a segment's in order (one map probe per segment); a
+//! The index works on runs of blocks, not blocks, as the prefix cache does:
+//! the chains it was sent form one [`SegmentTree`] (the prefix cache's), a
 //! routed prompt is one *run* (its chain from the root) per replica, and
 //! each segment records, per replica, the run that last covered it and how
 //! many of its leading blocks that replica has forgotten since. See
@@ -20,13 +18,8 @@
 //! (`prefix_index_reference`, which the tests compare it with).
 
 use super::super::min_tree::MinTree;
+use crate::kv::segment_tree::{SegmentTree, NONE};
 use std::collections::VecDeque;
-
-/// Segment heads: a segment's first block hash → segment. Keys are chained
-/// hashes: foldhash, as in the prefix cache; never iterated.
-type HeadIndex = std::collections::HashMap<u64, u32, foldhash::fast::FixedState>;
-
-const NONE: u32 = u32::MAX;
 
 /// One replica's hold on a segment: blocks `lo..` of it, last routed to the
 /// replica by run `run` (blocks `..lo` were forgotten since).
@@ -37,18 +30,8 @@ struct Hold {
     lo: u32,
 }
 
-/// A run of blocks, each the only child of the one before it.
-#[derive(Clone, Debug, Default)]
-struct Segment {
-    /// Its blocks' chained hashes, the one nearest the root first.
-    hashes: Vec<u64>,
-    /// The segment whose last block is this one's first block's parent.
-    parent: u32,
-    /// Segments hanging from its last block.
-    children: u32,
-    /// The replicas holding some of its blocks.
-    holds: Vec<Hold>,
-}
+/// What a segment carries: the replicas holding some of its blocks.
+type Holds = Vec<Hold>;
 
 /// One routed prompt: its chain from the root was sent to `replica`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -59,7 +42,8 @@ struct Run {
     live: u64,
 }
 
-/// Per-replica LRU sets of prefix-block hashes, with a cap in tokens.
+/// Per-replica LRU sets of prefix-block hashes, with a cap in tokens
+/// (llm-d's approximate prefix-cache scorer, SGLang's cache-aware router).
 ///
 /// A replica's blocks are ordered by last routing: the blocks of one routed
 /// prompt in chain order (root first), prompts in routing order; past the
@@ -81,9 +65,7 @@ struct Run {
 /// and the matches, block counts and smallest index are the same.
 #[derive(Debug)]
 pub struct PrefixIndex {
-    segs: Vec<Segment>,
-    free_segs: Vec<u32>,
-    heads: HeadIndex,
+    tree: SegmentTree<Holds>,
     runs: Vec<Run>,
     free_runs: Vec<u32>,
     /// Per replica, its runs in routing order (dead ones are skipped).
@@ -101,18 +83,16 @@ pub struct PrefixIndex {
     next: Vec<u32>,
 }
 
-/// Leading equal elements of two slices.
+/// Replicas holding every block of segment `n`.
 #[inline]
-fn common_prefix(a: &[u64], b: &[u64]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+fn whole_holders(tree: &SegmentTree<Holds>, n: u32) -> impl Iterator<Item = u32> + '_ {
+    tree.data(n).iter().filter(|h| h.lo == 0).map(|h| h.replica)
 }
 
 impl PrefixIndex {
     pub fn new(replicas: usize, capacity_tokens: u64) -> PrefixIndex {
         PrefixIndex {
-            segs: Vec::new(),
-            free_segs: Vec::new(),
-            heads: HeadIndex::default(),
+            tree: SegmentTree::default(),
             runs: Vec::new(),
             free_runs: Vec::new(),
             lru: vec![VecDeque::new(); replicas],
@@ -125,69 +105,39 @@ impl PrefixIndex {
         }
     }
 
-    /// The segment starting with `hash` below `parent`, if indexed.
-    #[inline]
-    fn child(&self, parent: u32, hash: u64) -> Option<u32> {
-        self.heads
-            .get(&hash)
-            .copied()
-            .filter(|&n| self.segs[n as usize].parent == parent)
-    }
-
-    /// Replicas holding every block of segment `n`.
-    #[inline]
-    fn whole_holders(&self, n: u32) -> impl Iterator<Item = u32> + '_ {
-        self.segs[n as usize]
-            .holds
-            .iter()
-            .filter(|h| h.lo == 0)
-            .map(|h| h.replica)
-    }
-
     /// The longest run of leading `hashes` one replica holds, and the
     /// replicas holding it (ascending index) in `out`. Stops where no
     /// remaining replica holds the next block: O(segments matched ×
     /// holders), plus a comparison per matched block.
     pub fn longest_match(&mut self, hashes: &[u64], out: &mut Vec<u32>) -> usize {
         out.clear();
-        let Some(first) = hashes.first().and_then(|&h| self.child(NONE, h)) else {
-            return 0;
-        };
-        let mut cur = std::mem::take(&mut self.cur);
-        let mut next = std::mem::take(&mut self.next);
+        let PrefixIndex {
+            tree, cur, next, ..
+        } = self;
         cur.clear();
-        cur.extend(self.whole_holders(first));
-        cur.sort_unstable();
-        let (mut n, mut matched) = (first, 0);
-        while !cur.is_empty() {
-            let seg = &self.segs[n as usize].hashes;
-            let k = common_prefix(seg, &hashes[matched..]);
-            matched += k;
-            if k < seg.len() || matched == hashes.len() {
-                break;
+        let mut matched = 0;
+        for s in tree.walk(hashes) {
+            if s.start == 0 {
+                cur.extend(whole_holders(tree, s.seg));
+                cur.sort_unstable();
+                if cur.is_empty() {
+                    break;
+                }
+            } else {
+                next.clear();
+                next.extend(
+                    cur.iter()
+                        .copied()
+                        .filter(|&r| whole_holders(tree, s.seg).any(|x| x == r)),
+                );
+                if next.is_empty() {
+                    break;
+                }
+                std::mem::swap(cur, next);
             }
-            let Some(c) = self.child(n, hashes[matched]) else {
-                break;
-            };
-            next.clear();
-            next.extend(
-                cur.iter()
-                    .copied()
-                    .filter(|&r| self.whole_holders(c).any(|x| x == r)),
-            );
-            if next.is_empty() {
-                break;
-            }
-            std::mem::swap(&mut cur, &mut next);
-            n = c;
+            matched = s.start + s.matched;
         }
-        if !cur.is_empty() {
-            out.extend_from_slice(&cur);
-        } else {
-            matched = 0;
-        }
-        self.cur = cur;
-        self.next = next;
+        out.extend_from_slice(cur);
         matched
     }
 
@@ -196,35 +146,16 @@ impl PrefixIndex {
     pub fn match_lengths(&mut self, hashes: &[u64], out: &mut Vec<u32>) {
         out.clear();
         out.resize(self.lru.len(), 0);
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < hashes.len() {
-            let Some(n) = self.child(parent, hashes[pos]) else {
-                break;
-            };
-            let seg = &self.segs[n as usize];
-            let k = common_prefix(&seg.hashes, &hashes[pos..]);
+        for s in self.tree.walk(hashes) {
             let mut any = false;
-            for h in &seg.holds {
-                if h.lo == 0 && out[h.replica as usize] == pos as u32 {
-                    out[h.replica as usize] += k as u32;
+            for h in self.tree.data(s.seg) {
+                if h.lo == 0 && out[h.replica as usize] == s.start as u32 {
+                    out[h.replica as usize] += s.matched as u32;
                     any = true;
                 }
             }
-            pos += k;
-            if !any || k < seg.hashes.len() {
+            if !any {
                 break;
-            }
-            parent = n;
-        }
-    }
-
-    /// A free segment slot (its buffers reused when recycled).
-    fn alloc_seg(&mut self) -> u32 {
-        match self.free_segs.pop() {
-            Some(n) => n,
-            None => {
-                self.segs.push(Segment::default());
-                (self.segs.len() - 1) as u32
             }
         }
     }
@@ -234,68 +165,24 @@ impl PrefixIndex {
     /// ending in it). A replica holding blocks `lo..` of `n` holds `lo..k`
     /// of the upper part (if `lo < k`) and the lower part from `lo − k`.
     fn split(&mut self, n: u32, k: usize) -> u32 {
-        let u = self.alloc_seg();
-        let mut upper = std::mem::take(&mut self.segs[u as usize].hashes);
-        let mut up_holds = std::mem::take(&mut self.segs[u as usize].holds);
-        upper.clear();
-        up_holds.clear();
-        let seg = &mut self.segs[n as usize];
-        debug_assert!(k > 0 && k < seg.hashes.len());
-        upper.extend_from_slice(&seg.hashes[..k]);
-        seg.hashes.drain(..k);
         let k32 = k as u32;
-        for h in seg.holds.iter_mut() {
-            if h.lo < k32 {
-                up_holds.push(*h);
-            }
+        let holds = self.tree.data_mut(n);
+        let upper: Holds = holds.iter().filter(|h| h.lo < k32).copied().collect();
+        for h in holds.iter_mut() {
             h.lo = h.lo.saturating_sub(k32);
         }
-        let parent = std::mem::replace(&mut seg.parent, u);
-        let lower_head = seg.hashes[0];
-        let upper_head = upper[0];
-        self.segs[u as usize] = Segment {
-            hashes: upper,
-            parent,
-            children: 1,
-            holds: up_holds,
-        };
-        self.heads.insert(upper_head, u);
-        self.heads.insert(lower_head, n);
-        u
-    }
-
-    /// Adds an unheld segment of `run` below `parent`.
-    fn new_segment(&mut self, run: &[u64], parent: u32) -> u32 {
-        let n = self.alloc_seg();
-        let seg = &mut self.segs[n as usize];
-        seg.hashes.clear();
-        seg.hashes.extend_from_slice(run);
-        seg.holds.clear();
-        seg.parent = parent;
-        seg.children = 0;
-        self.heads.insert(run[0], n);
-        if parent != NONE {
-            self.segs[parent as usize].children += 1;
-        }
-        n
+        self.tree.split(n, k, upper)
     }
 
     /// Drops segment `n` if no replica holds any of it and nothing hangs
     /// from it, then its ancestors on the same terms.
     fn prune(&mut self, mut n: u32) {
         while n != NONE {
-            let s = &self.segs[n as usize];
-            if !s.holds.is_empty() || s.children > 0 {
+            if !self.tree.data(n).is_empty() || self.tree.children(n) > 0 {
                 return;
             }
-            let (head, parent) = (s.hashes[0], s.parent);
-            if self.heads.get(&head) == Some(&n) {
-                self.heads.remove(&head);
-            }
-            self.free_segs.push(n);
-            if parent != NONE {
-                self.segs[parent as usize].children -= 1;
-            }
+            let parent = self.tree.parent(n);
+            self.tree.remove(n);
             n = parent;
         }
     }
@@ -315,29 +202,19 @@ impl PrefixIndex {
     /// many blocks they hold (fewer than `hashes` only when a hash appears
     /// under two different prefixes, which chained hashes never do).
     fn chain_path(&mut self, hashes: &[u64]) -> usize {
-        self.path.clear();
-        let (mut pos, mut parent) = (0, NONE);
-        while pos < hashes.len() {
-            match self.child(parent, hashes[pos]) {
-                Some(mut n) => {
-                    let len = self.segs[n as usize].hashes.len();
-                    let k = common_prefix(&self.segs[n as usize].hashes, &hashes[pos..]);
-                    if k < len {
-                        n = self.split(n, k);
-                    }
-                    self.path.push(n);
-                    pos += k;
-                    parent = n;
-                }
-                None if self.heads.contains_key(&hashes[pos]) => break,
-                None => {
-                    let n = self.new_segment(&hashes[pos..], parent);
-                    self.path.push(n);
-                    pos = hashes.len();
-                }
-            }
+        let end = self.tree.path(hashes, &mut self.path);
+        let mut parent = self.path.last().copied().unwrap_or(NONE);
+        if end.inside > 0 {
+            parent = self.split(parent, end.inside);
+            let last = self.path.len() - 1;
+            self.path[last] = parent;
         }
-        pos
+        if end.blocks == hashes.len() || self.tree.is_head(hashes[end.blocks]) {
+            return end.blocks;
+        }
+        let n = self.tree.add(&hashes[end.blocks..], parent, Holds::new());
+        self.path.push(n);
+        hashes.len()
     }
 
     /// Records that `hashes` (blocks of `block_tokens` tokens) were sent to
@@ -350,10 +227,10 @@ impl PrefixIndex {
             let mut live = 0;
             for i in 0..self.path.len() {
                 let n = self.path[i];
-                let seg = &mut self.segs[n as usize];
-                let len = seg.hashes.len() as u32;
+                let len = self.tree.len(n) as u32;
                 live += len as u64;
-                match seg.holds.iter_mut().find(|h| h.replica == r) {
+                let holds = self.tree.data_mut(n);
+                match holds.iter_mut().find(|h| h.replica == r) {
                     Some(h) => {
                         // Its held tail moves to this run; the forgotten
                         // head comes back.
@@ -366,7 +243,7 @@ impl PrefixIndex {
                         };
                     }
                     None => {
-                        seg.holds.push(Hold {
+                        holds.push(Hold {
                             replica: r,
                             run,
                             lo: 0,
@@ -417,30 +294,26 @@ impl PrefixIndex {
         let mut n = self.runs[run as usize].end;
         while n != NONE {
             self.path.push(n);
-            n = self.segs[n as usize].parent;
+            n = self.tree.parent(n);
         }
         for i in (0..self.path.len()).rev() {
             if want == 0 {
                 break;
             }
             let n = self.path[i];
-            let seg = &mut self.segs[n as usize];
-            let len = seg.hashes.len() as u32;
-            let Some(at) = seg
-                .holds
-                .iter()
-                .position(|h| h.replica == r && h.run == run)
-            else {
+            let len = self.tree.len(n) as u32;
+            let holds = self.tree.data_mut(n);
+            let Some(at) = holds.iter().position(|h| h.replica == r && h.run == run) else {
                 continue;
             };
-            let h = &mut seg.holds[at];
+            let h = &mut holds[at];
             let take = want.min((len - h.lo) as u64);
             h.lo += take as u32;
             want -= take;
             self.blocks[r as usize] -= take;
             self.runs[run as usize].live -= take;
             if h.lo == len {
-                seg.holds.swap_remove(at);
+                holds.swap_remove(at);
                 // Only the run's last segment can be left bare.
                 self.prune(n);
             }
@@ -457,36 +330,25 @@ impl PrefixIndex {
         self.blocks[replica]
     }
 
-    /// Checks the bookkeeping (tests): block counts, run sizes, children
-    /// counts and the head map agree with the segments.
+    /// Checks the bookkeeping (tests): the tree's shape, block counts and
+    /// run sizes agree with the holds, and no bare segment is kept.
     #[cfg(test)]
     fn check(&self) -> Result<(), String> {
+        self.tree.check()?;
         let mut blocks = vec![0u64; self.blocks.len()];
         let mut live = vec![0u64; self.runs.len()];
-        let mut children = vec![0u32; self.segs.len()];
-        for (&h, &n) in &self.heads {
-            let s = &self.segs[n as usize];
-            if s.hashes.first() != Some(&h) {
-                return Err(format!("segment {n} filed under the wrong hash"));
-            }
-            if s.holds.is_empty() && s.children == 0 {
+        for n in self.tree.segments() {
+            let (holds, len) = (self.tree.data(n), self.tree.len(n));
+            if holds.is_empty() && self.tree.children(n) == 0 {
                 return Err(format!("segment {n} is bare and kept"));
             }
-            for x in &s.holds {
-                if x.lo as usize >= s.hashes.len() {
+            for x in holds {
+                if x.lo as usize >= len {
                     return Err(format!("segment {n}: an empty hold"));
                 }
-                let held = (s.hashes.len() - x.lo as usize) as u64;
+                let held = (len - x.lo as usize) as u64;
                 blocks[x.replica as usize] += held;
                 live[x.run as usize] += held;
-            }
-            if s.parent != NONE {
-                children[s.parent as usize] += 1;
-            }
-        }
-        for &n in self.heads.values() {
-            if children[n as usize] != self.segs[n as usize].children {
-                return Err(format!("segment {n}: children count out of date"));
             }
         }
         if blocks != self.blocks {
