@@ -1,7 +1,7 @@
-//! The prefix cache as it was before the intrusive LRU list (commit
-//! 2efc59e): eviction order kept in an ordered set of (last use, node). Kept
-//! for tests only, as the reference the fast cache must agree with block
-//! for block (the tests below).
+//! A plain prefix cache that keeps its eviction order in an ordered set of
+//! (last use, node) instead of the fast cache's intrusive LRU list. For
+//! tests only: the reference the fast cache must agree with block for
+//! block (the tests below).
 
 use super::prefix_cache::PrefixCacheStats;
 use std::collections::BTreeSet;
