@@ -1,11 +1,9 @@
 //! A run that streams its records (requests leave memory as they end, the
-//! reports fold them as they go on a worker thread, `requests.csv` is
-//! written as they end, the inter-token gaps are filed and the trace is
-//! read on threads of their own: what `servesim simulate` does) gives
-//! byte-identical files to a run that keeps every request to the end and
-//! does everything in place, on every example scenario, and on variations
-//! that recycle request slots under static batching, retries and tenants,
-//! and that read a trace ahead.
+//! reports fold them as they go, `requests.csv` is written as they end:
+//! what `servesim simulate` does) gives byte-identical files to a run that
+//! keeps every request to the end, on every example scenario, and on
+//! variations that recycle request slots under static batching, retries and
+//! tenants, and that derive a trace's engine block hashes.
 
 use sim::{Scenario, Simulation};
 use std::path::{Path, PathBuf};
@@ -145,13 +143,12 @@ fn regions_with_per_pool_life_cycles_stream_the_same_files() {
 }
 
 #[test]
-fn a_trace_read_ahead_with_its_hashes_derived_there_streams_the_same_files() {
+fn a_trace_with_its_engine_hashes_derived_at_admission_streams_the_same_files() {
     // A Mooncake-format trace (512-token hash blocks) over 16-token engine
-    // blocks with prefix caching: a streamed run reads it on a thread and
-    // derives the engine hashes there (`simulation::read_ahead`), in batches
-    // that this trace crosses several times. With a request horizon short
-    // of the trace, the reader must read no further than the run would
-    // (the workload report counts the rows read).
+    // blocks with prefix caching: the engine hashes are derived as each
+    // request is admitted. With a request horizon short of the trace, the
+    // reader reads no further than the run pulls (the workload report
+    // counts the rows read).
     let tmp = tempfile::tempdir().unwrap();
     let line = |i: u64| {
         let blocks = 1 + (i * 7) % 9;
@@ -176,7 +173,7 @@ fn a_trace_read_ahead_with_its_hashes_derived_there_streams_the_same_files() {
         let trace = tmp.path().join(format!("{label}.jsonl"));
         std::fs::write(&trace, (0..rows).map(line).collect::<String>()).unwrap();
         let text = format!(
-            "name = \"read-ahead\"\nseed = 3\n[horizon]\n{horizon}[model]\npreset = \"smollm2-135m\"\n\
+            "name = \"engine-hashes\"\nseed = 3\n[horizon]\n{horizon}[model]\npreset = \"smollm2-135m\"\n\
              [hardware]\npreset = \"h200\"\n[fleet]\nreplicas = 2\n[engine]\nprefix_caching = true\n\
              max_model_len = 8192\n[workload]\ntrace = {{ format = \"mooncake\", path = \"{}\" }}\n",
             trace.display()

@@ -4,9 +4,9 @@
 //! run gives byte-identical files.
 
 mod atomic;
-mod early_sync;
 mod fast_fmt;
 mod request_row;
+mod row_writer;
 mod stream_file;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 
@@ -143,26 +143,41 @@ fn request_header(attribution: bool, disagg: bool, regions: bool) -> std::io::Re
 /// removed when dropped unfinished): the file still appears whole or not at
 /// all, but the run never holds its rows.
 pub struct RequestsCsv {
-    /// The temporary file; each row is formatted straight into its buffer,
-    /// where a `BufWriter` would take a copy of each row from a buffer of
-    /// its own.
-    out: stream_file::StreamFile,
+    rows: Rows,
     tmp: std::path::PathBuf,
-    attribution: bool,
-    disagg: bool,
-    /// The fleet's region names (`origin_region`), when it has regions.
-    regions: Vec<String>,
     done: bool,
+}
+
+/// Where rows are formatted: here, or on the writer thread (`row_writer`).
+#[derive(Debug)]
+enum Rows {
+    Here(row_writer::RowFile),
+    Writer(row_writer::RowWriter),
 }
 
 impl RequestsCsv {
     /// Starts `dir/requests.csv` (its temporary) with its header.
-    /// `regions`: the fleet's region names, when it has regions.
+    /// `regions`: the fleet's region names, when it has regions. The rows
+    /// are formatted on the writer thread (`row_writer`) where the process
+    /// may run on more than one CPU.
     pub fn create(
         dir: &Path,
         attribution: bool,
         disagg: bool,
         regions: Vec<String>,
+    ) -> std::io::Result<RequestsCsv> {
+        let writer = row_writer::pays();
+        RequestsCsv::create_with(dir, attribution, disagg, regions, writer)
+    }
+
+    /// [`Self::create`], on the writer thread or not (the bytes are the
+    /// same either way).
+    pub(crate) fn create_with(
+        dir: &Path,
+        attribution: bool,
+        disagg: bool,
+        regions: Vec<String>,
+        writer: bool,
     ) -> std::io::Result<RequestsCsv> {
         fs::create_dir_all(dir)?;
         let tmp = atomic::temp_name(&dir.join("requests.csv"));
@@ -171,26 +186,42 @@ impl RequestsCsv {
         let mut out = stream_file::StreamFile::create(&tmp, true)?;
         let header = request_header(attribution, disagg, !regions.is_empty())?;
         out.buf().extend_from_slice(&header);
-        Ok(RequestsCsv {
+        let file = row_writer::RowFile {
             out,
-            tmp,
             attribution,
             disagg,
-            done: false,
             regions,
+        };
+        let rows = if writer {
+            Rows::Writer(row_writer::RowWriter::start(file)?)
+        } else {
+            Rows::Here(file)
+        };
+        Ok(RequestsCsv {
+            rows,
+            tmp,
+            done: false,
         })
     }
 
     /// Appends request `id`'s row (rows must come in id order).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
-        let (attribution, disagg) = (self.attribution, self.disagg);
-        request_row::push_request_row(self.out.buf(), id, r, attribution, disagg, &self.regions);
-        self.out.write_when_full()
+        match &mut self.rows {
+            Rows::Here(file) => file.row(id, r),
+            // A write error on the writer shows at `finish`.
+            Rows::Writer(w) => {
+                w.row(id, r);
+                Ok(())
+            }
+        }
     }
 
     /// Writes the rest, syncs and renames the file to `dir/requests.csv`.
     pub fn finish(mut self, dir: &Path) -> std::io::Result<()> {
-        self.out.finish()?;
+        match &mut self.rows {
+            Rows::Here(file) => file.out.finish()?,
+            Rows::Writer(w) => w.finish()?,
+        }
         fs::rename(&self.tmp, dir.join("requests.csv"))?;
         self.done = true;
         Ok(())
@@ -200,6 +231,10 @@ impl RequestsCsv {
 impl Drop for RequestsCsv {
     fn drop(&mut self) {
         if !self.done {
+            // The writer, if any, stops before its file is removed.
+            if let Rows::Writer(w) = &mut self.rows {
+                w.stop();
+            }
             let _ = fs::remove_file(&self.tmp);
         }
     }

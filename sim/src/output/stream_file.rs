@@ -6,8 +6,8 @@
 //! allocated, zeroed, charged to the memory cgroup and copied into by the
 //! kernel: on this project's 2-core machines `dd bs=4M` of 2.3 GB took
 //! 7.5 s of system time, against 0.4 s (1.96 s of wall time) with
-//! `oflag=direct`. That kernel time ran on the records thread, beside the
-//! simulation's, and its copies swept the cache both share. So on Linux the
+//! `oflag=direct`. That kernel time would run on the simulation's thread,
+//! and its copies would sweep the simulation's cache. So on Linux the
 //! file is opened with `O_DIRECT` (the Linux `open(2)` page: the buffer, the
 //! length and the offset must be multiples of the block size), and whole
 //! blocks are written from a block-aligned start of the buffer; the last
@@ -15,10 +15,9 @@
 //!
 //! Where the file system refuses direct I/O (tmpfs, some network and
 //! overlay file systems: `EINVAL` at the open or at a write) the file is
-//! written through the page cache as before, with its data synced as it
-//! grows (`early_sync`). The bytes are the same either way.
+//! written through the page cache, and its last sync waits for the disk.
+//! The bytes are the same either way.
 
-use super::early_sync::EarlySync;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
@@ -38,8 +37,6 @@ pub(crate) struct StreamFile {
     pad: usize,
     /// Writes bypass the page cache (`O_DIRECT` is set on `file`).
     direct: bool,
-    /// Writeback started while a buffered file grows.
-    early: EarlySync,
 }
 
 impl StreamFile {
@@ -63,7 +60,6 @@ impl StreamFile {
             buf: Vec::new(),
             pad: 0,
             direct,
-            early: EarlySync::default(),
         };
         out.realign();
         Ok(out)
@@ -135,9 +131,6 @@ impl StreamFile {
                 Err(e) => return Err(e),
             }
         }
-        if !self.direct {
-            self.early.wrote(&self.file, n);
-        }
         Ok(())
     }
 
@@ -170,16 +163,7 @@ impl StreamFile {
         let n = self.buf.len() - self.pad;
         self.write_range(n)?;
         self.buf.truncate(self.pad);
-        self.early.finish();
         self.file.sync_all()
-    }
-}
-
-impl Drop for StreamFile {
-    /// An unfinished file: the sync helper is done before its caller
-    /// removes the file.
-    fn drop(&mut self) {
-        self.early.finish();
     }
 }
 

@@ -2,17 +2,14 @@
 //! flight rather than by how many requests the run served: exact streaming
 //! distributions and compacted records of ended requests.
 
-mod batch_worker;
 pub mod gap_log;
 mod held;
 mod held_runs;
 pub mod itl;
-pub mod itl_feed;
 pub mod packed;
 pub mod pair_counts;
 
 pub use itl::ItlHistogram;
-pub use itl_feed::ItlFeed;
 pub mod stream;
 pub mod timeseries;
 

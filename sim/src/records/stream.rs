@@ -13,20 +13,11 @@
 //! length. Past [`HELD_BYTES`] of them the held rows go to disk, in runs
 //! sorted by id (`records::held_runs`), and come back when their turn
 //! comes, so the memory they take no longer grows with the longest hold.
-//!
-//! A run that writes `requests.csv` folds its records on a worker thread
-//! ([`RecordStream::start_worker`]): the simulation hands each ended request
-//! over, in batches, in the order it would have folded them itself, and one
-//! thread folds them in that order, so every file and report is the same
-//! byte for byte, at any thread count. Formatting a row (~35 numbers) and
-//! writing it cost about as much as simulating the request on a large fleet;
-//! this way the two overlap.
 
 use crate::cluster::fleet::TransferTimes;
 use crate::lifecycle::SloDipRecords;
 use crate::load::LoadRecord;
 use crate::output::RequestsCsv;
-use crate::records::batch_worker::BatchWorker;
 use crate::records::held::HeldRing;
 use crate::records::held_runs::HeldRuns;
 use crate::records::packed::Packed;
@@ -36,38 +27,11 @@ use crate::request::{Request, Status};
 use crate::store::SpillLog;
 use crate::tenancy::report::TenantRecords;
 
-/// Ended requests handed to the worker at once (~1.1 MB of records): few
-/// enough that memory stays bounded, many enough that the hand-over costs
-/// nothing per request; each hand-over may wake the worker, a system call
-/// on the simulation's thread, up to one per batch.
-const BATCH: usize = 4096;
-
-/// The smallest batch a run with a known request count hands over: it
-/// hands over about [`BATCH_SHARE`] batches, no smaller than this. The
-/// worker folds the last batch after the simulation's last event, so a
-/// 5,000-request run (Vidur's V1) waited 3.3 ms (median of 30) for its last
-/// batch of 904, and 1.4 ms with batches of 256.
-const MIN_BATCH: usize = 256;
-
-/// Batches a run with a known request count is cut into (see [`MIN_BATCH`]).
-const BATCH_SHARE: u64 = 16;
-
 /// Bytes of packed rows held in memory past which they all go to disk
 /// (`records::held_runs`): a few tens of MiB, where the 1,000-replica
 /// fleet's 10 M-request run held 1.16 M rows at once (counted on disk
 /// right after a spill, with this limit).
 const HELD_BYTES: usize = 24 << 20;
-
-/// Full batches that may wait for the worker (~9 MB, 32 Ki requests): the
-/// worker emits in a burst every request a long one held back (tens of
-/// thousands on a 1,000-replica fleet), and the simulation goes on
-/// meanwhile. With two batches of 1,024, the simulation waited for the
-/// worker about a fifth of a 10 M-request run.
-const QUEUED: usize = 8;
-
-/// The simulation's side of a record stream folded on a worker thread:
-/// ended requests, in the order they ended.
-type Worker = BatchWorker<(u64, Request), RecordStream, BATCH>;
 
 /// What the run's reports fold from each ended request (see the module
 /// comment), and the streamed `requests.csv` when the run writes one.
@@ -112,10 +76,6 @@ pub struct RecordStream {
     pub regions: Option<RegionRecords>,
     /// The first ended request that broke a conservation law.
     pub violation: Option<String>,
-    /// Set while the stream is folded on a worker thread: the stream
-    /// itself is then there, and every field here is a placeholder until
-    /// [`Self::join`].
-    worker: Option<Worker>,
 }
 
 impl RecordStream {
@@ -144,65 +104,6 @@ impl RecordStream {
             completed_output_tokens: Vec::new(),
             regions: None,
             violation: None,
-            worker: None,
-        }
-    }
-
-    /// Moves the folding to a worker thread: from now on requests are
-    /// handed over with [`Self::ended_owned`], and the fields may be read
-    /// again after [`Self::join`]. Set everything up (`set_csv`,
-    /// `regions`…) before. `requests`: how many requests the run will have
-    /// at most, when known (a request-count horizon), for smaller batches
-    /// in a small run ([`MIN_BATCH`]).
-    pub fn start_worker(&mut self, requests: Option<u64>) -> std::io::Result<()> {
-        if self.worker.is_some() {
-            return Ok(());
-        }
-        let inner = std::mem::replace(self, RecordStream::new(None, None, None));
-        self.worker = Some(Worker::start(
-            "servesim-records",
-            QUEUED,
-            batch_size(requests),
-            inner,
-            |s, batch, last| {
-                // The summary folds requests in any order: as they end, so
-                // that it is complete once the last batch is in, and its
-                // latency distributions are merged beside the emission of
-                // the rows a long request held back until the end.
-                for (_, r) in batch.iter() {
-                    s.summary.add(r);
-                }
-                if last {
-                    s.summary.start_dists();
-                }
-                for (id, mut r) in batch.drain(..) {
-                    s.hold_or_emit(id, &mut r);
-                }
-            },
-        )?);
-        Ok(())
-    }
-
-    /// Whether the folding runs on a worker thread ([`Self::start_worker`]).
-    pub fn has_worker(&self) -> bool {
-        self.worker.is_some()
-    }
-
-    /// [`Self::ended`] for a request the caller gives away: handed to the
-    /// worker when there is one, folded here otherwise.
-    pub fn ended_owned(&mut self, id: u64, mut r: Request) {
-        match &mut self.worker {
-            Some(w) => w.push((id, r)),
-            None => self.ended(id, &mut r),
-        }
-    }
-
-    /// Waits for the worker to fold everything handed to it and takes its
-    /// stream back (a no-op without a worker).
-    pub fn join(&mut self) {
-        if let Some(s) = self.worker.as_mut().and_then(Worker::finish) {
-            // The placeholder and its closed worker are dropped here.
-            *self = s;
         }
     }
 
@@ -217,12 +118,6 @@ impl RecordStream {
     /// place: the caller then frees `r`.
     pub fn ended(&mut self, id: u64, r: &mut Request) {
         self.summary.add(r);
-        self.hold_or_emit(id, r);
-    }
-
-    /// [`Self::ended`] but for the summary.
-    fn hold_or_emit(&mut self, id: u64, r: &mut Request) {
-        debug_assert!(self.worker.is_none(), "folded beside its worker");
         debug_assert!(id >= self.next, "request {id} ended twice");
         let k = (id - self.next) as usize;
         if k > 0 {
@@ -375,13 +270,6 @@ pub fn ended_violation(id: u64, r: &Request) -> Option<String> {
     }
 }
 
-/// Requests a batch for a run of at most `requests` (see [`MIN_BATCH`]).
-fn batch_size(requests: Option<u64>) -> usize {
-    requests.map_or(BATCH, |n| {
-        (n / BATCH_SHARE).clamp(MIN_BATCH as u64, BATCH as u64) as usize
-    })
-}
-
 /// Bytes a held row counts toward a spill: its size if it may go to disk.
 #[inline]
 fn disk_size(p: &Packed) -> usize {
@@ -416,14 +304,9 @@ mod tests {
         v
     }
 
-    fn folded(worker: Option<Option<u64>>, dir: &std::path::Path, n: u64) -> (String, Vec<u8>) {
-        folded_held(worker, dir, ended_order(n), HELD_BYTES).0
-    }
-
     /// Folds `order` with held rows on disk past `limit` bytes; also gives
     /// the runs written to disk.
     fn folded_held(
-        worker: Option<Option<u64>>,
         dir: &std::path::Path,
         order: Vec<(u64, Request)>,
         limit: usize,
@@ -439,13 +322,9 @@ mod tests {
         );
         s.held_limit = limit;
         s.set_csv(RequestsCsv::create(dir, true, false, Vec::new()).expect("csv"));
-        if let Some(requests) = worker {
-            s.start_worker(requests).expect("thread");
+        for (id, mut r) in order {
+            s.ended(id, &mut r);
         }
-        for (id, r) in order {
-            s.ended_owned(id, r);
-        }
-        s.join();
         assert_eq!(s.pending(), 0);
         let csv = s.take_csv().expect("no error").expect("csv");
         csv.finish(dir).expect("written");
@@ -485,8 +364,8 @@ mod tests {
         let mut s = RecordStream::new(None, None, None);
         s.held_limit = 1_500;
         let mut most = 0;
-        for (id, r) in order {
-            s.ended_owned(id, r);
+        for (id, mut r) in order {
+            s.ended(id, &mut r);
             most = most.max(s.held);
             assert_eq!(s.disk_bytes, 0);
         }
@@ -498,42 +377,13 @@ mod tests {
     fn rows_held_on_disk_come_back_in_the_same_order() {
         let n = 3_000;
         let dir = || tempfile::tempdir().unwrap();
-        let (a, b, c) = (dir(), dir(), dir());
-        let (all, none) = folded_held(None, a.path(), long_holds(n), usize::MAX);
+        let (a, b) = (dir(), dir());
+        let (all, none) = folded_held(a.path(), long_holds(n), usize::MAX);
         assert_eq!(none, 0);
         // A few dozen rows a run: many runs, each overlapping the ones
         // before in ids.
-        let (inline, spills) = folded_held(None, b.path(), long_holds(n), 1_500);
+        let (spilled, spills) = folded_held(b.path(), long_holds(n), 1_500);
         assert!(spills > 50, "{spills} runs");
-        assert_eq!(all, inline);
-        let (threaded, spills) = folded_held(Some(Some(n)), c.path(), long_holds(n), 1_500);
-        assert!(spills > 50, "{spills} runs");
-        assert_eq!(all, threaded);
-    }
-
-    #[test]
-    fn a_worker_folds_exactly_what_the_simulation_would() {
-        // More than two batches, and a last one that is not full.
-        let n = 2 * BATCH as u64 + 77;
-        let dir = || tempfile::tempdir().unwrap();
-        let (a, b, c) = (dir(), dir(), dir());
-        let inline = folded(None, a.path(), n);
-        assert_eq!(
-            inline.1.iter().filter(|&&c| c == b'\n').count() as u64,
-            n + 1
-        );
-        // Batches of 4,096, and of 516 (the count known).
-        assert_eq!(inline, folded(Some(None), b.path(), n));
-        assert_eq!(batch_size(Some(n)), 516);
-        assert_eq!(inline, folded(Some(Some(n)), c.path(), n));
-    }
-
-    #[test]
-    fn a_known_small_run_hands_over_smaller_batches() {
-        assert_eq!(batch_size(None), BATCH);
-        assert_eq!(batch_size(Some(10_000_000)), BATCH);
-        assert_eq!(batch_size(Some(5_000)), 312);
-        assert_eq!(batch_size(Some(100)), MIN_BATCH);
-        assert_eq!(batch_size(Some(0)), MIN_BATCH);
+        assert_eq!(all, spilled);
     }
 }

@@ -28,27 +28,8 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    // Each file's sync waits on the disk, so requests.csv is finished on a
-    // thread of its own while this one writes the others; summary.json
-    // still waits for both. The Mooncake conversation run's files took 8.3
-    // ms instead of 10.7 (medians of 10 alternated runs); Vidur's V1, whose
-    // files are smaller, gained nothing measurable (2.7 and 2.8 ms).
-    let (requests, series) = std::thread::scope(|s| {
-        let spawned = std::thread::Builder::new()
-            .name("servesim-write".into())
-            .spawn_scoped(s, || write_requests_file(dir, result));
-        match spawned {
-            Ok(h) => {
-                let series = write_series(dir, result);
-                let requests = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                (requests, series)
-            }
-            // No thread to be had: one after the other.
-            Err(_) => (write_requests_file(dir, result), write_series(dir, result)),
-        }
-    });
-    requests?;
-    series?;
+    write_requests_file(dir, result)?;
+    write_series(dir, result)?;
     let size = |name: &str| fs::metadata(dir.join(name)).map(|m| m.len());
     let with_run = WithRun {
         summary: &result.summary,

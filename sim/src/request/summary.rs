@@ -42,17 +42,7 @@ pub struct RequestsSummary {
     tpot_ok: u64,
     e2e_ok: u64,
     preempted: u64,
-    /// The latency distributions merging on a thread of their own
-    /// ([`Self::start_dists`]), and the spill error their samples had.
-    early: Option<EarlyDists>,
 }
-
-/// [`latency_dists`] of the queue-wait, TTFT, TPOT and E2E samples, started
-/// once the last sample was in.
-type EarlyDists = (
-    std::thread::JoinHandle<Result<[Dist; 4], String>>,
-    Option<String>,
-);
 
 impl RequestsSummary {
     pub fn new(slo: Option<SloTargets>) -> RequestsSummary {
@@ -70,7 +60,6 @@ impl RequestsSummary {
     /// [`Self::add`] counting `samples` parallel samples' output tokens (the
     /// per-tenant report counts one).
     pub fn add_as(&mut self, r: &Request, samples: u32) {
-        debug_assert!(self.early.is_none(), "a request after start_dists");
         let counts = &mut self.counts;
         counts.arrived += 1;
         match r.status {
@@ -108,33 +97,6 @@ impl RequestsSummary {
             self.wait.push(f64_key(nanos_to_ms(w)));
         }
         self.preempted += (r.preemptions > 0) as u64;
-    }
-
-    /// Starts merging the latency distributions on a thread of their own
-    /// (no request may be added after), when they are large enough for
-    /// [`latency_dists`] to use threads: the caller goes on with other
-    /// work, and [`Self::finish`] takes the result.
-    pub fn start_dists(&mut self) {
-        let samples = [&self.wait, &self.ttft, &self.tpot, &self.e2e];
-        if self.early.is_some() || samples.iter().all(|v| v.len() < PARALLEL_FROM) {
-            return;
-        }
-        let error = self.error().map(str::to_string);
-        let mut sets = [
-            std::mem::take(&mut self.wait),
-            std::mem::take(&mut self.ttft),
-            std::mem::take(&mut self.tpot),
-            std::mem::take(&mut self.e2e),
-        ];
-        // A thread that cannot start panics here, as in `latency_dists`.
-        let merging = std::thread::Builder::new()
-            .name("servesim-dists".into())
-            .spawn(move || {
-                let [a, b, c, d] = &mut sets;
-                latency_dists([a, b, c, d])
-            })
-            .unwrap_or_else(|e| panic!("cannot start a thread: {e}"));
-        self.early = Some((merging, error));
     }
 
     /// Counts, throughput, SLO attainment, latencies (with `itl`, the
@@ -177,15 +139,12 @@ impl RequestsSummary {
                 percentiles_met: None,
             });
         }
-        let [wait, ttft, tpot, e2e] = match self.early.take() {
-            Some((h, _)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-            None => latency_dists([
-                &mut self.wait,
-                &mut self.ttft,
-                &mut self.tpot,
-                &mut self.e2e,
-            ])?,
-        };
+        let [wait, ttft, tpot, e2e] = latency_dists([
+            &mut self.wait,
+            &mut self.ttft,
+            &mut self.tpot,
+            &mut self.e2e,
+        ])?;
         s.latency = Latency {
             queue_wait_ms: wait,
             ttft_ms: ttft,
@@ -207,44 +166,21 @@ impl RequestsSummary {
     /// The first error spilling samples to disk (the distributions are then
     /// incomplete).
     pub fn error(&self) -> Option<&str> {
-        if let Some((_, e)) = &self.early {
-            return e.as_deref();
-        }
         [&self.ttft, &self.tpot, &self.e2e, &self.wait]
             .into_iter()
             .find_map(|v| v.error())
     }
 }
 
-/// Samples from which [`latency_dists`] merges on threads (below, the
-/// threads would cost more than they save); the run's load report goes on
-/// a thread of its own from as many requests (`Simulation::finish`).
-pub(crate) const PARALLEL_FROM: usize = 1 << 18;
-
-/// The distributions of `samples`, each from its own sorted stream. On a
-/// large run each merges its runs spilled to disk (a k-way merge of up to
-/// tens of millions of samples) on a thread of its own: the four are
-/// independent, so the numbers are the same as one after the other. The
-/// first spilled run that cannot be read back is the error.
+/// The distributions of `samples`, each from its own sorted stream (a
+/// k-way merge of its runs spilled to disk, on a large run). The first
+/// spilled run that cannot be read back is the error.
 fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> Result<[Dist; 4], String> {
-    let dist = |v: &mut SpillSort<u64>| {
+    let [a, b, c, d] = samples.map(|v| {
         let d = Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
         v.error().map_or(Ok(d), |e| Err(e.to_string()))
-    };
-    if samples.iter().all(|v| v.len() < PARALLEL_FROM) {
-        let [a, b, c, d] = samples.map(dist);
-        return Ok([a?, b?, c?, d?]);
-    }
-    std::thread::scope(|sc| {
-        let [first, rest @ ..] = samples;
-        // (A thread that cannot start panics here, as an allocation that
-        // fails does.)
-        let handles = rest.map(|v| sc.spawn(move || dist(v)));
-        let d0 = dist(first);
-        let [d1, d2, d3] =
-            handles.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        Ok([d0?, d1?, d2?, d3?])
-    })
+    });
+    Ok([a?, b?, c?, d?])
 }
 
 fn reason_key(r: RejectReason) -> String {
@@ -256,48 +192,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn latency_dists_on_threads_equal_one_after_the_other() {
-        // Enough samples to take the threaded path (and spill to disk).
-        let n = PARALLEL_FROM + 12_345;
-        let mut sets: [SpillSort<u64>; 4] = Default::default();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for (k, set) in sets.iter_mut().enumerate() {
-            for _ in 0..n + k * 1000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                set.push(f64_key((x >> 40) as f64 * 1e-3));
-            }
-        }
-        let want: Vec<Dist> = sets
-            .iter_mut()
-            .map(|v| Dist::of_sorted(v.len(), v.sorted().map(f64_of_key)))
-            .collect();
-        let [a, b, c, d] = &mut sets;
-        let got = latency_dists([a, b, c, d]).unwrap();
-        assert_eq!(format!("{want:?}"), format!("{got:?}"));
-        // Each set kept its own place.
-        assert_ne!(format!("{:?}", got[0]), format!("{:?}", got[3]));
-    }
-
-    #[test]
     fn latency_samples_that_cannot_be_read_back_are_an_error() {
         use crate::store::CHUNK;
-        // Below and above the size the merges go on threads from.
-        for n in [2 * CHUNK + 3, PARALLEL_FROM + 5] {
-            let mut sets: [SpillSort<u64>; 4] = Default::default();
-            for (k, set) in sets.iter_mut().enumerate() {
-                for i in 0..n as u64 {
-                    set.push(f64_key((i * 7919 % 1009 + k as u64) as f64));
-                }
+        // Past two spilled runs.
+        let n = 2 * CHUNK + 3;
+        let mut sets: [SpillSort<u64>; 4] = Default::default();
+        for (k, set) in sets.iter_mut().enumerate() {
+            for i in 0..n as u64 {
+                set.push(f64_key((i * 7919 % 1009 + k as u64) as f64));
             }
-            sets[2].lose_all_but_the_first_run();
-            let [a, b, c, d] = &mut sets;
-            let got = latency_dists([a, b, c, d]);
-            assert!(
-                got.as_ref().is_err_and(|e| e.contains("cannot read")),
-                "{n} samples: {got:?}"
-            );
         }
+        sets[2].lose_all_but_the_first_run();
+        let [a, b, c, d] = &mut sets;
+        let got = latency_dists([a, b, c, d]);
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains("cannot read")),
+            "{got:?}"
+        );
     }
 }

@@ -72,8 +72,8 @@ impl Simulation<'_> {
         let mut req = Request::from_spec(spec);
         if self.scenario.file.engine.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
-            // another block size (Mooncake: 512 tokens), or be derived
-            // already (`read_ahead`). A rejected request's are never looked
+            // another block size (Mooncake: 512 tokens). A rejected
+            // request's are never looked
             // up (emptied below), so they are not derived.
             let bs = self.scenario.file.engine.block_size;
             if reason.is_some() {
@@ -141,9 +141,8 @@ impl Simulation<'_> {
 /// Turns `hashes` of `hash_block`-token blocks into hashes of the engine's
 /// `bs`-token blocks covering the first `covered` tokens
 /// (`engine_block_hashes`); hashes already of that size are cut to that
-/// length in place, as the derivation would. At admission, and ahead of it
-/// on the trace's reader thread (`read_ahead`).
-pub(super) fn in_engine_blocks(hashes: &mut Vec<u64>, hash_block: u32, bs: u32, covered: u32) {
+/// length in place, as the derivation would.
+fn in_engine_blocks(hashes: &mut Vec<u64>, hash_block: u32, bs: u32, covered: u32) {
     if hash_block == bs {
         let full = (hashes.len() as u64 * bs as u64).min(covered as u64) / bs as u64;
         hashes.truncate(full as usize);

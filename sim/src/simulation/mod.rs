@@ -154,8 +154,8 @@ pub struct Simulation<'a> {
     deadline: Option<SimTime>,
     sample_every: Nanos,
     /// Inter-token latencies, as (gap, tokens) pairs into an exact
-    /// histogram (filed on a thread when the run writes files).
-    itl: crate::records::ItlFeed,
+    /// histogram.
+    itl: crate::records::ItlHistogram,
     timeseries: SpillLog<TimeseriesRow>,
     /// Tenants: admission control, retries, fairness, per-tenant report.
     tenancy: Tenancy,
@@ -674,33 +674,13 @@ impl<'a> Simulation<'a> {
             .offered_rate()
             .map(|r| r * f.fleet.regions.len().max(1) as f64);
         let (requests, load) = (st.summary, &st.load);
-        let load_report =
-            || crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
-        // The load report reads every request once more (from disk, on a
-        // large run): beside the latency distributions, which are
-        // independent of it, on a run large enough to pay for the thread.
         // What was spilled to disk is read back only now, so a run whose
         // spilled records cannot be read fails here rather than reporting
         // on part of its requests.
         let read_error = |e: String| RunError::Output(std::io::Error::other(e));
-        let (dists, load_report) = std::thread::scope(|scope| {
-            let beside = (load.len() >= crate::request::summary::PARALLEL_FROM)
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("servesim-load".into())
-                        .spawn_scoped(scope, load_report)
-                        .ok()
-                })
-                .flatten();
-            let dists = requests.finish(itl, end, s.gpus());
-            let report = match beside {
-                Some(report) => report
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                None => load_report(),
-            };
-            (dists, report)
-        });
+        let dists = requests.finish(itl, end, s.gpus());
+        let load_report =
+            crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
         let request_stats = dists.map_err(read_error)?;
         if let Some(e) = load.error() {
             return Err(read_error(e.to_string()));
@@ -760,7 +740,6 @@ mod decode_runs;
 pub mod estimate;
 mod invariants;
 mod life;
-mod read_ahead;
 mod records;
 mod regions;
 

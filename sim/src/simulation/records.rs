@@ -90,22 +90,6 @@ impl Slab {
     }
 }
 
-/// Whether the records, the inter-token gaps and the trace go to threads of
-/// their own: only where the process may run on more than one CPU
-/// (`available_parallelism` counts the affinity mask and a cgroup's CPU
-/// quota). On one, the threads cannot overlap the simulation and only add
-/// switches and the memory of the batches between them: on one core
-/// (`taskset -c 0`, one build with the threads forced off and on, medians
-/// of 10 alternated runs) the Mooncake synthetic trace took 77 ms inline
-/// against 101 ms with them, the conversation trace 231 against 259 ms,
-/// Vidur's V1 36 ms either way. The files are the same either way
-/// (`tests/determinism.rs` runs under `taskset`). Asked once per process:
-/// a sweep streams thousands of runs, and the answer reads cgroup files.
-fn helper_threads_pay() -> bool {
-    static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PAYS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
-}
-
 impl<'a> Simulation<'a> {
     /// Streams the run's records: requests leave memory as they end, the
     /// reports fold them as they go, and with `dir` `requests.csv` is
@@ -128,16 +112,6 @@ impl<'a> Simulation<'a> {
                     .collect(),
             )?;
             self.stream.set_csv(csv);
-            // Writing the file overlaps the simulation (byte-identical: one
-            // thread folds the records, in the same order), and so does
-            // filing the inter-token gaps (`records::itl_feed`) and reading
-            // the trace, where a second CPU can take them.
-            if helper_threads_pay() {
-                let known = (self.max_requests != u64::MAX).then_some(self.max_requests);
-                self.stream.start_worker(known)?;
-                self.itl.start_worker()?;
-                self.read_ahead()?;
-            }
         }
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
@@ -147,44 +121,6 @@ impl<'a> Simulation<'a> {
         let users = crate::guard::closed_loop_users(self.scenario) as usize;
         self.requests = Vec::with_capacity(if users > 0 { users + 16 } else { 0 });
         Ok(self)
-    }
-
-    /// Reads the source on a thread of its own when the run pulls exactly
-    /// its request horizon from it (`read_ahead`): an open-loop source, no
-    /// duration horizon, and no tenants or regions (whose retries and
-    /// overflows take arrivals that are not pulled).
-    fn read_ahead(&mut self) -> std::io::Result<()> {
-        let f = &self.scenario.file;
-        if self.pending.is_none()
-            || !self.source.open_loop()
-            || self.deadline.is_some()
-            || !f.tenants.is_empty()
-            || !f.fleet.regions.is_empty()
-        {
-            return Ok(());
-        }
-        // The pending request was pulled; each admission pulls one more
-        // until the horizon.
-        let limit = self.max_requests.saturating_sub(self.slab.arrived + 1);
-        let source = std::mem::replace(&mut self.source, Box::new(crate::workload::NoRequests));
-        let caching = f.engine.prefix_caching.then_some(f.engine.block_size);
-        self.source = Box::new(super::read_ahead::ReadAhead::start(
-            source,
-            limit,
-            move |spec| {
-                if let Some(bs) = caching {
-                    let covered = spec.prompt_tokens + spec.output_tokens;
-                    super::admission::in_engine_blocks(
-                        &mut spec.prefix_hashes,
-                        spec.hash_block_tokens,
-                        bs,
-                        covered,
-                    );
-                    spec.hash_block_tokens = bs;
-                }
-            },
-        )?);
-        Ok(())
     }
 
     /// The slot the next admitted request will take.
@@ -234,16 +170,9 @@ impl<'a> Simulation<'a> {
         // No report reads the block hashes: every record is folded without
         // them, whether now or after its wait in the reorder buffer.
         self.requests[i].prefix_hashes = Vec::new();
-        if self.stream.has_worker() {
-            // Moved out of its slot to the record stream's worker thread
-            // (`RecordStream::start_worker`).
-            let r = std::mem::replace(&mut self.requests[i], vacant());
-            self.stream.ended_owned(id, r);
-        } else {
-            // Folded or packed from its slot, not copied out of it first.
-            self.stream.ended(id, &mut self.requests[i]);
-            self.requests[i] = vacant();
-        }
+        // Folded or packed from its slot, not copied out of it first.
+        self.stream.ended(id, &mut self.requests[i]);
+        self.requests[i] = vacant();
     }
 
     /// Releases requests replica `r` completed, unless its static batch
@@ -284,10 +213,9 @@ impl<'a> Simulation<'a> {
         let mut live: Vec<(u64, usize)> = self.live().map(|(i, id)| (id, i)).collect();
         live.sort_unstable();
         for (id, i) in live {
-            let r = std::mem::replace(&mut self.requests[i], vacant());
-            self.stream.ended_owned(id, r);
+            self.stream.ended(id, &mut self.requests[i]);
+            self.requests[i] = vacant();
         }
-        self.stream.join();
         // Rows a spill could not read back are reported as that error.
         if self.stream.pending() > 0 && self.stream.spill_error().is_none() {
             return Err(format!(
