@@ -164,14 +164,12 @@ pub(super) fn verify(
     probes: &mut Vec<Probe>,
 ) -> Result<(u32, Probe, Option<Probe>), SweepError> {
     let label = format!("verify {search}");
-    let mut run = |n: u32| -> Result<Probe, SweepError> {
-        let r = p.probe_with(&label, n, rate, VERIFY_HORIZON_FACTOR)?;
-        probes.push(r.clone());
-        Ok(r)
-    };
     let (n, _, below) = found;
-    let first = run(n)?;
-    if first.meets_slo {
+    let mut seen = BTreeMap::new();
+    let mut meets = remembered(&mut seen, probes, |k| {
+        p.probe_with(&label, k, rate, VERIFY_HORIZON_FACTOR)
+    });
+    if meets(n)? {
         // The short probe one below met the target but not the steady-state
         // verdict (a short run's backlog still filling with long requests
         // reads as growing): over the long horizon a smaller fleet may meet
@@ -181,112 +179,79 @@ pub(super) fn verify(
             .as_ref()
             .is_some_and(|b| !b.meets_slo && b.attainment >= p.target);
         if !shaky {
-            return Ok((n, first, below));
+            drop(meets);
+            return Ok((n, seen.remove(&n).expect("probed"), below));
         }
-        let (mut hi, mut hi_probe) = (n, first);
-        let mut step = 1;
-        let (mut lo, mut lo_probe) = loop {
-            let cand = hi.saturating_sub(step);
-            if cand == 0 {
-                break (0, None);
-            }
-            let r = run(cand)?;
-            if !r.meets_slo {
-                break (cand, Some(r));
-            }
-            (hi, hi_probe) = (cand, r);
-            step *= 2;
-        };
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let r = run(mid)?;
-            if r.meets_slo {
-                (hi, hi_probe) = (mid, r);
-            } else {
-                (lo, lo_probe) = (mid, Some(r));
-            }
-        }
-        return Ok((hi, hi_probe, lo_probe));
     }
-    // The short probes passed a fleet that a long run fails: gallop up.
-    let (mut lo, mut lo_probe) = (n, first);
-    let mut step = 1;
-    let (mut hi, mut hi_probe) = loop {
-        let cand = lo.saturating_add(step);
-        if cand > MAX_REPLICAS {
-            return Err(SweepError::new(format!(
-                "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s over a long horizon",
-                p.origin
-            )));
-        }
-        let r = run(cand)?;
-        if r.meets_slo {
-            break (cand, r);
-        }
-        (lo, lo_probe) = (cand, r);
-        step *= 2;
+    // Otherwise the short probes passed a fleet that a long run fails:
+    // the gallop goes up.
+    let Some((lo, hi)) = fewest_meeting(n, meets)? else {
+        return Err(SweepError::new(format!(
+            "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s over a long horizon",
+            p.origin
+        )));
     };
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        let r = run(mid)?;
-        if r.meets_slo {
-            (hi, hi_probe) = (mid, r);
-        } else {
-            (lo, lo_probe) = (mid, r);
-        }
-    }
-    Ok((hi, hi_probe, Some(lo_probe)))
+    let below = (lo > 0).then(|| seen[&lo].clone());
+    Ok((hi, seen.remove(&hi).expect("probed"), below))
 }
 
-pub(super) type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), SweepError>;
-
-/// Fewest replicas meeting the SLOs at `rate`: gallop from `guess` toward
-/// the boundary (steps 1, 2, 4, …), then bisect until `n` meets the SLOs and
-/// `n − 1` was simulated and does not (or `n` = 1).
-pub(super) fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> ReplicaSearch {
-    let mut seen: BTreeMap<u32, Probe> = BTreeMap::new();
-    let mut order = Vec::new();
-    let mut ok = |n: u32| -> Result<bool, SweepError> {
+/// Whether a fleet of `n` meets the SLOs, by `probe`, each count probed
+/// once: its probe is kept in `seen` and appended to `order` (the probes in
+/// the order they ran).
+fn remembered<'a>(
+    seen: &'a mut BTreeMap<u32, Probe>,
+    order: &'a mut Vec<Probe>,
+    probe: impl Fn(u32) -> Result<Probe, SweepError> + 'a,
+) -> impl FnMut(u32) -> Result<bool, SweepError> + 'a {
+    move |n| {
         if let Some(r) = seen.get(&n) {
             return Ok(r.meets_slo);
         }
-        let r = p.probe(search, n, rate)?;
+        let r = probe(n)?;
         let m = r.meets_slo;
         order.push(r.clone());
         seen.insert(n, r);
         Ok(m)
-    };
-    // Invariant once bracketed: `hi` meets the SLOs, `lo` does not (0 = none).
+    }
+}
+
+/// The fewest replicas for which `meets` holds, assuming it holds from some
+/// count on: gallop from `start` toward the boundary (1, 2, 4, … replicas
+/// at a time, down while `start`'s side meets it, up while it does not),
+/// then bisect the bracket. Returns `(lo, hi)`: `hi` meets, `lo` does not
+/// (0: no smaller count does), or `None` when [`MAX_REPLICAS`] do not.
+/// `meets(start)` is asked first; `meets` may be asked a count again (its
+/// caller keeps what it ran).
+fn fewest_meeting<E>(
+    start: u32,
+    mut meets: impl FnMut(u32) -> Result<bool, E>,
+) -> Result<Option<(u32, u32)>, E> {
+    // Invariant once bracketed: `hi` meets, `lo` does not (0 = none).
     let (mut lo, mut hi);
-    if ok(guess)? {
-        hi = guess;
-        let mut step = 1;
+    let mut step = 1;
+    if meets(start)? {
+        hi = start;
         loop {
             let cand = hi.saturating_sub(step);
             if cand == 0 {
                 lo = 0;
                 break;
             }
-            if ok(cand)? {
-                hi = cand;
-                step *= 2;
-            } else {
+            if !meets(cand)? {
                 lo = cand;
                 break;
             }
+            hi = cand;
+            step *= 2;
         }
     } else {
-        lo = guess;
-        let mut step = 1;
+        lo = start;
         loop {
             let cand = lo.saturating_add(step);
             if cand > MAX_REPLICAS {
-                return Err(SweepError::new(format!(
-                    "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
-                    p.origin
-                )));
+                return Ok(None);
             }
-            if ok(cand)? {
+            if meets(cand)? {
                 hi = cand;
                 break;
             }
@@ -296,12 +261,29 @@ pub(super) fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> R
     }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if ok(mid)? {
+        if meets(mid)? {
             hi = mid;
         } else {
             lo = mid;
         }
     }
+    Ok(Some((lo, hi)))
+}
+
+pub(super) type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), SweepError>;
+
+/// Fewest replicas meeting the SLOs at `rate`: gallop from `guess` toward
+/// the boundary (steps 1, 2, 4, …), then bisect until `n` meets the SLOs and
+/// `n − 1` was simulated and does not (or `n` = 1).
+pub(super) fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> ReplicaSearch {
+    let (mut seen, mut order) = (BTreeMap::new(), Vec::new());
+    let ok = remembered(&mut seen, &mut order, |n| p.probe(search, n, rate));
+    let Some((lo, hi)) = fewest_meeting(guess, ok)? else {
+        return Err(SweepError::new(format!(
+            "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
+            p.origin
+        )));
+    };
     let at = seen[&hi].clone();
     let below = (lo > 0).then(|| seen[&lo].clone());
     Ok((hi, at, below, order))
