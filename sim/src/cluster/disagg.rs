@@ -15,7 +15,7 @@ use crate::scenario::{KvTransferCfg, TransferMode};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use serde::Serialize;
 
-pub use crate::request::TransferRecord;
+use crate::request::TransferRecord;
 
 /// A prefill replica's link to the decode pool: one transfer at a time, in
 /// the order the decode side accepted them.

@@ -5,10 +5,11 @@
 //! [`super::disagg`]. The simulation calls it at arrivals, iteration ends,
 //! load reports and transfer completions; it never prices iterations.
 
-use super::disagg::{Link, LinkModel, TransferRecord, TransferReport};
+use super::disagg::{Link, LinkModel, TransferReport};
 use super::pool_series::PoolSample;
 use super::routing::Routing;
 use crate::replica::Replica;
+use crate::request::TransferRecord;
 use crate::request::{Request, RequestId, Status};
 use crate::scenario::PoolPlan;
 use crate::scenario::{PoolRole, Scenario};

@@ -15,7 +15,7 @@
 //! them; `Simulation::release` already drops them).
 
 use crate::attribution::{Attribution, N_COMPONENTS};
-use crate::cluster::disagg::TransferRecord;
+use crate::request::TransferRecord;
 use crate::request::{RejectReason, Request, Status};
 use crate::time::SimTime;
 
