@@ -11,11 +11,10 @@
 //! router prefills locally when the prompt's uncached part is short
 //! (`max_local_prefill_length`).
 
+use crate::request::TransferRecord;
 use crate::scenario::{KvTransferCfg, TransferMode};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use serde::Serialize;
-
-use crate::request::TransferRecord;
 
 /// A prefill replica's link to the decode pool: one transfer at a time, in
 /// the order the decode side accepted them.
