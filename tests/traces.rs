@@ -482,11 +482,13 @@ fn a_simulated_run_replays_from_its_own_requests_csv() {
     simulate(&scn, &second, &[]);
     // Replay time 0 is the first arrival; requests.csv keeps microseconds.
     let cols = |d: &Path| -> Vec<(i64, String)> {
-        let rows: Vec<Vec<String>> = read(&d.join("requests.csv"))
+        // Rows stand in the order requests ended; ids are arrival order.
+        let mut rows: Vec<Vec<String>> = read(&d.join("requests.csv"))
             .lines()
             .skip(1)
             .map(|l| l.split(',').map(str::to_string).collect())
             .collect();
+        rows.sort_by_key(|f| f[0].parse::<u64>().unwrap());
         let us = |s: &str| (s.parse::<f64>().unwrap() * 1e6).round() as i64;
         let t0 = us(&rows[0][1]);
         rows.iter()

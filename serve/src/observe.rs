@@ -590,6 +590,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
     Ok(RunResult {
         summary,
         requests: reqs,
+        ended: Vec::new(),
         timeseries: Default::default(),
         attribution: true,
         fleet_series: Vec::new(),

@@ -103,18 +103,18 @@ pub fn scenario_hash(s: &crate::scenario::Scenario) -> u64 {
 /// (`cluster::disagg::CSV_COLUMNS`); other runs keep the columns they had.
 /// `regions`: the fleet's region names (`[[fleet.regions]]`), when it has
 /// regions: each row ends with its origin region (`origin_region`).
-pub fn write_requests(
+pub fn write_requests<'r>(
     out: &mut impl Write,
-    reqs: &[Request],
+    rows: impl Iterator<Item = (u64, &'r Request)>,
     attribution: bool,
     disagg: bool,
     regions: &[&str],
 ) -> std::io::Result<()> {
     out.write_all(&request_header(attribution, disagg, !regions.is_empty())?)?;
     let mut row = Vec::new();
-    for (i, r) in reqs.iter().enumerate() {
+    for (id, r) in rows {
         row.clear();
-        request_row::push_request_row(&mut row, i as u64, r, attribution, disagg, regions);
+        request_row::push_request_row(&mut row, id, r, attribution, disagg, regions);
         out.write_all(&row)?;
     }
     Ok(())

@@ -3,10 +3,7 @@
 //! distributions and compacted records of ended requests.
 
 pub mod gap_log;
-mod held;
-mod held_runs;
 pub mod itl;
-pub mod packed;
 pub mod pair_counts;
 
 pub use itl::ItlHistogram;

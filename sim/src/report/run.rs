@@ -12,6 +12,9 @@ use crate::store::SpillLog;
 pub struct RunResult {
     pub summary: Summary,
     pub requests: Vec<Request>,
+    /// The ids of `requests` in the order they ended, the order of
+    /// `requests.csv`'s rows; empty: `requests`' own order.
+    pub ended: Vec<u64>,
     /// The time series, in the order sampled (see [`RunParts::timeseries`]).
     pub timeseries: SpillLog<TimeseriesRow>,
     /// Whether the requests carry latency components (`[metrics]
@@ -29,6 +32,17 @@ pub struct RunResult {
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
+}
+
+impl RunResult {
+    /// The requests a run kept, with their ids, in `requests.csv`'s order.
+    pub fn rows(&self) -> impl Iterator<Item = (u64, &Request)> + '_ {
+        debug_assert!(self.ended.is_empty() || self.ended.len() == self.requests.len());
+        (0..self.requests.len()).map(|k| {
+            let id = self.ended.get(k).map_or(k, |&id| id as usize);
+            (id as u64, &self.requests[id])
+        })
+    }
 }
 
 impl Simulation<'_> {
@@ -67,6 +81,7 @@ impl Simulation<'_> {
         Ok(RunResult {
             summary,
             requests: parts.requests,
+            ended: parts.ended,
             timeseries: parts.timeseries,
             attribution: parts.attribution,
             fleet_series: parts.fleet_series,

@@ -66,7 +66,7 @@ fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
                 .iter()
                 .map(|r| r.name.as_str())
                 .collect();
-            output::write_requests(w, &result.requests, result.attribution, disagg, &regions)
+            output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
         }),
     }
 }

@@ -102,7 +102,7 @@ impl Simulation<'_> {
                 match retry {
                     Some((at, slot)) => {
                         self.queue.schedule(at, Event::Retry(slot));
-                        self.release(id);
+                        self.release(id, now);
                     }
                     None => self.request_ended(id, now, false, false),
                 }

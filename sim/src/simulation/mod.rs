@@ -107,6 +107,9 @@ pub struct RunParts {
     pub canary: Option<crate::canary::report::CanaryReport>,
     pub regions: Vec<crate::region::RegionReport>,
     pub requests: Vec<Request>,
+    /// The ids of `requests` in the order they ended, the order of
+    /// `requests.csv`'s rows (empty for a streamed run).
+    pub ended: Vec<u64>,
     /// The time series, in the order sampled: past 65,536 rows it is on
     /// disk (`store`), so a long run's memory does not grow with
     /// it (1,000 replicas sampled every 10 s add 24 MiB over 100 M
@@ -378,7 +381,7 @@ impl<'a> Simulation<'a> {
     fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
         self.notify_end(id, now, completed, admitted);
         if !completed {
-            self.release(id);
+            self.release(id, now);
         }
     }
 
@@ -420,7 +423,7 @@ impl<'a> Simulation<'a> {
         for &id in &done {
             self.request_ended(id, now, true, true);
         }
-        self.release_completed(r, &done);
+        self.release_completed(r, &done, now);
         done.clear();
         self.completed_buf = done;
         if self.fleet.disaggregated() {
@@ -650,7 +653,7 @@ impl<'a> Simulation<'a> {
             p.block_hit_rate = p.hit_blocks as f64 / p.lookup_blocks.max(1) as f64;
         }
         eng.prefix_cache = prefix;
-        self.flush_records().map_err(InvariantViolation)?;
+        let ended = self.flush_records();
         if let Some(v) = self.stream.violation.take() {
             return Err(InvariantViolation(v).into());
         }
@@ -719,6 +722,7 @@ impl<'a> Simulation<'a> {
             canary,
             regions,
             // A streamed run's slab holds only vacant slots by now.
+            ended,
             requests: if self.slab.recycle {
                 Vec::new()
             } else {

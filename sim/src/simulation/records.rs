@@ -2,8 +2,9 @@
 //! request ends (memory follows the requests in flight), or, by default,
 //! every request kept to the end for callers that read them
 //! (`RunResult::requests`). Either way the reports fold each request once,
-//! in id order, through a [`crate::records::RecordStream`]; with recycling they do so as
-//! requests end, and `requests.csv` is written as they go.
+//! as it ends, through a [`crate::records::RecordStream`], and the requests
+//! still in flight at the horizon in id order after them: `requests.csv`
+//! lists rows in that order, written as they go with recycling.
 //!
 //! A slot is the `RequestId` the replicas, the router and the fleet index
 //! by; the request's own id (its arrival order, `requests.csv`'s `id`) is
@@ -30,6 +31,8 @@ pub(super) struct Slab {
     vacant: Vec<bool>,
     /// Per replica: completed requests a static batch still holds.
     held_done: Vec<Vec<RequestId>>,
+    /// Without recycling: when each request ended, and its id.
+    ended: Vec<(SimTime, u64)>,
     /// Most slots in use at once.
     pub peak_slots: usize,
     /// With recycling and a life cycle per pool: where each request that
@@ -115,7 +118,6 @@ impl<'a> Simulation<'a> {
         }
         self.slab.recycle = true;
         self.slab.track_recent = self.life_pooled();
-        self.slab.held_done = vec![Vec::new(); self.replicas.len()];
         // A streamed run holds the requests in flight only; a closed loop
         // holds one per user from the start, so those slots are taken at once.
         let users = crate::guard::closed_loop_users(self.scenario) as usize;
@@ -152,13 +154,15 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Request `slot` ended and nothing reads it any more: its record goes
-    /// to the reports and the slot is free (a streamed run only).
-    pub(super) fn release(&mut self, slot: RequestId) {
+    /// Request `slot` ended at `now` and nothing reads it any more: its
+    /// record goes to the reports (now with recycling, which frees the
+    /// slot; at the end, in the same order, otherwise).
+    pub(super) fn release(&mut self, slot: RequestId, now: SimTime) {
+        let i = slot as usize;
         if !self.slab.recycle {
+            self.slab.ended.push((now, slot as u64));
             return;
         }
-        let i = slot as usize;
         self.slab.vacant[i] = true;
         self.slab.free.push(slot);
         let id = self.slab.ids[i];
@@ -167,19 +171,17 @@ impl<'a> Simulation<'a> {
             self.slab.recent[(id - self.slab.recent_base) as usize] = Recent::Ended(replica);
         }
         self.life_forget(slot);
-        // No report reads the block hashes: every record is folded without
-        // them, whether now or after its wait in the reorder buffer.
-        self.requests[i].prefix_hashes = Vec::new();
-        // Folded or packed from its slot, not copied out of it first.
-        self.stream.ended(id, &mut self.requests[i]);
-        self.requests[i] = vacant();
+        let r = std::mem::replace(&mut self.requests[i], vacant());
+        self.stream.ended(now, id, r);
     }
 
     /// Releases requests replica `r` completed, unless its static batch
     /// still holds them (then once the batch has ended).
-    pub(super) fn release_completed(&mut self, r: usize, done: &[RequestId]) {
-        if !self.slab.recycle {
-            return;
+    pub(super) fn release_completed(&mut self, r: usize, done: &[RequestId], now: SimTime) {
+        if self.slab.held_done.len() <= r {
+            self.slab
+                .held_done
+                .resize(self.replicas.len().max(r + 1), Vec::new());
         }
         if self.replicas[r].holds_finished() {
             self.slab.held_done[r].extend_from_slice(done);
@@ -187,7 +189,7 @@ impl<'a> Simulation<'a> {
         }
         let held = std::mem::take(&mut self.slab.held_done[r]);
         for &id in held.iter().chain(done) {
-            self.release(id);
+            self.release(id, now);
         }
         self.slab.held_done[r] = held;
         self.slab.held_done[r].clear();
@@ -200,30 +202,37 @@ impl<'a> Simulation<'a> {
             .map(|i| (i, self.slab.ids[i]))
     }
 
-    /// Folds every request not yet folded into the reports, in id order:
-    /// all of them when the run kept them, those still in its slab (in
-    /// flight at the horizon, or held by a static batch) when it streamed.
-    pub(super) fn flush_records(&mut self) -> Result<(), String> {
+    /// Folds every request not yet folded into the reports: without
+    /// recycling, those that ended in the order they ended (simultaneous
+    /// ones by id), as a streamed run did; then, in id order, those still in
+    /// flight at the horizon or held by a static batch. Gives the ids of a
+    /// run without recycling in the order folded (empty with recycling).
+    pub(super) fn flush_records(&mut self) -> Vec<u64> {
         if !self.slab.recycle {
-            for (i, r) in self.requests.iter().enumerate() {
-                self.stream.emit(i as u64, r);
+            let mut folded = vec![false; self.requests.len()];
+            let mut ended = std::mem::take(&mut self.slab.ended);
+            ended.sort_unstable();
+            for &(_, id) in &ended {
+                folded[id as usize] = true;
+                self.stream.fold(id, &self.requests[id as usize]);
             }
-            return Ok(());
+            let mut order: Vec<u64> = ended.into_iter().map(|e| e.1).collect();
+            for (i, r) in self.requests.iter().enumerate() {
+                if !folded[i] {
+                    order.push(i as u64);
+                    self.stream.fold(i as u64, r);
+                }
+            }
+            return order;
         }
+        self.stream.fold_instant();
         let mut live: Vec<(u64, usize)> = self.live().map(|(i, id)| (id, i)).collect();
         live.sort_unstable();
         for (id, i) in live {
-            self.stream.ended(id, &mut self.requests[i]);
+            self.stream.fold(id, &self.requests[i]);
             self.requests[i] = vacant();
         }
-        // Rows a spill could not read back are reported as that error.
-        if self.stream.pending() > 0 && self.stream.spill_error().is_none() {
-            return Err(format!(
-                "{} requests ended but an earlier one never did",
-                self.stream.pending()
-            ));
-        }
-        Ok(())
+        Vec::new()
     }
 }
 
