@@ -3,12 +3,18 @@
 //! does not grow with the run's request count.
 //!
 //! Two uses: values read back in the order they came ([`SpillLog`]), and
-//! values read back sorted ([`SpillSort`]), by external merge sort (Knuth,
+//! values read back sorted ([`SpillSort`]), the run's one external sort
+//! (the four latency distributions sum their samples in sorted order, so
+//! they need every value in order), by external merge sort (Knuth,
 //! TAOCP vol. 3, §5.4.1): each full buffer is sorted and written as a run,
 //! and the runs are merged through a tree of losers at the end. Both give exactly the
 //! sequence an in-memory `Vec` (sorted with `sort_unstable`) would: a
 //! run's statistics are computed from the same values in the same order. A
-//! run small enough for the buffer never touches the disk.
+//! run small enough for the buffer never touches the disk. Both spill into
+//! a [`SpillFile`], as the inter-token gap log does (`records::gap_log`,
+//! which groups gaps by bucket as it spills and reads back only the buckets
+//! a percentile needs: a weighted quantile needs no sorted stream, and
+//! nothing is merged).
 
 use std::fs::File;
 use std::io::Write;
@@ -63,14 +69,76 @@ impl Spill for (u64, i64) {
     }
 }
 
-/// The temporary file and the runs written to it (offset, values).
+/// An anonymous temporary file that spilled records are appended to and
+/// read back from at their offsets: created at the first append, removed by
+/// the system when dropped (or when the process dies), so nothing is left
+/// behind. The sorted runs here and the inter-token gap log
+/// (`records::gap_log`) both spill through it.
 #[derive(Debug, Default)]
-struct Disk {
+pub struct SpillFile {
     file: Option<File>,
     end: u64,
-    runs: Vec<(u64, usize)>,
-    /// The first I/O error: the values are then incomplete.
+    /// The first error appending: what was spilled is then incomplete.
     error: Option<String>,
+}
+
+impl SpillFile {
+    /// Appends `parts` one after another; gives the offset of the first,
+    /// or `None` after an error, whose message (the first one kept) names
+    /// `what` was spilled.
+    pub fn append(&mut self, parts: &[&[u8]], what: &str) -> Option<u64> {
+        if self.error.is_some() {
+            return None;
+        }
+        let res = (|| -> std::io::Result<()> {
+            if self.file.is_none() {
+                self.file = Some(tempfile::tempfile()?);
+            }
+            let f = self.file.as_mut().expect("just created");
+            parts.iter().try_for_each(|p| f.write_all(p))
+        })();
+        match res {
+            Ok(()) => {
+                let at = self.end;
+                self.end += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+                Some(at)
+            }
+            Err(e) => {
+                self.error = Some(format!("cannot spill {what} to a temporary file: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Reads `buf.len()` bytes at offset `at` (appended before).
+    pub fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        match &self.file {
+            Some(f) => f.read_exact_at(buf, at),
+            None => Err(std::io::Error::other("nothing was spilled")),
+        }
+    }
+
+    /// The first error appending.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Cuts the file to `len` bytes, as a disk that loses data would.
+    #[cfg(test)]
+    pub(crate) fn truncate(&self, len: u64) {
+        self.file
+            .as_ref()
+            .expect("spilled")
+            .set_len(len)
+            .expect("truncate");
+    }
+}
+
+/// The runs written to a [`SpillFile`] (offset, values).
+#[derive(Debug, Default)]
+struct Disk {
+    file: SpillFile,
+    runs: Vec<(u64, usize)>,
     /// The first error reading a run back (set through `&self` by the
     /// cursors, which stop there): what was read is then incomplete.
     read_error: std::sync::OnceLock<String>,
@@ -78,28 +146,15 @@ struct Disk {
 
 impl Disk {
     fn write<T: Spill>(&mut self, v: &[T]) {
-        if self.error.is_some() {
+        if self.file.error().is_some() {
             return;
         }
         let mut bytes = Vec::with_capacity(v.len() * T::BYTES);
         for x in v {
             x.put(&mut bytes);
         }
-        let res = (|| -> std::io::Result<()> {
-            if self.file.is_none() {
-                self.file = Some(tempfile::tempfile()?);
-            }
-            let f = self.file.as_mut().expect("just created");
-            f.write_all(&bytes)
-        })();
-        match res {
-            Ok(()) => {
-                self.runs.push((self.end, v.len()));
-                self.end += bytes.len() as u64;
-            }
-            Err(e) => {
-                self.error = Some(format!("cannot spill run records to a temporary file: {e}"))
-            }
+        if let Some(at) = self.file.append(&[&bytes], "run records") {
+            self.runs.push((at, v.len()));
         }
     }
 
@@ -107,7 +162,7 @@ impl Disk {
     fn cursor<T: Spill>(&self, k: usize, read: usize) -> Cursor<'_, T> {
         let (at, len) = self.runs[k];
         Cursor {
-            file: self.file.as_ref(),
+            file: &self.file,
             at,
             left: len,
             read,
@@ -119,8 +174,8 @@ impl Disk {
 
     /// The first error writing or reading a run.
     fn error(&self) -> Option<&str> {
-        self.error
-            .as_deref()
+        self.file
+            .error()
             .or(self.read_error.get().map(String::as_str))
     }
 
@@ -128,15 +183,14 @@ impl Disk {
     /// loses data would: the runs after it can no longer be read back.
     #[cfg(test)]
     fn lose_all_but_the_first_run(&self, bytes: usize) {
-        let file = self.file.as_ref().expect("spilled");
         let first = self.runs.first().map_or(0, |r| r.1 * bytes);
-        file.set_len(first as u64).expect("truncate");
+        self.file.truncate(first as u64);
     }
 }
 
 /// Reads one spilled run in blocks of `read` values.
 struct Cursor<'a, T> {
-    file: Option<&'a File>,
+    file: &'a SpillFile,
     at: u64,
     left: usize,
     read: usize,
@@ -155,8 +209,7 @@ impl<T: Spill> Iterator for Cursor<'_, T> {
             }
             let n = self.left.min(self.read);
             let mut bytes = vec![0u8; n * T::BYTES];
-            let f = self.file?;
-            if let Err(e) = f.read_exact_at(&mut bytes, self.at) {
+            if let Err(e) = self.file.read_at(&mut bytes, self.at) {
                 let _ = self.err.set(format!(
                     "cannot read spilled records back from a temporary file: {e}"
                 ));

@@ -14,7 +14,7 @@
 //!
 //! The entries themselves stay in an unsorted in-memory log of at most
 //! [`LOG_MAX`] entries (16 bytes each); past that the log is written to an
-//! anonymous temporary file as one run grouped by bucket (a counting sort,
+//! anonymous temporary file (`store::SpillFile`) as one run grouped by bucket (a counting sort,
 //! O(n), no comparisons, whose counts are kept as the entries are filed;
 //! 12 bytes an entry on disk), followed by the run's bucket offsets, so a bucket
 //! is one contiguous read per run. Nothing is merged, nothing is read back
@@ -24,9 +24,7 @@
 //! equal sub-ranges are counted in one pass and the sub-range holding the
 //! rank is searched next, so the selection's memory is bounded too.
 
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use crate::store::SpillFile;
 
 /// Linear sub-buckets per power of two (2^6: a bucket is at most 1/64 of
 /// its values wide).
@@ -112,11 +110,10 @@ pub struct GapLog {
     grouped: Vec<[u8; ENTRY]>,
     /// A spill's bucket offsets on their way to disk.
     bytes: Vec<u8>,
-    file: Option<File>,
-    end: u64,
+    file: SpillFile,
     runs: Vec<Run>,
-    /// The first I/O error: the gaps are then incomplete.
-    error: Option<String>,
+    /// The first error reading gaps back: they are then incomplete.
+    read_error: Option<String>,
 }
 
 impl Default for GapLog {
@@ -139,10 +136,9 @@ impl GapLog {
             log: Vec::with_capacity(log_max.clamp(1, LOG_MAX)),
             grouped: Vec::new(),
             bytes: Vec::new(),
-            file: None,
-            end: 0,
+            file: SpillFile::default(),
             runs: Vec::new(),
-            error: None,
+            read_error: None,
         }
     }
 
@@ -216,13 +212,13 @@ impl GapLog {
 
     /// The first error spilling to disk.
     pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+        self.file.error().or(self.read_error.as_deref())
     }
 
     /// Writes the log to disk as one run grouped by bucket.
     #[inline(never)]
     fn spill(&mut self) {
-        if self.log.is_empty() || self.error.is_some() {
+        if self.log.is_empty() || self.error().is_some() {
             self.log.clear();
             self.tally.iter_mut().for_each(|t| t.logged = 0);
             return;
@@ -244,32 +240,16 @@ impl GapLog {
             out[8..].copy_from_slice(&e.tokens.to_le_bytes());
             *slot += 1;
         }
-        let (grouped, bytes) = (&self.grouped, &mut self.bytes);
-        let res = (|| -> std::io::Result<()> {
-            if self.file.is_none() {
-                self.file = Some(tempfile::tempfile()?);
-            }
-            let f = self.file.as_mut().expect("just created");
-            f.write_all(grouped.as_flattened())?;
-            bytes.clear();
-            for o in &offsets {
-                bytes.extend_from_slice(&o.to_le_bytes());
-            }
-            f.write_all(bytes)
-        })();
-        match res {
-            Ok(()) => {
-                self.runs.push(Run {
-                    at: self.end,
-                    len: self.log.len(),
-                });
-                self.end += ((self.log.len() * ENTRY) + (BUCKETS + 1) * 4) as u64;
-            }
-            Err(e) => {
-                self.error = Some(format!(
-                    "cannot spill inter-token latencies to a temporary file: {e}"
-                ))
-            }
+        self.bytes.clear();
+        for o in &offsets {
+            self.bytes.extend_from_slice(&o.to_le_bytes());
+        }
+        let parts = [self.grouped.as_flattened(), &self.bytes[..]];
+        if let Some(at) = self.file.append(&parts, "inter-token latencies") {
+            self.runs.push(Run {
+                at,
+                len: self.log.len(),
+            });
         }
         self.log.clear();
     }
@@ -282,21 +262,22 @@ impl GapLog {
                 f(e.gap, e.tokens as u64);
             }
         }
-        let Some(file) = self.file.as_ref() else {
+        if self.runs.is_empty() {
             return;
-        };
+        }
+        let file = &self.file;
         let mut buf = vec![0u8; READ * ENTRY];
         for run in &self.runs {
             let mut span = [0u8; 8];
             let index = run.at + (run.len * ENTRY) as u64 + 4 * b as u64;
-            let read = file.read_exact_at(&mut span, index).and_then(|()| {
+            let read = file.read_at(&mut span, index).and_then(|()| {
                 let from = u32::from_le_bytes(span[..4].try_into().expect("4 bytes")) as usize;
                 let to = u32::from_le_bytes(span[4..].try_into().expect("4 bytes")) as usize;
                 let mut at = from;
                 while at < to {
                     let n = (to - at).min(READ);
                     let chunk = &mut buf[..n * ENTRY];
-                    file.read_exact_at(chunk, run.at + (at * ENTRY) as u64)?;
+                    file.read_at(chunk, run.at + (at * ENTRY) as u64)?;
                     for e in chunk.chunks_exact(ENTRY) {
                         let g = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
                         if g >= lo && g <= hi {
@@ -309,7 +290,7 @@ impl GapLog {
                 Ok(())
             });
             if let Err(e) = read {
-                self.error.get_or_insert(format!(
+                self.read_error.get_or_insert(format!(
                     "cannot read inter-token latencies back from a temporary file: {e}"
                 ));
                 return;
