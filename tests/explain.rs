@@ -189,6 +189,25 @@ fn explain_on_a_sweep_folder_explains_its_operating_point_or_lists_the_points() 
 }
 
 #[test]
+fn explain_takes_rows_in_id_order_whatever_the_file_order() {
+    // simulate lists rows as requests ended; the analysis (its sums and its
+    // ties) must come out the same with the rows reversed.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    simulate(&repo().join("scenarios/quickstart.toml"), &out, &[]);
+    let a = run(&["explain", out.to_str().unwrap(), "--json"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let csv = out.join("requests.csv");
+    let text = read(&csv);
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[1..].reverse();
+    std::fs::write(&csv, lines.join("\n") + "\n").unwrap();
+    let b = run(&["explain", out.to_str().unwrap(), "--json"]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert!(a.stdout == b.stdout, "explain depends on the rows' order");
+}
+
+#[test]
 fn explain_is_deterministic_and_errors_are_clear() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("s.toml");

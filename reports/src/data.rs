@@ -30,6 +30,18 @@ impl Table {
         Ok(t)
     }
 
+    /// `requests.csv` with its rows in arrival (`id`) order: the file lists
+    /// them as their requests ended, and a report's sums and ties should not
+    /// depend on that.
+    pub fn read_requests(path: &Path) -> Result<Table, String> {
+        let mut t = Table::read(path)?;
+        if let Some(id) = t.col("id") {
+            t.rows
+                .sort_by_cached_key(|r| r.get(id).and_then(|c| c.parse::<u64>().ok()));
+        }
+        Ok(t)
+    }
+
     /// A result file never holds NaN or an infinity (an absent value is an
     /// empty cell): such a cell is a damaged or foreign file, and would
     /// poison every statistic read from it.

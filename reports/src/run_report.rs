@@ -63,7 +63,7 @@ pub fn section(dir: &Path, heading: &str, prefix: &str, charts: &Path) -> Result
     let slo_tpot = num(&s, "slo.tpot_ms");
     let requests = dir.join("requests.csv");
     if requests.exists() {
-        let reqs = Csv::read(&requests)?;
+        let reqs = Csv::read_requests(&requests)?;
         let done = completed(&reqs);
         for (key, label, slo) in [
             ("ttft_ms", "TTFT", slo_ttft),
@@ -344,7 +344,7 @@ fn per_tenant_bars(prefix: &str, path: &Path, s: &Value) -> Result<Option<Chart>
     if !path.exists() {
         return Ok(None);
     }
-    let reqs = Csv::read(path)?;
+    let reqs = Csv::read_requests(path)?;
     let (Some(t), Some(st)) = (reqs.col("tenant"), reqs.col("status")) else {
         return Ok(None);
     };

@@ -124,6 +124,9 @@ pub fn requests(path: &Path) -> Result<Vec<Row>, String> {
             comps,
         });
     }
+    // The file lists rows as their requests ended; the analysis takes them
+    // in arrival (id) order, so that its sums and ties do not depend on it.
+    rows.sort_by_key(|r| r.id);
     Ok(rows)
 }
 

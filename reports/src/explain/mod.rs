@@ -323,7 +323,8 @@ impl Run {
     }
 
     fn row(&self, id: u64) -> Option<&Row> {
-        // Rows are written in id order; fall back to a search otherwise.
+        // Rows are loaded in id order; fall back to a search where ids have
+        // gaps (a file with rows left out).
         match self.rows.get(id as usize) {
             Some(r) if r.id == id => Some(r),
             _ => self.rows.iter().find(|r| r.id == id),

@@ -204,7 +204,7 @@ impl RequestsCsv {
         })
     }
 
-    /// Appends request `id`'s row (rows must come in id order).
+    /// Appends request `id`'s row (rows stand in the order they come).
     pub fn row(&mut self, id: u64, r: &Request) -> std::io::Result<()> {
         match &mut self.rows {
             Rows::Here(file) => file.row(id, r),

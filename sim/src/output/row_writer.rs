@@ -21,9 +21,9 @@ use std::thread::JoinHandle;
 /// writer, a system call, so it comes once per batch rather than per row.
 const BATCH: usize = 4096;
 
-/// Full batches that may wait for the writer: rows come in bursts (every
-/// request a long one held back comes out at once), and the simulation
-/// should not wait for a writer that waits for a core.
+/// Full batches that may wait for the writer: rows come in bursts (a busy
+/// fleet's iterations end many requests at once), and the simulation should
+/// not wait for a writer that waits for a core.
 const QUEUED: usize = 8;
 
 /// Whether the writer thread can overlap the simulation: only where the

@@ -167,7 +167,7 @@ pub struct Simulation<'a> {
     life: Option<life::FleetRun>,
     /// Slot bookkeeping of `requests` (`records`).
     slab: records::Slab,
-    /// The reports' folds of ended requests, in id order.
+    /// The reports' folds of ended requests, as they end.
     stream: crate::records::RecordStream,
     /// The canary rollout (`[canary]`); `None`: no split.
     canary: Option<crate::canary::Canary>,
