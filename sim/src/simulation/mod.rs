@@ -722,12 +722,12 @@ impl<'a> Simulation<'a> {
             canary,
             regions,
             // A streamed run's slab holds only vacant slots by now.
-            ended,
             requests: if self.slab.recycle {
                 Vec::new()
             } else {
                 self.requests
             },
+            ended,
             timeseries: self.timeseries,
             attribution: f.metrics.attribution,
             fleet_series,
