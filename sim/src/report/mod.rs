@@ -6,7 +6,7 @@
 mod run;
 mod write;
 
-pub use run::RunResult;
+pub use run::{RunResult, StreamedRows};
 pub use write::write_all;
 
 use crate::request::Request;

@@ -2,10 +2,10 @@
 //! `timeseries.csv` and (with pools) `pools.csv`, each written whole through
 //! `output`'s atomic rename, the summary last.
 
-use super::RunResult;
+use super::{RunResult, StreamedRows};
 use crate::output::{self, write_atomic, write_bytes_atomic, RunIdentity};
 use std::fs;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
 
 /// `summary.json`: the run's summary (whatever the run reports) and its
@@ -19,7 +19,9 @@ struct WithRun<'a, S: serde::Serialize> {
 
 /// Writes the three result files into `dir` (created if missing), each
 /// through a temporary file renamed into place; `summary.json` goes last, so
-/// a summary is only ever beside the records it summarizes.
+/// a summary is only ever beside the records it summarizes. A result may be
+/// written more than once: a streamed run's `requests.csv` is then copied
+/// from where its rows went.
 pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
     // A folder whose summary.json is missing holds no complete run: remove
@@ -47,27 +49,62 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `requests.csv`: the streamed file's rest and rename, or the whole file
-/// from the requests a run kept.
+/// `requests.csv`: the streamed file's rest and rename (or, on a later
+/// write, a copy of that file), or the whole file from the requests a run
+/// kept.
 fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
-    let streamed = result
+    let path = dir.join("requests.csv");
+    let mut rows = result
         .streamed_requests
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
-    match streamed {
-        // Written while the run went: only its rest and rename are left.
-        Some(csv) => csv.finish(dir),
-        None => write_atomic(&dir.join("requests.csv"), |w| {
-            let disagg = result.summary.kv_transfer.is_some();
-            let regions: Vec<&str> = result
-                .summary
-                .regions
-                .iter()
-                .map(|r| r.name.as_str())
-                .collect();
-            output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
-        }),
+        .unwrap_or_else(|e| e.into_inner());
+    match std::mem::replace(&mut *rows, StreamedRows::Lost) {
+        StreamedRows::Pending(csv) => {
+            csv.finish(dir)?;
+            *rows = StreamedRows::Written(path);
+            Ok(())
+        }
+        StreamedRows::Written(first) => {
+            let same = matches!(
+                (fs::canonicalize(&first), fs::canonicalize(&path)),
+                (Ok(a), Ok(b)) if a == b
+            );
+            let copied = if same {
+                Ok(())
+            } else {
+                fs::File::open(&first)
+                    .and_then(|mut src| write_atomic(&path, |w| io::copy(&mut src, w).map(drop)))
+            };
+            *rows = StreamedRows::Written(first.clone());
+            copied.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: this run's rows were streamed to {} and cannot be copied: {e}",
+                        path.display(),
+                        first.display()
+                    ),
+                )
+            })
+        }
+        StreamedRows::Lost => Err(io::Error::other(format!(
+            "{}: this run's rows were streamed to a file whose writing failed; run again",
+            path.display()
+        ))),
+        StreamedRows::Kept => {
+            *rows = StreamedRows::Kept;
+            drop(rows);
+            write_atomic(&path, |w| {
+                let disagg = result.summary.kv_transfer.is_some();
+                let regions: Vec<&str> = result
+                    .summary
+                    .regions
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect();
+                output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
+            })
+        }
     }
 }
 
@@ -138,4 +175,65 @@ fn write_timeseries(w: &mut impl Write, result: &RunResult) -> std::io::Result<(
         return Err(std::io::Error::other(e.to_string()));
     }
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Scenario, Simulation};
+
+    /// A small run whose rows stream into `dir` as its requests end.
+    fn streamed_run(dir: &Path) -> RunResult {
+        let s = Scenario::from_toml_str(
+            r#"
+name = "t"
+seed = 3
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[horizon]
+requests = 200
+[workload]
+arrival = { process = "poisson", rate = 20.0 }
+prompt_tokens = { dist = "lognormal", mean = 400, cv = 1.0, min = 16, max = 4096 }
+output_tokens = { dist = "lognormal", mean = 100, cv = 0.8, min = 4, max = 1024 }
+"#,
+            "t.toml",
+        )
+        .unwrap();
+        Simulation::new(&s)
+            .stream_records(Some(dir))
+            .unwrap()
+            .run(|_| {})
+            .unwrap()
+    }
+
+    #[test]
+    fn a_streamed_result_written_again_copies_its_rows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (first, second) = (tmp.path().join("a"), tmp.path().join("b"));
+        fs::create_dir_all(&first).unwrap();
+        let r = streamed_run(&first);
+        write_all(&first, &r).unwrap();
+        let rows = fs::read(first.join("requests.csv")).unwrap();
+        assert_eq!(rows.iter().filter(|&&b| b == b'\n').count(), 201);
+        // The same folder again, then another one: the rows stay, and the
+        // other folder gets them too, not a file of only the header.
+        write_all(&first, &r).unwrap();
+        write_all(&second, &r).unwrap();
+        for dir in [&first, &second] {
+            assert_eq!(fs::read(dir.join("requests.csv")).unwrap(), rows);
+            assert!(dir.join("summary.json").is_file());
+        }
+        // With the first file gone, a further write says where the rows were.
+        fs::remove_dir_all(&first).unwrap();
+        let e = write_all(&tmp.path().join("c"), &r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("were streamed to") && e.contains("a/requests.csv"),
+            "{e}"
+        );
+    }
 }
