@@ -182,26 +182,10 @@ mod tests {
     use super::*;
     use crate::{Scenario, Simulation};
 
-    /// A small run whose rows stream into `dir` as its requests end.
+    /// A small run (100 requests) whose rows stream into `dir` as its
+    /// requests end.
     fn streamed_run(dir: &Path) -> RunResult {
-        let s = Scenario::from_toml_str(
-            r#"
-name = "t"
-seed = 3
-[model]
-preset = "llama-3.1-8b"
-[hardware]
-preset = "h100-sxm"
-[horizon]
-requests = 200
-[workload]
-arrival = { process = "poisson", rate = 20.0 }
-prompt_tokens = { dist = "lognormal", mean = 400, cv = 1.0, min = 16, max = 4096 }
-output_tokens = { dist = "lognormal", mean = 100, cv = 0.8, min = 4, max = 1024 }
-"#,
-            "t.toml",
-        )
-        .unwrap();
+        let s = Scenario::from_toml_str(crate::scenario::tests::MINIMAL, "t.toml").unwrap();
         Simulation::new(&s)
             .stream_records(Some(dir))
             .unwrap()
@@ -217,7 +201,7 @@ output_tokens = { dist = "lognormal", mean = 100, cv = 0.8, min = 4, max = 1024 
         let r = streamed_run(&first);
         write_all(&first, &r).unwrap();
         let rows = fs::read(first.join("requests.csv")).unwrap();
-        assert_eq!(rows.iter().filter(|&&b| b == b'\n').count(), 201);
+        assert_eq!(rows.iter().filter(|&&b| b == b'\n').count(), 101);
         // The same folder again, then another one: the rows stay, and the
         // other folder gets them too, not a file of only the header.
         write_all(&first, &r).unwrap();
