@@ -25,9 +25,10 @@ pub struct RunResult {
     pub fleet_series: Vec<crate::lifecycle::FleetSample>,
     /// `pools.csv` rows (fleets with `[[fleet.pools]]` only).
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
-    /// `requests.csv`, already written while the run went; `requests` is
-    /// then empty. Behind a lock because writing the result files takes it
-    /// from a shared result.
+    /// Where `requests.csv`'s rows are: in `requests`, or (a streamed run,
+    /// whose `requests` is empty) in the file written while the run went.
+    /// Behind a lock because writing the result files takes it from a
+    /// shared result.
     pub streamed_requests: std::sync::Mutex<StreamedRows>,
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.

@@ -58,41 +58,8 @@ fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         .streamed_requests
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    match std::mem::replace(&mut *rows, StreamedRows::Lost) {
-        StreamedRows::Pending(csv) => {
-            csv.finish(dir)?;
-            *rows = StreamedRows::Written(path);
-            Ok(())
-        }
-        StreamedRows::Written(first) => {
-            let same = matches!(
-                (fs::canonicalize(&first), fs::canonicalize(&path)),
-                (Ok(a), Ok(b)) if a == b
-            );
-            let copied = if same {
-                Ok(())
-            } else {
-                fs::File::open(&first)
-                    .and_then(|mut src| write_atomic(&path, |w| io::copy(&mut src, w).map(drop)))
-            };
-            *rows = StreamedRows::Written(first.clone());
-            copied.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{}: this run's rows were streamed to {} and cannot be copied: {e}",
-                        path.display(),
-                        first.display()
-                    ),
-                )
-            })
-        }
-        StreamedRows::Lost => Err(io::Error::other(format!(
-            "{}: this run's rows were streamed to a file whose writing failed; run again",
-            path.display()
-        ))),
+    match &*rows {
         StreamedRows::Kept => {
-            *rows = StreamedRows::Kept;
             drop(rows);
             write_atomic(&path, |w| {
                 let disagg = result.summary.kv_transfer.is_some();
@@ -105,7 +72,43 @@ fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
                 output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
             })
         }
+        StreamedRows::Pending(_) => {
+            let StreamedRows::Pending(csv) = std::mem::replace(&mut *rows, StreamedRows::Lost)
+            else {
+                unreachable!("matched as pending")
+            };
+            csv.finish(dir)?;
+            *rows = StreamedRows::Written(path);
+            Ok(())
+        }
+        StreamedRows::Written(first) => copy_rows(first, &path),
+        StreamedRows::Lost => Err(io::Error::other(format!(
+            "{}: this run's rows were streamed to a file whose writing failed; run again",
+            path.display()
+        ))),
     }
+}
+
+/// A streamed run's finished `requests.csv` at `first`, copied to `path`
+/// unless that is the same file.
+fn copy_rows(first: &Path, path: &Path) -> io::Result<()> {
+    if let (Ok(a), Ok(b)) = (fs::canonicalize(first), fs::canonicalize(path)) {
+        if a == b {
+            return Ok(());
+        }
+    }
+    fs::File::open(first)
+        .and_then(|mut src| write_atomic(path, |w| io::copy(&mut src, w).map(drop)))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: this run's rows were streamed to {} and cannot be copied: {e}",
+                    path.display(),
+                    first.display()
+                ),
+            )
+        })
 }
 
 /// `timeseries.csv`, and `pools.csv` when the fleet has pools.
