@@ -31,6 +31,31 @@ impl Profile {
                 return bad(k, "must be at least 1".into());
             }
         }
+        // Each an order of magnitude past the largest model published, so
+        // only typos and damaged files are refused (`layers = 1e9` would
+        // price every step at a billion layers).
+        for (k, v, hi) in [
+            ("model.layers", m.layers, 10_000),
+            ("model.hidden_size", m.hidden_size, 1_000_000),
+            ("model.num_heads", m.num_heads, 65_536),
+            ("model.num_kv_heads", m.num_kv_heads, 65_536),
+            ("model.head_dim", m.head_dim, 65_536),
+            ("model.intermediate_size", m.intermediate_size, 10_000_000),
+            ("model.vocab_size", m.vocab_size, 100_000_000),
+            ("model.max_context", m.max_context, 100_000_000),
+        ] {
+            if v > hi {
+                return bad(
+                    k,
+                    format!("must be at most {hi} (far past any published model), got {v}"),
+                );
+            }
+        }
+        for (k, v) in [("model.rope_theta", m.rope_theta), ("model.rms_norm_eps", m.rms_norm_eps)] {
+            if !(v.is_finite() && v > 0.0 && v <= 1e12) {
+                return bad(k, format!("must be a positive finite number, got {v}"));
+            }
+        }
         if m.num_heads % m.num_kv_heads != 0 {
             return bad(
                 "model.num_kv_heads",
@@ -250,6 +275,28 @@ impl Profile {
                 }
             }
         }
+        if let Some(e) = &self.engine {
+            let h = &e.host;
+            for (f, v) in [
+                ("ttft_floor_ns", h.ttft_floor_ns),
+                ("request_ns", h.request_ns),
+                ("step_ns", h.step_ns),
+                ("seq_ns", h.seq_ns),
+            ] {
+                if !(v.is_finite() && (0.0..=MAX_TERM_NS).contains(&v)) {
+                    return bad(
+                        &format!("engine.host.{f}"),
+                        format!("must be a finite number of ns in [0, {MAX_TERM_NS:e}], got {v}"),
+                    );
+                }
+            }
+            if !(e.budget_s.is_finite() && e.budget_s >= 0.0 && e.budget_s <= 1e9) {
+                return bad(
+                    "engine.budget_s",
+                    format!("must be a finite number of seconds in [0, 1e9], got {}", e.budget_s),
+                );
+            }
+        }
         for (i, s) in self.samples.iter().enumerate() {
             if s.times_ns.is_empty() || (s.prefill.is_empty() && s.decode.is_empty()) {
                 return bad(
@@ -283,6 +330,37 @@ impl Profile {
             }
         }
         Ok(())
+    }
+}
+
+/// A profile's own held-out error past which using it warns, percent: its
+/// predictions are off by that much on shapes it was not fitted to.
+pub const HELD_OUT_WARN_PCT: f64 = 25.0;
+
+impl Profile {
+    /// Warnings for a user of the profile at `path`: its own recorded fit
+    /// error past [`HELD_OUT_WARN_PCT`], or no held-out shapes to tell it.
+    pub fn warnings(&self, path: &str) -> Vec<String> {
+        let e = &self.held_out;
+        let mut out = Vec::new();
+        if e.shapes == 0 {
+            out.push(format!(
+                "profile {path}: no held-out shapes, so its accuracy is unknown (fitted shapes {:.2} % off); re-run `servesim calibrate` with a larger budget",
+                e.fitted_mape_pct
+            ));
+        } else if e.mape_pct > HELD_OUT_WARN_PCT {
+            out.push(format!(
+                "profile {path}: its own held-out error is {:.2} % (mean over {} shapes, worst {:.2} %), past {HELD_OUT_WARN_PCT} %: its predictions may be off by as much; re-calibrate on a quiet machine",
+                e.mape_pct, e.shapes, e.max_error_pct
+            ));
+        }
+        if e.fitted_mape_pct > HELD_OUT_WARN_PCT && e.shapes > 0 {
+            out.push(format!(
+                "profile {path}: its fitted shapes are {:.2} % off, past {HELD_OUT_WARN_PCT} %: the cost model's shape does not fit this device",
+                e.fitted_mape_pct
+            ));
+        }
+        out
     }
 }
 

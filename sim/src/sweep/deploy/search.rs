@@ -25,8 +25,8 @@
 //! where it stopped.
 
 use super::{
-    finish, options, price_of, resolve, sized, DeployPlan, OptionResult, PlanInputs, PlanQuery,
-    LIGHT_LOAD_DIVISOR,
+    finish, options, price_of, rederive, resolve, sized, DeployPlan, OptionResult, PlanInputs,
+    PlanQuery, LIGHT_LOAD_DIVISOR,
 };
 use crate::sweep::capacity::{self, plan_capacity, CapacityQuery, Found, Probe};
 use crate::sweep::checkpoint::{Checkpoint, Checkpointed};
@@ -72,17 +72,20 @@ struct Candidate {
     text: String,
 }
 
-/// The candidates of `grid` on the scenario that `shard` holds.
-fn candidates(base: &toml::Table, grid: &Grid, shard: Shard) -> Result<Vec<Candidate>, SweepError> {
-    options(base, grid)?
-        .into_iter()
+/// The candidates of the space's options that `shard` holds.
+fn candidates(
+    space: &[(usize, String, toml::Table)],
+    shard: Shard,
+) -> Result<Vec<Candidate>, SweepError> {
+    space
+        .iter()
         .filter(|(i, _, _)| shard.holds(*i))
         .map(|(index, settings, table)| {
-            let text = toml::to_string(&table).map_err(|e| SweepError::new(e.to_string()))?;
+            let text = toml::to_string(table).map_err(|e| SweepError::new(e.to_string()))?;
             Ok(Candidate {
-                index,
-                settings,
-                table,
+                index: *index,
+                settings: settings.clone(),
+                table: table.clone(),
                 text,
             })
         })
@@ -115,14 +118,31 @@ pub fn plan_deployment(
         .parse()
         .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
     let price = price_of(grid)?;
-    let cands = candidates(&base, grid, shard)?;
+    let space = options(&base, grid)?;
+    let cands = candidates(&space, shard)?;
     let save = |st: &StagedOption| checkpoint.map_or(Ok(()), |c| c.save(st));
+    // A checkpointed option is reused only when it is what this space's
+    // option would give: its cost re-derived from its count (an edited
+    // file that disagrees is rerun).
+    let reuse = |c: &Candidate| {
+        let done = checkpoint.and_then(|k| k.done.get(&c.index))?;
+        let result = rederive(&done.result, &space, origin, price, q).ok()?;
+        let consistent = match (&result.fleet, &done.found) {
+            (Some(f), Some(found)) => found.0 == f.units.unwrap_or(f.replicas),
+            (Some(_), None) => false,
+            (None, found) => found.is_none(),
+        };
+        consistent.then(|| StagedOption {
+            result,
+            found: done.found.clone(),
+        })
+    };
 
     let mut staged = cands
         .par_iter()
         .map(|c| {
-            if let Some(done) = checkpoint.and_then(|k| k.done.get(&c.index)) {
-                return Ok(done.clone());
+            if let Some(done) = reuse(c) {
+                return Ok(done);
             }
             let st = short_stage(c, origin, price, q, on_probe)?;
             save(&st)?;
@@ -223,8 +243,8 @@ fn short_stage(
             hardware,
             1,
             format!(
-                "one replica misses the SLOs even at {light} req/s ({:.2} % met, {} of {} requests completed): no replica count meets them",
-                first.attainment * 100.0,
+                "one replica misses the SLOs even at {light} req/s ({}; {} of {} requests completed): no replica count meets them",
+                first.missed,
                 first.completed,
                 first.requests
             ),
