@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use sim::sweep::capacity::Probe;
 use sim::sweep::checkpoint::Checkpoint;
 use sim::sweep::deploy::{
-    estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
+    check_space, estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
 };
 use sim::sweep::{Grid, Shard};
 use sim::Scenario;
@@ -47,7 +47,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
     if args.exhaustive.is_some() && shard != Shard::ALL {
         bail!("--exhaustive runs the whole space for comparison; it takes no --shard");
     }
-    // Its size before a long search: options × the simulations each takes.
+    // The space checked whole, then its size told before a long search:
+    // options × the simulations each takes.
+    check_space(&text, &origin, &grid)?;
     let size = estimate(&grid, shard, args.exhaustive);
     eprintln!(
         "plan: {} option(s) × about {} simulations each ≈ {} simulations",

@@ -252,9 +252,11 @@ impl DeployPlan {
         }
         let cheapest = ranked.first().filter(|o| o.fleet.is_some()).map(|o| o.index);
         if self.best != cheapest {
+            let show = |o: Option<usize>| o.map_or("none".to_string(), |i| format!("option {i}"));
             return Err(format!(
-                "best is {:?}, but the cheapest sized option is {:?}",
-                self.best, cheapest
+                "best is {}, but the cheapest sized option is {}",
+                show(self.best),
+                show(cheapest)
             ));
         }
         let sims: usize = self.options.iter().map(|o| o.simulations).sum();

@@ -211,7 +211,8 @@ pub const MAX_OPTIONS: usize = 20_000;
 
 /// Simulations an option's search takes, about: the light probe, the
 /// bisection of one replica's highest load, the sizing and the long
-/// re-check (the quickstart's spaces take 11 to 16).
+/// re-check (11 to 15 per sized option of `scenarios/spaces/quickstart-hardware.toml`
+/// at 30 req/s, as `servesim plan` logs them).
 pub const SIMULATIONS_PER_OPTION: usize = 15;
 
 /// A plan's expected size, told before it starts.
@@ -240,6 +241,16 @@ pub fn estimate(grid: &Grid, shard: Shard, exhaustive: Option<u32>) -> PlanSize 
         options,
         simulations: options.saturating_mul(per),
     }
+}
+
+/// Checks a space on its scenario before anything runs (the axes, every
+/// option's keys and values, the prices) and returns its option count.
+pub fn check_space(scenario_toml: &str, origin: &str, grid: &Grid) -> Result<usize, SweepError> {
+    let base: toml::Table = scenario_toml
+        .parse()
+        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
+    price_of(grid)?;
+    Ok(options(&base, grid)?.len())
 }
 
 /// The options of `grid` on `base`: each point's settings, applied table
