@@ -186,8 +186,8 @@ mod tests {
         assert!(TOLERANCE.check(1.0).is_err());
         assert_eq!(HEADROOM_PERCENT.check(0.0), Ok(0.0));
         // Every duration the ranges admit converts without a panic.
-        std::time::Duration::from_secs_f64(SECONDS.hi);
-        std::time::Duration::from_secs_f64(MINUTES.hi * 60.0);
+        let _ = std::time::Duration::from_secs_f64(SECONDS.hi);
+        let _ = std::time::Duration::from_secs_f64(MINUTES.hi * 60.0);
         let e = EXHAUSTIVE_REPLICAS.check(1_000_000).unwrap_err();
         assert!(e.contains("1..=1024"), "{e}");
     }

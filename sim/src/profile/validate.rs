@@ -417,6 +417,59 @@ mod tests {
     use super::super::tests::example;
     use super::*;
 
+    /// Model dimensions past any published model and host terms outside
+    /// their range are refused by key (`layers = 1000000000` priced every
+    /// step at a billion layers; a negative TTFT floor shortened every TTFT).
+    #[test]
+    fn model_dimensions_and_engine_terms_out_of_range_are_refused_by_key() {
+        let mut p = example();
+        p.model.layers = 1_000_000_000;
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "model.layers", "{e}");
+        assert!(e.message.contains("at most 10000"), "{e}");
+        let mut p = example();
+        p.model.rope_theta = -1.0;
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "model.rope_theta", "{e}");
+        let mut p = example();
+        p.engine = Some(EngineProbe {
+            url: "http://127.0.0.1:8000".into(),
+            server: "vllm".into(),
+            served_model: "m".into(),
+            requests: 85,
+            budget_s: 240.0,
+            host: HostTerms {
+                ttft_floor_ns: -11e6,
+                request_ns: 1.1e6,
+                step_ns: 8e6,
+                seq_ns: 3e5,
+            },
+            concurrency: vec![[1, 1]],
+            findings: vec![],
+        });
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "engine.host.ttft_floor_ns", "{e}");
+    }
+
+    /// A profile's own recorded error past the threshold, or no held-out
+    /// shapes at all, is told to whoever uses it; a good one says nothing.
+    #[test]
+    fn a_profile_warns_of_its_own_recorded_fit_error() {
+        let mut p = example();
+        p.held_out.shapes = 12;
+        p.held_out.mape_pct = 4.0;
+        assert!(p.warnings("p.toml").is_empty());
+        p.held_out.mape_pct = 95.0;
+        let w = p.warnings("p.toml");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("95.00 %") && w[0].contains("p.toml"), "{w:?}");
+        p.held_out.shapes = 0;
+        p.held_out.mape_pct = 0.0;
+        p.held_out.fitted_mape_pct = 33.0;
+        let w = p.warnings("p.toml");
+        assert!(w[0].contains("no held-out shapes") && w[0].contains("33.00 %"), "{w:?}");
+    }
+
     #[test]
     fn implausible_cost_tables_and_figures_are_refused_by_key() {
         // A table of all-negative values priced steps at -8.9 ms.

@@ -17,7 +17,6 @@ fn read_tagged<T: DeserializeOwned>(
     path: &Path,
     what: &str,
     format: &str,
-    tag: impl Fn(&T) -> &str,
 ) -> Result<T, SweepError> {
     let p = path.display();
     let text = crate::input_file::read_result(path, what).map_err(|e| SweepError::new(e.to_string()))?;
@@ -40,7 +39,6 @@ fn read_tagged<T: DeserializeOwned>(
     }
     let r: T = serde_json::from_str(&text)
         .map_err(|e| SweepError::new(format!("{p}: not a {what}: {e}")))?;
-    debug_assert_eq!(tag(&r), format);
     Ok(r)
 }
 
@@ -88,10 +86,7 @@ fn check_probe(at: &str, p: &Probe) -> Result<(), String> {
 impl CapacityReport {
     /// Reads and checks a `capacity.json`.
     pub fn read(path: &Path) -> Result<CapacityReport, SweepError> {
-        let r: CapacityReport =
-            read_tagged(path, "capacity.json", capacity::FORMAT, |r: &CapacityReport| {
-                &r.format
-            })?;
+        let r: CapacityReport = read_tagged(path, "capacity.json", capacity::FORMAT)?;
         r.check()
             .map_err(|m| SweepError::new(format!("{}: {m}", path.display())))?;
         Ok(r)
@@ -202,9 +197,7 @@ impl SizedFleet {
 impl DeployPlan {
     /// Reads and checks a `plan.json`.
     pub fn read(path: &Path) -> Result<DeployPlan, SweepError> {
-        let p: DeployPlan = read_tagged(path, "plan.json", deploy::FORMAT, |p: &DeployPlan| {
-            &p.format
-        })?;
+        let p: DeployPlan = read_tagged(path, "plan.json", deploy::FORMAT)?;
         p.check()
             .map_err(|m| SweepError::new(format!("{}: {m}", path.display())))?;
         Ok(p)
@@ -267,5 +260,27 @@ impl DeployPlan {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every result kind checks its own format tag, so a `plan.json` given
+    /// where a `capacity.json` belongs, or one of another version, says so.
+    #[test]
+    fn format_tags_are_checked_for_every_result_kind() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.json");
+        std::fs::write(&p, r#"{"format": "servesim-plan/2"}"#).unwrap();
+        let e = CapacityReport::read(&p).unwrap_err();
+        assert!(e.0.contains("\"servesim-capacity/1\""), "{e}");
+        std::fs::write(&p, r#"{"format": "servesim-plan/1"}"#).unwrap();
+        let e = DeployPlan::read(&p).unwrap_err();
+        assert!(e.0.contains("is not \"servesim-plan/2\""), "{e}");
+        std::fs::write(&p, "{}").unwrap();
+        let e = DeployPlan::read(&p).unwrap_err();
+        assert!(e.0.contains("no \"format\" tag"), "{e}");
     }
 }

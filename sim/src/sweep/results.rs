@@ -105,7 +105,7 @@ impl SweepResults {
     /// `points_total` holds, each once, in index order, with a value per axis.
     fn check_points(&self) -> Result<(), String> {
         let shard = self.shard.unwrap_or(Shard::ALL);
-        let want = (0..self.points_total).filter(|&i| shard.holds(i)).count();
+        let want = shard.share_of(self.points_total);
         if self.points.len() != want {
             return Err(format!(
                 "holds {} points, but its header says {} ({} in all{}): the file was cut or edited; rerun the sweep",
@@ -281,6 +281,21 @@ mod tests {
             Some(11.0)
         );
         assert_eq!(number_at(&back.points[1].summary, "counts.nope"), None);
+
+        // A sweep.json cut to fewer points than its header says, or with a
+        // point out of place, is refused rather than read as the sweep.
+        let js = dir.path().join("sweep.json");
+        let mut cut = r.clone();
+        cut.points.truncate(1);
+        std::fs::write(&js, serde_json::to_string(&cut).unwrap()).unwrap();
+        let e = SweepResults::read(&js).unwrap_err();
+        assert!(e.0.contains("holds 1 points, but its header says 2"), "{e}");
+        let mut moved = r.clone();
+        moved.points[1].index = 0;
+        std::fs::write(&js, serde_json::to_string(&moved).unwrap()).unwrap();
+        let e = SweepResults::read(&js).unwrap_err();
+        assert!(e.0.contains("point 0 is out of place"), "{e}");
+        r.write(dir.path()).unwrap();
 
         // An axis named like a summary leaf is one column, not two.
         let mut r = r;

@@ -235,7 +235,7 @@ pub fn estimate(grid: &Grid, shard: Shard, exhaustive: Option<u32>) -> PlanSize 
         };
         acc.saturating_mul(n)
     });
-    let options = (0..total).filter(|&i| shard.holds(i)).count();
+    let options = shard.share_of(total);
     let per = exhaustive.map_or(SIMULATIONS_PER_OPTION, |n| 2 * n as usize);
     PlanSize {
         options,

@@ -443,6 +443,44 @@ mod tests {
         assert!(other.done.is_empty());
     }
 
+    /// A checkpointed option whose figures were edited (its cost, its
+    /// count without its cost) is not trusted: the resumed plan re-derives
+    /// or reruns it and gives the uninterrupted plan's answer.
+    #[test]
+    fn an_edited_checkpoint_resumes_into_the_plan_it_would_have_given() {
+        let (text, grid) = inputs();
+        let q = query();
+        let dir = tempfile::tempdir().unwrap();
+        let options = dir.path().join("options");
+        let quiet = |_: usize, _: &Probe| {};
+        let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
+        let whole =
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
+        let edits: [fn(&mut serde_json::Value); 3] = [
+            |v| v["result"]["fleet"]["usd_per_month"] = 1.0.into(),
+            |v| v["result"]["fleet"]["usd_per_month"] = (-5000.0).into(),
+            |v| v["result"]["fleet"]["gpu_hour_usd"] = 0.01.into(),
+        ];
+        for edit in edits {
+            for i in 0..2 {
+                let f = options.join(format!("{i}.json"));
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                if v["result"]["fleet"].is_null() {
+                    continue;
+                }
+                edit(&mut v);
+                std::fs::write(&f, v.to_string()).unwrap();
+            }
+            let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
+            let resumed =
+                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet)
+                    .unwrap();
+            assert_eq!(resumed, whole);
+            resumed.check().unwrap();
+        }
+    }
+
     /// Shards plan their options apart; merged, they give the whole plan's
     /// answer.
     #[test]
@@ -469,7 +507,22 @@ mod tests {
         };
         assert_eq!(fleet(&merged), fleet(&whole));
         assert_eq!(merged.shard, None);
-        let e = super::super::merge(vec![a], &names, &quiet).unwrap_err();
+        let e = super::super::merge(vec![a.clone()], &names, &quiet).unwrap_err();
         assert!(e.0.contains("shard 0/2 is missing"), "{e}");
+        // An edited shard is refused with the option named: a cost that
+        // does not follow from its count and price, an option not in the
+        // space, an attainment below the target.
+        let b = part(0);
+        let edited = |edit: &dyn Fn(&mut OptionResult)| {
+            let mut a = a.clone();
+            edit(&mut a.options[0]);
+            super::super::merge(vec![a, b.clone()], &names, &quiet).unwrap_err().0
+        };
+        let e = edited(&|o| o.fleet.as_mut().unwrap().usd_per_month = -1.0);
+        assert!(e.contains("option 1") && e.contains("usd_per_month"), "{e}");
+        let e = edited(&|o| o.index = 999);
+        assert!(e.contains("option 999 is not in the space"), "{e}");
+        let e = edited(&|o| o.fleet.as_mut().unwrap().attainment = 0.5);
+        assert!(e.contains("below the 99.00 % target"), "{e}");
     }
 }
