@@ -608,8 +608,10 @@ mod tests {
     #[test]
     fn negative_numbers_on_flags_name_the_flag_and_the_range() {
         let e = error_of(&["capacity", "s.toml", "--replicas", "-1"]);
+        assert!(e.contains("--replicas") && e.contains("1..=100000"), "{e}");
+        let e = error_of(&["bench", "--repeat", "-1"]);
         assert!(
-            e.contains("--replicas") && e.contains("0..=4294967295"),
+            e.contains("--repeat") && e.contains("0..=4294967295"),
             "{e}"
         );
         let e = error_of(&["explain", "out", "--request", "-1"]);
@@ -654,26 +656,74 @@ mod tests {
     fn durations_counts_and_sizes_are_range_checked_with_the_flag_named() {
         for (args, flag, range) in [
             (
-                &["observe", "http://x", "--scenario", "s.toml", "--max-duration-s", "1e300"][..],
+                &[
+                    "observe",
+                    "http://x",
+                    "--scenario",
+                    "s.toml",
+                    "--max-duration-s",
+                    "1e300",
+                ][..],
                 "--max-duration-s",
                 "(0, 1e9] s",
             ),
             (
-                &["observe", "http://x", "--scenario", "s.toml", "--request-timeout-s", "1e20"],
+                &[
+                    "observe",
+                    "http://x",
+                    "--scenario",
+                    "s.toml",
+                    "--request-timeout-s",
+                    "1e20",
+                ],
                 "--request-timeout-s",
                 "(0, 1e9] s",
             ),
-            (&["serve", "--idle-timeout-s", "1e300"], "--idle-timeout-s", "(0, 1e9] s"),
-            (&["serve", "--body-timeout-s", "-1"], "--body-timeout-s", "(0, 1e9] s"),
-            (&["serve", "--request-timeout-s", "0"], "--request-timeout-s", "(0, 1e9] s"),
-            (&["serve", "--max-body-bytes", "1e12"], "--max-body-bytes", "1..=1073741824"),
             (
-                &["plan", "s.toml", "--space", "sp.toml", "--demand", "70", "--exhaustive", "1000000"],
+                &["serve", "--idle-timeout-s", "1e300"],
+                "--idle-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--body-timeout-s", "-1"],
+                "--body-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--request-timeout-s", "0"],
+                "--request-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--max-body-bytes", "1e12"],
+                "--max-body-bytes",
+                "1..=1073741824",
+            ),
+            (
+                &[
+                    "plan",
+                    "s.toml",
+                    "--space",
+                    "sp.toml",
+                    "--demand",
+                    "70",
+                    "--exhaustive",
+                    "1000000",
+                ],
                 "--exhaustive",
                 "1..=1024",
             ),
             (
-                &["plan", "s.toml", "--space", "sp.toml", "--demand", "70", "--headroom", "1000000"],
+                &[
+                    "plan",
+                    "s.toml",
+                    "--space",
+                    "sp.toml",
+                    "--demand",
+                    "70",
+                    "--headroom",
+                    "1000000",
+                ],
                 "--headroom",
                 "[0, 1000] %",
             ),
@@ -682,7 +732,11 @@ mod tests {
                 "--demand",
                 "requests/s",
             ),
-            (&["capacity", "s.toml", "--gpu-hour-usd", "1e306"], "--gpu-hour-usd", "(0, 10000]"),
+            (
+                &["capacity", "s.toml", "--gpu-hour-usd", "1e306"],
+                "--gpu-hour-usd",
+                "(0, 10000]",
+            ),
         ] {
             let e = error_of(args);
             assert!(e.contains(flag) && e.contains(range), "{args:?}: {e}");
@@ -710,6 +764,9 @@ mod tests {
         }
         let mut missing = Vec::new();
         walk(&Cli::command(), "servesim", &mut missing);
-        assert!(missing.is_empty(), "decimal flags without a range: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "decimal flags without a range: {missing:?}"
+        );
     }
 }

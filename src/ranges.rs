@@ -138,7 +138,12 @@ impl clap::builder::TypedValueParser for Decimal {
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite());
         match (v, self.0) {
-            (None, None) => Err(flag_error(cmd, arg, value, "must be a finite number".into())),
+            (None, None) => Err(flag_error(
+                cmd,
+                arg,
+                value,
+                "must be a finite number".into(),
+            )),
             (None, Some(b)) => Err(flag_error(
                 cmd,
                 arg,

@@ -194,7 +194,6 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
         ("--attainment", "1.5", "must be in (0, 1]"),
         ("--headroom", "-5", "must be in [0, 1000] %"),
         ("--headroom", "1000000", "must be in [0, 1000] %"),
-        ("--demand", "1e300", "must be in [0.001, 1e7] requests/s"),
     ] {
         let o = run(&[
             "plan",
@@ -210,7 +209,10 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
         ]);
         assert!(!o.status.success(), "{flag} {value} was accepted");
         let e = stderr(&o);
-        assert!(e.contains(want) && e.contains(flag), "expected {flag} {want:?}: {e}");
+        assert!(
+            e.contains(want) && e.contains(flag),
+            "expected {flag} {want:?}: {e}"
+        );
     }
 }
 

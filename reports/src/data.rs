@@ -114,7 +114,11 @@ impl Table {
             .iter()
             .map(|c| self.col(c))
             .collect();
-        let (ttft, e2e, qw) = (self.col("ttft_ms"), self.col("e2e_ms"), self.col("queue_wait_ms"));
+        let (ttft, e2e, qw) = (
+            self.col("ttft_ms"),
+            self.col("e2e_ms"),
+            self.col("queue_wait_ms"),
+        );
         for (line, r) in self.rows.iter().enumerate() {
             let at = |i: Option<usize>| {
                 i.and_then(|i| r.get(i))

@@ -35,8 +35,16 @@ impl Bound {
 
     /// Whether `v` lies in the range (NaN never does).
     pub fn holds(&self, v: f64) -> bool {
-        let above = if self.lo_open { v > self.lo } else { v >= self.lo };
-        let below = if self.hi_open { v < self.hi } else { v <= self.hi };
+        let above = if self.lo_open {
+            v > self.lo
+        } else {
+            v >= self.lo
+        };
+        let below = if self.hi_open {
+            v < self.hi
+        } else {
+            v <= self.hi
+        };
         above && below
     }
 

@@ -165,7 +165,10 @@ mod tests {
         let e = read_config(&d.path().join("none"), "scenario file").unwrap_err();
         assert!(e.reason.contains("cannot read scenario file"), "{e}");
         std::fs::write(&p, [0xff, 0xfe]).unwrap();
-        assert!(read_config(&p, "scenario file").unwrap_err().reason.contains("UTF-8"));
+        assert!(read_config(&p, "scenario file")
+            .unwrap_err()
+            .reason
+            .contains("UTF-8"));
     }
 
     #[cfg(unix)]

@@ -51,7 +51,10 @@ impl Profile {
                 );
             }
         }
-        for (k, v) in [("model.rope_theta", m.rope_theta), ("model.rms_norm_eps", m.rms_norm_eps)] {
+        for (k, v) in [
+            ("model.rope_theta", m.rope_theta),
+            ("model.rms_norm_eps", m.rms_norm_eps),
+        ] {
             if !(v.is_finite() && v > 0.0 && v <= 1e12) {
                 return bad(k, format!("must be a positive finite number, got {v}"));
             }
@@ -293,7 +296,10 @@ impl Profile {
             if !(e.budget_s.is_finite() && e.budget_s >= 0.0 && e.budget_s <= 1e9) {
                 return bad(
                     "engine.budget_s",
-                    format!("must be a finite number of seconds in [0, 1e9], got {}", e.budget_s),
+                    format!(
+                        "must be a finite number of seconds in [0, 1e9], got {}",
+                        e.budget_s
+                    ),
                 );
             }
         }
@@ -467,7 +473,10 @@ mod tests {
         p.held_out.mape_pct = 0.0;
         p.held_out.fitted_mape_pct = 33.0;
         let w = p.warnings("p.toml");
-        assert!(w[0].contains("no held-out shapes") && w[0].contains("33.00 %"), "{w:?}");
+        assert!(
+            w[0].contains("no held-out shapes") && w[0].contains("33.00 %"),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ fn read_tagged<T: DeserializeOwned>(
     format: &str,
 ) -> Result<T, SweepError> {
     let p = path.display();
-    let text = crate::input_file::read_result(path, what).map_err(|e| SweepError::new(e.to_string()))?;
+    let text =
+        crate::input_file::read_result(path, what).map_err(|e| SweepError::new(e.to_string()))?;
     // The tag first, so a file of another version says so rather than
     // failing on a field it does not have.
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
@@ -148,11 +149,7 @@ impl CapacityReport {
                         ));
                     }
                 }
-                _ => {
-                    return Err(
-                        "sizing: usd_per_month and gpu_hour_usd go together".to_string()
-                    )
-                }
+                _ => return Err("sizing: usd_per_month and gpu_hour_usd go together".to_string()),
             }
         }
         Ok(())
@@ -243,7 +240,10 @@ impl DeployPlan {
                     .to_string(),
             );
         }
-        let cheapest = ranked.first().filter(|o| o.fleet.is_some()).map(|o| o.index);
+        let cheapest = ranked
+            .first()
+            .filter(|o| o.fleet.is_some())
+            .map(|o| o.index);
         if self.best != cheapest {
             let show = |o: Option<usize>| o.map_or("none".to_string(), |i| format!("option {i}"));
             return Err(format!(

@@ -305,8 +305,9 @@ pub(super) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
             .map_or(Ok(0.0), |d| bounds::DEMAND_RPS.check_named("--demand", d)),
         // The query holds a fraction; the flag is in percent.
         bounds::HEADROOM_PERCENT.check_named("--headroom", q.headroom * 100.0),
-        q.gpu_hour_usd
-            .map_or(Ok(0.0), |p| bounds::GPU_HOUR_USD.check_named("--gpu-hour-usd", p)),
+        q.gpu_hour_usd.map_or(Ok(0.0), |p| {
+            bounds::GPU_HOUR_USD.check_named("--gpu-hour-usd", p)
+        }),
     ];
     match checks.into_iter().find_map(Result::err) {
         Some(m) => Err(SweepError::new(m)),

@@ -242,7 +242,10 @@ fn missed(s: &Summary, slo: &crate::stats::SloReport, target: f64) -> String {
     }
     for v in slo.percentiles.iter().filter(|v| !v.met) {
         why.push(match v.value_ms {
-            Some(x) => format!("{} is {x:.1} ms, above its {} ms target", v.key, v.target_ms),
+            Some(x) => format!(
+                "{} is {x:.1} ms, above its {} ms target",
+                v.key, v.target_ms
+            ),
             None => format!("{} has no samples (target {} ms)", v.key, v.target_ms),
         });
     }

@@ -327,8 +327,16 @@ fn options(
 fn check_objective(grid: &Grid) -> Result<(), SweepError> {
     let o = &grid.objective;
     let refused = [
-        ("attainment", o.attainment.is_some(), "give it as --attainment"),
-        ("cost", o.cost.is_some(), "a plan ranks by dollars per month"),
+        (
+            "attainment",
+            o.attainment.is_some(),
+            "give it as --attainment",
+        ),
+        (
+            "cost",
+            o.cost.is_some(),
+            "a plan ranks by dollars per month",
+        ),
         (
             "latency",
             o.latency.is_some(),
@@ -578,7 +586,8 @@ fn rederive(
     let Some(f) = &o.fleet else {
         return Ok(o.clone());
     };
-    f.check().map_err(|m| format!("option {}: fleet.{m}", o.index))?;
+    f.check()
+        .map_err(|m| format!("option {}: fleet.{m}", o.index))?;
     let (s, p) = resolve(t, origin, price).map_err(|(_, why)| {
         format!(
             "option {} is sized, but its scenario does not resolve: {why}",
@@ -609,7 +618,10 @@ fn rederive(
     );
     let differs = [
         ("replicas", want.replicas != f.replicas),
-        ("gpus_per_replica", want.gpus_per_replica != f.gpus_per_replica),
+        (
+            "gpus_per_replica",
+            want.gpus_per_replica != f.gpus_per_replica,
+        ),
         ("unit", want.unit != f.unit || want.units != f.units),
         ("gpus", want.gpus != f.gpus),
         ("gpu_hour_usd", want.gpu_hour_usd != f.gpu_hour_usd),

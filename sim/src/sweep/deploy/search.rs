@@ -474,8 +474,7 @@ mod tests {
             }
             let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
             let resumed =
-                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet)
-                    .unwrap();
+                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
             assert_eq!(resumed, whole);
             resumed.check().unwrap();
         }
@@ -516,7 +515,9 @@ mod tests {
         let edited = |edit: &dyn Fn(&mut OptionResult)| {
             let mut a = a.clone();
             edit(&mut a.options[0]);
-            super::super::merge(vec![a, b.clone()], &names, &quiet).unwrap_err().0
+            super::super::merge(vec![a, b.clone()], &names, &quiet)
+                .unwrap_err()
+                .0
         };
         let e = edited(&|o| o.fleet.as_mut().unwrap().usd_per_month = -1.0);
         assert!(e.contains("option 1") && e.contains("usd_per_month"), "{e}");
