@@ -9,8 +9,7 @@ use sim::breakeven::{compare, Prices};
 /// Runs `servesim breakeven`.
 pub fn run(args: BreakEvenArgs) -> Result<()> {
     let path = args.dir.join("summary.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+    let text = sim::input_file::read_result(&path, "summary.json")?;
     let summary: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| anyhow!("{}: not a summary: {e}", path.display()))?;
     let prices = Prices {

@@ -3,7 +3,7 @@
 //! and the whole search written to `capacity.json`.
 
 use crate::cli::CapacityArgs;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use sim::figures::rate;
 use sim::sweep::capacity::{
     fleet_count, plan_capacity, CapacityQuery, CapacityReport, FleetUnit, Probe,
@@ -14,8 +14,7 @@ use std::path::Path;
 /// Runs `servesim capacity`.
 pub fn run(args: CapacityArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
-    let text = std::fs::read_to_string(&args.scenario)
-        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let text = sim::input_file::read_config(&args.scenario, "scenario file")?;
     let scenario = Scenario::from_toml_str(&text, &origin)?;
     let name = scenario.name().to_string();
     let unit = FleetUnit::of(&scenario);

@@ -543,9 +543,10 @@ pub enum CatalogWhat {
 /// (so no flag needs its own): a value that starts with `-` is read as the
 /// flag's value, not as another flag, so `--demand -1` reaches the flag's
 /// check and is refused with its allowed range instead of clap's
-/// "unexpected argument '-1'"; whole-number flags keep their own parsers,
-/// whose errors name the range (`-1 is not in 0..=4294967295`), and
-/// decimal flags refuse NaN and infinities.
+/// "unexpected argument '-1'" and its `-- -1` tip; every numeric flag is
+/// parsed with its range from [`crate::ranges`] (decimal flags refuse NaN
+/// and infinities), and whole-number flags with their own clap range keep
+/// it.
 pub fn parse() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let matches = numeric_flags(Cli::command()).get_matches();
@@ -559,6 +560,8 @@ pub fn numeric_flags(cmd: clap::Command) -> clap::Command {
 }
 
 fn value_rule(a: clap::Arg) -> clap::Arg {
+    use crate::ranges::{self, Decimal, Whole};
+    use std::any::TypeId;
     if !a.get_action().takes_values() {
         return a;
     }
@@ -566,86 +569,26 @@ fn value_rule(a: clap::Arg) -> clap::Arg {
     let option = !a.is_positional();
     // Paths keep clap's rule, so `--out --seed 3` still says `--out` lacks
     // its value; any other option takes a leading `-` (`--shard -1/4`).
-    let hyphen = option && id != std::any::TypeId::of::<PathBuf>();
+    let hyphen = option && id != TypeId::of::<PathBuf>();
     let a = a.allow_negative_numbers(true).allow_hyphen_values(hyphen);
-    if id == std::any::TypeId::of::<f64>() {
-        return a.value_parser(Finite);
+    let name = a.get_id().as_str().to_string();
+    if id == TypeId::of::<f64>() {
+        return a.value_parser(Decimal(ranges::decimal(&name)));
     }
+    let range = ranges::whole(&name);
     // clap's u8/u16/u32 parsers check a range and name it (a flag's own
-    // `.range(1..=20)` included), so they stay; its u64/usize ones only say
-    // "invalid digit found in string" for `-1`.
-    if id == std::any::TypeId::of::<u64>() {
-        return a.value_parser(Whole::<u64>(std::marker::PhantomData));
+    // `.range(1..=20)` included), so they stay unless the table gives one;
+    // its u64/usize ones only say "invalid digit found in string" for `-1`.
+    if id == TypeId::of::<u32>() && range.is_some() {
+        return a.value_parser(Whole::<u32>::new(range, u32::MAX as u64));
     }
-    if id == std::any::TypeId::of::<usize>() {
-        return a.value_parser(Whole::<usize>(std::marker::PhantomData));
+    if id == TypeId::of::<u64>() {
+        return a.value_parser(Whole::<u64>::new(range, u64::MAX));
+    }
+    if id == TypeId::of::<usize>() {
+        return a.value_parser(Whole::<usize>::new(range, usize::MAX as u64));
     }
     a
-}
-
-/// A u64/usize flag's parser: the error states the whole-number range.
-#[derive(Clone)]
-struct Whole<T>(std::marker::PhantomData<T>);
-
-macro_rules! whole_parser {
-    ($($t:ty),*) => {$(
-        impl clap::builder::TypedValueParser for Whole<$t> {
-            type Value = $t;
-            fn parse_ref(
-                &self,
-                cmd: &clap::Command,
-                arg: Option<&clap::Arg>,
-                value: &std::ffi::OsStr,
-            ) -> Result<$t, clap::Error> {
-                value
-                    .to_str()
-                    .and_then(|s| s.trim().parse::<$t>().ok())
-                    .ok_or_else(|| {
-                        let allowed = format!("must be a whole number in 0..={}", <$t>::MAX);
-                        flag_error(cmd, arg, value, allowed)
-                    })
-            }
-        }
-    )*};
-}
-whole_parser!(u64, usize);
-
-/// A decimal flag's parser: NaN and infinities are refused (each command
-/// checks its flag's own range on the number).
-#[derive(Clone)]
-struct Finite;
-
-fn flag_error(
-    cmd: &clap::Command,
-    arg: Option<&clap::Arg>,
-    value: &std::ffi::OsStr,
-    allowed: String,
-) -> clap::Error {
-    let flag = arg.map_or_else(|| "the value".to_string(), |a| a.to_string());
-    clap::Error::raw(
-        clap::error::ErrorKind::ValueValidation,
-        format!(
-            "invalid value '{}' for '{flag}': {allowed}\n",
-            value.to_string_lossy()
-        ),
-    )
-    .with_cmd(cmd)
-}
-
-impl clap::builder::TypedValueParser for Finite {
-    type Value = f64;
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<f64, clap::Error> {
-        value
-            .to_str()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite())
-            .ok_or_else(|| flag_error(cmd, arg, value, "must be a finite number".into()))
-    }
 }
 
 #[cfg(test)]
@@ -665,8 +608,10 @@ mod tests {
     #[test]
     fn negative_numbers_on_flags_name_the_flag_and_the_range() {
         let e = error_of(&["capacity", "s.toml", "--replicas", "-1"]);
+        assert!(e.contains("--replicas") && e.contains("1..=100000"), "{e}");
+        let e = error_of(&["bench", "--repeat", "-1"]);
         assert!(
-            e.contains("--replicas") && e.contains("0..=4294967295"),
+            e.contains("--repeat") && e.contains("0..=4294967295"),
             "{e}"
         );
         let e = error_of(&["explain", "out", "--request", "-1"]);
@@ -686,18 +631,142 @@ mod tests {
         assert!(e.contains("--live-runs") && e.contains("1..=20"), "{e}");
         let e = error_of(&["serve", "--speed", "nan"]);
         assert!(e.contains("--speed") && e.contains("finite"), "{e}");
-        // A negative decimal reaches the command, whose check names it.
+        // A negative decimal reaches the flag's range, which names it.
+        let e = error_of(&["capacity", "s.toml", "--headroom", "-50"]);
+        assert!(e.contains("--headroom") && e.contains("[0, 1000] %"), "{e}");
         use clap::{CommandFactory, FromArgMatches};
         let m = numeric_flags(Cli::command())
-            .try_get_matches_from(["servesim", "capacity", "s.toml", "--headroom", "-50"])
+            .try_get_matches_from(["servesim", "capacity", "s.toml", "--headroom", "50"])
             .unwrap();
         let cli = Cli::from_arg_matches(&m).unwrap();
         match cli.command {
-            Command::Capacity(a) => assert_eq!(a.headroom, -50.0),
+            Command::Capacity(a) => assert_eq!(a.headroom, 50.0),
             other => panic!("{other:?}"),
         }
         // Flags keep their meaning: a path option still needs its value.
         let e = error_of(&["simulate", "s.toml", "--out", "--json"]);
         assert!(e.contains("--out"), "{e}");
+    }
+
+    /// Durations, counts and sizes past their range are refused by the
+    /// parser with the flag and the range, before any command runs (a
+    /// duration past `Duration`'s range would panic; a count would
+    /// allocate or run for days).
+    #[test]
+    fn durations_counts_and_sizes_are_range_checked_with_the_flag_named() {
+        for (args, flag, range) in [
+            (
+                &[
+                    "observe",
+                    "http://x",
+                    "--scenario",
+                    "s.toml",
+                    "--max-duration-s",
+                    "1e300",
+                ][..],
+                "--max-duration-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &[
+                    "observe",
+                    "http://x",
+                    "--scenario",
+                    "s.toml",
+                    "--request-timeout-s",
+                    "1e20",
+                ],
+                "--request-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--idle-timeout-s", "1e300"],
+                "--idle-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--body-timeout-s", "-1"],
+                "--body-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--request-timeout-s", "0"],
+                "--request-timeout-s",
+                "(0, 1e9] s",
+            ),
+            (
+                &["serve", "--max-body-bytes", "1e12"],
+                "--max-body-bytes",
+                "1..=1073741824",
+            ),
+            (
+                &[
+                    "plan",
+                    "s.toml",
+                    "--space",
+                    "sp.toml",
+                    "--demand",
+                    "70",
+                    "--exhaustive",
+                    "1000000",
+                ],
+                "--exhaustive",
+                "1..=1024",
+            ),
+            (
+                &[
+                    "plan",
+                    "s.toml",
+                    "--space",
+                    "sp.toml",
+                    "--demand",
+                    "70",
+                    "--headroom",
+                    "1000000",
+                ],
+                "--headroom",
+                "[0, 1000] %",
+            ),
+            (
+                &["plan", "s.toml", "--space", "sp.toml", "--demand", "1e300"],
+                "--demand",
+                "requests/s",
+            ),
+            (
+                &["capacity", "s.toml", "--gpu-hour-usd", "1e306"],
+                "--gpu-hour-usd",
+                "(0, 10000]",
+            ),
+        ] {
+            let e = error_of(args);
+            assert!(e.contains(flag) && e.contains(range), "{args:?}: {e}");
+            assert!(!e.contains("-- -"), "{args:?}: clap's tip: {e}");
+        }
+    }
+
+    /// Every decimal flag of every command has a range (so a new one cannot
+    /// reach `Duration::from_secs_f64` or a search unchecked).
+    #[test]
+    fn every_decimal_flag_has_a_range() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_value_parser().type_id();
+                if id == std::any::TypeId::of::<f64>()
+                    && crate::ranges::decimal(a.get_id().as_str()).is_none()
+                {
+                    missing.push(format!("{path} --{}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "servesim", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "decimal flags without a range: {missing:?}"
+        );
     }
 }

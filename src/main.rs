@@ -25,6 +25,7 @@ mod fleet_print;
 mod plan;
 mod print;
 mod quality;
+mod ranges;
 mod serve;
 mod sweep;
 mod trace;
@@ -44,6 +45,12 @@ use std::time::{Duration, Instant};
 
 fn main() {
     let cli = cli::parse();
+    // Settings given through the environment are checked like flags, before
+    // any command reads them.
+    if let Err(e) = sim::bounds::check_environment() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

@@ -5,16 +5,22 @@
 //! options it checkpointed in its output folder.
 
 use crate::cli::{PlanAction, PlanArgs};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use sim::sweep::capacity::Probe;
 use sim::sweep::checkpoint::Checkpoint;
-use sim::sweep::deploy::{exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption};
+use sim::sweep::deploy::{
+    check_space, estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
+};
 use sim::sweep::{Grid, Shard};
 use sim::Scenario;
 use std::path::{Path, PathBuf};
 
 /// Subfolder of the output folder holding a plan's finished options.
 const OPTIONS_DIR: &str = "options";
+
+/// Past this many expected simulations a plan warns before it starts
+/// (about an hour on a laptop's cores at the quickstart's speed).
+const LARGE_PLAN_SIMULATIONS: usize = 2_000;
 
 /// Runs `servesim plan` or `servesim plan merge`.
 pub fn run(args: PlanArgs) -> Result<()> {
@@ -26,13 +32,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
         bail!("plan needs a scenario, --space and --demand");
     };
     let origin = scenario.display().to_string();
-    let text = std::fs::read_to_string(&scenario)
-        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let text = sim::input_file::read_config(&scenario, "scenario file")?;
     let name = Scenario::from_toml_str(&text, &origin)?.name().to_string();
     let grid = Grid::load(&space)?;
-    if !(demand.is_finite() && demand > 0.0) {
-        bail!("--demand must be a positive rate (requests/s), got {demand}");
-    }
     let q = PlanQuery {
         demand_rps: demand,
         headroom: args.headroom / 100.0,
@@ -44,6 +46,22 @@ pub fn run(args: PlanArgs) -> Result<()> {
     let shard = args.shard.unwrap_or(Shard::ALL);
     if args.exhaustive.is_some() && shard != Shard::ALL {
         bail!("--exhaustive runs the whole space for comparison; it takes no --shard");
+    }
+    // The space checked whole, then its size told before a long search:
+    // options × the simulations each takes.
+    check_space(&text, &origin, &grid)?;
+    let size = estimate(&grid, shard, args.exhaustive);
+    eprintln!(
+        "plan: {} option(s) × about {} simulations each ≈ {} simulations",
+        size.options,
+        size.simulations / size.options.max(1),
+        size.simulations
+    );
+    if size.simulations > LARGE_PLAN_SIMULATIONS {
+        eprintln!(
+            "warning: a large plan (≈ {} simulations, over {LARGE_PLAN_SIMULATIONS}); it checkpoints every option into its output folder and resumes when run again, and --shard I/N splits it over machines (then `servesim plan merge`)",
+            size.simulations
+        );
     }
     let out = args
         .out
@@ -75,6 +93,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
         }
     };
     let wall = started.elapsed().as_secs_f64();
+    refuse_all_invalid(&plan, &grid.origin)?;
     write(&out, &plan)?;
     // The checkpoint goes only once the plan it holds is written.
     if let Some(c) = checkpoint {
@@ -95,6 +114,24 @@ pub fn run(args: PlanArgs) -> Result<()> {
     }
     if args.report {
         crate::write_report(&out)?;
+    }
+    Ok(())
+}
+
+/// A plan none of whose options is even a valid scenario on this base
+/// (every option pruned before a simulation) answers nothing: an error
+/// with the first option's reason, not "no option meets the SLOs".
+fn refuse_all_invalid(plan: &DeployPlan, space: &str) -> Result<()> {
+    let all_invalid = plan.best.is_none()
+        && !plan.options.is_empty()
+        && plan.options.iter().all(|o| o.simulations == 0);
+    if let (true, Some(first)) = (all_invalid, plan.options.first()) {
+        bail!(
+            "{space}: no option of the space is a valid scenario on this base, so none was simulated; option {} ({}): {}",
+            first.index,
+            first.settings,
+            first.pruned.as_deref().unwrap_or("")
+        );
     }
     Ok(())
 }
@@ -130,12 +167,7 @@ fn merge_shards(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
     let mut parts = Vec::new();
     let mut names = Vec::new();
     for d in dirs {
-        let f = d.join("plan.json");
-        let t = std::fs::read_to_string(&f)
-            .map_err(|e| anyhow!("{}: cannot read: {e}", f.display()))?;
-        let p: DeployPlan =
-            serde_json::from_str(&t).map_err(|e| anyhow!("{}: not a plan: {e}", f.display()))?;
-        parts.push(p);
+        parts.push(DeployPlan::read(&d.join("plan.json"))?);
         names.push(d.display().to_string());
     }
     let lock = sim::output::OutputLock::acquire(out)

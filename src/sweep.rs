@@ -49,8 +49,7 @@ fn sweep(
 ) -> Result<()> {
     let grid = Grid::load(grid)?;
     let origin = scenario.display().to_string();
-    let text = std::fs::read_to_string(scenario)
-        .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+    let text = sim::input_file::read_config(scenario, "scenario file")?;
     let plan = Plan::new(&text, &origin, grid)?;
     let shard = shard.unwrap_or(Shard::ALL);
     let out = out.unwrap_or_else(|| Path::new("out").join(format!("{}-sweep", plan.scenario_name)));

@@ -708,3 +708,290 @@ fn huge_tenant_and_canary_times_and_empty_traces_are_flagged() {
     let e = stderr(&o);
     assert!(e.contains("warning") && e.contains("no rows"), "{e}");
 }
+
+/// Runs the binary with `args` (and `env`), killing it past `limit`: a
+/// command that blocks on an input fails the test instead of hanging it.
+fn run_bounded(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let mut cmd = bin();
+    cmd.args(args)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("servesim runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Numeric flags past their range end in the parser's error naming the
+/// flag and the range: a duration past what `Duration` holds panicked, a
+/// count allocated gigabytes, a leading `-` drew clap's `-- -x` tip.
+#[test]
+fn numeric_flags_past_their_range_are_refused_with_the_flag_named() {
+    let s = repo().join("scenarios/quickstart.toml");
+    let s = s.to_str().unwrap();
+    let space = repo().join("scenarios/spaces/quickstart-hardware.toml");
+    let space = space.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec![
+                "observe",
+                "http://127.0.0.1:9",
+                "--scenario",
+                s,
+                "--max-duration-s",
+                "1e300",
+            ],
+            "--max-duration-s",
+        ),
+        (
+            vec![
+                "observe",
+                "http://127.0.0.1:9",
+                "--scenario",
+                s,
+                "--request-timeout-s",
+                "1e20",
+            ],
+            "--request-timeout-s",
+        ),
+        (
+            vec!["serve", "--scenario", s, "--body-timeout-s", "1e300"],
+            "--body-timeout-s",
+        ),
+        (
+            vec![
+                "plan",
+                s,
+                "--space",
+                space,
+                "--demand",
+                "70",
+                "--exhaustive",
+                "1000000",
+            ],
+            "--exhaustive",
+        ),
+        (
+            vec![
+                "plan",
+                s,
+                "--space",
+                space,
+                "--demand",
+                "70",
+                "--headroom",
+                "1000000",
+            ],
+            "--headroom",
+        ),
+        (vec!["capacity", s, "--demand", "-5"], "--demand"),
+    ] {
+        let o = run_bounded(&args, &[], std::time::Duration::from_secs(20));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(flag) && e.contains("must be"), "{args:?}: {e}");
+        assert!(
+            !e.contains("panicked") && !e.contains("-- -"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+/// Inputs whose size cannot be bounded are refused from their file type
+/// before they are opened, at once: a device read until memory ran out,
+/// a FIFO with no writer blocked the open forever.
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_given_as_inputs_are_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let profiled = write(
+        tmp.path(),
+        "profiled.toml",
+        &small_quickstart(50).replace("preset = \"h100-sxm\"", "profile = \"fifo.toml\""),
+    );
+    let s = repo().join("scenarios/quickstart.toml");
+    let s = s.to_str().unwrap();
+    for (args, what) in [
+        (vec!["simulate", "/dev/zero"], "a device"),
+        (vec!["check", fifo], "FIFO"),
+        (
+            vec!["plan", s, "--space", "/dev/zero", "--demand", "7"],
+            "a device",
+        ),
+        (vec!["plan", s, "--space", fifo, "--demand", "7"], "FIFO"),
+        (vec!["check", profiled.to_str().unwrap()], "FIFO"),
+    ] {
+        let o = run_bounded(&args, &[], std::time::Duration::from_secs(20));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(
+            e.contains(what) && e.contains("not a regular file"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+/// A setting given through the environment is checked like a flag: a
+/// memory budget of 0, −1, NaN or text was ignored without a word.
+#[test]
+fn environment_settings_are_checked_like_flags() {
+    let s = repo().join("scenarios/quickstart.toml");
+    for v in ["0", "-1", "nan", "abc"] {
+        let o = run_bounded(
+            &["check", s.to_str().unwrap()],
+            &[("SERVESIM_MEMORY_GIB", v)],
+            std::time::Duration::from_secs(20),
+        );
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{v}: {e}");
+        assert!(
+            e.contains("SERVESIM_MEMORY_GIB") && e.contains("(0, 1000000] GiB"),
+            "{v}: {e}"
+        );
+    }
+}
+
+/// A result folder is checked on read: its `requests.csv` header against
+/// the writer's column order (swapped `ttft_ms`/`e2e_ms` keep the file's
+/// size, and `explain` showed E2E as TTFT), each row's invariants (TTFT ≤
+/// E2E, no negative latency, components adding up to E2E), and the file's
+/// type (a folder in its place was "another run's" file).
+#[test]
+fn tampered_result_folders_are_refused_on_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write(tmp.path(), "q.toml", &small_quickstart(200));
+    let run_dir = tmp.path().join("run");
+    simulate(&scenario, &run_dir, &[]);
+    let tampered = |name: &str, edit: &dyn Fn(&Path)| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for f in ["summary.json", "requests.csv", "timeseries.csv"] {
+            std::fs::copy(run_dir.join(f), d.join(f)).unwrap();
+        }
+        edit(&d);
+        d
+    };
+    // Rows edited in place: the summary's record of the file's size is
+    // dropped, as a folder of an older servesim has none.
+    let rows = |edit: fn(&mut Vec<String>, &[String])| {
+        move |d: &Path| {
+            let p = d.join("summary.json");
+            let mut s: serde_json::Value = serde_json::from_str(&read(&p)).unwrap();
+            s["run"]
+                .as_object_mut()
+                .unwrap()
+                .remove("requests_csv_bytes");
+            std::fs::write(&p, s.to_string()).unwrap();
+            let text = read(&d.join("requests.csv"));
+            let mut lines = text.lines();
+            let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+            let mut first: Vec<String> =
+                lines.next().unwrap().split(',').map(String::from).collect();
+            edit(&mut first, &header);
+            let rest: Vec<&str> = lines.collect();
+            std::fs::write(
+                d.join("requests.csv"),
+                format!(
+                    "{}\n{}\n{}\n",
+                    header.join(","),
+                    first.join(","),
+                    rest.join("\n")
+                ),
+            )
+            .unwrap();
+        }
+    };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            tampered("swapped", &|d| {
+                let text = read(&d.join("requests.csv"));
+                let (h, rest) = text.split_once('\n').unwrap();
+                let h = h
+                    .replace("ttft_ms", "X")
+                    .replace("e2e_ms", "ttft_ms")
+                    .replace('X', "e2e_ms");
+                std::fs::write(d.join("requests.csv"), format!("{h}\n{rest}")).unwrap();
+            }),
+            "header: column",
+        ),
+        (
+            tampered(
+                "late-first-token",
+                &rows(|r, h| {
+                    let e2e: f64 = r[h.iter().position(|x| x == "e2e_ms").unwrap()]
+                        .parse()
+                        .unwrap();
+                    let t = h.iter().position(|x| x == "ttft_ms").unwrap();
+                    r[t] = format!("{}", e2e + 5.0);
+                }),
+            ),
+            "the first token cannot come after the last",
+        ),
+        (
+            tampered(
+                "negative",
+                &rows(|r, h| {
+                    r[h.iter().position(|x| x == "queue_wait_ms").unwrap()] = "-3.0".into();
+                }),
+            ),
+            "`queue_wait_ms` is negative",
+        ),
+        (
+            tampered(
+                "zeroed-components",
+                &rows(|r, h| {
+                    for (i, c) in h.iter().enumerate() {
+                        if c.starts_with("attr_") {
+                            r[i] = "0.000000".into();
+                        }
+                    }
+                }),
+            ),
+            "add up to 0.000000 ms",
+        ),
+        (
+            tampered("folder", &|d| {
+                std::fs::remove_file(d.join("requests.csv")).unwrap();
+                std::fs::create_dir(d.join("requests.csv")).unwrap();
+            }),
+            "it is a folder, not a regular file",
+        ),
+    ];
+    for (d, want) in cases {
+        for cmd in ["explain", "report"] {
+            let o = run_bounded(
+                &[cmd, d.to_str().unwrap()],
+                &[],
+                std::time::Duration::from_secs(60),
+            );
+            let e = stderr(&o);
+            assert!(!o.status.success(), "{cmd} {}: accepted", d.display());
+            assert!(
+                e.contains(want),
+                "{cmd} {}: expected {want:?}: {e}",
+                d.display()
+            );
+        }
+    }
+    // The untouched folder still reads.
+    let o = run(&["explain", run_dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

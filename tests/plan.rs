@@ -190,9 +190,10 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
     // Targets the capacity search would refuse are refused before any run
     // (a tolerance of 0 would bisect forever).
     for (flag, value, want) in [
-        ("--tolerance", "0", "--tolerance must be in (0, 1)"),
-        ("--attainment", "1.5", "--attainment must be in (0, 1]"),
-        ("--headroom", "-5", "--headroom must be a percentage ≥ 0"),
+        ("--tolerance", "0", "must be in (0, 1)"),
+        ("--attainment", "1.5", "must be in (0, 1]"),
+        ("--headroom", "-5", "must be in [0, 1000] %"),
+        ("--headroom", "1000000", "must be in [0, 1000] %"),
     ] {
         let o = run(&[
             "plan",
@@ -208,7 +209,10 @@ fn a_plan_needs_prices_and_finds_the_replica_count_itself() {
         ]);
         assert!(!o.status.success(), "{flag} {value} was accepted");
         let e = stderr(&o);
-        assert!(e.contains(want), "expected {want:?}: {e}");
+        assert!(
+            e.contains(want) && e.contains(flag),
+            "expected {flag} {want:?}: {e}"
+        );
     }
 }
 
@@ -293,4 +297,111 @@ gpu_hour_usd = { "h100-sxm" = 2.0 }
     let f = &colocated["fleet"];
     assert_eq!(f["unit"], "1 colocated", "{colocated}");
     assert_eq!(f["replicas"], f["units"], "{colocated}");
+}
+
+/// A space is checked whole before anything runs, as a sweep's grid is: a
+/// mistyped axis key or pool role, a key of `[objective]` a plan does not
+/// use, one GPU priced under two names, a price written as text or past
+/// its range, and an axis `--demand` replaces each end in an error naming
+/// the space and the key, not in "no option meets the SLOs".
+#[test]
+fn a_plan_space_is_checked_whole_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = repo().join("scenarios/quickstart.toml");
+    for (space, want) in [
+        (
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"fleet.tensor_paralel\" = [1, 2]\n",
+            "fleet.tensor_paralel: unknown field",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"fleet.pools\" = [[{ role = \"prefil\", replicas = 1 }, { role = \"decode\", replicas = 1 }]]\n",
+            "prefil",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\nattainment = 0.9\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "objective.attainment: not used by a plan",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\nlatency = \"ttft_ms.p99\"\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "objective.latency: not used by a plan",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = { \"h100\" = 2.0, \"h100-sxm\" = 3.0 }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "name the same hardware",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = { \"h100-sxm\" = \"2.49\" }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "without quotes",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 1e306\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+            "objective.gpu_hour_usd: must be in (0, 10000]",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"workload.trace.rate\" = [1.0, 2.0]\n",
+            "axes.workload.trace.rate: a plan offers each option the load of --demand",
+        ),
+        (
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"hardware.preset\" = [\"h100-sxn\"]\n",
+            "no option of the space is a valid scenario",
+        ),
+    ] {
+        let p = tmp.path().join("space.toml");
+        std::fs::write(&p, space).unwrap();
+        let out = tmp.path().join("o");
+        let o = run(&[
+            "plan",
+            scenario.to_str().unwrap(),
+            "--space",
+            p.to_str().unwrap(),
+            "--demand",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{space}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(want), "expected {want:?}: {e}");
+        assert!(e.contains(p.to_str().unwrap()), "names the space: {e}");
+        assert!(!out.join("plan.json").exists(), "{space}: a plan was written");
+    }
+}
+
+/// A large space is told before it runs: its options, the simulations it
+/// is expected to take, and a warning past the threshold.
+#[test]
+fn a_plan_tells_its_size_before_it_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = repo().join("scenarios/quickstart.toml");
+    let p = tmp.path().join("space.toml");
+    // 200 valid options; the run stops at its output folder, whose lock
+    // this test holds, so only what is told before the search is checked.
+    let values: Vec<String> = (1..=200).map(|i| (256 * i).to_string()).collect();
+    std::fs::write(
+        &p,
+        format!(
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"engine.max_batched_tokens\" = [{}]\n",
+            values.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("o");
+    let _held = sim::output::OutputLock::acquire(&out).unwrap();
+    let o = run(&[
+        "plan",
+        scenario.to_str().unwrap(),
+        "--space",
+        p.to_str().unwrap(),
+        "--demand",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("plan: 200 option(s) × about 15 simulations each ≈ 3000 simulations"),
+        "{e}"
+    );
+    assert!(e.contains("warning: a large plan"), "{e}");
+    assert!(!o.status.success(), "the output folder is held: {e}");
 }

@@ -9,9 +9,7 @@ use std::path::Path;
 
 /// Reads `dir/capacity.json`.
 pub fn read(dir: &Path) -> Result<CapacityReport, String> {
-    let p = dir.join("capacity.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: not a capacity.json: {e}", p.display()))
+    CapacityReport::read(&dir.join("capacity.json")).map_err(|e| e.0)
 }
 
 /// A probe's count as the search counted it: replicas, or with pools

@@ -14,6 +14,10 @@ pub struct Table {
 
 impl Table {
     pub fn read(path: &Path) -> Result<Table, String> {
+        // A folder, FIFO or device in a result file's place is said to be
+        // one (a FIFO would block the open).
+        sim::input_file::check_regular(path, "result file", sim::input_file::RESULT_MAX_BYTES)
+            .map_err(|e| e.to_string())?;
         let mut r = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let header = r
             .headers()
@@ -35,6 +39,8 @@ impl Table {
     /// depend on that.
     pub fn read_requests(path: &Path) -> Result<Table, String> {
         let mut t = Table::read(path)?;
+        t.check_request_columns(path)?;
+        t.check_request_rows(path)?;
         if let Some(id) = t.col("id") {
             t.rows
                 .sort_by_cached_key(|r| r.get(id).and_then(|c| c.parse::<u64>().ok()));
@@ -62,6 +68,106 @@ impl Table {
         Ok(())
     }
 
+    /// A `requests.csv` header lists the columns servesim writes in the
+    /// order it writes them (`sim::output::REQUEST_COLUMNS`; unknown ones
+    /// from a newer version are skipped): two names swapped, or one twice,
+    /// would have every figure read from the wrong column.
+    fn check_request_columns(&self, path: &Path) -> Result<(), String> {
+        let cols = &sim::output::REQUEST_COLUMNS;
+        let mut last: Option<(usize, &str)> = None;
+        for h in &self.header {
+            let Some(k) = cols.iter().position(|c| c == h) else {
+                continue;
+            };
+            if let Some((j, prev)) = last {
+                if k <= j {
+                    return Err(format!(
+                        "{}: header: column `{h}` comes after `{prev}`, but servesim writes {}: the header was edited or the file is not a run's",
+                        path.display(),
+                        if k == j {
+                            format!("`{h}` once")
+                        } else {
+                            format!("`{h}` before `{prev}`")
+                        }
+                    ));
+                }
+            }
+            last = Some((k, h));
+        }
+        Ok(())
+    }
+
+    /// The invariants of every `requests.csv` row: latencies are not
+    /// negative, the first token comes before the last (TTFT ≤ E2E) and
+    /// after admission (queue wait ≤ TTFT), and a row's latency components
+    /// add up to its E2E latency (to the microsecond: each is written with
+    /// six decimals of a millisecond from integer nanoseconds).
+    fn check_request_rows(&self, path: &Path) -> Result<(), String> {
+        let ms_cols: Vec<(usize, &str)> = self
+            .header
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.ends_with("_ms") || h.as_str() == "arrival_s")
+            .map(|(i, h)| (i, h.as_str()))
+            .collect();
+        let comps: Option<Vec<usize>> = sim::attribution::COLUMNS
+            .iter()
+            .map(|c| self.col(c))
+            .collect();
+        let (ttft, e2e, qw) = (
+            self.col("ttft_ms"),
+            self.col("e2e_ms"),
+            self.col("queue_wait_ms"),
+        );
+        for (line, r) in self.rows.iter().enumerate() {
+            let at = |i: Option<usize>| {
+                i.and_then(|i| r.get(i))
+                    .filter(|c| !c.is_empty())
+                    .and_then(|c| c.parse::<f64>().ok())
+            };
+            let bad = |m: String| {
+                format!(
+                    "{}: line {}: {m}: the file was edited or damaged; rerun the command that wrote it",
+                    path.display(),
+                    line + 2
+                )
+            };
+            for &(i, h) in &ms_cols {
+                if let Some(v) = at(Some(i)) {
+                    if v < 0.0 {
+                        return Err(bad(format!("`{h}` is negative ({v})")));
+                    }
+                }
+            }
+            if let (Some(t), Some(e)) = (at(ttft), at(e2e)) {
+                if t > e + 1e-6 {
+                    return Err(bad(format!(
+                        "`ttft_ms` {t} is after `e2e_ms` {e} (the first token cannot come after the last)"
+                    )));
+                }
+            }
+            if let (Some(q), Some(t)) = (at(qw), at(ttft)) {
+                if q > t + 1e-6 {
+                    return Err(bad(format!(
+                        "`queue_wait_ms` {q} is longer than `ttft_ms` {t}"
+                    )));
+                }
+            }
+            if let (Some(cols), Some(e)) = (&comps, at(e2e)) {
+                let parts: Option<Vec<f64>> = cols.iter().map(|&i| at(Some(i))).collect();
+                if let Some(parts) = parts {
+                    let sum: f64 = parts.iter().sum();
+                    if (sum - e).abs() > 1e-3 {
+                        return Err(bad(format!(
+                            "the latency components (`attr_*_ms`) add up to {sum:.6} ms, not its `e2e_ms` {e}"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn col(&self, name: &str) -> Option<usize> {
         self.header.iter().position(|h| h == name)
     }
@@ -77,6 +183,8 @@ pub fn check_belongs(dir: &Path, name: &str) -> Result<(), String> {
     if !summary.exists() || !file.exists() {
         return Ok(());
     }
+    // A folder or FIFO in the file's place is that, not another run's file.
+    sim::input_file::check_file_type(&file, "result file").map_err(|e| e.to_string())?;
     let s = read_json(&summary)?;
     let key = match name {
         "requests.csv" => "requests_csv_bytes",
@@ -109,7 +217,7 @@ pub fn check_belongs(dir: &Path, name: &str) -> Result<(), String> {
 
 /// Reads a JSON file (a `summary.json`).
 pub fn read_json(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = sim::input_file::read_result(path, "result file").map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))
 }
 

@@ -10,9 +10,7 @@ use std::path::Path;
 
 /// Reads `dir/plan.json`.
 pub fn read(dir: &Path) -> Result<DeployPlan, String> {
-    let p = dir.join("plan.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: not a plan.json: {e}", p.display()))
+    DeployPlan::read(&dir.join("plan.json")).map_err(|e| e.0)
 }
 
 /// Builds the plan section, drawing its chart into `charts`.

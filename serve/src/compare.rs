@@ -25,9 +25,12 @@ pub const RATIO_FROM: f64 = 10.0;
 
 impl Row {
     /// A value of the row as printed: counts whole, latencies and rates in
-    /// significant figures.
+    /// significant figures; "-" for a latency of a run that completed no
+    /// request (it has none).
     pub fn value(&self, v: f64) -> String {
-        if self.count {
+        if v.is_nan() {
+            "-".into()
+        } else if self.count {
             format!("{v:.0}")
         } else {
             sim::figures::sig(v, 4)
@@ -37,7 +40,7 @@ impl Row {
     /// B against A as printed: a signed percentage, or past [`RATIO_FROM`]
     /// either way the ratio B / A; "-" when A is 0.
     pub fn difference(&self) -> String {
-        let Some(e) = self.error_pct else {
+        let Some(e) = self.error_pct.filter(|e| e.is_finite()) else {
             return "-".into();
         };
         let ratio = self.b / self.a;
@@ -86,8 +89,7 @@ pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
 
 fn load(dir: &Path) -> anyhow::Result<Value> {
     let p = dir.join("summary.json");
-    let text =
-        std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+    let text = sim::input_file::read_result(&p, "summary.json")?;
     serde_json::from_str(&text).with_context(|| format!("{}: not a summary", p.display()))
 }
 
@@ -109,8 +111,17 @@ fn num(v: &Value, path: &[&str], file: &Path) -> anyhow::Result<f64> {
 pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Vec<Row>> {
     let (va, vb) = (load(a)?, load(b)?);
     let mut rows = Vec::new();
+    // A run that completed nothing has no latency to compare: its
+    // latencies show as "-" (NaN here) rather than failing the table.
+    let value = |v: &Value, path: &[&str], file: &Path| -> anyhow::Result<f64> {
+        let none_completed = v["counts"]["completed"].as_u64() == Some(0);
+        match num(v, path, file) {
+            Err(_) if path[0] == "latency" && none_completed => Ok(f64::NAN),
+            r => r,
+        }
+    };
     let mut add = |metric: String, path: &[&str]| -> anyhow::Result<()> {
-        let (x, y) = (num(&va, path, a)?, num(&vb, path, b)?);
+        let (x, y) = (value(&va, path, a)?, value(&vb, path, b)?);
         rows.push(Row {
             count: path[0] == "counts",
             metric,
@@ -168,6 +179,17 @@ mod tests {
         std::fs::write(b.join("summary.json"), "{}").unwrap();
         let e = compare(&a, &b).unwrap_err().to_string();
         assert!(e.contains("latency.ttft_ms.p50"), "{e}");
+        // A run that completed nothing has no latencies: they print "-".
+        let none = serde_json::json!({
+            "latency": {"ttft_ms": {"count": 0}, "tpot_ms": {}, "itl_ms": {}, "e2e_ms": {}},
+            "throughput": {"output_tokens_per_s": 0.0, "requests_per_s": 0.0},
+            "counts": {"completed": 0, "rejected": 3},
+        });
+        std::fs::write(b.join("summary.json"), none.to_string()).unwrap();
+        let rows = compare(&a, &b).unwrap();
+        assert_eq!(rows[0].value(rows[0].b), "-");
+        assert_eq!(rows[0].difference(), "-");
+        assert_eq!(rows[14].value(rows[14].b), "0", "{:?}", rows[14]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod attribution;
 pub mod autoscale;
+pub mod bounds;
 pub mod breakeven;
 pub mod canary;
 pub mod catalog;
@@ -12,6 +13,7 @@ pub mod cost;
 pub mod engine;
 pub mod figures;
 pub mod guard;
+pub mod input_file;
 pub mod kv;
 pub mod lifecycle;
 pub mod load;

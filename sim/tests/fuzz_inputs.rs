@@ -9,7 +9,11 @@
 //! or remove it. Trace mutations cut a sample file at a random byte, prepend
 //! a byte-order mark, turn line ends into CRLF, replace numbers by huge or
 //! negative ones, and splice in garbage bytes, for every row-per-request
-//! reader. Grid mutations do the same to the keys of a sweep grid.
+//! reader. Grid mutations do the same to the keys of a sweep grid, plan-space
+//! mutations to a plan's space (checked whole, as `servesim plan` does before
+//! it runs), profile mutations to a calibration profile, and result-file
+//! mutations to the values and bytes of a `plan.json`, a `capacity.json`
+//! and a `sweep.json` read back as the commands that trust them read them.
 //!
 //! CI runs a bounded number of cases (the default, 64 per property, well
 //! under a minute on two cores); `SERVESIM_FUZZ_CASES=20000 cargo test -p
@@ -18,8 +22,12 @@
 //! oversized run must be refused by the guards rather than allocate.
 
 use proptest::prelude::*;
+use serde_json::json;
+use sim::sweep::capacity::{CapacityReport, MaxLoad, Probe};
+use sim::sweep::deploy::{DeployPlan, OptionResult, PlanInputs, SizedFleet};
 use sim::sweep::grid::Grid;
 use sim::sweep::plan::Plan;
+use sim::sweep::SweepResults;
 use sim::{Scenario, Simulation};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -354,6 +362,290 @@ proptest! {
             let g = Grid::from_toml_str(&grid, "g.toml").map_err(|e| e.to_string())?;
             Plan::new(&scenario, "q.toml", g).map(|_| ()).map_err(|e| e.to_string())
         });
+    }
+}
+
+/// Sets the value at a random path of a JSON tree (or removes it).
+fn mutate_json(v: &mut serde_json::Value, key: u16, pick: u8) {
+    fn paths(v: &serde_json::Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    at.push(k.clone());
+                    out.push(at.clone());
+                    paths(x, at, out);
+                    at.pop();
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    at.push(i.to_string());
+                    out.push(at.clone());
+                    paths(x, at, out);
+                    at.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    paths(v, &mut Vec::new(), &mut all);
+    if all.is_empty() {
+        return;
+    }
+    let path = &all[key as usize % all.len()];
+    let (last, parents) = path.split_last().expect("non-empty");
+    let mut cur = v;
+    for p in parents {
+        cur = match cur {
+            serde_json::Value::Object(m) => m.get_mut(p).expect("path"),
+            serde_json::Value::Array(a) => &mut a[p.parse::<usize>().expect("index")],
+            _ => return,
+        };
+    }
+    let new = match pick % 12 {
+        0 => Some(json!(0)),
+        1 => Some(json!(-1)),
+        2 => Some(json!(1e300)),
+        3 => Some(json!(-1e300)),
+        4 => Some(json!(999)),
+        5 => Some(json!("x")),
+        6 => Some(json!(true)),
+        7 => Some(json!([1])),
+        8 => Some(json!({})),
+        9 => Some(serde_json::Value::Null),
+        10 => Some(json!(u64::MAX)),
+        _ => None,
+    };
+    match (cur, new) {
+        (serde_json::Value::Object(m), Some(n)) => {
+            m.insert(last.clone(), n);
+        }
+        (serde_json::Value::Object(m), None) => {
+            m.remove(last);
+        }
+        (serde_json::Value::Array(a), n) => {
+            let i = last.parse::<usize>().expect("index");
+            match n {
+                Some(n) => a[i] = n,
+                None => {
+                    a.remove(i);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A probe as a capacity search records it.
+fn probe(replicas: u32, rate: f64, meets: bool) -> Probe {
+    Probe {
+        search: "rate".into(),
+        replicas,
+        pool_replicas: None,
+        rate_rps: rate,
+        attainment: if meets { 0.995 } else { 0.6 },
+        ttft_p99_ms: 120.0,
+        tpot_p99_ms: 20.0,
+        goodput_rps: rate * 0.99,
+        completed: 300,
+        stable: meets,
+        requests: 300,
+        percentiles_met: None,
+        meets_slo: meets,
+        missed: String::new(),
+    }
+}
+
+/// Well-formed result files of each kind, as the commands write them.
+fn result_files() -> [(&'static str, serde_json::Value); 3] {
+    let fleet = SizedFleet {
+        replicas: 2,
+        gpus_per_replica: 1,
+        unit: None,
+        units: None,
+        gpus: 2,
+        gpu_hour_usd: 2.49,
+        usd_per_month: 2.0 * 2.49 * 730.0,
+        attainment: 0.995,
+        goodput_rps_per_gpu: 14.9,
+        headroom: Some(0.6),
+        max_load_rps: Some(48.0),
+    };
+    let plan = DeployPlan {
+        format: sim::sweep::deploy::FORMAT.into(),
+        scenario: "quickstart".into(),
+        demand_rps: 30.0,
+        headroom: 0.0,
+        attainment_target: 0.99,
+        tolerance: 0.01,
+        shard: None,
+        options: vec![
+            OptionResult {
+                index: 1,
+                settings: "hardware.preset = \"h100-sxm\"".into(),
+                hardware: Some("H100-SXM".into()),
+                simulations: 22,
+                fleet: Some(fleet),
+                pruned: None,
+                rechecked: true,
+            },
+            OptionResult {
+                index: 0,
+                settings: "hardware.preset = \"l4\"".into(),
+                hardware: Some("L4".into()),
+                simulations: 1,
+                fleet: None,
+                pruned: Some("one replica misses the SLOs".into()),
+                rechecked: false,
+            },
+        ],
+        best: Some(1),
+        simulations: 23,
+        headroom_simulations: 9,
+        inputs: PlanInputs {
+            scenario_toml: "name = \"q\"".into(),
+            scenario_origin: "q.toml".into(),
+            space_toml: "[axes]".into(),
+            space_origin: "s.toml".into(),
+        },
+    };
+    let capacity = CapacityReport {
+        format: sim::sweep::capacity::FORMAT.into(),
+        scenario: "quickstart".into(),
+        slo_ttft_ms: Some(500.0),
+        slo_tpot_ms: None,
+        slo_e2e_ms: None,
+        slo_percentiles_ms: Default::default(),
+        attainment_target: 0.99,
+        tolerance: 0.01,
+        hours_per_month: 730.0,
+        max_load: MaxLoad {
+            replicas: 1,
+            rate_rps: 24.0,
+            per_replica_rps: 24.0,
+            fails_at_rps: 25.0,
+            at: probe(1, 24.0, true),
+        },
+        sizing: None,
+        unit: None,
+        probes: vec![probe(1, 24.0, true), probe(1, 25.0, false)],
+    };
+    let sweep = json!({
+        "format": sim::sweep::results::FORMAT,
+        "scenario": "quickstart",
+        "scenario_path": "q.toml",
+        "scenario_toml": "name = \"q\"",
+        "grid_toml": "[axes]",
+        "sample": "cartesian",
+        "axes": ["fleet.replicas"],
+        "points_total": 2,
+        "shard": null,
+        "points": [
+            {"index": 0, "values": [1], "offered_rps": 2.5, "summary": {"counts": {"arrived": 10}}},
+            {"index": 1, "values": [2], "offered_rps": 2.5, "summary": {"counts": {"arrived": 11}}}
+        ]
+    });
+    [
+        ("plan.json", serde_json::to_value(plan).unwrap()),
+        ("capacity.json", serde_json::to_value(capacity).unwrap()),
+        ("sweep.json", sweep),
+    ]
+}
+
+/// Reads a result file as the command that trusts it does.
+fn read_result(kind: &str, path: &Path) -> Result<(), String> {
+    match kind {
+        "plan.json" => DeployPlan::read(path).map(|_| ()).map_err(|e| e.0),
+        "capacity.json" => CapacityReport::read(path).map(|_| ()).map_err(|e| e.0),
+        _ => SweepResults::read(path).map(|_| ()).map_err(|e| e.0),
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn mutated_plan_spaces_end_in_options_or_an_error(
+        picks in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..3),
+    ) {
+        let scenario = std::fs::read_to_string(samples().join("../quickstart.toml")).unwrap();
+        let mut t: toml::Table = std::fs::read_to_string(samples().join("../spaces/quickstart-hardware.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        for &(key, pick) in &picks {
+            let mut all = Vec::new();
+            paths(&t, "", &mut all);
+            if all.is_empty() {
+                break;
+            }
+            let k = all[key as usize % all.len()].clone();
+            set(&mut t, &k, value(pick));
+        }
+        let space = toml::to_string(&t).unwrap_or_default();
+        assert_clean(&format!("space {picks:?}:\n{space}"), || {
+            let g = Grid::from_toml_str(&space, "space.toml").map_err(|e| e.to_string())?;
+            sim::sweep::deploy::check_space(&scenario, "q.toml", &g)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+    }
+
+    #[test]
+    fn mutated_profiles_load_or_end_in_an_error(
+        picks in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..3),
+    ) {
+        let mut t: toml::Table = std::fs::read_to_string(samples().join("../validate/cpu-profile.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        for &(key, pick) in &picks {
+            let mut all = Vec::new();
+            paths(&t, "", &mut all);
+            if all.is_empty() {
+                break;
+            }
+            let k = all[key as usize % all.len()].clone();
+            set(&mut t, &k, value(pick));
+        }
+        let text = toml::to_string(&t).unwrap_or_default();
+        assert_clean(&format!("profile {picks:?}"), || {
+            let p = sim::profile::Profile::from_toml_str(&text, "p.toml").map_err(|e| e.to_string())?;
+            // What a scenario using it reads: its hardware and memory plan.
+            let _ = p.hardware("p.toml");
+            let _ = p.warnings("p.toml");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn mutated_result_files_are_read_or_refused(
+        which in 0usize..3,
+        picks in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..3),
+        ops in proptest::collection::vec((any::<u8>(), any::<u32>(), any::<u8>()), 0..2),
+    ) {
+        let (kind, mut v) = result_files()[which].clone();
+        for &(key, pick) in &picks {
+            mutate_json(&mut v, key, pick);
+        }
+        let bytes = mutate_bytes(serde_json::to_vec_pretty(&v).unwrap(), &ops);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(kind);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_clean(&format!("{kind} {picks:?} {ops:?}"), || read_result(kind, &path));
+    }
+}
+
+/// The untouched result files read back: the fuzz starts from files the
+/// readers accept.
+#[test]
+fn the_fuzzed_result_files_start_valid() {
+    for (kind, v) in result_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(kind);
+        std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+        read_result(kind, &path).unwrap_or_else(|e| panic!("{kind}: {e}"));
     }
 }
 

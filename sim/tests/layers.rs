@@ -19,6 +19,8 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("store", 0, "ground"),
     ("stats", 0, "ground"),
     ("figures", 0, "ground"),
+    ("bounds", 0, "ground"),
+    ("input_file", 0, "ground"),
     ("catalog", 1, "knowledge"),
     ("config", 1, "knowledge"),
     ("parallel", 1, "knowledge"),

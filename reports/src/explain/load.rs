@@ -64,7 +64,7 @@ pub fn ms_to_ns(s: &str) -> Option<u64> {
 
 /// Reads `requests.csv`. Errors name the file, the line and the column.
 pub fn requests(path: &Path) -> Result<Vec<Row>, String> {
-    let t = Table::read(path)?;
+    let t = Table::read_requests(path)?;
     let need = |c: &str| {
         t.col(c)
             .ok_or_else(|| format!("{}: no `{c}` column", path.display()))

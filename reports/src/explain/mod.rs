@@ -242,7 +242,7 @@ pub fn run_dir(dir: &Path) -> Result<(std::path::PathBuf, Option<String>), Strin
                 None => String::new(),
             }
         };
-        let best = std::fs::read_to_string(dir.join("operating-point.json"))
+        let best = sim::input_file::read_result(&dir.join("operating-point.json"), "result file")
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v["best"].as_u64())

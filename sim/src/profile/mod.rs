@@ -430,8 +430,8 @@ impl Profile {
     /// Reads and validates a profile file.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ProfileError::new(&origin, "", format!("cannot read profile: {e}")))?;
+        let text = crate::input_file::read_config(path, "profile")
+            .map_err(|e| ProfileError::new(&origin, "", e.reason))?;
         Self::from_toml_str(&text, &origin)
     }
 

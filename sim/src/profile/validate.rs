@@ -31,6 +31,34 @@ impl Profile {
                 return bad(k, "must be at least 1".into());
             }
         }
+        // Each an order of magnitude past the largest model published, so
+        // only typos and damaged files are refused (`layers = 1e9` would
+        // price every step at a billion layers).
+        for (k, v, hi) in [
+            ("model.layers", m.layers, 10_000),
+            ("model.hidden_size", m.hidden_size, 1_000_000),
+            ("model.num_heads", m.num_heads, 65_536),
+            ("model.num_kv_heads", m.num_kv_heads, 65_536),
+            ("model.head_dim", m.head_dim, 65_536),
+            ("model.intermediate_size", m.intermediate_size, 10_000_000),
+            ("model.vocab_size", m.vocab_size, 100_000_000),
+            ("model.max_context", m.max_context, 100_000_000),
+        ] {
+            if v > hi {
+                return bad(
+                    k,
+                    format!("must be at most {hi} (far past any published model), got {v}"),
+                );
+            }
+        }
+        for (k, v) in [
+            ("model.rope_theta", m.rope_theta),
+            ("model.rms_norm_eps", m.rms_norm_eps),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 1e12) {
+                return bad(k, format!("must be a positive finite number, got {v}"));
+            }
+        }
         if m.num_heads % m.num_kv_heads != 0 {
             return bad(
                 "model.num_kv_heads",
@@ -250,6 +278,31 @@ impl Profile {
                 }
             }
         }
+        if let Some(e) = &self.engine {
+            let h = &e.host;
+            for (f, v) in [
+                ("ttft_floor_ns", h.ttft_floor_ns),
+                ("request_ns", h.request_ns),
+                ("step_ns", h.step_ns),
+                ("seq_ns", h.seq_ns),
+            ] {
+                if !(v.is_finite() && (0.0..=MAX_TERM_NS).contains(&v)) {
+                    return bad(
+                        &format!("engine.host.{f}"),
+                        format!("must be a finite number of ns in [0, {MAX_TERM_NS:e}], got {v}"),
+                    );
+                }
+            }
+            if !(e.budget_s.is_finite() && e.budget_s >= 0.0 && e.budget_s <= 1e9) {
+                return bad(
+                    "engine.budget_s",
+                    format!(
+                        "must be a finite number of seconds in [0, 1e9], got {}",
+                        e.budget_s
+                    ),
+                );
+            }
+        }
         for (i, s) in self.samples.iter().enumerate() {
             if s.times_ns.is_empty() || (s.prefill.is_empty() && s.decode.is_empty()) {
                 return bad(
@@ -283,6 +336,37 @@ impl Profile {
             }
         }
         Ok(())
+    }
+}
+
+/// A profile's own held-out error past which using it warns, percent: its
+/// predictions are off by that much on shapes it was not fitted to.
+pub const HELD_OUT_WARN_PCT: f64 = 25.0;
+
+impl Profile {
+    /// Warnings for a user of the profile at `path`: its own recorded fit
+    /// error past [`HELD_OUT_WARN_PCT`], or no held-out shapes to tell it.
+    pub fn warnings(&self, path: &str) -> Vec<String> {
+        let e = &self.held_out;
+        let mut out = Vec::new();
+        if e.shapes == 0 {
+            out.push(format!(
+                "profile {path}: no held-out shapes, so its accuracy is unknown (fitted shapes {:.2} % off); re-run `servesim calibrate` with a larger budget",
+                e.fitted_mape_pct
+            ));
+        } else if e.mape_pct > HELD_OUT_WARN_PCT {
+            out.push(format!(
+                "profile {path}: its own held-out error is {:.2} % (mean over {} shapes, worst {:.2} %), past {HELD_OUT_WARN_PCT} %: its predictions may be off by as much; re-calibrate on a quiet machine",
+                e.mape_pct, e.shapes, e.max_error_pct
+            ));
+        }
+        if e.fitted_mape_pct > HELD_OUT_WARN_PCT && e.shapes > 0 {
+            out.push(format!(
+                "profile {path}: its fitted shapes are {:.2} % off, past {HELD_OUT_WARN_PCT} %: the cost model's shape does not fit this device",
+                e.fitted_mape_pct
+            ));
+        }
+        out
     }
 }
 
@@ -338,6 +422,62 @@ fn check_table(key: &str, knots: &[u32], ns: &[f64]) -> Result<(), (String, Stri
 mod tests {
     use super::super::tests::example;
     use super::*;
+
+    /// Model dimensions past any published model and host terms outside
+    /// their range are refused by key (`layers = 1000000000` priced every
+    /// step at a billion layers; a negative TTFT floor shortened every TTFT).
+    #[test]
+    fn model_dimensions_and_engine_terms_out_of_range_are_refused_by_key() {
+        let mut p = example();
+        p.model.layers = 1_000_000_000;
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "model.layers", "{e}");
+        assert!(e.message.contains("at most 10000"), "{e}");
+        let mut p = example();
+        p.model.rope_theta = -1.0;
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "model.rope_theta", "{e}");
+        let mut p = example();
+        p.engine = Some(EngineProbe {
+            url: "http://127.0.0.1:8000".into(),
+            server: "vllm".into(),
+            served_model: "m".into(),
+            requests: 85,
+            budget_s: 240.0,
+            host: HostTerms {
+                ttft_floor_ns: -11e6,
+                request_ns: 1.1e6,
+                step_ns: 8e6,
+                seq_ns: 3e5,
+            },
+            concurrency: vec![[1, 1]],
+            findings: vec![],
+        });
+        let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
+        assert_eq!(e.key, "engine.host.ttft_floor_ns", "{e}");
+    }
+
+    /// A profile's own recorded error past the threshold, or no held-out
+    /// shapes at all, is told to whoever uses it; a good one says nothing.
+    #[test]
+    fn a_profile_warns_of_its_own_recorded_fit_error() {
+        let mut p = example();
+        p.held_out.shapes = 12;
+        p.held_out.mape_pct = 4.0;
+        assert!(p.warnings("p.toml").is_empty());
+        p.held_out.mape_pct = 95.0;
+        let w = p.warnings("p.toml");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("95.00 %") && w[0].contains("p.toml"), "{w:?}");
+        p.held_out.shapes = 0;
+        p.held_out.mape_pct = 0.0;
+        p.held_out.fitted_mape_pct = 33.0;
+        let w = p.warnings("p.toml");
+        assert!(
+            w[0].contains("no held-out shapes") && w[0].contains("33.00 %"),
+            "{w:?}"
+        );
+    }
 
     #[test]
     fn implausible_cost_tables_and_figures_are_refused_by_key() {

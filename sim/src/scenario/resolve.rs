@@ -97,8 +97,8 @@ impl Scenario {
     /// and validates the result.
     pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::new(&origin, "", format!("cannot read file: {e}")))?;
+        let text = crate::input_file::read_config(path, "scenario file")
+            .map_err(|e| ScenarioError::new(&origin, "", e.reason))?;
         let mut table = parse_table(&text, &origin)?;
         overrides
             .apply(&mut table)
@@ -112,7 +112,34 @@ impl Scenario {
     }
 
     /// Validates an already-parsed table (sweeps edit the table, then call this).
-    pub fn from_table(mut table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
+    pub fn from_table(table: toml::Table, origin: &str) -> Result<Scenario, ScenarioError> {
+        let (file, mut notes) = Self::file_of_table(table, origin)?;
+        let mut s = Self::from_file(file, origin)?;
+        if let Some((path, p)) = &s.profile {
+            notes.extend(p.warnings(path));
+        }
+        s.notes = notes;
+        Ok(s)
+    }
+
+    /// The checks of a table that need no resolution: its keys, their
+    /// types and enum names (pool roles, policies), and every value's range.
+    /// A plan's options must all pass them (a typo in a space is the user's
+    /// to fix), while a model that does not fit its option's hardware only
+    /// prunes that option.
+    pub fn check_values(table: toml::Table, origin: &str) -> Result<(), ScenarioError> {
+        let (file, _) = Self::file_of_table(table, origin)?;
+        let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
+        validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::scenario::lifecycle_cfg::validate(&file).map_err(|(k, m)| err(&k, m))?;
+        crate::scenario::canary_cfg::validate(&file).map_err(|(k, m)| err(&k, m))
+    }
+
+    /// The table deserialized, with the notes of its unit normalization.
+    fn file_of_table(
+        mut table: toml::Table,
+        origin: &str,
+    ) -> Result<(ScenarioFile, Vec<String>), ScenarioError> {
         let notes =
             units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
         pools_cfg::check_table(&table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
@@ -124,9 +151,7 @@ impl Scenario {
                 let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
                 ScenarioError::new(origin, key, msg)
             })?;
-        let mut s = Self::from_file(file, origin)?;
-        s.notes = notes;
-        Ok(s)
+        Ok((file, notes))
     }
 
     /// Validates the values and resolves presets.

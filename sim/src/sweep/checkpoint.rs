@@ -81,7 +81,7 @@ impl<T: Checkpointed> Checkpoint<T> {
             query: query.to_string(),
         };
         let plan_file = dir.join("plan.json");
-        let same = fs::read_to_string(&plan_file)
+        let same = crate::input_file::read_result(&plan_file, "checkpoint")
             .ok()
             .and_then(|t| serde_json::from_str::<PlanId>(&t).ok())
             .is_some_and(|old| old == id);
@@ -94,7 +94,7 @@ impl<T: Checkpointed> Checkpoint<T> {
                     continue;
                 };
                 // A file that does not read back is rerun.
-                if let Some(r) = fs::read_to_string(&p)
+                if let Some(r) = crate::input_file::read_result(&p, "checkpoint")
                     .ok()
                     .and_then(|t| serde_json::from_str::<T>(&t).ok())
                     .filter(|r| r.index() == i)

@@ -130,8 +130,8 @@ impl Grid {
     /// Reads and checks a grid file.
     pub fn load(path: &Path) -> Result<Grid, SweepError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SweepError::new(format!("{origin}: cannot read grid file: {e}")))?;
+        let text = crate::input_file::read_config(path, "grid file")
+            .map_err(|e| SweepError::new(e.to_string()))?;
         Self::from_toml_str(&text, &origin)
     }
 

@@ -24,6 +24,7 @@ pub mod grid;
 pub mod objective;
 pub mod pareto;
 pub mod plan;
+pub mod read_back;
 pub mod results;
 pub mod run;
 pub mod sample;

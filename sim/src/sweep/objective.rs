@@ -58,11 +58,61 @@ impl CostMetric {
 /// The price of one GPU for one hour, US dollars: one for every GPU, or one
 /// per hardware option, keyed by catalog preset (or alias) or by the
 /// hardware's name (`[hardware.spec] name`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum GpuHourPrice {
     Flat(f64),
     PerHardware(std::collections::BTreeMap<String, f64>),
+}
+
+/// Read by hand rather than as an untagged enum, so that a price written
+/// as text (`"2.49"`) or a table holding one says which and what to write,
+/// not "did not match any variant".
+impl<'de> Deserialize<'de> for GpuHourPrice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, MapAccess, Visitor};
+        struct Price;
+        const WANT: &str = "a number of US dollars per GPU-hour (2.49), or one per hardware option ({ \"h100-sxm\" = 2.49, \"h200\" = 3.49 })";
+        impl<'de> Visitor<'de> for Price {
+            type Value = GpuHourPrice;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(WANT)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<GpuHourPrice, E> {
+                Ok(GpuHourPrice::Flat(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<GpuHourPrice, E> {
+                Ok(GpuHourPrice::Flat(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<GpuHourPrice, E> {
+                Ok(GpuHourPrice::Flat(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<GpuHourPrice, E> {
+                Err(E::custom(format!(
+                    "the price {v:?} is text: write the number without quotes; expected {WANT}"
+                )))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<GpuHourPrice, A::Error> {
+                let mut out = std::collections::BTreeMap::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    let v: toml::Value = m.next_value()?;
+                    let p = match &v {
+                        toml::Value::Float(f) => *f,
+                        toml::Value::Integer(i) => *i as f64,
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "the price of {k:?} is {other} ({}): write a number of US dollars per GPU-hour without quotes",
+                                other.type_str()
+                            )))
+                        }
+                    };
+                    out.insert(k, p);
+                }
+                Ok(GpuHourPrice::PerHardware(out))
+            }
+        }
+        d.deserialize_any(Price)
+    }
 }
 
 impl GpuHourPrice {
@@ -172,8 +222,27 @@ impl ObjectiveCfg {
                 .collect(),
         };
         for (k, p) in prices {
-            if !(p.is_finite() && p > 0.0) {
-                return Err((k, format!("must be a positive price, got {p}")));
+            crate::bounds::GPU_HOUR_USD.check(p).map_err(|m| (k, m))?;
+        }
+        // Two keys for one datasheet ("h100" and "h100-sxm") would price
+        // the same GPU twice, one of them silently unused.
+        if let Some(GpuHourPrice::PerHardware(m)) = &self.gpu_hour_usd {
+            let canonical = |k: &str| {
+                crate::catalog::hardware(k)
+                    .map(|h| h.name.to_ascii_lowercase())
+                    .unwrap_or_else(|| k.to_ascii_lowercase())
+            };
+            let keys: Vec<&String> = m.keys().collect();
+            for (i, a) in keys.iter().enumerate() {
+                if let Some(b) = keys[..i].iter().find(|b| canonical(b) == canonical(a)) {
+                    return Err((
+                        format!("gpu_hour_usd.{a}"),
+                        format!(
+                            "{b:?} and {a:?} name the same hardware ({}); give it one price",
+                            crate::catalog::hardware(a).map_or_else(|| a.to_string(), |h| h.name)
+                        ),
+                    ));
+                }
             }
         }
         if let Some(c) = self.cost {

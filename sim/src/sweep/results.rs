@@ -86,8 +86,8 @@ impl SweepResults {
     /// Reads a `sweep.json`.
     pub fn read(path: &Path) -> Result<SweepResults, SweepError> {
         let p = path.display();
-        let text = fs::read_to_string(path)
-            .map_err(|e| SweepError::new(format!("{p}: cannot read: {e}")))?;
+        let text = crate::input_file::read_result(path, "sweep results")
+            .map_err(|e| SweepError::new(e.to_string()))?;
         let r: SweepResults = serde_json::from_str(&text)
             .map_err(|e| SweepError::new(format!("{p}: not a sweep.json: {e}")))?;
         if r.format != FORMAT {
@@ -96,7 +96,44 @@ impl SweepResults {
                 r.format
             )));
         }
+        r.check_points()
+            .map_err(|m| SweepError::new(format!("{p}: {m}")))?;
         Ok(r)
+    }
+
+    /// Its points against its own header: as many as its shard of
+    /// `points_total` holds, each once, in index order, with a value per axis.
+    fn check_points(&self) -> Result<(), String> {
+        let shard = self.shard.unwrap_or(Shard::ALL);
+        let want = shard.share_of(self.points_total);
+        if self.points.len() != want {
+            return Err(format!(
+                "holds {} points, but its header says {} ({} in all{}): the file was cut or edited; rerun the sweep",
+                self.points.len(),
+                want,
+                self.points_total,
+                self.shard.map(|s| format!(", shard {s}")).unwrap_or_default()
+            ));
+        }
+        let mut last = None;
+        for p in &self.points {
+            if p.index >= self.points_total || !shard.holds(p.index) || last >= Some(p.index) {
+                return Err(format!(
+                    "point {} is out of place (points in index order, each once, from the sweep's {})",
+                    p.index, self.points_total
+                ));
+            }
+            if p.values.len() != self.axes.len() {
+                return Err(format!(
+                    "point {} has {} axis values for {} axes",
+                    p.index,
+                    p.values.len(),
+                    self.axes.len()
+                ));
+            }
+            last = Some(p.index);
+        }
+        Ok(())
     }
 
     /// The summary columns of `sweep.csv`: every leaf of every point's
@@ -244,6 +281,21 @@ mod tests {
             Some(11.0)
         );
         assert_eq!(number_at(&back.points[1].summary, "counts.nope"), None);
+
+        // A sweep.json cut to fewer points than its header says, or with a
+        // point out of place, is refused rather than read as the sweep.
+        let js = dir.path().join("sweep.json");
+        let mut cut = r.clone();
+        cut.points.truncate(1);
+        std::fs::write(&js, serde_json::to_string(&cut).unwrap()).unwrap();
+        let e = SweepResults::read(&js).unwrap_err();
+        assert!(e.0.contains("holds 1 points, but its header says 2"), "{e}");
+        let mut moved = r.clone();
+        moved.points[1].index = 0;
+        std::fs::write(&js, serde_json::to_string(&moved).unwrap()).unwrap();
+        let e = SweepResults::read(&js).unwrap_err();
+        assert!(e.0.contains("point 0 is out of place"), "{e}");
+        r.write(dir.path()).unwrap();
 
         // An axis named like a summary leaf is one column, not two.
         let mut r = r;

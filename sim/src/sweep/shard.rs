@@ -11,12 +11,37 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Shard `index` of `count` (0 ≤ index < count).
+/// Shard `index` of `count` (0 ≤ index < count; a result file holding
+/// another pair is refused as it is read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ShardFields")]
 pub struct Shard {
     pub index: usize,
     pub count: usize,
+}
+
+/// A shard as a result file writes it, before its range is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardFields {
+    index: usize,
+    count: usize,
+}
+
+impl TryFrom<ShardFields> for Shard {
+    type Error = String;
+    fn try_from(f: ShardFields) -> Result<Shard, String> {
+        if f.count == 0 || f.index >= f.count {
+            return Err(format!(
+                "shard {}/{} is not a shard: 0 ≤ index < count",
+                f.index, f.count
+            ));
+        }
+        Ok(Shard {
+            index: f.index,
+            count: f.count,
+        })
+    }
 }
 
 impl Shard {
@@ -26,6 +51,15 @@ impl Shard {
     /// Whether point `i` belongs to this shard.
     pub fn holds(self, i: usize) -> bool {
         i % self.count == self.index
+    }
+
+    /// How many of the indices `0..total` the shard holds.
+    pub fn share_of(self, total: usize) -> usize {
+        if total > self.index {
+            (total - self.index - 1) / self.count + 1
+        } else {
+            0
+        }
     }
 }
 

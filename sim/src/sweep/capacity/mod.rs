@@ -101,6 +101,11 @@ pub struct Probe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentiles_met: Option<bool>,
     pub meets_slo: bool,
+    /// What missed, in words ("ttft_p99_ms 812 ms > 500 ms target"), for
+    /// messages; empty when the probe meets the SLOs. Not written: the
+    /// fields above are the record.
+    #[serde(skip)]
+    pub missed: String,
 }
 
 /// The highest load a fleet sustains within the SLOs.
@@ -281,47 +286,33 @@ pub fn plan_capacity(
 }
 
 /// The largest fleet a search may try (the scenario's own limit).
-pub(super) const MAX_REPLICAS: u32 = 100_000;
+pub(super) const MAX_REPLICAS: u32 = crate::bounds::REPLICAS.hi as u32;
 
 pub(super) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
-    let bad = |m: String| Err(SweepError::new(m));
-    if !(q.attainment > 0.0 && q.attainment <= 1.0) {
-        return bad(format!(
-            "--attainment must be in (0, 1], got {}",
-            q.attainment
-        ));
+    use crate::bounds;
+    let checks = [
+        bounds::ATTAINMENT.check_named("--attainment", q.attainment),
+        bounds::TOLERANCE.check_named("--tolerance", q.tolerance),
+        bounds::REPLICAS
+            .check(q.replicas as u64)
+            .map(|v| v as f64)
+            .map_err(|m| format!("--replicas {m}")),
+        bounds::SPARE_REPLICAS
+            .check(q.spare as u64)
+            .map(|v| v as f64)
+            .map_err(|m| format!("--spare {m}")),
+        q.demand_rps
+            .map_or(Ok(0.0), |d| bounds::DEMAND_RPS.check_named("--demand", d)),
+        // The query holds a fraction; the flag is in percent.
+        bounds::HEADROOM_PERCENT.check_named("--headroom", q.headroom * 100.0),
+        q.gpu_hour_usd.map_or(Ok(0.0), |p| {
+            bounds::GPU_HOUR_USD.check_named("--gpu-hour-usd", p)
+        }),
+    ];
+    match checks.into_iter().find_map(Result::err) {
+        Some(m) => Err(SweepError::new(m)),
+        None => Ok(()),
     }
-    if q.replicas == 0 || q.replicas > MAX_REPLICAS {
-        return bad(format!(
-            "--replicas must be between 1 and {MAX_REPLICAS}, got {}",
-            q.replicas
-        ));
-    }
-    if let Some(d) = q.demand_rps {
-        if !(d.is_finite() && d > 0.0) {
-            return bad(format!(
-                "--demand must be a positive rate (requests/s), got {d}"
-            ));
-        }
-    }
-    if !(q.headroom.is_finite() && q.headroom >= 0.0) {
-        return bad(format!(
-            "--headroom must be a percentage ≥ 0, got {}",
-            q.headroom * 100.0
-        ));
-    }
-    if let Some(p) = q.gpu_hour_usd {
-        if !(p.is_finite() && p > 0.0) {
-            return bad(format!("--gpu-hour-usd must be a positive price, got {p}"));
-        }
-    }
-    if !(q.tolerance > 0.0 && q.tolerance < 1.0) {
-        return bad(format!(
-            "--tolerance must be in (0, 1), got {}",
-            q.tolerance
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

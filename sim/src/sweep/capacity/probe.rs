@@ -224,9 +224,38 @@ pub fn probe_once(
     p.probe_with("exhaustive", replicas, rate, factor)
 }
 
+/// What a run missed of its SLOs, in words (empty when it met them).
+fn missed(s: &Summary, slo: &crate::stats::SloReport, target: f64) -> String {
+    let mut why = Vec::new();
+    if s.counts.completed == 0 {
+        why.push("no request completed".to_string());
+    }
+    if !s.load.is_stable() {
+        why.push("the backlog kept growing".to_string());
+    }
+    if slo.attainment < target {
+        why.push(format!(
+            "{:.2} % of requests met the per-request targets, below {:.2} %",
+            slo.attainment * 100.0,
+            target * 100.0
+        ));
+    }
+    for v in slo.percentiles.iter().filter(|v| !v.met) {
+        why.push(match v.value_ms {
+            Some(x) => format!(
+                "{} is {x:.1} ms, above its {} ms target",
+                v.key, v.target_ms
+            ),
+            None => format!("{} has no samples (target {} ms)", v.key, v.target_ms),
+        });
+    }
+    why.join("; ")
+}
+
 fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) -> Probe {
     let slo = s.slo.clone().unwrap_or_default();
     Probe {
+        missed: missed(s, &slo, target),
         search: search.to_string(),
         replicas,
         pool_replicas: None,

@@ -9,7 +9,7 @@
 //! the merged answer is the unsharded one.
 
 use super::search::measure_headroom;
-use super::{finish, options, DeployPlan, OptionResult};
+use super::{finish, options, price_of, rederive, DeployPlan, OptionResult};
 use crate::sweep::capacity::Probe;
 use crate::sweep::shard::{check_set, input_name};
 use crate::sweep::{Grid, SweepError};
@@ -40,18 +40,40 @@ pub fn merge(
     check_set(&shards, names, "plan")?;
     let inputs = first.inputs.clone();
     let q = first.query();
+    q.check()?;
     let scenario = first.scenario.clone();
-    let mut all: Vec<OptionResult> = parts.into_iter().flat_map(|p| p.options).collect();
-    all.sort_by_key(|o| o.index);
-    let mut plan = finish(&scenario, &q, inputs.clone(), all);
-    // The options' texts, rebuilt from the recorded inputs exactly as the
-    // shards built them.
+    // The options rebuilt from the recorded inputs exactly as the shards
+    // built them: every option read back is checked against its own, and
+    // its cost re-derived from the count its simulations found, so an
+    // edited shard cannot rank an option it did not size.
     let base: toml::Table = inputs
         .scenario_toml
         .parse()
         .map_err(|e| SweepError::new(format!("{}: {e}", inputs.scenario_origin)))?;
     let grid = Grid::from_toml_str(&inputs.space_toml, &inputs.space_origin)?;
-    let texts = options(&base, &grid)?
+    let space = options(&base, &grid)?;
+    let price = price_of(&grid)?;
+    let mut all: Vec<OptionResult> = Vec::new();
+    for (i, p) in parts.into_iter().enumerate() {
+        let shard = p.shard.expect("checked: every part is a shard");
+        let held = space.iter().filter(|(k, _, _)| shard.holds(*k)).count();
+        if p.options.len() != held {
+            return Err(SweepError::new(format!(
+                "{}: shard {shard} holds {} options, but the space gives it {held}",
+                name(i),
+                p.options.len()
+            )));
+        }
+        for o in &p.options {
+            all.push(
+                rederive(o, &space, &inputs.scenario_origin, price, &q)
+                    .map_err(|m| SweepError::new(format!("{}: {m}", name(i))))?,
+            );
+        }
+    }
+    all.sort_by_key(|o| o.index);
+    let mut plan = finish(&scenario, &q, inputs.clone(), all);
+    let texts = space
         .into_iter()
         .map(|(i, _, t)| {
             toml::to_string(&t)
@@ -60,5 +82,25 @@ pub fn merge(
         })
         .collect::<Result<Vec<_>, _>>()?;
     measure_headroom(&mut plan, &texts, &inputs.scenario_origin, &q, on_probe)?;
+    // The winner's fleet measured again: a count edited below what the
+    // demand needs shows as a highest sustained load short of it. The
+    // margin is the rate search's precision twice over plus a tenth for
+    // the short and long horizons' differences.
+    if let Some(o) = plan.options.iter().find(|o| Some(o.index) == plan.best) {
+        let f = o.fleet.as_ref().expect("best is sized");
+        if let Some(h) = f.headroom {
+            if h < -(0.1 + 2.0 * q.tolerance) {
+                return Err(SweepError::new(format!(
+                    "plan merge: the cheapest option {} ({}) is recorded as meeting the SLOs at {} req/s with {} replicas, but that fleet sustains only {:.3} req/s ({:.0} % headroom): its shard's plan.json does not match a simulation; rerun that shard",
+                    o.index,
+                    o.settings,
+                    q.sized_for_rps(),
+                    f.replicas,
+                    f.max_load_rps.unwrap_or(0.0),
+                    h * 100.0
+                )));
+            }
+        }
+    }
     Ok(plan)
 }

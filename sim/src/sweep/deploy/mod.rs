@@ -204,6 +204,55 @@ impl DeployPlan {
     }
 }
 
+/// The most options one plan may have: every option costs a search of
+/// about [`SIMULATIONS_PER_OPTION`] simulations, so past this a plan would
+/// run for days on one machine.
+pub const MAX_OPTIONS: usize = 20_000;
+
+/// Simulations an option's search takes, about: the light probe, the
+/// bisection of one replica's highest load, the sizing and the long
+/// re-check (11 to 15 per sized option of `scenarios/spaces/quickstart-hardware.toml`
+/// at 30 req/s, as `servesim plan` logs them).
+pub const SIMULATIONS_PER_OPTION: usize = 15;
+
+/// A plan's expected size, told before it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanSize {
+    /// Options this run (this shard) searches.
+    pub options: usize,
+    /// Simulations it is expected to run.
+    pub simulations: usize,
+}
+
+/// The size of a plan over `grid` on the options `shard` holds; with
+/// `exhaustive`, of running every count up to it (two runs per count at
+/// most).
+pub fn estimate(grid: &Grid, shard: Shard, exhaustive: Option<u32>) -> PlanSize {
+    let total = grid.dims().iter().fold(1usize, |acc, d| {
+        let n = match &grid.axes[d[0]].values {
+            super::grid::AxisValues::List(v) => v.len(),
+            super::grid::AxisValues::Continuous { .. } => 1,
+        };
+        acc.saturating_mul(n)
+    });
+    let options = shard.share_of(total);
+    let per = exhaustive.map_or(SIMULATIONS_PER_OPTION, |n| 2 * n as usize);
+    PlanSize {
+        options,
+        simulations: options.saturating_mul(per),
+    }
+}
+
+/// Checks a space on its scenario before anything runs (the axes, every
+/// option's keys and values, the prices) and returns its option count.
+pub fn check_space(scenario_toml: &str, origin: &str, grid: &Grid) -> Result<usize, SweepError> {
+    let base: toml::Table = scenario_toml
+        .parse()
+        .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
+    price_of(grid)?;
+    Ok(options(&base, grid)?.len())
+}
+
 /// The options of `grid` on `base`: each point's settings, applied table
 /// and description. The space is every combination (cartesian) and has no
 /// `fleet.replicas` axis (the search finds the count).
@@ -217,14 +266,30 @@ fn options(
             grid.origin
         )));
     }
-    if let Some(a) = grid
-        .axes
-        .iter()
-        .find(|a| a.path == "fleet.replicas" || a.path == "workload.arrival.rate")
-    {
+    if let Some(a) = grid.axes.iter().find(|a| a.path == "fleet.replicas") {
         return Err(SweepError::new(format!(
             "{}: axes.{}: a plan finds the replica count for the demand itself; remove this axis",
             grid.origin, a.key
+        )));
+    }
+    // `--demand` sets the load of every probe, so an axis of rates would
+    // give options that differ only in a value the search replaces.
+    if let Some(a) = grid.axes.iter().find(|a| {
+        a.path == "workload.arrival.rate"
+            || a.path == "workload.trace.rate"
+            || a.path == "workload.trace.time_scale"
+    }) {
+        return Err(SweepError::new(format!(
+            "{}: axes.{}: a plan offers each option the load of --demand (with --headroom), which replaces this key; remove this axis and give the load as --demand",
+            grid.origin, a.key
+        )));
+    }
+    check_objective(grid)?;
+    let size = estimate(grid, Shard::ALL, None);
+    if size.options > MAX_OPTIONS {
+        return Err(SweepError::new(format!(
+            "{}: axes: the space has {} options, more than the {MAX_OPTIONS} a plan searches (about {SIMULATIONS_PER_OPTION} simulations each); narrow its axes, or split it into several spaces",
+            grid.origin, size.options
         )));
     }
     let mut out = Vec::new();
@@ -237,9 +302,54 @@ fn options(
             words.push(format!("{} = {}", a.key, describe_value(&a.path, v)));
         }
         super::plan::drop_inherited_link(&mut t, grid.axes.iter().map(|a| a.path.as_str()));
-        out.push((p.index, words.join(", "), t));
+        let settings = words.join(", ");
+        // Keys, types, enum names and value ranges are the space's to get
+        // right: refused before anything runs, as a sweep's grid is. Only
+        // what resolution finds (a model that does not fit, a layout that
+        // does not divide) prunes an option.
+        Scenario::check_values(t.clone(), &grid.origin).map_err(|e| {
+            SweepError::new(format!(
+                "{}: option {} ({settings}): {}{}{}",
+                grid.origin,
+                p.index,
+                e.key,
+                if e.key.is_empty() { "" } else { ": " },
+                e.message
+            ))
+        })?;
+        out.push((p.index, settings, t));
     }
     Ok(out)
+}
+
+/// A plan ranks by its own query, so of `[objective]` only the prices
+/// apply: the other keys are refused rather than ignored.
+fn check_objective(grid: &Grid) -> Result<(), SweepError> {
+    let o = &grid.objective;
+    let refused = [
+        (
+            "attainment",
+            o.attainment.is_some(),
+            "give it as --attainment",
+        ),
+        (
+            "cost",
+            o.cost.is_some(),
+            "a plan ranks by dollars per month",
+        ),
+        (
+            "latency",
+            o.latency.is_some(),
+            "a plan judges options by the scenario's [slo] targets",
+        ),
+    ];
+    match refused.iter().find(|(_, set, _)| *set) {
+        Some((key, _, why)) => Err(SweepError::new(format!(
+            "{}: objective.{key}: not used by a plan ({why}); remove it (a plan's [objective] takes only gpu_hour_usd)",
+            grid.origin
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// How an option's value reads in the ranked table: a set of pools as its
@@ -330,25 +440,31 @@ fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) ->
 
 /// Ranks sized options cheapest first (then fewer GPUs, then space order),
 /// pruned ones after in space order.
+pub(super) fn rank(options: &mut [OptionResult]) {
+    let key = |o: &OptionResult| {
+        o.fleet
+            .as_ref()
+            .map(|f| (0, f.usd_per_month, f.gpus))
+            .unwrap_or((1, 0.0, 0))
+    };
+    options.sort_by(|a, b| {
+        let (pa, ca, ga) = key(a);
+        let (pb, cb, gb) = key(b);
+        pa.cmp(&pb)
+            .then(ca.total_cmp(&cb))
+            .then(ga.cmp(&gb))
+            .then(a.index.cmp(&b.index))
+    });
+}
+
+/// The plan of the ranked `options`.
 fn finish(
     scenario: &str,
     q: &PlanQuery,
     inputs: PlanInputs,
     mut options: Vec<OptionResult>,
 ) -> DeployPlan {
-    let key = |o: &OptionResult| {
-        o.fleet
-            .as_ref()
-            .map(|f| (f.usd_per_month, f.gpus))
-            .unwrap_or((f64::INFINITY, u32::MAX))
-    };
-    options.sort_by(|a, b| {
-        let (ca, ga) = key(a);
-        let (cb, gb) = key(b);
-        ca.total_cmp(&cb)
-            .then(ga.cmp(&gb))
-            .then(a.index.cmp(&b.index))
-    });
+    rank(&mut options);
     DeployPlan {
         format: FORMAT.to_string(),
         scenario: scenario.to_string(),
@@ -439,6 +555,100 @@ pub fn exhaustive(
         .collect::<Result<Vec<_>, SweepError>>()?;
     let inputs = PlanInputs::of(scenario_toml, origin, grid);
     Ok(finish(base_scenario.name(), q, inputs, results))
+}
+
+/// An option read back (from a shard's `plan.json` or a checkpoint)
+/// against the space it claims to come from: its index and settings, its
+/// hardware, and its fleet's GPUs, price and monthly cost re-derived from
+/// the count the simulations found and the space's prices. Only that count
+/// and the measured shares are taken from the file; the option with the
+/// re-derived figures, or why it cannot be trusted.
+fn rederive(
+    o: &OptionResult,
+    space: &[(usize, String, toml::Table)],
+    origin: &str,
+    price: &GpuHourPrice,
+    q: &PlanQuery,
+) -> Result<OptionResult, String> {
+    let Some((_, settings, t)) = space.iter().find(|(i, _, _)| *i == o.index) else {
+        return Err(format!(
+            "option {} is not in the space, which has options 0 to {}",
+            o.index,
+            space.len().saturating_sub(1)
+        ));
+    };
+    if *settings != o.settings {
+        return Err(format!(
+            "option {} reads {:?}, but the space's option {} is {settings:?}",
+            o.index, o.settings, o.index
+        ));
+    }
+    let Some(f) = &o.fleet else {
+        return Ok(o.clone());
+    };
+    f.check()
+        .map_err(|m| format!("option {}: fleet.{m}", o.index))?;
+    let (s, p) = resolve(t, origin, price).map_err(|(_, why)| {
+        format!(
+            "option {} is sized, but its scenario does not resolve: {why}",
+            o.index
+        )
+    })?;
+    if o.hardware.as_deref() != Some(s.hardware.name.as_str()) {
+        return Err(format!(
+            "option {} names hardware {:?}, but its settings give {}",
+            o.index, o.hardware, s.hardware.name
+        ));
+    }
+    if f.attainment < q.attainment {
+        return Err(format!(
+            "option {} is sized with {:.2} % of requests meeting the SLOs, below the {:.2} % target",
+            o.index,
+            f.attainment * 100.0,
+            q.attainment * 100.0
+        ));
+    }
+    let n = f.units.unwrap_or(f.replicas);
+    let want = sized(
+        &s,
+        n,
+        p,
+        f.attainment,
+        f.goodput_rps_per_gpu * f.gpus as f64,
+    );
+    let differs = [
+        ("replicas", want.replicas != f.replicas),
+        (
+            "gpus_per_replica",
+            want.gpus_per_replica != f.gpus_per_replica,
+        ),
+        ("unit", want.unit != f.unit || want.units != f.units),
+        ("gpus", want.gpus != f.gpus),
+        ("gpu_hour_usd", want.gpu_hour_usd != f.gpu_hour_usd),
+        (
+            "usd_per_month",
+            (want.usd_per_month - f.usd_per_month).abs() > 1e-9 * want.usd_per_month.max(1.0),
+        ),
+    ];
+    if let Some((field, _)) = differs.iter().find(|(_, d)| *d) {
+        return Err(format!(
+            "option {}: fleet.{field} does not follow from its {n} {} and the space's price (${:.2} per GPU-hour): {} replicas, {} GPUs, ${:.2} per month",
+            o.index,
+            if f.units.is_some() { "unit(s)" } else { "replica(s)" },
+            p,
+            want.replicas,
+            want.gpus,
+            want.usd_per_month
+        ));
+    }
+    let mut out = o.clone();
+    out.fleet = Some(SizedFleet {
+        headroom: f.headroom,
+        max_load_rps: f.max_load_rps,
+        goodput_rps_per_gpu: f.goodput_rps_per_gpu,
+        ..want
+    });
+    Ok(out)
 }
 
 impl OptionResult {

@@ -25,8 +25,8 @@
 //! where it stopped.
 
 use super::{
-    finish, options, price_of, resolve, sized, DeployPlan, OptionResult, PlanInputs, PlanQuery,
-    LIGHT_LOAD_DIVISOR,
+    finish, options, price_of, rederive, resolve, sized, DeployPlan, OptionResult, PlanInputs,
+    PlanQuery, LIGHT_LOAD_DIVISOR,
 };
 use crate::sweep::capacity::{self, plan_capacity, CapacityQuery, Found, Probe};
 use crate::sweep::checkpoint::{Checkpoint, Checkpointed};
@@ -72,17 +72,20 @@ struct Candidate {
     text: String,
 }
 
-/// The candidates of `grid` on the scenario that `shard` holds.
-fn candidates(base: &toml::Table, grid: &Grid, shard: Shard) -> Result<Vec<Candidate>, SweepError> {
-    options(base, grid)?
-        .into_iter()
+/// The candidates of the space's options that `shard` holds.
+fn candidates(
+    space: &[(usize, String, toml::Table)],
+    shard: Shard,
+) -> Result<Vec<Candidate>, SweepError> {
+    space
+        .iter()
         .filter(|(i, _, _)| shard.holds(*i))
         .map(|(index, settings, table)| {
-            let text = toml::to_string(&table).map_err(|e| SweepError::new(e.to_string()))?;
+            let text = toml::to_string(table).map_err(|e| SweepError::new(e.to_string()))?;
             Ok(Candidate {
-                index,
-                settings,
-                table,
+                index: *index,
+                settings: settings.clone(),
+                table: table.clone(),
                 text,
             })
         })
@@ -115,14 +118,31 @@ pub fn plan_deployment(
         .parse()
         .map_err(|e| SweepError::new(format!("{origin}: {e}")))?;
     let price = price_of(grid)?;
-    let cands = candidates(&base, grid, shard)?;
+    let space = options(&base, grid)?;
+    let cands = candidates(&space, shard)?;
     let save = |st: &StagedOption| checkpoint.map_or(Ok(()), |c| c.save(st));
+    // A checkpointed option is reused only when it is what this space's
+    // option would give: its cost re-derived from its count (an edited
+    // file that disagrees is rerun).
+    let reuse = |c: &Candidate| {
+        let done = checkpoint.and_then(|k| k.done.get(&c.index))?;
+        let result = rederive(&done.result, &space, origin, price, q).ok()?;
+        let consistent = match (&result.fleet, &done.found) {
+            (Some(f), Some(found)) => found.0 == f.units.unwrap_or(f.replicas),
+            (Some(_), None) => false,
+            (None, found) => found.is_none(),
+        };
+        consistent.then(|| StagedOption {
+            result,
+            found: done.found.clone(),
+        })
+    };
 
     let mut staged = cands
         .par_iter()
         .map(|c| {
-            if let Some(done) = checkpoint.and_then(|k| k.done.get(&c.index)) {
-                return Ok(done.clone());
+            if let Some(done) = reuse(c) {
+                return Ok(done);
             }
             let st = short_stage(c, origin, price, q, on_probe)?;
             save(&st)?;
@@ -223,8 +243,8 @@ fn short_stage(
             hardware,
             1,
             format!(
-                "one replica misses the SLOs even at {light} req/s ({:.2} % met, {} of {} requests completed): no replica count meets them",
-                first.attainment * 100.0,
+                "one replica misses the SLOs even at {light} req/s ({}; {} of {} requests completed): no replica count meets them",
+                first.missed,
                 first.completed,
                 first.requests
             ),
@@ -423,6 +443,43 @@ mod tests {
         assert!(other.done.is_empty());
     }
 
+    /// A checkpointed option whose figures were edited (its cost, its
+    /// count without its cost) is not trusted: the resumed plan re-derives
+    /// or reruns it and gives the uninterrupted plan's answer.
+    #[test]
+    fn an_edited_checkpoint_resumes_into_the_plan_it_would_have_given() {
+        let (text, grid) = inputs();
+        let q = query();
+        let dir = tempfile::tempdir().unwrap();
+        let options = dir.path().join("options");
+        let quiet = |_: usize, _: &Probe| {};
+        let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
+        let whole =
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
+        let edits: [fn(&mut serde_json::Value); 3] = [
+            |v| v["result"]["fleet"]["usd_per_month"] = 1.0.into(),
+            |v| v["result"]["fleet"]["usd_per_month"] = (-5000.0).into(),
+            |v| v["result"]["fleet"]["gpu_hour_usd"] = 0.01.into(),
+        ];
+        for edit in edits {
+            for i in 0..2 {
+                let f = options.join(format!("{i}.json"));
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                if v["result"]["fleet"].is_null() {
+                    continue;
+                }
+                edit(&mut v);
+                std::fs::write(&f, v.to_string()).unwrap();
+            }
+            let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
+            let resumed =
+                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
+            assert_eq!(resumed, whole);
+            resumed.check().unwrap();
+        }
+    }
+
     /// Shards plan their options apart; merged, they give the whole plan's
     /// answer.
     #[test]
@@ -449,7 +506,24 @@ mod tests {
         };
         assert_eq!(fleet(&merged), fleet(&whole));
         assert_eq!(merged.shard, None);
-        let e = super::super::merge(vec![a], &names, &quiet).unwrap_err();
+        let e = super::super::merge(vec![a.clone()], &names, &quiet).unwrap_err();
         assert!(e.0.contains("shard 0/2 is missing"), "{e}");
+        // An edited shard is refused with the option named: a cost that
+        // does not follow from its count and price, an option not in the
+        // space, an attainment below the target.
+        let b = part(0);
+        let edited = |edit: &dyn Fn(&mut OptionResult)| {
+            let mut a = a.clone();
+            edit(&mut a.options[0]);
+            super::super::merge(vec![a, b.clone()], &names, &quiet)
+                .unwrap_err()
+                .0
+        };
+        let e = edited(&|o| o.fleet.as_mut().unwrap().usd_per_month = -1.0);
+        assert!(e.contains("option 1") && e.contains("usd_per_month"), "{e}");
+        let e = edited(&|o| o.index = 999);
+        assert!(e.contains("option 999 is not in the space"), "{e}");
+        let e = edited(&|o| o.fleet.as_mut().unwrap().attainment = 0.5);
+        assert!(e.contains("below the 99.00 % target"), "{e}");
     }
 }
