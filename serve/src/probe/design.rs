@@ -19,7 +19,10 @@
 //! Every other prompt length and the concurrency levels between powers of
 //! two are held out of the fit to measure its error. The design is sized to
 //! the time budget from a pilot's figures; probes are listed by priority,
-//! the set the fit cannot do without first.
+//! the essential set first: the fitted shapes the fit cannot do without and
+//! one held-out shape of every family, so the fit's error is always
+//! measured on each. The rest (more held-out shapes, long-context decodes
+//! at the smaller batches) run while the budget lasts.
 
 use std::time::Duration;
 
@@ -64,6 +67,10 @@ pub struct Probe {
     pub fitted: bool,
     /// Estimated wall time, all repeats.
     pub estimate: Duration,
+    /// Part of the set a profile cannot be trusted without: every fitted
+    /// shape the fit's terms need, and at least one held-out shape of
+    /// every family. The essential probes come first in a design.
+    pub essential: bool,
 }
 
 /// What the pilot request measured and what the server allows.
@@ -175,7 +182,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
     ];
     for &(repeats, output, held) in &tries {
         let mut probes = Vec::new();
-        let prefill = |n: u32, fitted: bool, r: u32| Probe {
+        let prefill = |n: u32, fitted: bool, r: u32, essential: bool| Probe {
             kind: ProbeKind::Prefill,
             prompt: n,
             concurrency: 1,
@@ -183,8 +190,9 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             repeats: r,
             fitted,
             estimate: ns(r as f64 * (ttft(n) + (PREFILL_OUTPUT - 1) as f64 * gap(1))),
+            essential,
         };
-        let decode = |b: u32, prompt: u32, fitted: bool| Probe {
+        let decode = |b: u32, prompt: u32, fitted: bool, essential: bool| Probe {
             kind: ProbeKind::Decode,
             prompt,
             concurrency: b,
@@ -192,53 +200,71 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             repeats: 1,
             fitted,
             estimate: ns(ttft(prompt) * b as f64 + output as f64 * gap(b)),
+            essential,
         };
+        let mixed = |top: u32, repeats: u32, essential: bool| Probe {
+            kind: ProbeKind::Mixed,
+            prompt: long_prompt,
+            concurrency: top,
+            output,
+            repeats,
+            fitted: false,
+            estimate: ns(repeats as f64
+                * (ttft(SHORT_PROMPT) * top as f64 + ttft(long_prompt) + output as f64 * gap(top))),
+            essential,
+        };
+        // Essential, in order: the fitted shapes, then one held-out shape
+        // of each family (the middle held-out length, the first level
+        // between powers of two, one mixed step, the prefix pair), so a
+        // run cut short by a slower server than the pilot showed still
+        // has a measured error on every family.
+        let held_lengths: Vec<u32> = lengths
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i % 2 == 1 && i + 1 != lengths.len())
+            .map(|(_, &n)| n)
+            .collect();
+        let key_length = held_lengths[held_lengths.len() / 2];
         for (i, &n) in lengths.iter().enumerate() {
             if i % 2 == 0 || i + 1 == lengths.len() {
-                probes.push(prefill(n, true, repeats));
+                probes.push(prefill(n, true, repeats, true));
             }
         }
         for &b in &fit_levels {
-            probes.push(decode(b, SHORT_PROMPT, true));
+            probes.push(decode(b, SHORT_PROMPT, true, true));
         }
         let top = *fit_levels.last().expect("level 1 at least");
-        probes.push(decode(top, long_prompt, true));
+        probes.push(decode(top, long_prompt, true, true));
+        probes.push(prefill(key_length, false, repeats.max(2), true));
+        if let Some(&b) = held_levels.first() {
+            probes.push(decode(b, SHORT_PROMPT, false, true));
+        }
+        if top >= 2 {
+            probes.push(mixed(top, 1, true));
+        }
+        probes.push(Probe {
+            kind: ProbeKind::Prefix,
+            prompt: long_prompt,
+            concurrency: 1,
+            output: 1,
+            repeats: 1,
+            fitted: false,
+            estimate: ns(2.0 * ttft(long_prompt)),
+            essential: true,
+        });
         if held {
             for &b in &fit_levels[..fit_levels.len() - 1] {
-                probes.push(decode(b, long_prompt, true));
+                probes.push(decode(b, long_prompt, true, false));
             }
-            for (i, &n) in lengths.iter().enumerate() {
-                if i % 2 == 1 && i + 1 != lengths.len() {
-                    probes.push(prefill(n, false, repeats));
-                }
+            for &n in held_lengths.iter().filter(|&&n| n != key_length) {
+                probes.push(prefill(n, false, repeats, false));
             }
-            for &b in &held_levels {
-                probes.push(decode(b, SHORT_PROMPT, false));
+            for &b in held_levels.iter().skip(1) {
+                probes.push(decode(b, SHORT_PROMPT, false, false));
             }
             if top >= 2 {
-                let joining = long_prompt;
-                probes.push(Probe {
-                    kind: ProbeKind::Mixed,
-                    prompt: joining,
-                    concurrency: top,
-                    output,
-                    repeats: 2,
-                    fitted: false,
-                    estimate: ns(2.0
-                        * (ttft(SHORT_PROMPT) * top as f64
-                            + ttft(joining)
-                            + output as f64 * gap(top))),
-                });
+                probes.push(mixed(top, 1, false));
             }
-            probes.push(Probe {
-                kind: ProbeKind::Prefix,
-                prompt: long_prompt,
-                concurrency: 1,
-                output: 1,
-                repeats: 1,
-                fitted: false,
-                estimate: ns(2.0 * ttft(long_prompt)),
-            });
         }
         let total: f64 = probes.iter().map(|p| p.estimate.as_secs_f64() * 1e9).sum();
         if total <= budget {
@@ -355,10 +381,26 @@ mod tests {
             output(&fast)
         );
         assert!(slow.estimate.as_secs_f64() <= 0.85 * 300.0);
-        // Priority: everything fitted comes before anything held out.
-        let first_held = slow.probes.iter().position(|p| !p.fitted);
-        let last_fitted = slow.probes.iter().rposition(|p| p.fitted).unwrap();
-        assert!(first_held.is_none_or(|h| h > last_fitted));
+        // Priority: everything essential comes before anything else, and
+        // the essential set has a held-out shape of every family.
+        for d in [&fast, &slow] {
+            let first_extra = d.probes.iter().position(|p| !p.essential);
+            let last_essential = d.probes.iter().rposition(|p| p.essential).unwrap();
+            assert!(first_extra.is_none_or(|h| h > last_essential));
+            for kind in [
+                ProbeKind::Prefill,
+                ProbeKind::Decode,
+                ProbeKind::Mixed,
+                ProbeKind::Prefix,
+            ] {
+                assert!(
+                    d.probes
+                        .iter()
+                        .any(|p| p.essential && !p.fitted && p.kind == kind),
+                    "no essential held-out {kind:?}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -376,6 +418,11 @@ mod tests {
             budget: Duration::from_secs(120),
         };
         let d = design(&pilot(5.0), &l).unwrap();
+        // Held-out shapes even so: a prefill length and the prefix pair.
+        assert!(d
+            .probes
+            .iter()
+            .any(|p| !p.fitted && p.kind == ProbeKind::Prefill));
         assert_eq!(d.token_knots, [1, 100]);
         assert_eq!(d.row_knots, [1, 2]);
         assert!(d.probes.iter().all(|p| p.kind != ProbeKind::Mixed));
