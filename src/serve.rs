@@ -128,10 +128,15 @@ pub enum EndpointArg {
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration> {
-    if !(v.is_finite() && v > 0.0) {
-        bail!("--{name} must be a positive number of seconds, not {v}");
+    // `try_from`: a value past what a Duration holds (1e300) is an error
+    // naming the flag, not a panic.
+    match Duration::try_from_secs_f64(v) {
+        Ok(d) if v > 0.0 => Ok(d),
+        _ => bail!(
+            "--{name} must be a positive number of seconds that a clock can hold (at most about 1.8e19), not {}",
+            if v.abs() < 1e15 { v.to_string() } else { format!("{v:e}") }
+        ),
     }
-    Ok(Duration::from_secs_f64(v))
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {

@@ -473,7 +473,7 @@ pub fn check_ran(cfg: &ObserveConfig, obs: &Observed) -> anyhow::Result<()> {
         Endpoint::Chat => "/v1/chat/completions",
     };
     let base = cfg.url.trim_end_matches('/');
-    let hint = if base.ends_with("/v1") && sent.iter().any(|o| o.http_status == 404) {
+    let hint = if base.ends_with("/v1") {
         format!(
             "; the URL is the server's base, without /v1: observe sends to <URL>{endpoint}, so give {}",
             base.trim_end_matches("/v1")
@@ -531,6 +531,7 @@ fn finish(o: &mut Observation, chunks: u32, usage: Option<u32>, start: tokio::ti
     o.end = o.token_times.last().copied();
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn one_request(
     client: &reqwest::Client,
     url: &str,
