@@ -634,9 +634,14 @@ async fn one_request(
                 usage = Some(n.min(u32::MAX as u64) as u32);
             }
             let c = &v["choices"][0];
+            // Chat's first chunk names the assistant's role with no content
+            // yet (OpenAI, vLLM): it carries no token.
+            let role_only = c["delta"]["role"].is_string()
+                && c["delta"]["content"].as_str().is_none_or(str::is_empty);
             let text = c["text"]
                 .as_str()
-                .or_else(|| c["delta"]["content"].as_str());
+                .or_else(|| c["delta"]["content"].as_str())
+                .filter(|_| !role_only);
             // A token whose bytes end inside a UTF-8 character streams as an
             // empty text (llama.cpp holds the bytes for the next chunk), and
             // is still a token at this time; an empty text that closes the
@@ -781,7 +786,8 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
 /// server's queues are not visible) and `observe.csv`.
 pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<()> {
     sim::report::write_all(dir, result)?;
-    let mut w = std::io::BufWriter::new(std::fs::File::create(dir.join("observe.csv"))?);
+    // Whole or not at all, as `simulate`'s files are.
+    let mut w = Vec::new();
     writeln!(
         w,
         "id,scheduled_s,sent_s,http_status,requested_tokens,received_tokens,usage_tokens,outcome,error,note,gaps_ms"
@@ -809,5 +815,5 @@ pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<
             gaps.join(";")
         )?;
     }
-    w.flush()
+    sim::output::write_bytes_atomic(&dir.join("observe.csv"), &w)
 }

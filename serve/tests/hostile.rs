@@ -357,6 +357,30 @@ fn tokens_are_counted_from_the_stream_not_the_usage_block() {
         let honest = hostile(|_, _| Reply::Events(stream(5, Some(5))));
         assert!(observe::warnings(&observe_quickly(&honest, 1, 5)).is_empty());
     }
+    // Chat's role chunk carries no token: 5 deltas are 5 tokens.
+    let chat = hostile(|_, _| {
+        let delta = |d: serde_json::Value, finish: Option<&str>| {
+            serde_json::json!({"choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+                .to_string()
+        };
+        let mut v = vec![delta(
+            serde_json::json!({"role": "assistant", "content": ""}),
+            None,
+        )];
+        v.extend((0..5).map(|_| delta(serde_json::json!({"content": "a"}), None)));
+        v.push(delta(serde_json::json!({}), Some("length")));
+        v.extend([usage(5), "[DONE]".into()]);
+        Reply::Events(v)
+    });
+    let mut c = cfg(&chat, Duration::from_secs(2), Duration::from_secs(5));
+    c.endpoint = Endpoint::Chat;
+    let o = observe::run(&c, specs(1, 5), 1).unwrap();
+    let x = &o.observations[0];
+    assert_eq!(
+        (x.outcome, x.tokens, x.token_times.len()),
+        (Outcome::Completed, 5, 5)
+    );
+    assert!(observe::warnings(&o).is_empty());
 }
 
 /// A stream with no tokens failed (no TTFT of 0), whatever its usage says.

@@ -175,8 +175,11 @@ fn label(text: &str, name: &str, key: &str) -> Option<String> {
     let line = text
         .lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))?;
-    let pat = format!("{key}=\"");
-    let at = line.find(&pat)? + pat.len();
+    // The whole key: `block_size` is not the tail of `cpu_block_size`.
+    let at = [b'{', b','].iter().find_map(|&sep| {
+        let pat = format!("{}{key}=\"", sep as char);
+        line.find(&pat).map(|i| i + pat.len())
+    })?;
     Some(line[at..].split('"').next()?.to_string())
 }
 
@@ -263,11 +266,14 @@ fn inspect(a: &EngineArgs) -> Result<Server> {
             s.running_gauge = Some("vllm:num_requests_running");
             s.family = "vLLM-style /metrics".into();
             let read = |key: &str| -> Result<Option<u64>> {
-                match label(&text, "vllm:cache_config_info", key) {
+                // A label that is not a number ("None" before the cache
+                // is sized) says nothing; a number must be one an engine has.
+                match label(&text, "vllm:cache_config_info", key)
+                    .and_then(|b| b.parse::<i128>().ok())
+                {
                     None => Ok(None),
                     Some(b) => figure(
-                        &b.parse::<u64>()
-                            .map_or(Value::String(b.clone()), Value::from),
+                        &u64::try_from(b).map_or(Value::from(b as f64), Value::from),
                         &format!("vllm:cache_config_info {key} in /metrics"),
                         MAX_KV_TOKENS,
                         fix_kv,
@@ -1134,6 +1140,11 @@ mod tests {
         assert_eq!(
             label(text, "vllm:cache_config_info", "block_size").as_deref(),
             Some("16")
+        );
+        let other = "vllm:cache_config_info{cpu_block_size=\"9\",block_size=\"32\"} 1\n";
+        assert_eq!(
+            label(other, "vllm:cache_config_info", "block_size").as_deref(),
+            Some("32")
         );
     }
 
