@@ -113,6 +113,9 @@ pub struct Design {
     pub row_knots: Vec<u32>,
     /// The prompt of long-context decode probes.
     pub long_prompt: u32,
+    /// The longest prompt probed: the limit's, or less when the budget
+    /// does not fit the smallest set at it.
+    pub max_prompt: u32,
 }
 
 /// Prompt lengths probed: 1, 8, then powers of two from 32, up to
@@ -153,11 +156,43 @@ fn levels(max: u32) -> (Vec<u32>, Vec<u32>) {
 /// Sizes the probe set to the budget. Fails when even the set the fit needs
 /// (each fitted prompt length once, each fitted level once at short outputs)
 /// would not fit, naming the budget that would.
+///
+/// When even that set does not fit at `l.max_prompt`, the longest prompt is
+/// halved (down to [`MIN_LONGEST_PROMPT`]) before giving up: every family
+/// is covered at sizes that fit, and the design says how far it reached
+/// ([`Design::max_prompt`]).
 pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
     if !(p.ttft_short_ns > 0.0 && p.gap_ns > 0.0) {
         return Err("the pilot request measured no time to first token or no token gaps".into());
     }
-    let max_prompt = l.max_prompt.max(SHORT_PROMPT);
+    let full = l.max_prompt.max(SHORT_PROMPT);
+    let floor = MIN_LONGEST_PROMPT.min(full);
+    let mut size = full;
+    loop {
+        match sized(p, l, size) {
+            Ok(d) => return Ok(d),
+            Err(total) if size <= floor => {
+                let minutes = (total / 0.85 / 60e9 * 2.0).ceil() / 2.0;
+                return Err(format!(
+                    "a budget of {:.1} min is too short for the probes this server needs at its speed (the smallest set, prompts up to {size} tokens, takes about {:.1} min); give --budget {} or more, or a lower --max-concurrency",
+                    l.budget.as_secs_f64() / 60.0,
+                    total / 60e9,
+                    minutes.max(0.5)
+                ));
+            }
+            Err(_) => size = (size / 2).max(floor),
+        }
+    }
+}
+
+/// The shortest longest-prompt a design shrinks to before it gives up:
+/// below it the prefill curve is too short to tell the per-token cost from
+/// the per-request one.
+pub const MIN_LONGEST_PROMPT: u32 = 64;
+
+/// The design with prompts up to `max_prompt`, or the smallest set's
+/// estimated time (ns) when it does not fit.
+fn sized(p: &Pilot, l: &Limits, max_prompt: u32) -> Result<Design, f64> {
     let slope = ((p.ttft_long_ns - p.ttft_short_ns) / (p.long_prompt as f64 - SHORT_PROMPT as f64))
         .max(0.0);
     let ttft = |n: u32| (p.ttft_short_ns + slope * (n as f64 - SHORT_PROMPT as f64)).max(p.gap_ns);
@@ -276,6 +311,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             token_knots.dedup();
             let row_knots = if top >= 2 { vec![1, top] } else { vec![1, 2] };
             return Ok(Design {
+                max_prompt,
                 probes,
                 estimate: ns(total),
                 token_knots,
@@ -284,12 +320,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             });
         }
         if (repeats, output, held) == (1, 16, false) {
-            let minutes = (total / 0.85 / 60e9).ceil().max(1.0);
-            return Err(format!(
-                "a budget of {:.1} min is too short for the probes this server needs at its speed (the smallest set takes about {:.1} min); give --budget {minutes} or more, or a lower --max-concurrency / --max-prompt",
-                l.budget.as_secs_f64() / 60.0,
-                total / 60e9
-            ));
+            return Err(total);
         }
     }
     unreachable!("the last try returns")
@@ -407,7 +438,39 @@ mod tests {
     fn a_budget_too_short_names_one_that_fits() {
         let e = design(&pilot(200.0), &limits(0.2)).unwrap_err();
         assert!(e.starts_with("a budget of 0.2 min is too short"), "{e}");
-        assert!(e.contains("give --budget"), "{e}");
+        assert!(e.contains("prompts up to 64 tokens"), "{e}");
+        let minutes: f64 = e
+            .split("give --budget ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("{e}"));
+        // The budget it names is one that fits.
+        assert!(design(&pilot(200.0), &limits(minutes)).is_ok(), "{e}");
+    }
+
+    #[test]
+    fn a_slow_prefill_shrinks_the_longest_prompt_before_giving_up() {
+        // 20 ms per prompt token: a 2048-token prefill takes 41 s.
+        let slow = Pilot {
+            ttft_short_ns: 30e6,
+            ttft_long_ns: 30e6 + 496.0 * 20e6,
+            long_prompt: 512,
+            gap_ns: 20e6,
+        };
+        let d = design(&slow, &limits(1.0)).unwrap();
+        assert!(
+            d.max_prompt < 2048 && d.max_prompt >= MIN_LONGEST_PROMPT,
+            "{}",
+            d.max_prompt
+        );
+        assert_eq!(*d.token_knots.last().unwrap(), d.max_prompt);
+        assert!(d.probes.iter().all(|p| p.prompt <= d.max_prompt));
+        assert!(d.estimate.as_secs_f64() <= 0.85 * 60.0);
+        assert!(d
+            .probes
+            .iter()
+            .any(|p| !p.fitted && p.kind == ProbeKind::Prefill));
     }
 
     #[test]

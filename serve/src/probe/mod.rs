@@ -715,7 +715,18 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         max_concurrency,
         budget: a.budget.saturating_sub(started.elapsed()),
     };
-    let d = design::design(&pilot, &limits).map_err(anyhow::Error::msg)?;
+    let d = design::design(&pilot, &limits).map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (besides the {:.1} s the pilot took)",
+            started.elapsed().as_secs_f64()
+        )
+    })?;
+    if d.max_prompt < max_prompt {
+        findings.push(format!(
+            "prompts probed up to {} tokens, not {max_prompt}: the budget does not fit longer prefills at this server's speed; longer prompts are extrapolated (give a larger --budget to measure them)",
+            d.max_prompt
+        ));
+    }
     let mut samples = Vec::new();
     let mut concurrency = Vec::new();
     let mut capped: Option<(u32, u32)> = None;
@@ -914,7 +925,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
             warmup: 1,
             repetitions: d.probes.iter().map(|p| p.repeats).max().unwrap_or(1),
             quick: a.budget < Duration::from_secs(300),
-            max_context: max_prompt + PREFILL_OUTPUT,
+            max_context: d.max_prompt + PREFILL_OUTPUT,
             wall_s: 0.0,
             host_copy_bytes_per_s: host_copy_bytes_per_s(),
             extra_rounds: 0,
