@@ -10,6 +10,13 @@
 //! and the results are written as `simulate` writes them (`summary.json`,
 //! `requests.csv`, with the same percentiles), plus `observe.csv` with each
 //! request's HTTP status, error and every inter-token gap.
+//!
+//! What is measured is what the stream delivered: tokens are the chunks
+//! that carried one, and a `usage` block that claims another count is
+//! reported, not used; a stream with no token fails; an answer in one chunk
+//! has no TPOT. Every read is bounded in bytes ([`crate::wire`]) and waits
+//! at most until the request's deadline, so a server that stalls or never
+//! ends a line costs a timeout, not a hang.
 
 use crate::openai::Endpoint;
 use crate::wire;
