@@ -77,6 +77,8 @@ fn observe_the_twin_then_compare_with_simulate() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(60));
+    // The twin streams one token per chunk and an honest usage block.
+    assert!(!stderr(&o).contains("warning:"), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("40 completed, 0 rejected"),
         "{}",
