@@ -549,7 +549,7 @@ impl Prober<'_> {
         if let Some(first) = bad.first() {
             let why = if first.error.is_empty() {
                 format!(
-                    "no end within the probe's limit of {:.1} s (what is left of the budget, and a quarter of it)",
+                    "no end within the probe's limit of {:.1} s (each pilot request may take a quarter of the budget, the probes what is left of it and a quarter more)",
                     limit.as_secs_f64()
                 )
             } else {
@@ -685,16 +685,20 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     // its budget, not when the server stops.
     let slack = (a.budget / 4).max(Duration::from_secs(1));
     let limit = || {
-        (a.budget + slack)
+        a.budget
+            .saturating_add(slack)
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1))
     };
+    // The pilot's few short requests get a quarter of the budget each at
+    // most: a server that cannot answer them in that is not probed further.
+    let pilot_limit = || limit().min(slack);
     progress(0.0, 1.0, "pilot");
     // A warm-up, then the pilot: a short and a long prompt with a few gaps.
-    p.lone(SHORT_PROMPT, 4, 1, limit())?;
-    let short = p.lone(SHORT_PROMPT, 8, 2, limit())?;
+    p.lone(SHORT_PROMPT, 4, 1, pilot_limit())?;
+    let short = p.lone(SHORT_PROMPT, 8, 2, pilot_limit())?;
     let long_pilot = max_prompt.min(512);
-    let long = p.lone(long_pilot, 2, 1, limit())?;
+    let long = p.lone(long_pilot, 2, 1, pilot_limit())?;
     let gaps: Vec<u64> = short
         .observations
         .iter()
