@@ -460,6 +460,12 @@ pub struct CalibrateCmd {
     /// /metrics or /props say, else its context × --max-concurrency].
     #[arg(long, requires = "engine")]
     pub kv_tokens: Option<u64>,
+    /// --engine: write the profile even when it cannot be trusted (no
+    /// held-out shapes, a fit error past 15 %, a probe family missing, a
+    /// served model of another architecture class); the reasons are kept
+    /// in its findings.
+    #[arg(long, requires = "engine")]
+    pub force: bool,
     /// --engine: the model name to request [default: the first /v1/models lists].
     #[arg(long, requires = "engine")]
     pub served_model: Option<String>,
