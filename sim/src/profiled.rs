@@ -453,6 +453,7 @@ mod tests {
             },
             concurrency: vec![],
             findings: vec![],
+            batching: None,
         });
         let m = Profiled::new(&p, "p.toml");
         let mut b = decode(3, 100);

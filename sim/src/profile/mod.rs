@@ -96,6 +96,47 @@ pub struct EngineProbe {
     /// source).
     #[serde(default)]
     pub findings: Vec<String>,
+    /// How the engine forms its iterations, as it reported or was told:
+    /// `simulate` batches so unless the scenario's `[engine]` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batching: Option<EngineBatching>,
+}
+
+/// How a served engine batches, recorded so that a simulation priced by its
+/// profile forms the same iterations.
+///
+/// llama.cpp's server (`tools/server`, `update_slots`) puts one decode token
+/// of every generating slot into each batch first, then fills it with the
+/// prompt tokens of prefilling slots up to `n_batch` (`-b`, default 2048),
+/// chunking a longer prompt over iterations; the batch runs as micro-batches
+/// of `n_ubatch` (`-ub`, default 512) and at most `--parallel` slots hold
+/// sequences. vLLM V1's scheduler does the same under
+/// `max_num_batched_tokens` and `max_num_seqs` (chunked prefill, decodes
+/// first). Both are Sarathi-Serve's stall-free batching (Agrawal et al.,
+/// OSDI 2024), the `sarathi` policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineBatching {
+    /// The batch policy the engine's scheduler is; absent when the engine's
+    /// family is unknown and only its limits were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::config::BatchPolicyKind>,
+    /// Tokens one iteration takes at most (llama.cpp `n_batch`, vLLM
+    /// `max_num_batched_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batched_tokens: Option<u32>,
+    /// Sequences one iteration holds at most (llama.cpp's slots, vLLM
+    /// `max_num_seqs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+    /// llama.cpp's micro-batch (`n_ubatch`): an iteration's tokens run in
+    /// pieces of this size. Recorded, not simulated apart: the probes'
+    /// prefills ran split so, and the fitted per-token cost includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ubatch_tokens: Option<u32>,
+    /// Where each figure came from (the server's `/props`, a flag, the
+    /// engine's documented default).
+    pub source: String,
 }
 
 /// Host terms an API measurement can tell apart from the iteration.
@@ -714,6 +755,13 @@ pub(crate) mod tests {
             },
             concurrency: vec![[1, 1], [8, 8]],
             findings: vec!["no prefix caching seen".into()],
+            batching: Some(EngineBatching {
+                policy: Some(crate::config::BatchPolicyKind::Sarathi),
+                max_batched_tokens: Some(2048),
+                max_num_seqs: Some(256),
+                ubatch_tokens: None,
+                source: "--max-num-batched-tokens and --max-num-seqs".into(),
+            }),
         });
         let text = p.to_toml_string();
         assert!(text.contains("[engine.host]"), "{text}");

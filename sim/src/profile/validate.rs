@@ -293,6 +293,21 @@ impl Profile {
                     );
                 }
             }
+            if let Some(b) = &e.batching {
+                // The limits `[engine]` itself allows.
+                for (f, v, max) in [
+                    ("max_batched_tokens", b.max_batched_tokens, 1u32 << 24),
+                    ("max_num_seqs", b.max_num_seqs, 1 << 16),
+                    ("ubatch_tokens", b.ubatch_tokens, 1 << 24),
+                ] {
+                    if let Some(v) = v.filter(|v| !(1..=max).contains(v)) {
+                        return bad(
+                            &format!("engine.batching.{f}"),
+                            format!("must be a whole number from 1 to {max}, got {v}"),
+                        );
+                    }
+                }
+            }
             if !(e.budget_s.is_finite() && e.budget_s >= 0.0 && e.budget_s <= 1e9) {
                 return bad(
                     "engine.budget_s",
@@ -452,6 +467,7 @@ mod tests {
             },
             concurrency: vec![[1, 1]],
             findings: vec![],
+            batching: None,
         });
         let e = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap_err();
         assert_eq!(e.key, "engine.host.ttft_floor_ns", "{e}");

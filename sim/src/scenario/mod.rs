@@ -86,6 +86,12 @@ pub struct ScenarioFile {
     pub fleet: FleetCfg,
     #[serde(default)]
     pub engine: EngineCfg,
+    /// Which of `[engine]`'s batching keys the file sets itself (read from
+    /// its table): the rest may come from a calibration profile's recorded
+    /// batching. `None` for a file built in code, whose `[engine]` is taken
+    /// as it is.
+    #[serde(skip)]
+    pub engine_keys_given: Option<Vec<String>>,
     /// May be left out when every `[[tenants]]` entry has its own workload.
     #[serde(default)]
     pub workload: WorkloadCfg,
@@ -611,6 +617,10 @@ pub struct Scenario {
     pub profile: Option<(String, std::sync::Arc<Profile>)>,
     /// Deprecation notes (old key names still read), for `check` and stderr.
     pub notes: Vec<String>,
+    /// Which batching the engine runs and where each setting came from,
+    /// when the calibration profile records the engine's own batching
+    /// (`check` and `simulate` print it).
+    pub batching: Option<String>,
     /// The `[[fleet.pools]]`, each resolved as a scenario of its own (empty
     /// without pools: the fleet is this scenario's replicas).
     pub pools: Vec<PoolPlan>,

@@ -143,7 +143,12 @@ impl Scenario {
         let notes =
             units::normalize(&mut table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
         pools_cfg::check_table(&table).map_err(|(k, m)| ScenarioError::new(origin, k, m))?;
-        let file: ScenarioFile =
+        let given: Vec<String> = BATCHING_KEYS
+            .iter()
+            .filter(|k| crate::config::keypath::get(&table, &format!("engine.{k}")).is_some())
+            .map(|k| k.to_string())
+            .collect();
+        let mut file: ScenarioFile =
             serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
                 let path = e.path().to_string();
                 let key = if path == "." { String::new() } else { path };
@@ -151,6 +156,7 @@ impl Scenario {
                 let msg = enum_hint::hint(&table, &key, &msg).unwrap_or(msg);
                 ScenarioError::new(origin, key, msg)
             })?;
+        file.engine_keys_given = Some(given);
         Ok((file, notes))
     }
 
@@ -166,6 +172,15 @@ impl Scenario {
         }
 
         let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
+        let batching = apply_profile_batching(&mut file, profile.as_ref());
+        if let (Some(_), Some((path, _))) = (&batching, &profile) {
+            validate(&file).map_err(|(k, m)| {
+                err(
+                    &k,
+                    format!("{m} (with the batching the profile {path} records; set it in [engine] to override)"),
+                )
+            })?;
+        }
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
             (None, None) if profile.is_some() => {
                 let (path, p) = profile.as_ref().expect("checked");
@@ -418,6 +433,7 @@ impl Scenario {
             profile,
             file,
             notes: Vec::new(),
+            batching,
         })
     }
 
@@ -469,6 +485,71 @@ pub(super) fn load_profile(
     let path = dir.join(rel);
     let p = Profile::load(&path).map_err(|e| ("hardware.profile".to_string(), e.to_string()))?;
     Ok(Some((path.display().to_string(), std::sync::Arc::new(p))))
+}
+
+/// The `[engine]` batching keys a calibration profile may supply.
+const BATCHING_KEYS: [&str; 3] = ["policy", "max_batched_tokens", "max_num_seqs"];
+
+/// Sets each `[engine]` batching key the file leaves out to what the
+/// profile's engine probe recorded (`EngineBatching`), so a run priced by a
+/// served engine's costs also forms its iterations; a key the file sets
+/// wins. Returns the line saying which applied, `None` when the profile
+/// records no batching.
+fn apply_profile_batching(
+    file: &mut ScenarioFile,
+    profile: Option<&(String, std::sync::Arc<Profile>)>,
+) -> Option<String> {
+    let (path, p) = profile?;
+    let b = p.engine.as_ref()?.batching.as_ref()?;
+    let given = file.engine_keys_given.clone()?;
+    let e = &mut file.engine;
+    let (mut from_profile, mut from_file) = (Vec::new(), Vec::new());
+    let mut take = |key: &str, recorded: Option<String>, current: String| match recorded {
+        Some(_) if given.iter().any(|g| g == key) => from_file.push(format!("{key} = {current}")),
+        Some(v) => from_profile.push(format!("{key} = {v}")),
+        None => from_file.push(format!("{key} = {current}")),
+    };
+    take("policy", b.policy.map(|p| p.name().to_string()), e.policy.name().to_string());
+    take(
+        "max_batched_tokens",
+        b.max_batched_tokens.map(|v| v.to_string()),
+        e.max_batched_tokens.to_string(),
+    );
+    take(
+        "max_num_seqs",
+        b.max_num_seqs.map(|v| v.to_string()),
+        e.max_num_seqs.to_string(),
+    );
+    let given = |k: &str| given.iter().any(|g| g == k);
+    if let Some(v) = b.policy.filter(|_| !given("policy")) {
+        e.policy = v;
+    }
+    if let Some(v) = b.max_batched_tokens.filter(|_| !given("max_batched_tokens")) {
+        e.max_batched_tokens = v;
+    }
+    if let Some(v) = b.max_num_seqs.filter(|_| !given("max_num_seqs")) {
+        e.max_num_seqs = v;
+    }
+    // Pools resolve from a copy of this file: applied once, here.
+    file.engine_keys_given = Some(BATCHING_KEYS.iter().map(|k| k.to_string()).collect());
+    let mut line = String::new();
+    if !from_profile.is_empty() {
+        line = format!(
+            "{} from the profile {path} ({})",
+            from_profile.join(", "),
+            b.source
+        );
+    }
+    if !from_file.is_empty() {
+        if !line.is_empty() {
+            line.push_str("; ");
+        }
+        line.push_str(&format!(
+            "{} from the scenario's [engine] or its defaults",
+            from_file.join(", ")
+        ));
+    }
+    Some(line)
 }
 
 /// A scenario that names a model besides its profile must name the one the

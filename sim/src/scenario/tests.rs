@@ -346,6 +346,87 @@ fn a_profile_supplies_model_hardware_memory_and_cost() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_profiles_recorded_batching_is_what_simulate_runs_unless_the_scenario_sets_it() {
+    use crate::config::BatchPolicyKind;
+    let dir = std::env::temp_dir().join(format!("servesim-batching-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut p = crate::profile::tests::example();
+    p.engine = Some(crate::profile::EngineProbe {
+        url: "http://x".into(),
+        server: "llama.cpp".into(),
+        served_model: "tiny".into(),
+        requests: 1,
+        budget_s: 60.0,
+        host: Default::default(),
+        concurrency: vec![],
+        findings: vec![],
+        batching: Some(crate::profile::EngineBatching {
+            policy: Some(BatchPolicyKind::Sarathi),
+            max_batched_tokens: Some(64),
+            max_num_seqs: Some(2),
+            ubatch_tokens: Some(32),
+            source: "test".into(),
+        }),
+    });
+    std::fs::write(dir.join("p.toml"), p.to_toml_string()).unwrap();
+    let text = MINIMAL
+        .replace("[model]\npreset = \"llama-3.1-8b\"\n", "")
+        .replace("preset = \"h100-sxm\"", "profile = \"p.toml\"")
+        .replace("max_model_len = 8192", "max_model_len = 512")
+        .replace("rate = 5.0", "rate = 50.0");
+    let origin = dir.join("s.toml").display().to_string();
+    let run = |text: &str| {
+        let s = Scenario::from_toml_str(text, &origin).unwrap();
+        let summary = crate::simulation::Simulation::new(&s)
+            .run(|_| {})
+            .unwrap()
+            .summary;
+        (s, serde_json::to_string(&summary).unwrap())
+    };
+    let (s, recorded) = run(&text);
+    let e = &s.file.engine;
+    assert_eq!(
+        (e.policy, e.max_batched_tokens, e.max_num_seqs),
+        (BatchPolicyKind::Sarathi, 64, 2)
+    );
+    let line = s.batching.as_deref().unwrap();
+    assert!(
+        line.starts_with("policy = sarathi, max_batched_tokens = 64, max_num_seqs = 2 from the profile"),
+        "{line}"
+    );
+    // The same settings written in the scenario run the same; the
+    // defaults the profile replaced run otherwise.
+    let explicit = text.replace(
+        "max_model_len = 512",
+        "max_model_len = 512\npolicy = \"sarathi\"\nmax_batched_tokens = 64\nmax_num_seqs = 2",
+    );
+    let (s2, same) = run(&explicit);
+    assert_eq!(recorded, same);
+    assert!(
+        s2.batching.as_deref().unwrap().starts_with("policy = sarathi, max_batched_tokens = 64, max_num_seqs = 2 from the scenario's [engine]"),
+        "{:?}",
+        s2.batching
+    );
+    let defaults = text.replace(
+        "max_model_len = 512",
+        "max_model_len = 512\npolicy = \"continuous\"\nmax_batched_tokens = 8192\nmax_num_seqs = 256",
+    );
+    let (_, other) = run(&defaults);
+    assert_ne!(recorded, other, "the recorded batching changes the run");
+    // One key set in the scenario: that key is the scenario's, the rest
+    // the profile's.
+    let (s3, _) = run(&text.replace("max_model_len = 512", "max_model_len = 512\nmax_num_seqs = 8"));
+    let e = &s3.file.engine;
+    assert_eq!((e.max_batched_tokens, e.max_num_seqs), (64, 8));
+    assert!(
+        s3.batching.as_deref().unwrap().ends_with("max_num_seqs = 8 from the scenario's [engine] or its defaults"),
+        "{:?}",
+        s3.batching
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn err_of_at(text: &str, origin: &str) -> ScenarioError {
     Scenario::from_toml_str(text, origin).unwrap_err()
 }
