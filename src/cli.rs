@@ -453,9 +453,28 @@ pub struct CalibrateCmd {
     /// --engine: most requests sent at once (also capped by the server's slots).
     #[arg(long, default_value_t = 16, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrency: u32,
-    /// --engine: longest prompt to probe [default: half the server's context, at most 2048].
+    /// --engine: longest prompt to probe [default: the longest --scenario's
+    /// workload sends, else half the server's context, at most 2048].
     #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(16..))]
     pub max_prompt: Option<u32>,
+    /// --engine: the scenario whose workload the profile is for: the probes
+    /// reach its longest prompt (within the server's context).
+    #[arg(long, requires = "engine", value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// --engine: tokens per iteration as the server was started (vLLM
+    /// --max-num-batched-tokens, llama.cpp -b), recorded in the profile so
+    /// that simulate batches the same way [default: what the server reports;
+    /// llama.cpp's default 2048].
+    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub max_num_batched_tokens: Option<u32>,
+    /// --engine: sequences per iteration as the server was started (vLLM
+    /// --max-num-seqs, llama.cpp -np) [default: llama.cpp's slots in /props].
+    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_num_seqs: Option<u32>,
+    /// --engine: llama.cpp's micro-batch as the server was started (-ub)
+    /// [default: what /props reports, else llama.cpp's default 512].
+    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub ubatch_size: Option<u32>,
     /// --engine: the server's KV capacity in tokens [default: what its
     /// /metrics or /props say, else its context × --max-concurrency].
     #[arg(long, requires = "engine")]

@@ -14,6 +14,10 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     if !(a.budget.is_finite() && a.budget > 0.0 && a.budget <= 600.0) {
         anyhow::bail!("--budget must be minutes in (0, 600], got {}", a.budget);
     }
+    let workload_prompt = match &a.scenario {
+        Some(path) => Some(longest_prompt(path)?),
+        None => None,
+    };
     let args = EngineArgs {
         url,
         api_key: a.api_key.clone(),
@@ -23,6 +27,10 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
         budget: Duration::from_secs_f64(a.budget * 60.0),
         max_concurrency: a.max_concurrency,
         max_prompt: a.max_prompt,
+        workload_prompt,
+        max_batched_tokens: a.max_num_batched_tokens,
+        max_num_seqs: a.max_num_seqs,
+        ubatch_tokens: a.ubatch_size,
         kv_tokens: a.kv_tokens,
         force: a.force,
     };
@@ -136,9 +144,40 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     {
         eprintln!("warning: {line}");
     }
+    if let Some(b) = &e.batching {
+        outln!(
+            "{}",
+            serve::probe::describe_batching(b).replacen("batching ", "batching   ", 1)
+        );
+    }
     for line in &e.findings {
         outln!("found      {line}");
     }
     outln!("profile    {}", a.out.display());
     Ok(())
+}
+
+/// Requests drawn to find a workload's longest prompt when its horizon is
+/// a duration: enough to reach far into any length distribution's tail.
+const WORKLOAD_DRAWS: u64 = 100_000;
+
+/// The longest prompt `path`'s workload sends, as `observe` would send it
+/// (its horizon, at most [`WORKLOAD_DRAWS`] requests), and where that comes from.
+fn longest_prompt(path: &std::path::Path) -> Result<(u32, String)> {
+    let s = sim::scenario::Scenario::load(path)?;
+    let specs = serve::observe::workload(&s, WORKLOAD_DRAWS)?;
+    let longest = specs.iter().map(|r| r.prompt_tokens).max().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: its workload sends no requests, so it says nothing about the prompts to probe",
+            path.display()
+        )
+    })?;
+    Ok((
+        longest,
+        format!(
+            "the longest of {} requests of {}",
+            specs.len(),
+            path.display()
+        ),
+    ))
 }

@@ -79,6 +79,9 @@ fn run(cli: Cli) -> Result<()> {
             for line in sim::scenario::canary_cfg::check_lines(&s.file) {
                 outln!("{line}");
             }
+            if let Some(b) = &s.batching {
+                outln!("batching   {b}");
+            }
             for n in &s.notes {
                 outln!("note       {n}");
             }
@@ -212,6 +215,9 @@ fn simulate(
     let scenario = Scenario::load_with(path, &overrides)?;
     for n in &scenario.notes {
         eprintln!("warning: {n}");
+    }
+    if let Some(b) = &scenario.batching {
+        eprintln!("batching: {b}");
     }
     if let Some(w) =
         sim::guard::disk_warning(&scenario, &sim::guard::estimate_with(&scenario, true))

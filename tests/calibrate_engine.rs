@@ -223,6 +223,97 @@ fn the_fit_recovers_a_known_engines_terms_through_its_api() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// A workload of long prompts given with `--scenario` makes the probes
+/// reach its longest prompt (past the half-context a design stops at
+/// otherwise), and the batching given as flags is recorded and is what a
+/// scenario priced by the profile runs unless it sets its own.
+#[test]
+fn a_long_prompt_workload_is_probed_to_its_longest_and_the_batching_recorded() {
+    let _one = ONE_TWIN.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("known.toml"), known().to_toml_string()).unwrap();
+    std::fs::write(dir.path().join("s.toml"), SCENARIO).unwrap();
+    let long = SCENARIO
+        .replace("requests = 20", "requests = 300")
+        .replace(
+            "prompt_tokens = { dist = \"fixed\", value = 64 }",
+            "prompt_tokens = { dist = \"lognormal\", mean = 500, cv = 1.0, min = 16, max = 1700 }",
+        )
+        .replace("max_num_seqs = 32\nmax_batched_tokens = 2048\n", "");
+    std::fs::write(dir.path().join("long.toml"), &long).unwrap();
+    let (server, url) = start(dir.path());
+    let out = dir.path().join("fitted.toml");
+    let o = run(&[
+        "calibrate",
+        "--engine",
+        &url,
+        "--model",
+        "smollm2-135m",
+        "--budget",
+        "1",
+        "--max-concurrency",
+        "2",
+        "--scenario",
+        dir.path().join("long.toml").to_str().unwrap(),
+        "--max-num-batched-tokens",
+        "512",
+        "--max-num-seqs",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    drop(server);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{}\n{text}", stderr(&o));
+    assert!(
+        text.contains("prompts probed up to the workload's longest, 1700 tokens"),
+        "{text}"
+    );
+    assert!(
+        text.contains("batching   512 tokens per iteration, 4 sequences at most"),
+        "{text}"
+    );
+    let p = Profile::load(&out).unwrap();
+    // Without --scenario the design stops at half the twin's 2048-token
+    // context; with it, a fitted prefill of the longest prompt is measured.
+    assert_eq!(p.measurement.max_context, 1700 + 4);
+    assert!(
+        p.samples
+            .iter()
+            .any(|s| s.fitted && s.kind == "prefill" && s.prefill[0][0] == 1700),
+        "no 1700-token prefill measured"
+    );
+    let b = p.engine.as_ref().unwrap().batching.clone().unwrap();
+    assert_eq!(
+        (b.policy, b.max_batched_tokens, b.max_num_seqs),
+        (None, Some(512), Some(4))
+    );
+    // `check` and `simulate` say which batching applies.
+    let s = dir.path().join("run.toml");
+    std::fs::write(&s, long.replace("known.toml", "fitted.toml")).unwrap();
+    let o = run(&["check", s.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .contains("batching   max_batched_tokens = 512, max_num_seqs = 4 from the profile"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&[
+        "simulate",
+        s.to_str().unwrap(),
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("batching: max_batched_tokens = 512, max_num_seqs = 4 from the profile"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn an_unreachable_engine_is_a_one_line_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -211,6 +211,10 @@ fn engine_args(url: &str) -> EngineArgs {
         budget: Duration::from_secs(2),
         max_concurrency: 2,
         max_prompt: None,
+        workload_prompt: None,
+        max_batched_tokens: None,
+        max_num_seqs: None,
+        ubatch_tokens: None,
         kv_tokens: None,
         force: false,
     }

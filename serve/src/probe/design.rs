@@ -88,9 +88,11 @@ pub struct Pilot {
 /// Bounds on the design.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limits {
-    /// Longest prompt to probe (at most half the server's context, so the
-    /// long decodes fit).
+    /// Longest prompt to probe (its prefill probes fit the context).
     pub max_prompt: u32,
+    /// The server's context per sequence: the long decodes' prompt and
+    /// output fit in it.
+    pub context: u32,
     /// Most requests sent at once.
     pub max_concurrency: u32,
     /// Wall time the probes may take.
@@ -201,7 +203,9 @@ fn sized(p: &Pilot, l: &Limits, max_prompt: u32) -> Result<Design, f64> {
     // grows nearly linearly; a GPU's far less), so budgets are not overrun.
     let gap = |b: u32| p.gap_ns * (1.0 + 0.5 * (b as f64 - 1.0));
     let lengths = prompt_lengths(max_prompt);
-    let long_prompt = (max_prompt / 2).clamp(SHORT_PROMPT, 1024);
+    // The longest decode output a try below asks for, and a margin.
+    let decode_room = l.context.saturating_sub(96 + 8).max(SHORT_PROMPT);
+    let long_prompt = (max_prompt / 2).clamp(SHORT_PROMPT, 1024).min(decode_room);
     let (fit_levels, held_levels) = levels(l.max_concurrency.max(1));
     let budget = l.budget.as_secs_f64() * 1e9 * 0.85;
     // From generous to minimal: repeats of the prefill probes, output of
@@ -346,6 +350,7 @@ mod tests {
     fn limits(minutes: f64) -> Limits {
         Limits {
             max_prompt: 2048,
+            context: 4096,
             max_concurrency: 16,
             budget: Duration::from_secs_f64(minutes * 60.0),
         }
@@ -474,9 +479,35 @@ mod tests {
     }
 
     #[test]
+    fn a_long_workload_prompt_is_probed_and_the_decodes_fit_the_context() {
+        let l = Limits {
+            max_prompt: 1700,
+            context: 2048,
+            max_concurrency: 4,
+            budget: Duration::from_secs(300),
+        };
+        let d = design(&pilot(10.0), &l).unwrap();
+        assert_eq!(d.max_prompt, 1700);
+        assert_eq!(*d.token_knots.last().unwrap(), 1700);
+        assert!(d
+            .probes
+            .iter()
+            .any(|p| p.kind == ProbeKind::Prefill && p.fitted && p.prompt == 1700));
+        // A context barely past the longest prompt: the long decodes shrink.
+        let tight = Limits { context: 1704, ..l };
+        let d = design(&pilot(10.0), &tight).unwrap();
+        assert!(d
+            .probes
+            .iter()
+            .filter(|p| p.kind != ProbeKind::Prefill)
+            .all(|p| p.prompt + p.output <= 1704 - 8));
+    }
+
+    #[test]
     fn one_slot_and_short_contexts_still_give_a_design() {
         let l = Limits {
             max_prompt: 100,
+            context: 200,
             max_concurrency: 1,
             budget: Duration::from_secs(120),
         };

@@ -41,8 +41,20 @@ pub struct EngineArgs {
     pub dtype: String,
     pub budget: Duration,
     pub max_concurrency: u32,
-    /// Longest prompt to probe [default: half the server's context, at most 2048].
+    /// Longest prompt to probe [default: the workload's longest, else half
+    /// the server's context, at most 2048].
     pub max_prompt: Option<u32>,
+    /// The longest prompt the user's workload sends and where that figure
+    /// comes from (`--scenario`): the probes reach it, within the server's
+    /// context, so its prefills are measured rather than extrapolated.
+    pub workload_prompt: Option<(u32, String)>,
+    /// The engine's batching as it was started, when it does not report it:
+    /// tokens per iteration (vLLM `--max-num-batched-tokens`, llama.cpp
+    /// `-b`), sequences per iteration (vLLM `--max-num-seqs`, llama.cpp
+    /// `-np`) and llama.cpp's micro-batch (`-ub`).
+    pub max_batched_tokens: Option<u32>,
+    pub max_num_seqs: Option<u32>,
+    pub ubatch_tokens: Option<u32>,
     /// The server's KV capacity in tokens [default: what its `/metrics`
     /// or `/props` say, else its context × the concurrency probed].
     pub kv_tokens: Option<u64>,
@@ -73,6 +85,9 @@ struct Server {
     /// llama.cpp's `/v1/models` `meta`: the model's width and parameters.
     hidden_size: Option<u64>,
     params: Option<u64>,
+    /// llama.cpp's `n_batch` and `n_ubatch`, where its `/props` reports them.
+    n_batch: Option<u64>,
+    n_ubatch: Option<u64>,
 }
 
 fn client(timeout: Duration) -> Result<reqwest::Client> {
@@ -304,6 +319,20 @@ fn inspect(a: &EngineArgs) -> Result<Server> {
                 u32::MAX as u64,
                 fix_len,
             )?;
+            let dgs = &p["default_generation_settings"];
+            for (key, at) in [("n_batch", &mut s.n_batch), ("n_ubatch", &mut s.n_ubatch)] {
+                let v = if dgs[key].is_null() {
+                    &p[key]
+                } else {
+                    &dgs[key]
+                };
+                *at = figure(
+                    v,
+                    &format!("{key} in /props"),
+                    1 << 24,
+                    "give --max-num-batched-tokens and --ubatch-size as the server was started",
+                )?;
+            }
             if let (Some(n), Some(c)) = (slots, ctx) {
                 s.slots = Some(n as u32);
                 s.max_model_len = Some(c as u32);
@@ -666,10 +695,23 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         .max_model_len
         .unwrap_or(arch.max_context)
         .max(2 * SHORT_PROMPT + 8);
-    let max_prompt = a
+    // Prefill probes need their prompt and a few output tokens within the
+    // context; the long decodes' shorter prompt is bounded by the design.
+    let room = context - PREFILL_OUTPUT;
+    let wanted = a
         .max_prompt
-        .unwrap_or((context / 2).min(2048))
-        .clamp(SHORT_PROMPT, context / 2);
+        .or(a.workload_prompt.as_ref().map(|w| w.0))
+        .unwrap_or((context / 2).min(2048));
+    let max_prompt = wanted.clamp(SHORT_PROMPT, room);
+    if let (None, Some((n, from))) = (a.max_prompt, &a.workload_prompt) {
+        findings.push(if *n > room {
+            format!("the workload's longest prompt is {n} tokens ({from}), past the server's context of {context}: probed up to {room}")
+        } else {
+            format!("prompts probed up to the workload's longest, {n} tokens ({from})")
+        });
+    }
+    let (recorded_batching, batching_line) = batching(a, &server);
+    findings.push(batching_line);
     let max_concurrency = server
         .slots
         .map_or(a.max_concurrency, |n| n.min(a.max_concurrency))
@@ -716,6 +758,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     };
     let limits = Limits {
         max_prompt,
+        context,
         max_concurrency,
         budget: a.budget.saturating_sub(started.elapsed()),
     };
@@ -999,6 +1042,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         },
         concurrency,
         findings,
+        batching: recorded_batching,
     });
     profile.measurement.wall_s = started.elapsed().as_secs_f64();
     if !untrusted.is_empty() {
@@ -1020,6 +1064,126 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     Profile::from_toml_str(&profile.to_toml_string(), "the engine profile")
         .context("the fitted profile does not validate")?;
     Ok(profile)
+}
+
+/// Most tokens or sequences per iteration a recorded batching takes (what
+/// the profile's validation allows).
+const MAX_BATCH_FIGURE: u32 = 1 << 24;
+
+/// The engine's batching, from what it reported and the flags, with the
+/// finding that says where it came from (or why nothing is recorded).
+///
+/// llama.cpp's server (`update_slots`) batches its slots as Sarathi-Serve
+/// does: one decode token per generating slot first, then prompt tokens up
+/// to `n_batch`, at most one sequence per slot; its `/props` gives the
+/// slots, and `n_batch`/`n_ubatch` when the build reports them, else the
+/// flags or its documented defaults (`-b 2048`, `-ub 512`). llama.cpp caps
+/// `n_batch` at its whole context. vLLM V1 always chunks prefills under
+/// `max_num_batched_tokens`, decodes first; its `/metrics` shows only its
+/// cache configuration, so its limits come from the flags.
+fn batching(a: &EngineArgs, s: &Server) -> (Option<EngineBatching>, String) {
+    let llamacpp = s.slots.is_some() || s.family.starts_with("llama.cpp");
+    let mut src = Vec::new();
+    let mut pick = |flag: Option<u32>, flag_name: &str, reported: Option<u64>, what: &str| {
+        if let Some(v) = flag {
+            src.push(format!("{what} from {flag_name}"));
+            Some(v)
+        } else if let Some(v) = reported {
+            src.push(format!("{what} from the server"));
+            Some(v as u32)
+        } else {
+            None
+        }
+    };
+    if llamacpp {
+        let total_ctx = s
+            .max_model_len
+            .zip(s.slots)
+            .map_or(u32::MAX, |(c, n)| c.saturating_mul(n));
+        let mut n_batch = pick(
+            a.max_batched_tokens,
+            "--max-num-batched-tokens",
+            s.n_batch,
+            "n_batch",
+        );
+        let mut n_ubatch = pick(a.ubatch_tokens, "--ubatch-size", s.n_ubatch, "n_ubatch");
+        let seqs = pick(
+            a.max_num_seqs,
+            "--max-num-seqs",
+            s.slots.map(u64::from),
+            "slots",
+        );
+        if n_batch.is_none() {
+            src.push("n_batch llama.cpp's default 2048 (the server does not report it; give --max-num-batched-tokens if it was started with -b)".into());
+            n_batch = Some(2048);
+        }
+        if n_ubatch.is_none() {
+            src.push(
+                "n_ubatch llama.cpp's default 512 (give --ubatch-size if it was started with -ub)"
+                    .into(),
+            );
+            n_ubatch = Some(512);
+        }
+        let n_batch = n_batch.map(|b| b.min(total_ctx).min(MAX_BATCH_FIGURE));
+        let b = EngineBatching {
+            policy: Some(sim::config::BatchPolicyKind::Sarathi),
+            max_batched_tokens: n_batch,
+            max_num_seqs: seqs.map(|n| n.min(1 << 16)),
+            ubatch_tokens: n_ubatch.zip(n_batch).map(|(u, b)| u.min(b)),
+            source: format!("llama.cpp's slot batching: {}", src.join(", ")),
+        };
+        let line = describe_batching(&b);
+        return (Some(b), line);
+    }
+    let tokens = pick(
+        a.max_batched_tokens,
+        "--max-num-batched-tokens",
+        None,
+        "tokens",
+    );
+    let seqs = pick(a.max_num_seqs, "--max-num-seqs", None, "sequences");
+    if tokens.is_none() && seqs.is_none() {
+        return (
+            None,
+            "batching not recorded: the server does not report its iteration limits; give --max-num-batched-tokens and --max-num-seqs as it was started (vLLM's flags of those names) so that simulate batches the same way".into(),
+        );
+    }
+    // Only vLLM's own server is known to chunk prefills (V1 always does).
+    let policy = (s.owned_by == "vllm").then_some(sim::config::BatchPolicyKind::Sarathi);
+    let b = EngineBatching {
+        policy,
+        max_batched_tokens: tokens,
+        max_num_seqs: seqs,
+        ubatch_tokens: None,
+        source: if policy.is_some() {
+            format!("vLLM V1's chunked prefill: {}", src.join(", "))
+        } else {
+            format!(
+                "{}; the policy is the scenario's (the server's scheduler is not known)",
+                src.join(", ")
+            )
+        },
+    };
+    let line = describe_batching(&b);
+    (Some(b), line)
+}
+
+/// One line for a recorded batching.
+pub fn describe_batching(b: &EngineBatching) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = b.policy {
+        parts.push(format!("policy {}", p.name()));
+    }
+    if let Some(t) = b.max_batched_tokens {
+        parts.push(match b.ubatch_tokens {
+            Some(u) => format!("{t} tokens per iteration in micro-batches of {u}"),
+            None => format!("{t} tokens per iteration"),
+        });
+    }
+    if let Some(n) = b.max_num_seqs {
+        parts.push(format!("{n} sequences at most"));
+    }
+    format!("batching {} ({})", parts.join(", "), b.source)
 }
 
 /// Why a fitted profile is not to be trusted: no held-out shapes (its
@@ -1173,6 +1337,10 @@ mod tests {
             budget: Duration::from_secs(60),
             max_concurrency: 4,
             max_prompt: None,
+            workload_prompt: None,
+            max_batched_tokens: None,
+            max_num_seqs: None,
+            ubatch_tokens: None,
             kv_tokens: None,
             force: false,
         }
@@ -1229,6 +1397,7 @@ mod tests {
         };
         let limits = Limits {
             max_prompt: 2048,
+            context: 8192,
             max_concurrency: 4,
             budget: Duration::from_secs(300),
         };

@@ -509,7 +509,11 @@ fn apply_profile_batching(
         Some(v) => from_profile.push(format!("{key} = {v}")),
         None => from_file.push(format!("{key} = {current}")),
     };
-    take("policy", b.policy.map(|p| p.name().to_string()), e.policy.name().to_string());
+    take(
+        "policy",
+        b.policy.map(|p| p.name().to_string()),
+        e.policy.name().to_string(),
+    );
     take(
         "max_batched_tokens",
         b.max_batched_tokens.map(|v| v.to_string()),
@@ -524,7 +528,10 @@ fn apply_profile_batching(
     if let Some(v) = b.policy.filter(|_| !given("policy")) {
         e.policy = v;
     }
-    if let Some(v) = b.max_batched_tokens.filter(|_| !given("max_batched_tokens")) {
+    if let Some(v) = b
+        .max_batched_tokens
+        .filter(|_| !given("max_batched_tokens"))
+    {
         e.max_batched_tokens = v;
     }
     if let Some(v) = b.max_num_seqs.filter(|_| !given("max_num_seqs")) {

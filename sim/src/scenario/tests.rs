@@ -392,7 +392,9 @@ fn a_profiles_recorded_batching_is_what_simulate_runs_unless_the_scenario_sets_i
     );
     let line = s.batching.as_deref().unwrap();
     assert!(
-        line.starts_with("policy = sarathi, max_batched_tokens = 64, max_num_seqs = 2 from the profile"),
+        line.starts_with(
+            "policy = sarathi, max_batched_tokens = 64, max_num_seqs = 2 from the profile"
+        ),
         "{line}"
     );
     // The same settings written in the scenario run the same; the
@@ -416,11 +418,17 @@ fn a_profiles_recorded_batching_is_what_simulate_runs_unless_the_scenario_sets_i
     assert_ne!(recorded, other, "the recorded batching changes the run");
     // One key set in the scenario: that key is the scenario's, the rest
     // the profile's.
-    let (s3, _) = run(&text.replace("max_model_len = 512", "max_model_len = 512\nmax_num_seqs = 8"));
+    let (s3, _) = run(&text.replace(
+        "max_model_len = 512",
+        "max_model_len = 512\nmax_num_seqs = 8",
+    ));
     let e = &s3.file.engine;
     assert_eq!((e.max_batched_tokens, e.max_num_seqs), (64, 8));
     assert!(
-        s3.batching.as_deref().unwrap().ends_with("max_num_seqs = 8 from the scenario's [engine] or its defaults"),
+        s3.batching
+            .as_deref()
+            .unwrap()
+            .ends_with("max_num_seqs = 8 from the scenario's [engine] or its defaults"),
         "{:?}",
         s3.batching
     );
