@@ -119,6 +119,18 @@ pub struct ObserveArgs {
     /// Override the scenario's seed (workload and cancellations).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// What to write besides the results folder: nothing more (servesim),
+    /// or also vLLM's benchmark result (`vllm bench serve --save-result`'s
+    /// JSON) beside it as <out>.vllm.json, which `compare` reads.
+    #[arg(long, value_enum, default_value_t = ObserveFormat::Servesim)]
+    pub format: ObserveFormat,
+}
+
+/// `observe --format`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ObserveFormat {
+    Servesim,
+    Vllm,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -320,6 +332,22 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         .unwrap_or_else(|| Path::new("out").join(format!("{}-observed", scenario.name())));
     serve::observe::write(&out, &result, &obs)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
+    let vllm = (a.format == ObserveFormat::Vllm).then(|| {
+        let mut name = out.clone().into_os_string();
+        name.push(".vllm.json");
+        PathBuf::from(name)
+    });
+    if let Some(path) = &vllm {
+        let offered = result
+            .summary
+            .observed
+            .as_ref()
+            .map_or(0.0, |o| o.offered_rps);
+        let v = serve::vllm_bench::to_json(&cfg, &obs, offered);
+        let text = serde_json::to_string_pretty(&v).expect("JSON values serialize");
+        sim::output::write_bytes_atomic(path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     crate::print::summary(&scenario, &result.summary);
     if let Some(o) = &result.summary.observed {
         let c = &result.summary.counts;
@@ -333,6 +361,9 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         "results: {}/{{summary.json,requests.csv,observe.csv}}",
         out.display()
     );
+    if let Some(path) = &vllm {
+        outln!("vLLM benchmark result: {}", path.display());
+    }
     Ok(())
 }
 

@@ -74,6 +74,8 @@ fn observe_the_twin_then_compare_with_simulate() {
         observed.to_str().unwrap(),
         "--max-duration-s",
         "60",
+        "--format",
+        "vllm",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(60));
@@ -109,6 +111,62 @@ fn observe_the_twin_then_compare_with_simulate() {
         .unwrap();
     assert!(err.abs() < 15.0, "{table}");
     assert!(table.contains("completed") && table.contains("rejected"));
+
+    // vLLM's benchmark result beside the folder, with every key vLLM's
+    // `bench serve --save-result` writes, in its units.
+    let vllm = dir.path().join("observed.vllm.json");
+    let v: serde_json::Value = serde_json::from_str(&common::read(&vllm)).unwrap();
+    for k in serve::vllm_bench::KEYS {
+        assert!(v.get(*k).is_some(), "no {k} in {v}");
+    }
+    for m in ["ttft", "tpot", "itl", "e2el"] {
+        for stat in ["mean", "median", "std", "p99"] {
+            assert!(v[format!("{stat}_{m}_ms")].is_f64(), "{stat}_{m}_ms");
+        }
+    }
+    assert_eq!(v["completed"], 40);
+    assert_eq!(v["ttfts"].as_array().unwrap().len(), 40);
+    // Seconds in the lists, milliseconds in the aggregates.
+    let first: f64 = v["ttfts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .sum::<f64>()
+        / 40.0;
+    assert!((first * 1e3 - v["mean_ttft_ms"].as_f64().unwrap()).abs() < 1e-6);
+    // `compare` reads it, detected from its content, and lines it up with
+    // the folder of the same run: the same requests and latencies.
+    let o = run(&[
+        "compare",
+        observed.to_str().unwrap(),
+        vllm.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let row = |name: &str| -> Vec<String> {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in {table}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let completed = row("completed");
+    assert_eq!(completed[1], "40", "{table}");
+    assert_eq!(completed[2], "40", "{table}");
+    for name in ["TTFT p50", "TPOT p50", "E2E p50"] {
+        let r = row(name);
+        let diff: f64 = r.last().unwrap().trim_end_matches('%').parse().unwrap();
+        assert!(diff.abs() < 2.0, "{name}: {table}");
+    }
+    let o = run(&[
+        "compare",
+        simulated.to_str().unwrap(),
+        vllm.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 /// Starts `servesim serve` with `args` and returns it with its URL (only

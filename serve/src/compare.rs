@@ -1,7 +1,10 @@
 //! `servesim compare A B`: the side-by-side table `validate` prints — TTFT,
 //! TPOT, ITL and E2E percentiles, throughput, rejections, each with B's
 //! error against A — for any two result folders (observed vs simulated,
-//! live vs twin, two simulations). Reads their `summary.json`.
+//! live vs twin, two simulations). Reads their `summary.json`; either side
+//! may instead be a vLLM benchmark result file (`vllm bench serve
+//! --save-result`, or `observe --format vllm`), told apart by its content
+//! ([`crate::vllm_bench`]).
 
 use anyhow::Context as _;
 use serde_json::Value;
@@ -60,7 +63,10 @@ pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     // A folder `observe` wrote names the server's hardware only as "the
     // server's": its label says nothing a simulation's can be set against.
-    let observed = !va["observed"].is_null() || !vb["observed"].is_null();
+    let observed = !va["observed"].is_null()
+        || !vb["observed"].is_null()
+        || !va["vllm_bench"].is_null()
+        || !vb["vllm_bench"].is_null();
     for key in [
         "scenario",
         "model",
@@ -87,10 +93,34 @@ pub fn differences(a: &Path, b: &Path) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-fn load(dir: &Path) -> anyhow::Result<Value> {
-    let p = dir.join("summary.json");
+/// The file a side is read from: a folder's `summary.json`, or the file.
+fn source(path: &Path) -> std::path::PathBuf {
+    if path.is_file() {
+        path.to_path_buf()
+    } else {
+        path.join("summary.json")
+    }
+}
+
+fn load(path: &Path) -> anyhow::Result<Value> {
+    let p = source(path);
     let text = sim::input_file::read_result(&p, "summary.json")?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not a summary", p.display()))
+    let v: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not JSON (a results folder's summary.json or a vLLM benchmark result)",
+            p.display()
+        )
+    })?;
+    if crate::vllm_bench::is_result(&v) {
+        return crate::vllm_bench::as_summary(&v, &p);
+    }
+    if path.is_file() && !v["latency"].is_object() {
+        anyhow::bail!(
+            "{}: neither a servesim summary.json nor a vLLM benchmark result (no ttfts, itls and completed)",
+            p.display()
+        );
+    }
+    Ok(v)
 }
 
 fn num(v: &Value, path: &[&str], file: &Path) -> anyhow::Result<f64> {
@@ -101,7 +131,7 @@ fn num(v: &Value, path: &[&str], file: &Path) -> anyhow::Result<f64> {
     x.as_f64().with_context(|| {
         format!(
             "{}: key {} is missing or not a number",
-            file.join("summary.json").display(),
+            source(file).display(),
             path.join(".")
         )
     })
