@@ -269,6 +269,9 @@ pub(super) fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
     if let Some(v) = s.int8_tops {
         positive("int8_tops", v)?;
     }
+    if let Some(v) = s.fp4_tflops {
+        positive("fp4_tflops", v)?;
+    }
     positive("memory_gib", s.memory_gib)?;
     positive("memory_bw_tbyte_s", s.memory_bw_tbps)?;
     positive("interconnect_gbyte_s", s.interconnect_gbps)?;
