@@ -279,7 +279,7 @@ fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: D
     if st.moe_layers > 0 {
         let moe_layer = model.attention_params_per_gpu(atp)
             + model.num_shared_experts as f64 * model.expert_params() / a
-            + model.num_experts as f64 * model.expert_params() / t;
+            + par.expert_slots(model) as f64 * model.expert_params() / t;
         quantized += st.moe_layers as f64 * moe_layer;
         unquantized += st.moe_layers as f64 * model.router_params();
     }
@@ -426,6 +426,7 @@ mod tests {
             tensor: 8,
             pipeline: 2,
             expert: 1,
+            ..Parallelism::default()
         };
         let p = plan_par("llama-3.1-405b", "h100-sxm", par, Dtype::Bf16);
         assert_eq!(plan("llama-3.1-405b", "h100-sxm", 8).kv_blocks, 0);
@@ -452,6 +453,7 @@ mod tests {
                 tensor: 8,
                 pipeline: 2,
                 expert: 1,
+                ..Parallelism::default()
             },
             Dtype::Fp8,
         );
@@ -465,6 +467,7 @@ mod tests {
             tensor: 8,
             pipeline: 1,
             expert: ep,
+            ..Parallelism::default()
         };
         let tp = plan_par("deepseek-v3", "h200", par(1), Dtype::Fp8);
         let ep = plan_par("deepseek-v3", "h200", par(8), Dtype::Fp8);

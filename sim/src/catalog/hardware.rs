@@ -606,9 +606,9 @@ mod tests {
             );
             assert!(!h.source.is_empty());
             // FP4 doubles FP8 where both are dense Blackwell/CDNA4 figures,
-            // triples it on Blackwell Ultra.
+            // triples it on Blackwell Ultra (to the datasheets' rounding).
             if let (Some(f8), Some(f4)) = (h.fp8_tflops, h.fp4_tflops) {
-                assert!((2.0..=3.0).contains(&(f4 / f8)), "{key}: {f4} / {f8}");
+                assert!((1.999..=3.0).contains(&(f4 / f8)), "{key}: {f4} / {f8}");
             }
         }
         // nvidia-smi capacities: 275040, 189471 and 284208 MiB.

@@ -91,7 +91,7 @@ impl Roofline {
         let ad = layers * self.attn_decode(b) / share;
         let comm = self.dense_layers * self.comm(n)
             + if self.moe_layers > 0.0 {
-                self.moe_layers * self.moe_comm(n)
+                self.moe_layers * self.moe_comm(n, b.prefill_tokens == 0)
             } else {
                 0.0
             };
@@ -320,6 +320,7 @@ mod tests {
                 tensor: 4,
                 pipeline: 2,
                 expert: 1,
+                ..Parallelism::default()
             },
         ] {
             for rt in super::super::EngineRuntime::ALL {

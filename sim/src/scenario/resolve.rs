@@ -263,8 +263,17 @@ impl Scenario {
                 ));
             }
         }
+        let parallel = Parallelism {
+            tensor: file.fleet.tensor_parallel,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+            attention_data: file.fleet.attention_data_parallel,
+            redundant_experts: file.fleet.num_redundant_experts,
+        };
+        // With DP attention, heads split over the attention TP group only
+        // (checked with the layout below).
         let tp = file.fleet.tensor_parallel;
-        if model.num_heads % tp != 0 {
+        if parallel.attention_data.is_none() && model.num_heads % tp != 0 {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -273,7 +282,10 @@ impl Scenario {
                 ),
             ));
         }
-        if model.num_kv_heads % tp != 0 && tp % model.num_kv_heads != 0 {
+        if parallel.attention_data.is_none()
+            && model.num_kv_heads % tp != 0
+            && tp % model.num_kv_heads != 0
+        {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -297,11 +309,6 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let parallel = Parallelism {
-            tensor: tp,
-            pipeline: file.fleet.pipeline_parallel,
-            expert: file.fleet.expert_parallel,
-        };
         parallel
             .validate(&model, &hardware)
             .map_err(|(k, m)| err(&k, m))?;
@@ -319,11 +326,27 @@ impl Scenario {
         };
         let mut resident_draft: Option<(String, f64)> = None;
         if let Some(sp) = &file.engine.speculative {
-            if parallel.pipeline > 1 || parallel.expert > 1 {
+            // A draft model runs beside the target on its tensor-parallel
+            // GPUs; MTP / EAGLE heads (a fraction of the target's step) ride
+            // any layout the target has.
+            let plain_tp = parallel.pipeline == 1
+                && parallel.expert == 1
+                && parallel.attention_data.is_none();
+            if sp.draft_model.is_some() && !plain_tp {
+                return Err(err(
+                    "engine.speculative.draft_model",
+                    "a separate draft model is modelled beside tensor parallelism only; \
+                     set fleet.pipeline_parallel and fleet.expert_parallel to 1 and leave \
+                     fleet.attention_data_parallel out, or give draft_cost_fraction (MTP / \
+                     EAGLE heads) instead"
+                        .into(),
+                ));
+            }
+            if parallel.pipeline > 1 {
                 return Err(err(
                     "engine.speculative",
-                    "speculative decoding is modelled for tensor parallelism only; \
-                     set fleet.pipeline_parallel and fleet.expert_parallel to 1"
+                    "speculative decoding is not modelled with pipeline stages; set \
+                     fleet.pipeline_parallel to 1"
                         .into(),
                 ));
             }
