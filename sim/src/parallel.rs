@@ -624,4 +624,80 @@ mod tests {
         let p = par(8, 1, 4);
         assert_eq!((p.attention_tp(), p.attention_dp(), p.gpus()), (2, 4, 8));
     }
+
+    #[test]
+    fn attention_dp_and_expert_parallel_are_separate_degrees() {
+        let (h200, gb200) = (
+            catalog::hardware("h200").unwrap(),
+            catalog::hardware("gb200").unwrap(),
+        );
+        let ds = model("deepseek-v3");
+        // aiconfigurator's columns: tp_size × attention_dp_size = moe_tp_size × moe_ep_size.
+        let trt = Parallelism::moe(8, 1, 8);
+        assert!(trt.validate(&ds, &h200).is_ok());
+        assert_eq!(
+            (trt.attention_tp(), trt.attention_dp(), trt.moe_tp(), trt.expert),
+            (8, 1, 1, 8)
+        );
+        let moe_tp = Parallelism::moe(8, 8, 1);
+        assert!(moe_tp.validate(&ds, &h200).is_ok());
+        assert_eq!((moe_tp.attention_tp(), moe_tp.moe_tp()), (1, 8));
+        // Wide EP: DP 32 × EP 32 fits one NVL72 rack, or four H200 nodes
+        // over the network; a GB200 rack takes a 72-GPU tensor-parallel group.
+        let wide = Parallelism::moe(32, 32, 32);
+        assert!(wide.validate(&ds, &gb200).is_ok());
+        assert!(wide.validate(&ds, &h200).is_ok());
+        assert!(!wide.stage_spans_nodes(72) && wide.stage_spans_nodes(8));
+        assert!(Parallelism::tensor(72).validate(&ds, &gb200).is_ok());
+        assert_eq!(
+            wide.fleet_shape(2, "GB200"),
+            "2 replicas × 32 GPUs (attention TP 1 × DP 32, MoE TP 1 × EP 32) on GB200 = 64 GPUs"
+        );
+        // Legacy: EP alone means DP attention over the EP groups.
+        let legacy = Parallelism {
+            tensor: 8,
+            expert: 4,
+            ..Parallelism::default()
+        };
+        assert_eq!((legacy.attention_tp(), legacy.attention_dp()), (2, 4));
+        assert_eq!(legacy.fleet_shape(1, "H200"), "1 replica × TP 8 (EP 4) on H200 = 8 GPUs");
+    }
+
+    #[test]
+    fn impossible_moe_layouts_name_their_key() {
+        let h200 = catalog::hardware("h200").unwrap();
+        let l4 = catalog::hardware("l4").unwrap();
+        let ds = model("deepseek-v3");
+        let llama = model("llama-3.1-70b");
+        let key = |p: Parallelism, m: &ModelArch, h: &HardwareSpec| p.validate(m, h).unwrap_err().0;
+        let with_redundant = |mut p: Parallelism, r| {
+            p.redundant_experts = r;
+            p
+        };
+        let cases: [(Parallelism, &ModelArch, &HardwareSpec, &str); 9] = [
+            // DP must divide the stage's GPUs.
+            (Parallelism::moe(8, 3, 8), &ds, &h200, "fleet.attention_data_parallel"),
+            // DP attention on a dense model.
+            (Parallelism::moe(8, 8, 1), &llama, &h200, "fleet.attention_data_parallel"),
+            // An attention group of 16 GPUs leaves the 8-GPU node.
+            (Parallelism::moe(32, 2, 32), &ds, &h200, "fleet.attention_data_parallel"),
+            // Each expert sliced over 16 GPUs leaves the node.
+            (Parallelism::moe(32, 32, 2), &ds, &h200, "fleet.expert_parallel"),
+            // A stage across nodes fills whole nodes.
+            (Parallelism::moe(12, 12, 4), &ds, &h200, "fleet.tensor_parallel"),
+            // No scale-out network on L4 servers.
+            (Parallelism::moe(16, 16, 16), &ds, &l4, "fleet.pipeline_parallel"),
+            // Without DP attention a stage stays in one node.
+            (Parallelism::tensor(16), &ds, &h200, "fleet.tensor_parallel"),
+            // Redundant experts need EP, and slots that split evenly.
+            (with_redundant(Parallelism::moe(8, 8, 1), 8), &ds, &h200, "fleet.num_redundant_experts"),
+            (with_redundant(Parallelism::moe(32, 32, 32), 3), &ds, &h200, "fleet.num_redundant_experts"),
+        ];
+        for (p, m, h, want) in cases {
+            assert_eq!(key(p, m, h), want, "{p:?}");
+        }
+        let ok = with_redundant(Parallelism::moe(32, 32, 32), 32);
+        assert!(ok.validate(&ds, &h200).is_ok());
+        assert_eq!(ok.expert_slots(&ds), 288);
+    }
 }

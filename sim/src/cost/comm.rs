@@ -454,4 +454,109 @@ mod tests {
         assert!(AllReduce::new(&h, 2).secs(4096.0) < 10e-6);
         assert_eq!(AllReduce::new(&h, 1).secs(1e9), 0.0);
     }
+
+    #[test]
+    fn custom_all_reduce_is_one_shot_small_two_shot_medium_and_nccl_large() {
+        let h = catalog::hardware("h100-sxm").unwrap();
+        let ar = AllReduce::new(&h, 8).with_kind(&h, AllReduceKind::Custom);
+        let bw = 700e9;
+        // 64 KB: one-shot, L₁ + 7 · S / bw.
+        let s = 65_536.0;
+        assert!((ar.secs(s) - (5.9e-6 + 7.0 * s / bw)).abs() < 1e-12);
+        // 1 MB (≥ 256 KB on 8 GPUs): two-shot, 2 L₁ + 2 · 7/8 · S / bw.
+        let s = 1_048_576.0;
+        assert!((ar.secs(s) - (2.0 * 5.9e-6 + 1.75 * s / bw)).abs() < 1e-12);
+        // 16 MB (≥ 8 MB): NCCL's ring.
+        let s = 16.0 * 1_048_576.0;
+        assert_eq!(ar.secs(s), AllReduce::new(&h, 8).secs(s));
+        assert!((ar.secs(s) - (28e-6 + 1.75 * s / bw)).abs() < 1e-12);
+        // Two GPUs: one-shot up to the buffer; four: one-shot below 512 KB.
+        let two = AllReduce::new(&h, 2).with_kind(&h, AllReduceKind::Custom);
+        assert!((two.secs(4e6) - (3.7e-6 + 4e6 / bw)).abs() < 1e-12);
+        let four = AllReduce::new(&h, 4).with_kind(&h, AllReduceKind::Custom);
+        assert!((four.secs(400_000.0) - (4.8e-6 + 3.0 * 400_000.0 / bw)).abs() < 1e-12);
+        // Small decode messages: a quarter of NCCL's time or less.
+        let decode = 8.0 * 8192.0 * 2.0;
+        assert!(ar.secs(decode) < 0.3 * AllReduce::new(&h, 8).secs(decode));
+        // No custom kernel for 4 PCIe GPUs, nor for 16 GPUs of an NVL72 rack.
+        let l40s = catalog::hardware("l40s").unwrap();
+        assert_eq!(CustomAllReduce::new(&l40s, 4, 1e9), None);
+        assert!(CustomAllReduce::new(&l40s, 2, 1e9).is_some());
+        let gb200 = catalog::hardware("gb200").unwrap();
+        assert_eq!(CustomAllReduce::new(&gb200, 16, 1e9), None);
+        // NCCL by choice: every message through the ring.
+        assert_eq!(
+            AllReduce::new(&h, 8).with_kind(&h, AllReduceKind::Nccl),
+            AllReduce::new(&h, 8)
+        );
+    }
+
+    fn a2a(hw: &str, par: Parallelism, kind: MoeA2aKind, mode: DeepEpMode) -> AllToAll {
+        let h = catalog::hardware(hw).unwrap();
+        AllToAll::new(&h, &par, 7168, 8, kind, mode)
+    }
+
+    #[test]
+    fn deepep_low_latency_and_normal_modes_follow_their_closed_forms() {
+        let both = DEEPEP_DISPATCH_BYTES + ACTIVATION_BYTES;
+        let pairs = 16.0 * 8.0 * 7168.0;
+        // Low latency inside one NVL72 rack (EP 32): every pair over NVLink
+        // at 0.75 × 900 GB/s, 31/32 of them to other ranks, plus two latencies.
+        let ll = a2a("gb200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::Auto);
+        let want = pairs * both * 31.0 / 32.0 / (900e9 * 0.75) + 2.0 * 8e-6;
+        assert!((ll.secs(16.0, true) - want).abs() < 1e-12);
+        // Auto mode: normal kernels for a step with prefill (notify round).
+        let want = pairs * both * 31.0 / 32.0 / (900e9 * 0.75) + 4.0 * 8e-6;
+        assert!((ll.secs(16.0, false) - want).abs() < 1e-12);
+        // Normal mode across four H200 nodes (EP 32, 8 ranks per node): a
+        // token crosses to each other node holding one of its 8 experts,
+        // 4 · (1 − (3/4)^8) nodes touched, 3/4 of them remote, over
+        // 0.9 × 50 GB/s; the NVLink share is 7/32 of the pairs.
+        let n = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::Normal);
+        let tokens = 4096.0;
+        let touched = 4.0 * (1.0 - 0.75f64.powi(8));
+        let rdma = tokens * 7168.0 * both * touched * 0.75 / (50e9 * 0.9);
+        let nvl = tokens * 8.0 * 7168.0 * both * 7.0 / 32.0 / (450e9 * 0.75);
+        assert!(rdma > nvl);
+        assert!((n.secs(tokens, false) - (rdma + 4.0 * 20e-6)).abs() < 1e-12);
+        // Low latency across nodes: every pair over RDMA.
+        let l = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::LowLatency);
+        let want = 16.0 * 8.0 * 7168.0 * both * 31.0 / 32.0 / (50e9 * 0.9) + 2.0 * 20e-6;
+        assert!((l.secs(16.0, false) - want).abs() < 1e-12);
+        // A plain all-to-all across nodes: the NIC's share bounds it.
+        let p = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::AllToAll, DeepEpMode::Auto);
+        let bytes = tokens * 8.0 * 7168.0 * ACTIVATION_BYTES;
+        let want = 2.0 * (bytes * 24.0 / 32.0 / (50e9 * 0.9) + 20e-6);
+        assert!((p.secs(tokens, false) - want).abs() < 1e-12);
+        // One rank moves nothing.
+        let one = a2a("h200", Parallelism::tensor(8), MoeA2aKind::Deepep, DeepEpMode::Auto);
+        assert_eq!(one.secs(100.0, true), 0.0);
+    }
+
+    #[test]
+    fn a_layers_collectives_follow_its_layout() {
+        let h = catalog::hardware("h200").unwrap();
+        let c = CommChoice::default();
+        let bytes = |t: f64| t * 7168.0 * ACTIVATION_BYTES;
+        // DP attention 8 with experts sliced over all 8 GPUs: no attention
+        // all-reduce (attention TP 1); every group's tokens gathered and
+        // scattered over the stage, one all-reduce's traffic.
+        let l = LayerComm::new(&h, &Parallelism::moe(8, 8, 1), 7168, 8, c);
+        let ar8 = AllReduce::new(&h, 8);
+        assert_eq!(l.moe(10.0, true), ar8.secs(bytes(80.0)));
+        assert_eq!(l.dense(10.0), 0.0);
+        // Attention TP 8 with EP 8: the attention all-reduce, then each GPU
+        // dispatches an eighth of the tokens; no MoE-TP all-reduce.
+        let l = LayerComm::new(&h, &Parallelism::moe(8, 1, 8), 7168, 8, c);
+        let a = AllToAll::new(&h, &Parallelism::moe(8, 1, 8), 7168, 8, c.moe_a2a, c.deepep_mode);
+        assert_eq!(l.moe(64.0, true), ar8.secs(bytes(64.0)) + a.secs(8.0, true));
+        // DP 2 × attention TP 4 with EP 2 (MoE TP 4): an EP rank's experts
+        // see 2 groups × 10 tokens × 8 experts / 2 ranks, all-reduced over 4.
+        let par = Parallelism::moe(8, 2, 2);
+        let l = LayerComm::new(&h, &par, 7168, 8, c);
+        let ar4 = AllReduce::new(&h, 4);
+        let a = AllToAll::new(&h, &par, 7168, 8, c.moe_a2a, c.deepep_mode);
+        let want = ar4.secs(bytes(10.0)) + a.secs(2.5, true) + ar4.secs(bytes(80.0));
+        assert_eq!(l.moe(10.0, true), want);
+    }
 }
