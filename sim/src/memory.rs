@@ -153,17 +153,19 @@ impl MemoryPlan {
     /// grows with the same blocks as the target's (vLLM allocates both caches
     /// with one block table), so every block costs both models' bytes.
     pub fn add_resident_model(&mut self, weight_bytes: f64, kv_bytes_per_token: f64) {
+        // Attention DP groups each hold the draft (an MTP layer) beside
+        // their own KV cache.
+        let groups = (self.kv_blocks / self.kv_blocks_per_group.max(1)).max(1);
         self.weight_bytes += weight_bytes;
         self.kv_cache_bytes -= weight_bytes;
         self.kv_bytes_per_token += kv_bytes_per_token;
         let block_bytes = self.kv_bytes_per_token * self.block_size as f64;
-        self.kv_blocks = if self.kv_cache_bytes > 0.0 {
+        self.kv_blocks_per_group = if self.kv_cache_bytes > 0.0 {
             (self.kv_cache_bytes / block_bytes).floor() as u64
         } else {
             0
         };
-        // Only single-group layouts carry a draft (validated).
-        self.kv_blocks_per_group = self.kv_blocks;
+        self.kv_blocks = self.kv_blocks_per_group * groups;
         self.kv_tokens = self.kv_blocks * self.block_size as u64;
     }
 

@@ -198,6 +198,44 @@ impl Parallelism {
         model.num_experts + self.redundant_experts
     }
 
+    /// `servesim check`'s line for a layout with `attention_data` given:
+    /// both sides of an MoE layer and what joins them.
+    pub fn describe_moe(&self, model: &ModelArch, gpus_per_node: u32) -> String {
+        let ep = self.expert.max(1);
+        let experts = if ep > 1 {
+            let slots = self.expert_slots(model);
+            format!(
+                "{ep} EP ranks × MoE TP {}, {} expert slots each ({}{}); all-to-all dispatch + \
+                 combine per MoE layer{}",
+                self.moe_tp(),
+                slots / ep,
+                model.num_experts,
+                if self.redundant_experts > 0 {
+                    format!(" + {} redundant", self.redundant_experts)
+                } else {
+                    String::new()
+                },
+                if self.stage_spans_nodes(gpus_per_node) {
+                    format!(", across {} nodes", self.tensor.div_ceil(gpus_per_node.max(1)))
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            format!(
+                "sliced over all {} GPUs (MoE TP {}); every group's tokens gathered before \
+                 and scattered after",
+                self.tensor,
+                self.moe_tp()
+            )
+        };
+        format!(
+            "attention: {} DP group(s) of TP {}, each with its own KV cache; experts: {experts}",
+            self.attention_dp(),
+            self.attention_tp()
+        )
+    }
+
     /// Whether the stage's GPUs span more than one node (wide EP).
     pub fn stage_spans_nodes(&self, gpus_per_node: u32) -> bool {
         self.tensor > gpus_per_node.max(1)

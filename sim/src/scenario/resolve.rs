@@ -368,6 +368,16 @@ impl Scenario {
                 memory.add_resident_model(draft_weights, draft_kv);
                 resident_draft = Some((draft.name.clone(), draft_weights));
             }
+            if let Some(n) = sp.draft_layers {
+                // An MTP module / EAGLE head: n layers like the stage's
+                // (their weights and KV per token, a layer's share of the
+                // plan's), resident beside the target.
+                let layers = memory.stages[memory.stage as usize].layers.max(1) as f64;
+                let share = n as f64 / layers;
+                let weights = memory.weight_bytes * share;
+                memory.add_resident_model(weights, memory.kv_bytes_per_token * share);
+                resident_draft = Some((format!("{n} MTP/EAGLE layer(s)"), weights));
+            }
         }
         if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {
             return Err(err(
