@@ -122,10 +122,7 @@ pub fn resolved(s: &Scenario) {
         );
     }
     if par.attention_data.is_some() {
-        outln!(
-            "           {}",
-            par.describe_moe(m, h.gpus_per_node)
-        );
+        outln!("           {}", par.describe_moe(m, h.gpus_per_node));
     } else if par.expert > 1 {
         outln!(
             "           expert parallel: {} groups of {} GPU(s) per stage, {} experts each; attention data-parallel over the groups; all-to-all dispatch + combine per MoE layer",

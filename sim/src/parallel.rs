@@ -202,9 +202,10 @@ impl Parallelism {
     /// both sides of an MoE layer and what joins them.
     pub fn describe_moe(&self, model: &ModelArch, gpus_per_node: u32) -> String {
         let ep = self.expert.max(1);
-        let experts = if ep > 1 {
-            let slots = self.expert_slots(model);
-            format!(
+        let experts =
+            if ep > 1 {
+                let slots = self.expert_slots(model);
+                format!(
                 "{ep} EP ranks × MoE TP {}, {} expert slots each ({}{}); all-to-all dispatch + \
                  combine per MoE layer{}",
                 self.moe_tp(),
@@ -221,14 +222,14 @@ impl Parallelism {
                     String::new()
                 }
             )
-        } else {
-            format!(
-                "sliced over all {} GPUs (MoE TP {}); every group's tokens gathered before \
+            } else {
+                format!(
+                    "sliced over all {} GPUs (MoE TP {}); every group's tokens gathered before \
                  and scattered after",
-                self.tensor,
-                self.moe_tp()
-            )
-        };
+                    self.tensor,
+                    self.moe_tp()
+                )
+            };
         format!(
             "attention: {} DP group(s) of TP {}, each with its own KV cache; experts: {experts}",
             self.attention_dp(),
@@ -461,10 +462,7 @@ impl Parallelism {
                 ),
             ));
         }
-        if model.mla().is_none()
-            && model.num_kv_heads % atp != 0
-            && atp % model.num_kv_heads != 0
-        {
+        if model.mla().is_none() && model.num_kv_heads % atp != 0 && atp % model.num_kv_heads != 0 {
             return Err((
                 key.into(),
                 format!(
@@ -674,7 +672,12 @@ mod tests {
         let trt = Parallelism::moe(8, 1, 8);
         assert!(trt.validate(&ds, &h200).is_ok());
         assert_eq!(
-            (trt.attention_tp(), trt.attention_dp(), trt.moe_tp(), trt.expert),
+            (
+                trt.attention_tp(),
+                trt.attention_dp(),
+                trt.moe_tp(),
+                trt.expert
+            ),
             (8, 1, 1, 8)
         );
         let moe_tp = Parallelism::moe(8, 8, 1);
@@ -698,7 +701,10 @@ mod tests {
             ..Parallelism::default()
         };
         assert_eq!((legacy.attention_tp(), legacy.attention_dp()), (2, 4));
-        assert_eq!(legacy.fleet_shape(1, "H200"), "1 replica × TP 8 (EP 4) on H200 = 8 GPUs");
+        assert_eq!(
+            legacy.fleet_shape(1, "H200"),
+            "1 replica × TP 8 (EP 4) on H200 = 8 GPUs"
+        );
     }
 
     #[test]
@@ -714,22 +720,62 @@ mod tests {
         };
         let cases: [(Parallelism, &ModelArch, &HardwareSpec, &str); 9] = [
             // DP must divide the stage's GPUs.
-            (Parallelism::moe(8, 3, 8), &ds, &h200, "fleet.attention_data_parallel"),
+            (
+                Parallelism::moe(8, 3, 8),
+                &ds,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
             // DP attention on a dense model.
-            (Parallelism::moe(8, 8, 1), &llama, &h200, "fleet.attention_data_parallel"),
+            (
+                Parallelism::moe(8, 8, 1),
+                &llama,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
             // An attention group of 16 GPUs leaves the 8-GPU node.
-            (Parallelism::moe(32, 2, 32), &ds, &h200, "fleet.attention_data_parallel"),
+            (
+                Parallelism::moe(32, 2, 32),
+                &ds,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
             // Each expert sliced over 16 GPUs leaves the node.
-            (Parallelism::moe(32, 32, 2), &ds, &h200, "fleet.expert_parallel"),
+            (
+                Parallelism::moe(32, 32, 2),
+                &ds,
+                &h200,
+                "fleet.expert_parallel",
+            ),
             // A stage across nodes fills whole nodes.
-            (Parallelism::moe(12, 12, 4), &ds, &h200, "fleet.tensor_parallel"),
+            (
+                Parallelism::moe(12, 12, 4),
+                &ds,
+                &h200,
+                "fleet.tensor_parallel",
+            ),
             // No scale-out network on L4 servers.
-            (Parallelism::moe(16, 16, 16), &ds, &l4, "fleet.pipeline_parallel"),
+            (
+                Parallelism::moe(16, 16, 16),
+                &ds,
+                &l4,
+                "fleet.pipeline_parallel",
+            ),
             // Without DP attention a stage stays in one node.
             (Parallelism::tensor(16), &ds, &h200, "fleet.tensor_parallel"),
             // Redundant experts need EP, and slots that split evenly.
-            (with_redundant(Parallelism::moe(8, 8, 1), 8), &ds, &h200, "fleet.num_redundant_experts"),
-            (with_redundant(Parallelism::moe(32, 32, 32), 3), &ds, &h200, "fleet.num_redundant_experts"),
+            (
+                with_redundant(Parallelism::moe(8, 8, 1), 8),
+                &ds,
+                &h200,
+                "fleet.num_redundant_experts",
+            ),
+            (
+                with_redundant(Parallelism::moe(32, 32, 32), 3),
+                &ds,
+                &h200,
+                "fleet.num_redundant_experts",
+            ),
         ];
         for (p, m, h, want) in cases {
             assert_eq!(key(p, m, h), want, "{p:?}");

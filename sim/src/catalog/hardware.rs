@@ -337,10 +337,11 @@ fn b300() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(100.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
-        source: "NVIDIA HGX B300 datasheet, per-GPU share of the 8-GPU board (sparse BF16/FP8/INT8 \
+        source:
+            "NVIDIA HGX B300 datasheet, per-GPU share of the 8-GPU board (sparse BF16/FP8/INT8 \
                  halved; FP4 dense 108 PFLOPS / 8; 62 TB/s HBM3e / 8; NVLink 5 1.8 TB/s; \
                  ConnectX-8 800 Gb/s and PCIe Gen6 per GPU; INT8 cut on Blackwell Ultra)"
-            .into(),
+                .into(),
     }
 }
 
@@ -433,9 +434,10 @@ fn mi325x() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
-        source: "AMD Instinct MI325X accelerator datasheet (dense figures; 256 GB HBM3E at 6 TB/s; \
+        source:
+            "AMD Instinct MI325X accelerator datasheet (dense figures; 256 GB HBM3E at 6 TB/s; \
                  7 Infinity Fabric links, 896 GB/s aggregate)"
-            .into(),
+                .into(),
     }
 }
 
@@ -600,7 +602,13 @@ mod tests {
         for (key, bf16, fp8, fp4, node, link) in rows {
             let h = hardware(key).unwrap();
             assert_eq!(
-                (h.bf16_tflops, h.fp8_tflops, h.fp4_tflops, h.gpus_per_node, h.interconnect_gbps),
+                (
+                    h.bf16_tflops,
+                    h.fp8_tflops,
+                    h.fp4_tflops,
+                    h.gpus_per_node,
+                    h.interconnect_gbps
+                ),
                 (bf16, fp8, fp4, node, link),
                 "{key}"
             );

@@ -207,7 +207,6 @@ pub enum AllReduceKind {
     Custom,
 }
 
-
 /// How MoE layers move tokens to their experts' ranks and back (`[engine]
 /// moe_a2a`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,4 +239,3 @@ pub enum DeepEpMode {
     /// directly, no notify round, one fixed cost per call.
     LowLatency,
 }
-

@@ -24,9 +24,9 @@
 //! layer's collectives for a parallel layout (see `parallel`).
 
 use crate::catalog::HardwareSpec;
+pub use crate::config::engine::{AllReduceKind, DeepEpMode, MoeA2aKind};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::Parallelism;
-pub use crate::config::engine::{AllReduceKind, DeepEpMode, MoeA2aKind};
 
 /// Bus bandwidth as a fraction of the link's per-direction datasheet figure
 /// where the catalog has no measured all-reduce: nccl-tests report ~80 % for
@@ -502,7 +502,12 @@ mod tests {
         let pairs = 16.0 * 8.0 * 7168.0;
         // Low latency inside one NVL72 rack (EP 32): every pair over NVLink
         // at 0.75 × 900 GB/s, 31/32 of them to other ranks, plus two latencies.
-        let ll = a2a("gb200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::Auto);
+        let ll = a2a(
+            "gb200",
+            Parallelism::moe(32, 32, 32),
+            MoeA2aKind::Deepep,
+            DeepEpMode::Auto,
+        );
         let want = pairs * both * 31.0 / 32.0 / (900e9 * 0.75) + 2.0 * 8e-6;
         assert!((ll.secs(16.0, true) - want).abs() < 1e-12);
         // Auto mode: normal kernels for a step with prefill (notify round).
@@ -512,7 +517,12 @@ mod tests {
         // token crosses to each other node holding one of its 8 experts,
         // 4 · (1 − (3/4)^8) nodes touched, 3/4 of them remote, over
         // 0.9 × 50 GB/s; the NVLink share is 7/32 of the pairs.
-        let n = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::Normal);
+        let n = a2a(
+            "h200",
+            Parallelism::moe(32, 32, 32),
+            MoeA2aKind::Deepep,
+            DeepEpMode::Normal,
+        );
         let tokens = 4096.0;
         let touched = 4.0 * (1.0 - 0.75f64.powi(8));
         let rdma = tokens * 7168.0 * both * touched * 0.75 / (50e9 * 0.9);
@@ -520,16 +530,31 @@ mod tests {
         assert!(rdma > nvl);
         assert!((n.secs(tokens, false) - (rdma + 4.0 * 20e-6)).abs() < 1e-12);
         // Low latency across nodes: every pair over RDMA.
-        let l = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::Deepep, DeepEpMode::LowLatency);
+        let l = a2a(
+            "h200",
+            Parallelism::moe(32, 32, 32),
+            MoeA2aKind::Deepep,
+            DeepEpMode::LowLatency,
+        );
         let want = 16.0 * 8.0 * 7168.0 * both * 31.0 / 32.0 / (50e9 * 0.9) + 2.0 * 20e-6;
         assert!((l.secs(16.0, false) - want).abs() < 1e-12);
         // A plain all-to-all across nodes: the NIC's share bounds it.
-        let p = a2a("h200", Parallelism::moe(32, 32, 32), MoeA2aKind::AllToAll, DeepEpMode::Auto);
+        let p = a2a(
+            "h200",
+            Parallelism::moe(32, 32, 32),
+            MoeA2aKind::AllToAll,
+            DeepEpMode::Auto,
+        );
         let bytes = tokens * 8.0 * 7168.0 * ACTIVATION_BYTES;
         let want = 2.0 * (bytes * 24.0 / 32.0 / (50e9 * 0.9) + 20e-6);
         assert!((p.secs(tokens, false) - want).abs() < 1e-12);
         // One rank moves nothing.
-        let one = a2a("h200", Parallelism::tensor(8), MoeA2aKind::Deepep, DeepEpMode::Auto);
+        let one = a2a(
+            "h200",
+            Parallelism::tensor(8),
+            MoeA2aKind::Deepep,
+            DeepEpMode::Auto,
+        );
         assert_eq!(one.secs(100.0, true), 0.0);
     }
 
@@ -548,7 +573,14 @@ mod tests {
         // Attention TP 8 with EP 8: the attention all-reduce, then each GPU
         // dispatches an eighth of the tokens; no MoE-TP all-reduce.
         let l = LayerComm::new(&h, &Parallelism::moe(8, 1, 8), 7168, 8, c);
-        let a = AllToAll::new(&h, &Parallelism::moe(8, 1, 8), 7168, 8, c.moe_a2a, c.deepep_mode);
+        let a = AllToAll::new(
+            &h,
+            &Parallelism::moe(8, 1, 8),
+            7168,
+            8,
+            c.moe_a2a,
+            c.deepep_mode,
+        );
         assert_eq!(l.moe(64.0, true), ar8.secs(bytes(64.0)) + a.secs(8.0, true));
         // DP 2 × attention TP 4 with EP 2 (MoE TP 4): an EP rank's experts
         // see 2 groups × 10 tokens × 8 experts / 2 ranks, all-reduced over 4.

@@ -7,9 +7,7 @@ use super::gemm::{
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
-use super::{
-    BatchShape, CostModel, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
-};
+use super::{BatchShape, CostModel, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};

@@ -153,6 +153,9 @@ mod tests {
             load_ratio(256, 32, 1.0, true, 0),
             load_ratio(256, 32, 1.0, true, 32),
         );
-        assert!(eplb < none && eplb32 < eplb && eplb32 >= 1.0, "{none} {eplb} {eplb32}");
+        assert!(
+            eplb < none && eplb32 < eplb && eplb32 >= 1.0,
+            "{none} {eplb} {eplb32}"
+        );
     }
 }

@@ -6,8 +6,8 @@
 
 use super::Scenario;
 use crate::catalog::ModelArch;
-use crate::cost::speculative::{DraftCost, SpeculativeCost};
 use crate::cost::comm::CommChoice;
+use crate::cost::speculative::{DraftCost, SpeculativeCost};
 use crate::cost::{CostModel, Roofline};
 use crate::parallel::Parallelism;
 

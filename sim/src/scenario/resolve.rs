@@ -312,6 +312,25 @@ impl Scenario {
         parallel
             .validate(&model, &hardware)
             .map_err(|(k, m)| err(&k, m))?;
+        let e = &file.engine;
+        if e.deepep_mode != Default::default() && e.moe_a2a != crate::config::MoeA2aKind::Deepep {
+            return Err(err(
+                "engine.deepep_mode",
+                "selects DeepEP's kernels: set engine.moe_a2a = \"deepep\" too, or leave it out"
+                    .into(),
+            ));
+        }
+        // Each pool resolves on its own, so a pool without EP is checked there.
+        if file.fleet.pools.is_empty() && e.moe_a2a != Default::default() && parallel.expert <= 1 {
+            return Err(err(
+                "engine.moe_a2a",
+                format!(
+                    "{} dispatches tokens to expert-parallel ranks; this layout has none \
+                     (fleet.expert_parallel = 1): leave it out or set it per pool",
+                    e.moe_a2a.name()
+                ),
+            ));
+        }
 
         let mut memory = match &profile {
             Some((_, p)) => p.memory_plan(&file.engine),
@@ -329,9 +348,8 @@ impl Scenario {
             // A draft model runs beside the target on its tensor-parallel
             // GPUs; MTP / EAGLE heads (a fraction of the target's step) ride
             // any layout the target has.
-            let plain_tp = parallel.pipeline == 1
-                && parallel.expert == 1
-                && parallel.attention_data.is_none();
+            let plain_tp =
+                parallel.pipeline == 1 && parallel.expert == 1 && parallel.attention_data.is_none();
             if sp.draft_model.is_some() && !plain_tp {
                 return Err(err(
                     "engine.speculative.draft_model",

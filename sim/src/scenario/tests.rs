@@ -507,7 +507,10 @@ fn pools_take_their_own_moe_layouts() {
     let s = deepseek_on("gb200", fleet, "").unwrap();
     let (p, d) = (&s.pools[0].scenario.parallel, &s.pools[1].scenario.parallel);
     assert_eq!((p.attention_dp(), p.expert, p.redundant_experts), (8, 8, 0));
-    assert_eq!((d.attention_dp(), d.expert, d.redundant_experts), (32, 32, 32));
+    assert_eq!(
+        (d.attention_dp(), d.expert, d.redundant_experts),
+        (32, 32, 32)
+    );
     assert_eq!(s.gpus(), 40);
     // EPLB with popularity skew: the decode pool's busiest rank carries less
     // than it would without the balancer.
@@ -525,7 +528,10 @@ fn pools_take_their_own_moe_layouts() {
     // A pool's bad layout names the pool's key.
     let e = deepseek_on(
         "gb200",
-        &fleet.replace("attention_data_parallel = 32", "attention_data_parallel = 5"),
+        &fleet.replace(
+            "attention_data_parallel = 32",
+            "attention_data_parallel = 5",
+        ),
         "",
     )
     .unwrap_err();
@@ -535,19 +541,28 @@ fn pools_take_their_own_moe_layouts() {
 #[test]
 fn moe_layout_keys_are_checked_with_their_paths() {
     let cases = [
-        ("tensor_parallel = 8\nattention_data_parallel = 0", "fleet.attention_data_parallel"),
+        (
+            "tensor_parallel = 8\nattention_data_parallel = 0",
+            "fleet.attention_data_parallel",
+        ),
         (
             "tensor_parallel = 8\nexpert_parallel = 8\nnum_redundant_experts = 8",
             "fleet.num_redundant_experts",
         ),
         ("tensor_parallel = 8\neplb = true", "fleet.eplb"),
-        ("tensor_parallel = 8\nexpert_popularity_skew = 0.5", "fleet.expert_popularity_skew"),
+        (
+            "tensor_parallel = 8\nexpert_popularity_skew = 0.5",
+            "fleet.expert_popularity_skew",
+        ),
         (
             "tensor_parallel = 8\nexpert_parallel = 8\nexpert_popularity_skew = -1",
             "fleet.expert_popularity_skew",
         ),
         // 72 GPUs of attention TP: 128 heads do not split 72 ways.
-        ("tensor_parallel = 72\nattention_data_parallel = 1\nexpert_parallel = 72", "fleet.attention_data_parallel"),
+        (
+            "tensor_parallel = 72\nattention_data_parallel = 1\nexpert_parallel = 72",
+            "fleet.attention_data_parallel",
+        ),
     ];
     for (fleet, key) in cases {
         let e = deepseek_on("gb200", fleet, "").unwrap_err();
@@ -558,8 +573,19 @@ fn moe_layout_keys_are_checked_with_their_paths() {
     assert!(e.message.contains("custom"), "{e}");
     let e = deepseek_on("gb200", "tensor_parallel = 8", "deepep_mode = \"fast\"").unwrap_err();
     assert_eq!(e.key, "engine.deepep_mode", "{e}");
+    // DeepEP's mode without DeepEP, and DeepEP without EP, do nothing: refused.
+    let e = deepseek_on(
+        "gb200",
+        "tensor_parallel = 8\nexpert_parallel = 8",
+        "deepep_mode = \"normal\"",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "engine.deepep_mode", "{e}");
+    let e = deepseek_on("gb200", "tensor_parallel = 8", "moe_a2a = \"deepep\"").unwrap_err();
+    assert_eq!(e.key, "engine.moe_a2a", "{e}");
     // MTP layers: 1 to 8, and not beside another draft kind.
-    let spec = |s: &str| format!("speculative = {{ num_draft_tokens = 1, acceptance_rate = 0.8, {s} }}");
+    let spec =
+        |s: &str| format!("speculative = {{ num_draft_tokens = 1, acceptance_rate = 0.8, {s} }}");
     let e = deepseek_on("gb200", "tensor_parallel = 8", &spec("draft_layers = 0")).unwrap_err();
     assert_eq!(e.key, "engine.speculative.draft_layers", "{e}");
     let e = deepseek_on(
@@ -619,7 +645,12 @@ fn custom_all_reduce_speeds_small_batch_tensor_parallel_decode() {
         }
         let (n, c) = (nccl.iteration_secs(&b), custom.iteration_secs(&b));
         let saved = 1.0 - c / n;
-        eprintln!("batch {seqs:>2}: nccl {:.2} ms, custom {:.2} ms, {:.1} % faster", n * 1e3, c * 1e3, saved * 100.0);
+        eprintln!(
+            "batch {seqs:>2}: nccl {:.2} ms, custom {:.2} ms, {:.1} % faster",
+            n * 1e3,
+            c * 1e3,
+            saved * 100.0
+        );
         assert!((0.15..0.40).contains(&saved), "batch {seqs}: {saved}");
     }
 }
