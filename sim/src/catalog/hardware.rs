@@ -589,7 +589,8 @@ mod tests {
         // (preset, dense BF16, FP8, FP4 TFLOP/s, GPUs per NVLink domain, link GB/s per direction),
         // cross-checked against aiconfigurator's system files where they exist
         // (b200_sxm, b300_sxm, gb200, gb300, rtx_pro_6000_server).
-        let rows: [(&str, f64, Option<f64>, Option<f64>, u32, f64); 8] = [
+        type Row = (&'static str, f64, Option<f64>, Option<f64>, u32, f64);
+        let rows: [Row; 8] = [
             ("b200", 2250.0, Some(4500.0), Some(9000.0), 8, 900.0),
             ("b300", 2250.0, Some(4500.0), Some(13500.0), 8, 900.0),
             ("gb200", 2500.0, Some(5000.0), Some(10000.0), 72, 900.0),
