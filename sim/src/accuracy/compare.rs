@@ -3,7 +3,7 @@
 //! and are collected in input order, so results are identical at any
 //! thread count.
 
-use super::express::{express, Settings, Unexpressible};
+use super::express::{express, Expressed, Settings, Unexpressible};
 use super::{Load, MeasuredPoint, Metric, Stat};
 use crate::stats::Dist;
 use crate::Simulation;
@@ -147,6 +147,48 @@ fn stat_of(d: &Dist, s: Stat) -> Option<f64> {
     })
 }
 
+/// A closed loop of identical requests started together stays in
+/// lockstep: every user's request ends in the same iteration and all of
+/// them prefill together again, a burst each round that real benchmarks do
+/// not see, because their random prompt lengths (vLLM's and InferenceX's
+/// `--random-range-ratio`) spread the users apart within a few requests.
+/// Starting the users spread over one request's duration (measured by a
+/// pilot run of one request per user) gives that spread-out steady state.
+/// A base scenario that sets its own `ramp_up_s` keeps it.
+fn stagger(mut e: Expressed, point: &MeasuredPoint) -> Result<Expressed, String> {
+    use crate::config::keypath;
+    let Some(Load::Concurrency { users }) = point.load else {
+        return Ok(e);
+    };
+    if point.own_workload
+        || users < 2
+        || keypath::get(&e.table, "workload.arrival.ramp_up_s").is_some()
+        || keypath::get(&e.table, "workload.arrival.process").and_then(|v| v.as_str())
+            != Some("closed")
+    {
+        return Ok(e);
+    }
+    let resolve = |t: &toml::Table| {
+        crate::Scenario::from_table(t.clone(), &format!("<accuracy> + {}", point.id))
+            .map_err(|err| err.to_string())
+    };
+    let mut pilot = e.table.clone();
+    keypath::set(&mut pilot, "horizon.requests", i64::from(users).into())?;
+    let r = Simulation::new(&resolve(&pilot)?)
+        .run(|_| {})
+        .map_err(|err| format!("pilot run: {err}"))?;
+    let e2e_s = r.summary.latency.e2e_ms.mean / 1e3;
+    if !(e2e_s.is_finite() && e2e_s > 0.0) {
+        return Ok(e);
+    }
+    keypath::set(&mut e.table, "workload.arrival.ramp_up_s", e2e_s.into())?;
+    e.scenario = resolve(&e.table)?;
+    e.notes.push(format!(
+        "users start spread over {e2e_s:.3} s, one request's duration in a pilot run"
+    ));
+    Ok(e)
+}
+
 fn run_point(
     index: usize,
     point: &MeasuredPoint,
@@ -162,6 +204,17 @@ fn run_point(
                 group: group_key(point, None),
                 point: point.clone(),
                 outcome: PointOutcome::Unexpressible(u),
+            }
+        }
+    };
+    let e = match stagger(e, point) {
+        Ok(e) => e,
+        Err(reason) => {
+            return PointResult {
+                index,
+                group: group_key(point, None),
+                point: point.clone(),
+                outcome: PointOutcome::Failed { reason },
             }
         }
     };

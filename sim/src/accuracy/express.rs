@@ -30,14 +30,14 @@ pub struct Settings {
     pub expert_parallel: Option<u32>,
     pub replicas: Option<u32>,
     /// At most this many requests per simulated point (a closed loop of C
-    /// users still gets 2 × C, so every user sends at least twice).
+    /// users still gets 4 × C, so every user sends at least four).
     pub max_requests: u64,
 }
 
 /// The default bound on requests per point: enough for a closed loop to
 /// reach its steady state, small enough that thousands of points run in
 /// minutes.
-pub const DEFAULT_MAX_REQUESTS: u64 = 1000;
+pub const DEFAULT_MAX_REQUESTS: u64 = 2000;
 
 /// Why a point cannot be expressed, by what is missing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -97,14 +97,14 @@ impl Unexpressible {
     fn from_scenario(e: &ScenarioError, value: Option<&str>) -> Self {
         let key = e.key.as_str();
         let fits = e.message.contains("fit") || e.message.contains("memory");
-        let kind = if key == "model" || key.starts_with("model.preset") || key.starts_with("model.architecture") || key.starts_with("model.config") {
+        let kind = if fits {
+            ReasonKind::Memory
+        } else if key == "model" || key.starts_with("model.preset") || key.starts_with("model.architecture") || key.starts_with("model.config") {
             ReasonKind::Model
         } else if key.starts_with("hardware") {
             ReasonKind::Chip
         } else if key.starts_with("model.weight_dtype") || key.starts_with("model.kv_dtype") {
             ReasonKind::Precision
-        } else if fits {
-            ReasonKind::Memory
         } else if key.starts_with("fleet") {
             ReasonKind::Layout
         } else {
@@ -360,7 +360,7 @@ fn workload(
             arrival.insert("process".into(), "closed".into());
             arrival.insert("users".into(), i64::from(users).into());
             let wanted = point.requests.unwrap_or(10 * u64::from(users));
-            wanted.min(cap.max(2 * u64::from(users)))
+            wanted.min(cap.max(4 * u64::from(users)))
         }
         Load::Rate { rate, cv } => {
             if (cv - 1.0).abs() < 1e-9 {
@@ -387,6 +387,17 @@ fn workload(
             "{requests} of the {} measured requests simulated",
             point.requests.unwrap_or(0)
         ));
+    }
+    // Benchmarks start engines with a context just long enough for the
+    // workload (`--max-model-len`), which sizes what must fit in memory.
+    if keypath::get(t, "engine.max_model_len").is_none() {
+        let longest = |l: &Lengths| match l {
+            Lengths::Recorded { tokens } => tokens.iter().copied().max().unwrap_or(1) as u64,
+            other => other.mean().ceil() as u64,
+        };
+        let len = longest(prompt) + longest(output);
+        set(t, "engine.max_model_len", len.min(i64::MAX as u64) as i64);
+        notes.push(format!("engine.max_model_len = {len} (prompt + output)"));
     }
     // Engines are run with room for the whole concurrency (vLLM's
     // `--max-num-seqs`, SGLang's `--max-running-requests`).
