@@ -99,7 +99,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
         max_requests: args.max_requests,
     };
     if args.coverage {
-        let out = args.out.unwrap_or_else(|| Path::new("out").join("coverage"));
+        let out = args
+            .out
+            .unwrap_or_else(|| Path::new("out").join("coverage"));
         let c = acc::coverage(inputs, &points, base_ref, &settings);
         let _lock = sim::output::OutputLock::acquire(&out)
             .with_context(|| format!("cannot write results to {}", out.display()))?;
@@ -109,7 +111,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
         outln!("wrote {}/coverage.csv and coverage.json", out.display());
         return Ok(());
     }
-    let out = args.out.unwrap_or_else(|| Path::new("out").join("accuracy"));
+    let out = args
+        .out
+        .unwrap_or_else(|| Path::new("out").join("accuracy"));
     let lock = sim::output::OutputLock::acquire(&out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     eprintln!(
@@ -130,7 +134,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
     outln!(
         "wrote {}/points.csv, groups.csv, unexpressed.csv, accuracy.json and {}",
         out.display(),
-        html.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        html.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
     );
     Ok(())
 }
@@ -141,8 +147,10 @@ fn progress_bar(points: usize) -> ProgressBar {
     }
     let bar = ProgressBar::new(points as u64);
     bar.set_style(
-        ProgressStyle::with_template("simulating [{elapsed_precise}] {wide_bar} {pos}/{len} points, eta {eta}")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "simulating [{elapsed_precise}] {wide_bar} {pos}/{len} points, eta {eta}",
+        )
+        .expect("valid template"),
     );
     bar
 }
@@ -170,7 +178,14 @@ fn print_results(r: &AccuracyResults) {
         return;
     }
     outln!();
-    outln!("{:<6} {:>5} {:>6} {:>14} {:>14}", "metric", "stat", "count", "median |err|", "median err");
+    outln!(
+        "{:<6} {:>5} {:>6} {:>14} {:>14}",
+        "metric",
+        "stat",
+        "count",
+        "median |err|",
+        "median err"
+    );
     for g in &r.overall {
         outln!(
             "{:<6} {:>5} {:>6} {:>14} {:>14}",
@@ -195,7 +210,17 @@ fn print_groups(groups: &[GroupError]) {
     }
     outln!(
         "{:<8} {:<14} {:<10} {:<34} {:<5} {:<6} {:<9} {:>5} {:>16} {:>16} {:>16}",
-        "engine", "version", "chip", "model", "prec", "mode", "band", "n", "TTFT |err| (err)", "TPOT |err| (err)", "E2E |err| (err)"
+        "engine",
+        "version",
+        "chip",
+        "model",
+        "prec",
+        "mode",
+        "band",
+        "n",
+        "TTFT |err| (err)",
+        "TPOT |err| (err)",
+        "E2E |err| (err)"
     );
     let cell = |m: Option<&&GroupError>| match m {
         Some(g) => format!("{} ({})", abs_pct(g.median_abs_error), pct(g.median_error)),

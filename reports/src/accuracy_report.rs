@@ -76,13 +76,24 @@ fn scatter(points: &[PointResult], metric: Metric, engines: &[String]) -> Option
         if c.measured_ms <= 0.0 || pred <= 0.0 {
             continue;
         }
-        let colour = engines.iter().position(|e| *e == p.group.engine).unwrap_or(0);
-        dots.push((c.measured_ms, pred, describe(p, c.stat, c.measured_ms, pred), colour));
+        let colour = engines
+            .iter()
+            .position(|e| *e == p.group.engine)
+            .unwrap_or(0);
+        dots.push((
+            c.measured_ms,
+            pred,
+            describe(p, c.stat, c.measured_ms, pred),
+            colour,
+        ));
     }
     if dots.is_empty() {
         return None;
     }
-    let lo = dots.iter().map(|d| d.0.min(d.1)).fold(f64::INFINITY, f64::min);
+    let lo = dots
+        .iter()
+        .map(|d| d.0.min(d.1))
+        .fold(f64::INFINITY, f64::min);
     let hi = dots.iter().map(|d| d.0.max(d.1)).fold(0.0, f64::max);
     let (l0, l1) = ((lo.log10() - 0.1).floor(), (hi.log10() + 0.1).ceil());
     let (w, h, m) = (480.0, 420.0, 56.0);
@@ -103,7 +114,11 @@ fn scatter(points: &[PointResult], metric: Metric, engines: &[String]) -> Option
     let mut d = l0;
     while d <= l1 + 1e-9 {
         let v = 10f64.powf(d);
-        let label = if v >= 1.0 { format!("{v:.0}") } else { format!("{v}") };
+        let label = if v >= 1.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v}")
+        };
         let _ = write!(
             s,
             "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"{3:.1}\" text-anchor=\"middle\">{label}</text>",
@@ -124,7 +139,11 @@ fn scatter(points: &[PointResult], metric: Metric, engines: &[String]) -> Option
         d += 1.0;
     }
     let (a, b) = (10f64.powf(l0), 10f64.powf(l1));
-    for (k, dash) in [(1.0, ""), (1.25, " stroke-dasharray=\"4 3\""), (0.8, " stroke-dasharray=\"4 3\"")] {
+    for (k, dash) in [
+        (1.0, ""),
+        (1.25, " stroke-dasharray=\"4 3\""),
+        (0.8, " stroke-dasharray=\"4 3\""),
+    ] {
         // y = k·x, clipped to the plot's square.
         let (x0, x1) = (a.max(a / k), b.min(b / k));
         let _ = write!(
@@ -238,14 +257,27 @@ pub fn document(r: &AccuracyResults) -> Doc {
     engines.dedup();
     for metric in Metric::ALL {
         if let Some(svg) = scatter(&r.points, metric, &engines) {
-            plots.html(svg, format!("(the {} scatter plot is in accuracy.html)", metric.name()));
+            plots.html(
+                svg,
+                format!("(the {} scatter plot is in accuracy.html)", metric.name()),
+            );
         }
     }
     let mut groups = Section::new("By group");
     groups.table(
         &[
-            "engine", "version", "chip", "model", "precision", "mode", "band", "metric", "stat",
-            "count", "median |error|", "median error",
+            "engine",
+            "version",
+            "chip",
+            "model",
+            "precision",
+            "mode",
+            "band",
+            "metric",
+            "stat",
+            "count",
+            "median |error|",
+            "median error",
         ],
         group_rows(&r.groups),
     );
@@ -254,10 +286,14 @@ pub fn document(r: &AccuracyResults) -> Doc {
     for p in &r.points {
         match &p.outcome {
             PointOutcome::Unexpressible(u) => {
-                *reasons.entry((u.kind.name().into(), u.group.clone())).or_default() += 1
+                *reasons
+                    .entry((u.kind.name().into(), u.group.clone()))
+                    .or_default() += 1
             }
             PointOutcome::Failed { reason } => {
-                *reasons.entry(("run-failed".into(), reason.clone())).or_default() += 1
+                *reasons
+                    .entry(("run-failed".into(), reason.clone()))
+                    .or_default() += 1
             }
             PointOutcome::Compared { .. } => {}
         }

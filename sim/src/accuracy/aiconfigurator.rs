@@ -14,8 +14,8 @@
 //! medians; they are compared as means. An empty cell is "not recorded";
 //! a 0 in a parallel size (some rows) is read as 1.
 
-use super::{AccuracyError, Deployment, Format, Lengths, Load, MeasuredPoint, Metric, Stat};
 use super::WorkerLayout;
+use super::{AccuracyError, Deployment, Format, Lengths, Load, MeasuredPoint, Metric, Stat};
 
 /// The header cell that marks the format.
 pub const MARKER: &str = "silicon_ttft_ms";
@@ -70,20 +70,30 @@ pub fn read(text: &str, source: &str) -> Result<Vec<MeasuredPoint>, AccuracyErro
         let number = |name: &str| -> Result<Option<f64>, AccuracyError> {
             match cell(name) {
                 None => Ok(None),
-                Some(s) => s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Some).ok_or_else(|| {
-                    AccuracyError::new(format!(
-                        "{source}: line {line}: {name} = {s:?} is not a non-negative number"
-                    ))
-                }),
+                Some(s) => s
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        AccuracyError::new(format!(
+                            "{source}: line {line}: {name} = {s:?} is not a non-negative number"
+                        ))
+                    }),
             }
         };
         let whole = |name: &str| -> Result<Option<u32>, AccuracyError> {
             Ok(number(name)?.map(|v| v as u32))
         };
-        let size = |name: &str| -> Result<u32, AccuracyError> { Ok(whole(name)?.unwrap_or(1).max(1)) };
+        let size =
+            |name: &str| -> Result<u32, AccuracyError> { Ok(whole(name)?.unwrap_or(1).max(1)) };
         let id = cell("id").unwrap_or_default().to_string();
         let mut p = MeasuredPoint::new(Format::Aiconfigurator, format!("{source}:{line}"));
-        p.id = if id.is_empty() { p.source.clone() } else { id.clone() };
+        p.id = if id.is_empty() {
+            p.source.clone()
+        } else {
+            id.clone()
+        };
         p.engine = cell("backend").map(str::to_string);
         p.engine_version = cell("backend_version").map(str::to_string);
         p.model = cell("model_path").map(str::to_string);
@@ -140,10 +150,14 @@ pub fn read(text: &str, source: &str) -> Result<Vec<MeasuredPoint>, AccuracyErro
                     .find_map(|v| v.trim().parse::<u32>().ok())
             })
             .or_else(|| concurrency_in_id(&id))
-            .or_else(|| match (&p.deployment, whole("batch_size").ok().flatten()) {
-                (Some(Deployment::Agg { layout, .. }), Some(b)) => Some(b * layout.attention_dp),
-                _ => None,
-            });
+            .or_else(
+                || match (&p.deployment, whole("batch_size").ok().flatten()) {
+                    (Some(Deployment::Agg { layout, .. }), Some(b)) => {
+                        Some(b * layout.attention_dp)
+                    }
+                    _ => None,
+                },
+            );
         p.load = concurrency
             .filter(|&c| c >= 1)
             .map(|users| Load::Concurrency { users });
@@ -170,7 +184,10 @@ mod tests {
 
     #[test]
     fn concurrency_comes_from_the_source_then_the_id_then_the_batch() {
-        assert_eq!(concurrency_in_id("x_b200_sxm_vllm_fp8_agg_1024x1024_c64_cfg1"), Some(64));
+        assert_eq!(
+            concurrency_in_id("x_b200_sxm_vllm_fp8_agg_1024x1024_c64_cfg1"),
+            Some(64)
+        );
         assert_eq!(concurrency_in_id("cfg12_tp4"), None);
     }
 }

@@ -417,8 +417,16 @@ mod tests {
             .collect();
         assert_eq!(kinds[0], None, "Llama-3.1-8B bf16 on one H100");
         assert_eq!(kinds[1], None, "Llama-3.1-70B fp8 TP 4 on H200");
-        assert_eq!(kinds[2], Some(ReasonKind::NotRecorded), "disagg without workers");
-        assert_eq!(kinds[4], Some(ReasonKind::Layout), "MoE EP 8 under attention TP 8");
+        assert_eq!(
+            kinds[2],
+            Some(ReasonKind::NotRecorded),
+            "disagg without workers"
+        );
+        assert_eq!(
+            kinds[4],
+            Some(ReasonKind::Layout),
+            "MoE EP 8 under attention TP 8"
+        );
         let PointOutcome::Compared { comparisons, .. } = &r.points[0].outcome else {
             unreachable!()
         };
@@ -437,8 +445,14 @@ mod tests {
     #[test]
     fn results_do_not_depend_on_threads() {
         let points = sample();
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let three = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
         let run = || compare(vec!["s.csv".into()], &points, None, &settings(), &|| {});
         let a = one.install(run);
         let b = three.install(run);

@@ -85,7 +85,12 @@ pub fn coverage(
             example,
         })
         .collect();
-    reasons.sort_by(|a, b| b.rows.cmp(&a.rows).then(a.kind.cmp(&b.kind)).then(a.group.cmp(&b.group)));
+    reasons.sort_by(|a, b| {
+        b.rows
+            .cmp(&a.rows)
+            .then(a.kind.cmp(&b.kind))
+            .then(a.group.cmp(&b.group))
+    });
     Coverage {
         inputs,
         rows: per_row.len(),

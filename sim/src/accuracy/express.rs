@@ -99,7 +99,11 @@ impl Unexpressible {
         let fits = e.message.contains("fit") || e.message.contains("memory");
         let kind = if fits {
             ReasonKind::Memory
-        } else if key == "model" || key.starts_with("model.preset") || key.starts_with("model.architecture") || key.starts_with("model.config") {
+        } else if key == "model"
+            || key.starts_with("model.preset")
+            || key.starts_with("model.architecture")
+            || key.starts_with("model.config")
+        {
             ReasonKind::Model
         } else if key.starts_with("hardware") {
             ReasonKind::Chip
@@ -195,7 +199,15 @@ fn lengths(l: &Lengths) -> Value {
 fn model_candidates(id: &str) -> Vec<String> {
     let mut c = vec![id.to_string()];
     let lower = id.to_ascii_lowercase();
-    for suffix in ["-fp8-dynamic", "-fp8", "-nvfp4", "-mxfp4", "-fp4", "-awq", "-gptq"] {
+    for suffix in [
+        "-fp8-dynamic",
+        "-fp8",
+        "-nvfp4",
+        "-mxfp4",
+        "-fp4",
+        "-awq",
+        "-gptq",
+    ] {
         if lower.ends_with(suffix) {
             c.push(id[..id.len() - suffix.len()].to_string());
         }
@@ -477,7 +489,11 @@ fn deployment(
                 .or_insert_with(|| Value::Table(Table::new()))
                 .as_table_mut()
                 .ok_or_else(|| {
-                    Unexpressible::new(ReasonKind::Other, "fleet is not a table", "fleet is not a table")
+                    Unexpressible::new(
+                        ReasonKind::Other,
+                        "fleet is not a table",
+                        "fleet is not a table",
+                    )
                 })?;
             fleet.remove("replicas");
             fleet.insert("expert_parallel".into(), i64::from(pep).into());
@@ -615,18 +631,30 @@ mod tests {
         assert_eq!(fleet_layout(&l(2, 4, 2, 4)).unwrap(), (8, 4, 1));
         assert_eq!(fleet_layout(&l(4, 1, 4, 1)).unwrap(), (4, 1, 1));
         assert_eq!(fleet_layout(&l(2, 4, 1, 1)).unwrap(), (2, 1, 4));
-        assert_eq!(fleet_layout(&l(8, 1, 1, 8)).unwrap_err().kind, ReasonKind::Layout);
-        assert_eq!(fleet_layout(&l(1, 8, 8, 1)).unwrap_err().kind, ReasonKind::Layout);
+        assert_eq!(
+            fleet_layout(&l(8, 1, 1, 8)).unwrap_err().kind,
+            ReasonKind::Layout
+        );
+        assert_eq!(
+            fleet_layout(&l(1, 8, 8, 1)).unwrap_err().kind,
+            ReasonKind::Layout
+        );
     }
 
     #[test]
     fn recorded_names_have_catalog_spellings() {
-        assert_eq!(chip_candidates("h100_sxm"), ["h100_sxm", "h100-sxm", "h100"]);
+        assert_eq!(
+            chip_candidates("h100_sxm"),
+            ["h100_sxm", "h100-sxm", "h100"]
+        );
         assert_eq!(
             model_candidates("Qwen/Qwen3-235B-A22B-FP8"),
             ["Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B"]
         );
-        assert_eq!(dtype_candidates(Some("nvfp4"), Some("fp4")), ["nvfp4", "fp4"]);
+        assert_eq!(
+            dtype_candidates(Some("nvfp4"), Some("fp4")),
+            ["nvfp4", "fp4"]
+        );
         assert_eq!(dtype_candidates(None, Some("bf16")), ["bf16"]);
     }
 }

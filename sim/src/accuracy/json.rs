@@ -131,8 +131,8 @@ mod tests {
 
     #[test]
     fn python_non_finite_floats_parse_outside_strings_only() {
-        let v = parse_lenient(r#"{"a": Infinity, "b": "NaN text", "c": [NaN, -Infinity]}"#)
-            .unwrap();
+        let v =
+            parse_lenient(r#"{"a": Infinity, "b": "NaN text", "c": [NaN, -Infinity]}"#).unwrap();
         assert_eq!(num(&v, &["a"]), Some(f64::INFINITY));
         assert_eq!(text(&v, &["b"]).as_deref(), Some("NaN text"));
         assert!(as_num(&v["c"][0]).unwrap().is_nan());

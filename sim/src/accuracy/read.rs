@@ -32,7 +32,8 @@ impl Format {
     }
 }
 
-const KNOWN: &str = "vLLM `bench serve --save-result` JSON, genai-perf/AIPerf profile export JSON, \
+const KNOWN: &str =
+    "vLLM `bench serve --save-result` JSON, genai-perf/AIPerf profile export JSON, \
 GuideLLM report JSON, inference-perf report JSON, aiconfigurator silicon CSV, \
 or a servesim observe folder (summary.json)";
 
@@ -45,9 +46,8 @@ pub fn read_path(path: &Path) -> Result<Vec<MeasuredPoint>, AccuracyError> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        AccuracyError::new(format!("{}: cannot read: {e}", file.display()))
-    })?;
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| AccuracyError::new(format!("{}: cannot read: {e}", file.display())))?;
     read(&text, &source)
 }
 
@@ -103,7 +103,9 @@ mod tests {
         // `"inf"` rate with max_concurrency: a closed loop.
         assert_eq!(p.load, Some(Load::Concurrency { users: 4 }));
         assert_eq!(p.requests, Some(16));
-        assert!(matches!(&p.prompt, Some(Lengths::Recorded { tokens }) if tokens.len() == 16 && tokens[0] == 512));
+        assert!(
+            matches!(&p.prompt, Some(Lengths::Recorded { tokens }) if tokens.len() == 16 && tokens[0] == 512)
+        );
         assert_eq!(value(p, Metric::Ttft, Stat::Mean), Some(31.5));
         assert_eq!(value(p, Metric::Ttft, Stat::P50), Some(30.2));
         assert_eq!(value(p, Metric::Tpot, Stat::P99), Some(7.9));
@@ -145,7 +147,10 @@ mod tests {
         assert_eq!(p.load, Some(Load::Concurrency { users: 2 }));
         let bad = r#"{"time_to_first_token": {"unit": "fortnights", "avg": 2.0}}"#;
         let e = read(bad, "g.json").unwrap_err().to_string();
-        assert!(e.contains("g.json") && e.contains("time_to_first_token.unit"), "{e}");
+        assert!(
+            e.contains("g.json") && e.contains("time_to_first_token.unit"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -192,7 +197,13 @@ mod tests {
             ps[1].deployment,
             Some(Deployment::Agg {
                 workers: 1,
-                layout: WorkerLayout { tp: 4, pp: 1, attention_dp: 1, moe_tp: 4, moe_ep: 1 }
+                layout: WorkerLayout {
+                    tp: 4,
+                    pp: 1,
+                    attention_dp: 1,
+                    moe_tp: 4,
+                    moe_ep: 1
+                }
             })
         );
         assert_eq!(ps[1].quant_mode.as_deref(), Some("fp8"));
@@ -204,7 +215,9 @@ mod tests {
         let text = include_str!("testdata/aiconfigurator.csv").replacen(",512,64,", ",5x2,64,", 1);
         let e = read(&text, "s.csv").unwrap_err().to_string();
         assert!(e.contains("s.csv: line 2: isl"), "{e}");
-        let e = read("id,silicon_ttft_ms\nx,1\n", "t.csv").unwrap_err().to_string();
+        let e = read("id,silicon_ttft_ms\nx,1\n", "t.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing column \"backend\""), "{e}");
     }
 

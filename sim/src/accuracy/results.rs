@@ -92,8 +92,14 @@ pub fn write(dir: &Path, r: &AccuracyResults) -> io::Result<()> {
             p.group.mode.clone(),
             users,
             rate,
-            m.prompt.as_ref().map(|l| format!("{:.0}", l.mean())).unwrap_or_default(),
-            m.output.as_ref().map(|l| format!("{:.0}", l.mean())).unwrap_or_default(),
+            m.prompt
+                .as_ref()
+                .map(|l| format!("{:.0}", l.mean()))
+                .unwrap_or_default(),
+            m.output
+                .as_ref()
+                .map(|l| format!("{:.0}", l.mean()))
+                .unwrap_or_default(),
         ];
         match &p.outcome {
             PointOutcome::Compared { comparisons, .. } => {
@@ -126,19 +132,54 @@ pub fn write(dir: &Path, r: &AccuracyResults) -> io::Result<()> {
         }
     }
     let head = [
-        "point", "source", "id", "format", "engine", "version", "chip", "model", "precision",
-        "mode", "concurrency", "rate", "prompt_tokens", "output_tokens", "metric", "stat",
-        "measured_ms", "predicted_ms", "error_pct",
+        "point",
+        "source",
+        "id",
+        "format",
+        "engine",
+        "version",
+        "chip",
+        "model",
+        "precision",
+        "mode",
+        "concurrency",
+        "rate",
+        "prompt_tokens",
+        "output_tokens",
+        "metric",
+        "stat",
+        "measured_ms",
+        "predicted_ms",
+        "error_pct",
     ];
-    write_bytes_atomic(&dir.join("points.csv"), &csv_bytes(&head, points.into_iter())?)?;
+    write_bytes_atomic(
+        &dir.join("points.csv"),
+        &csv_bytes(&head, points.into_iter())?,
+    )?;
     let ghead = [
-        "engine", "version", "chip", "model", "precision", "mode", "band", "metric", "stat",
-        "count", "median_abs_error_pct", "median_error_pct",
+        "engine",
+        "version",
+        "chip",
+        "model",
+        "precision",
+        "mode",
+        "band",
+        "metric",
+        "stat",
+        "count",
+        "median_abs_error_pct",
+        "median_error_pct",
     ];
-    write_bytes_atomic(&dir.join("groups.csv"), &csv_bytes(&ghead, group_rows(&r.groups))?)?;
+    write_bytes_atomic(
+        &dir.join("groups.csv"),
+        &csv_bytes(&ghead, group_rows(&r.groups))?,
+    )?;
     write_bytes_atomic(
         &dir.join("unexpressed.csv"),
-        &csv_bytes(&["point", "source", "id", "reason_kind", "reason"], unexpressed.into_iter())?,
+        &csv_bytes(
+            &["point", "source", "id", "reason_kind", "reason"],
+            unexpressed.into_iter(),
+        )?,
     )?;
     let mut json = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
     json.push('\n');
@@ -175,8 +216,15 @@ pub fn write_coverage(dir: &Path, c: &Coverage) -> io::Result<()> {
         ]
     });
     let head = [
-        "source", "id", "model", "chip", "precision", "expressible", "reason_kind",
-        "reason_group", "reason",
+        "source",
+        "id",
+        "model",
+        "chip",
+        "precision",
+        "expressible",
+        "reason_kind",
+        "reason_group",
+        "reason",
     ];
     write_bytes_atomic(&dir.join("coverage.csv"), &csv_bytes(&head, rows)?)?;
     let mut json = serde_json::to_string_pretty(c).map_err(io::Error::other)?;
