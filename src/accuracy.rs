@@ -6,7 +6,7 @@
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sim::accuracy::compare::{AccuracyResults, GroupError, PointOutcome};
+use sim::accuracy::compare::{AccuracyResults, GroupError, GroupField, PointOutcome};
 use sim::accuracy::express::DEFAULT_MAX_REQUESTS;
 use sim::accuracy::{self as acc, MeasuredPoint, Metric, Settings};
 use std::io::IsTerminal;
@@ -55,6 +55,14 @@ pub struct AccuracyArgs {
     /// users still gets 4 × C).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS)]
     pub max_requests: u64,
+    /// Group the per-group errors by these fields (comma-separated: engine,
+    /// version, chip, model, precision, mode, band).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "engine,version,chip,model,precision,mode,band"
+    )]
+    pub group_by: Vec<String>,
     /// Keep every N-th point only (1, 1+N, 1+2N, … in file order): a
     /// deterministic subset of a large file.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -111,6 +119,18 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
         outln!("wrote {}/coverage.csv and coverage.json", out.display());
         return Ok(());
     }
+    let group_by = args
+        .group_by
+        .iter()
+        .map(|f| {
+            GroupField::parse(f.trim()).ok_or_else(|| {
+                anyhow!(
+                    "--group-by: unknown field {f:?}; allowed: {}",
+                    GroupField::ALL.map(GroupField::name).join(", ")
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let out = args
         .out
         .unwrap_or_else(|| Path::new("out").join("accuracy"));
@@ -123,7 +143,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
         rayon::current_num_threads()
     );
     let bar = progress_bar(points.len());
-    let r = acc::compare(inputs, &points, base_ref, &settings, &|| bar.inc(1));
+    let r = acc::compare(inputs, &points, base_ref, &settings, &group_by, &|| {
+        bar.inc(1)
+    });
     bar.finish_and_clear();
     acc::results::write(&out, &r)
         .with_context(|| format!("cannot write results to {}", out.display()))?;

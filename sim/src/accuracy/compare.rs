@@ -68,6 +68,69 @@ pub struct GroupKey {
     pub band: String,
 }
 
+/// A field points can be grouped by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupField {
+    Engine,
+    Version,
+    Chip,
+    Model,
+    Precision,
+    Mode,
+    Band,
+}
+
+impl GroupField {
+    pub const ALL: [GroupField; 7] = [
+        GroupField::Engine,
+        GroupField::Version,
+        GroupField::Chip,
+        GroupField::Model,
+        GroupField::Precision,
+        GroupField::Mode,
+        GroupField::Band,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupField::Engine => "engine",
+            GroupField::Version => "version",
+            GroupField::Chip => "chip",
+            GroupField::Model => "model",
+            GroupField::Precision => "precision",
+            GroupField::Mode => "mode",
+            GroupField::Band => "band",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<GroupField> {
+        GroupField::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+impl GroupKey {
+    /// The key with the fields not in `by` merged (`*`).
+    pub fn only(&self, by: &[GroupField]) -> GroupKey {
+        let keep = |f: GroupField, v: &String| {
+            if by.contains(&f) {
+                v.clone()
+            } else {
+                "*".to_string()
+            }
+        };
+        GroupKey {
+            engine: keep(GroupField::Engine, &self.engine),
+            version: keep(GroupField::Version, &self.version),
+            chip: keep(GroupField::Chip, &self.chip),
+            model: keep(GroupField::Model, &self.model),
+            precision: keep(GroupField::Precision, &self.precision),
+            mode: keep(GroupField::Mode, &self.mode),
+            band: keep(GroupField::Band, &self.band),
+        }
+    }
+}
+
 /// Median errors of one metric over a group.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GroupError {
@@ -329,13 +392,15 @@ pub fn summarize(
         .collect()
 }
 
-/// Simulates every point of `points` (in parallel) and compares.
-/// `on_point_done` is called from worker threads, for progress bars.
+/// Simulates every point of `points` (in parallel) and compares, grouping
+/// by the fields `group_by` names. `on_point_done` is called from worker
+/// threads, for progress bars.
 pub fn compare(
     inputs: Vec<String>,
     points: &[MeasuredPoint],
     base: Option<(&toml::Table, &str)>,
     settings: &Settings,
+    group_by: &[GroupField],
     on_point_done: &(dyn Fn() + Sync),
 ) -> AccuracyResults {
     let origin = base.map_or("<accuracy>", |b| b.1);
@@ -349,16 +414,8 @@ pub fn compare(
             r
         })
         .collect();
-    let groups = summarize(&results, |p| p.group.clone());
-    let overall = summarize(&results, |_| GroupKey {
-        engine: "all".into(),
-        version: "all".into(),
-        chip: "all".into(),
-        model: "all".into(),
-        precision: "all".into(),
-        mode: "all".into(),
-        band: "all".into(),
-    });
+    let groups = summarize(&results, |p| p.group.only(group_by));
+    let overall = summarize(&results, |p| p.group.only(&[]));
     AccuracyResults {
         format: FORMAT.into(),
         inputs,
@@ -404,7 +461,14 @@ mod tests {
     fn each_point_is_compared_or_listed_with_its_reason() {
         use crate::accuracy::express::ReasonKind;
         let points = sample();
-        let r = compare(vec!["s.csv".into()], &points, None, &settings(), &|| {});
+        let r = compare(
+            vec!["s.csv".into()],
+            &points,
+            None,
+            &settings(),
+            &GroupField::ALL,
+            &|| {},
+        );
         assert_eq!(r.points.len(), points.len());
         let kinds: Vec<Option<ReasonKind>> = r
             .points
@@ -453,7 +517,16 @@ mod tests {
             .num_threads(3)
             .build()
             .unwrap();
-        let run = || compare(vec!["s.csv".into()], &points, None, &settings(), &|| {});
+        let run = || {
+            compare(
+                vec!["s.csv".into()],
+                &points,
+                None,
+                &settings(),
+                &GroupField::ALL,
+                &|| {},
+            )
+        };
         let a = one.install(run);
         let b = three.install(run);
         assert_eq!(
