@@ -314,3 +314,99 @@ fn coverage_of_the_silicon_training_set_gives_every_row_a_verdict() {
     );
     assert!(json["expressible"].as_u64().unwrap() > 0);
 }
+
+/// Kills the server when the test ends, passing or not.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The twin of a scenario served on loopback and observed: `accuracy` on the
+/// observe folder compares the observation with the twin's own cost model.
+/// The twin paces the model's clock to the wall, so on a loaded machine the
+/// observed latencies carry scheduling noise; the bound is the one
+/// `tests/serve.rs` holds `compare` to.
+#[test]
+fn an_observed_twin_agrees_with_its_own_scenario() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "accuracy-twin"
+seed = 5
+[horizon]
+requests = 40
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[engine]
+max_num_seqs = 32
+max_batched_tokens = 2048
+max_model_len = 4096
+[workload]
+arrival = { process = "poisson", rate = 20.0 }
+prompt_tokens = { dist = "uniform", min = 64, max = 400 }
+output_tokens = { dist = "uniform", min = 16, max = 40 }
+"#,
+    )
+    .unwrap();
+    let s = scenario.to_str().unwrap();
+    let mut child = bin()
+        .args(["serve", "--engine", "sim", "--scenario", s, "--port", "0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(err).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let observed = dir.path().join("observed");
+    ok(&run(&[
+        "observe",
+        &url,
+        "--scenario",
+        s,
+        "--out",
+        observed.to_str().unwrap(),
+        "--max-duration-s",
+        "60",
+    ]));
+    drop(server);
+    let out = dir.path().join("acc");
+    let text = ok(&accuracy(
+        &[
+            observed.to_str().unwrap(),
+            "--scenario",
+            s,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "2",
+    ));
+    assert!(text.contains("1 compared"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("accuracy.json"))).unwrap();
+    let point = &json["points"][0];
+    assert_eq!(point["group"]["engine"], "observed");
+    let comparisons = point["outcome"]["comparisons"].as_array().unwrap();
+    let error = |metric: &str| {
+        comparisons
+            .iter()
+            .find(|c| c["metric"] == metric && c["stat"] == "p50")
+            .and_then(|c| c["error"].as_f64())
+            .unwrap_or_else(|| panic!("no {metric} p50 in {comparisons:?}"))
+    };
+    assert!(error("e2e").abs() < 0.15, "{text}");
+    assert!(error("tpot").abs() < 0.15, "{text}");
+}
