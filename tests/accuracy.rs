@@ -91,7 +91,7 @@ fn silicon_rows_are_compared_or_listed_with_their_reason() {
         ],
         "2",
     ));
-    assert!(text.contains("5 point(s): "), "{text}");
+    assert!(text.contains("6 point(s): "), "{text}");
     let json: serde_json::Value = serde_json::from_str(&read(&out.join("accuracy.json"))).unwrap();
     let status: Vec<&str> = json["points"]
         .as_array()
@@ -99,10 +99,15 @@ fn silicon_rows_are_compared_or_listed_with_their_reason() {
         .iter()
         .map(|p| p["outcome"]["status"].as_str().unwrap())
         .collect();
-    // Llama-3.1-8B bf16 on one H100 and Llama-3.1-70B fp8 TP 4 on H200 run;
+    // Llama-3.1-8B bf16 on one H100, Llama-3.1-70B fp8 TP 4 on H200 and
+    // its disaggregated 1 + 1 workers run;
     // the gpt-oss FP4 row runs or is listed, as the catalog allows.
     assert_eq!(status[0], "compared");
     assert_eq!(status[1], "compared");
+    assert_eq!(
+        status[5], "compared",
+        "a disaggregated row with its workers"
+    );
     let missing = read(&out.join("unexpressed.csv"));
     let listed = |id: &str, kind: &str| {
         missing
@@ -206,21 +211,21 @@ fn coverage_counts_rows_and_groups_reasons() {
         ],
         "2",
     ));
-    assert!(text.contains(" of 5 point(s) expressible"), "{text}");
+    assert!(text.contains(" of 6 point(s) expressible"), "{text}");
     assert!(
         text.contains("disaggregated without worker counts"),
         "{text}"
     );
     let csv = read(&out.join("coverage.csv"));
-    assert_eq!(csv.lines().count(), 6);
+    assert_eq!(csv.lines().count(), 7);
     assert!(
         csv.contains("llama8b_h100_sxm_vllm_bf16_agg_512x64_c4,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,bf16,true"),
         "{csv}"
     );
     let json: serde_json::Value = serde_json::from_str(&read(&out.join("coverage.json"))).unwrap();
-    assert_eq!(json["rows"], 5);
+    assert_eq!(json["rows"], 6);
     let expressible = json["expressible"].as_u64().unwrap();
-    assert!((2..=3).contains(&expressible), "{expressible}");
+    assert!((3..=4).contains(&expressible), "{expressible}");
     let reasons: u64 = json["reasons"]
         .as_array()
         .unwrap()
@@ -229,9 +234,22 @@ fn coverage_counts_rows_and_groups_reasons() {
         .sum();
     assert_eq!(
         reasons + expressible,
-        5,
+        6,
         "each row expressible or with a reason"
     );
+    // --every 2 keeps rows 1, 3 and 5.
+    let text = ok(&accuracy(
+        &[
+            "--coverage",
+            sample("aiconfigurator.csv").to_str().unwrap(),
+            "--every",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "1",
+    ));
+    assert!(text.contains(" of 3 point(s) expressible"), "{text}");
 }
 
 #[test]

@@ -503,7 +503,7 @@ mod tests {
         assert!(r
             .overall
             .iter()
-            .any(|g| g.metric == Metric::Ttft && g.count == 2));
+            .any(|g| g.metric == Metric::Ttft && g.count == 3));
     }
 
     #[test]

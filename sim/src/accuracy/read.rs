@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn aiconfigurator_silicon_rows() {
         let ps = read(include_str!("testdata/aiconfigurator.csv"), "s.csv").unwrap();
-        assert_eq!(ps.len(), 5);
+        assert_eq!(ps.len(), 6);
         let p = &ps[0];
         assert_eq!(p.source, "s.csv:2");
         assert_eq!(p.id, "llama8b_h100_sxm_vllm_bf16_agg_512x64_c4");
@@ -208,6 +208,22 @@ mod tests {
         );
         assert_eq!(ps[1].quant_mode.as_deref(), Some("fp8"));
         assert_eq!(ps[2].deployment, Some(Deployment::DisaggUnrecorded));
+        let tp4 = WorkerLayout {
+            tp: 4,
+            pp: 1,
+            attention_dp: 1,
+            moe_tp: 1,
+            moe_ep: 1,
+        };
+        assert_eq!(
+            ps[5].deployment,
+            Some(Deployment::Disagg {
+                prefill_workers: 1,
+                prefill: tp4,
+                decode_workers: 1,
+                decode: tp4
+            })
+        );
     }
 
     #[test]
