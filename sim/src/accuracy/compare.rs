@@ -223,7 +223,11 @@ fn stagger(mut e: Expressed, point: &MeasuredPoint) -> Result<Expressed, String>
     let Some(Load::Concurrency { users }) = point.load else {
         return Ok(e);
     };
+    // A burst that sends each request once (as many users as requests)
+    // is measured from its simultaneous start.
+    let once = point.requests.is_some_and(|n| n <= u64::from(users));
     if point.own_workload
+        || once
         || users < 2
         || keypath::get(&e.table, "workload.arrival.ramp_up_s").is_some()
         || keypath::get(&e.table, "workload.arrival.process").and_then(|v| v.as_str())

@@ -123,6 +123,10 @@ mod tests {
         assert_eq!(p.prompt, Some(Lengths::Mean { tokens: 100.0 }));
         // NaN is "no value", not a measurement.
         assert_eq!(p.measured.len(), 1);
+        let burst = r#"{"request_rate": "inf", "max_concurrency": null, "num_prompts": 50,
+            "completed": 50, "mean_ttft_ms": 900.0}"#;
+        let p = &read(burst, "b.json").unwrap()[0];
+        assert_eq!(p.load, Some(Load::Concurrency { users: 50 }));
     }
 
     #[test]

@@ -30,6 +30,12 @@ pub fn read(v: &Value, source: &str) -> Result<Vec<MeasuredPoint>, AccuracyError
     p.load = match (rate, users) {
         (Some(r), Some(c)) if !r.is_finite() => Some(Load::Concurrency { users: c as u32 }),
         (None, Some(c)) => Some(Load::Concurrency { users: c as u32 }),
+        // Every prompt sent at once: one closed-loop user per request,
+        // each sending once.
+        (Some(r), None) if r.is_infinite() => num(v, &["num_prompts"])
+            .or_else(|| num(v, &["completed"]))
+            .filter(|n| *n >= 1.0)
+            .map(|n| Load::Concurrency { users: n as u32 }),
         (Some(r), _) if r.is_finite() && r > 0.0 => {
             // Gamma gaps of shape `burstiness`: cv = 1 / sqrt(shape).
             let shape = num(v, &["burstiness"]).filter(|b| *b > 0.0).unwrap_or(1.0);
