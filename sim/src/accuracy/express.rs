@@ -585,8 +585,7 @@ pub fn express(
                     None
                 };
                 let Some((d, idx, len)) = dim else {
-                    let value = None;
-                    return Err(Unexpressible::from_scenario(&e, value));
+                    return Err(Unexpressible::from_scenario(&e, None));
                 };
                 if first_error[d].is_none() {
                     first_error[d] = Some(e.clone());
