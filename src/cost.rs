@@ -199,8 +199,7 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
     let (mut table, origin) = match &args.scenario {
         Some(path) => {
             let origin = path.display().to_string();
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+            let text = sim::input_file::read_config(path, "scenario file")?;
             // The file is validated with the flags applied (below): a key a
             // flag overrides may not be valid without it (a model that
             // needs the --tp given). A syntax error reads as the loader

@@ -133,7 +133,7 @@ fn missing_file_is_a_clear_error() {
         assert_eq!(o.status.code(), Some(1));
         let e = stderr(&o);
         assert!(
-            e.starts_with("error: no/such/scenario.toml: cannot read file"),
+            e.starts_with("error: no/such/scenario.toml: cannot read scenario file"),
             "{e}"
         );
         assert!(!e.contains("panicked"));

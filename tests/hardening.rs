@@ -603,7 +603,7 @@ fn negative_numbers_on_flags_name_the_flag_and_what_is_allowed() {
         (
             vec!["capacity", q, "--replicas", "-1"],
             "--replicas",
-            "0..=",
+            "1..=100000",
         ),
         (
             vec!["explain", "out", "--request", "-1"],
@@ -618,12 +618,12 @@ fn negative_numbers_on_flags_name_the_flag_and_what_is_allowed() {
         (
             vec!["serve", "--scenario", q, "--speed", "-2"],
             "--speed",
-            "positive",
+            "must be in [1e-6, 1000000]",
         ),
         (
             vec!["serve", "--scenario", q, "--max-body-bytes", "0"],
             "--max-body-bytes",
-            "at least 1",
+            "1..=1073741824",
         ),
     ] {
         let o = run(&args);

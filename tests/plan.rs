@@ -405,3 +405,28 @@ fn a_plan_tells_its_size_before_it_starts() {
     assert!(e.contains("warning: a large plan"), "{e}");
     assert!(!o.status.success(), "the output folder is held: {e}");
 }
+
+/// An option pruned because one replica misses the SLOs even at a light
+/// load says which target missed, not "100.00 % met".
+#[test]
+fn a_pruned_option_names_the_target_it_missed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("q.toml");
+    std::fs::write(
+        &scenario,
+        small_quickstart(300).replace("tpot_ms = 50", "tpot_ms = 50\nttft_p99_ms = 1"),
+    )
+    .unwrap();
+    let space = tmp.path().join("space.toml");
+    std::fs::write(
+        &space,
+        "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"hardware.preset\" = [\"h100-sxm\"]\n",
+    )
+    .unwrap();
+    let p = plan_of(&scenario, &space, "10", &tmp.path().join("o"), &[]);
+    let why = p["options"][0]["pruned"].as_str().unwrap();
+    assert!(
+        why.contains("ttft_p99_ms is") && why.contains("above its 1 ms target"),
+        "{why}"
+    );
+}

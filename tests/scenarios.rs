@@ -149,6 +149,36 @@ fn pipeline_and_expert_parallel_examples_show_their_layout() {
 }
 
 #[test]
+fn deepseek_r1_on_gb200_disaggregates_with_dp_attention_and_wide_ep() {
+    let o = run(&["check", "scenarios/deepseek-r1-disagg-gb200.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = stdout(&o);
+    for want in [
+        "prefill (prefill): 2 replicas × 8 GPUs (attention TP 1 × DP 8, MoE TP 1 × EP 8) on GB200 = 16 GPUs",
+        "decode (decode): 1 replica × 32 GPUs (attention TP 1 × DP 32, MoE TP 1 × EP 32, 32 redundant experts) on GB200 = 32 GPUs",
+        "attention: 8 DP group(s) of TP 1, each with its own KV cache; experts: 8 EP ranks × MoE TP 1",
+        "72 per node",
+        "1 MTP/EAGLE layer(s)",
+    ] {
+        assert!(c.contains(want), "{want} missing:\n{c}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = summary_of("deepseek-r1-disagg-gb200", tmp.path());
+    assert_eq!(s["gpus"], 48);
+    assert_eq!(s["counts"]["completed"], s["counts"]["arrived"]);
+    let o = simulate(
+        &repo().join("scenarios/deepseek-r1-disagg-gb200.toml"),
+        &tmp.path().join("again"),
+        &[],
+    );
+    assert!(
+        stdout(&o).contains("× 32 GPUs (attention TP 1 × DP 32"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn noisy_neighbor_reports_each_tenant_and_protects_the_interactive_one() {
     let tmp = tempfile::tempdir().unwrap();
     let o = simulate(

@@ -134,7 +134,7 @@ pub const GPU_HOUR_USD: Bound = Bound::new(0.0, true, 1e4, false, "US dollars pe
 /// A hosted API's price per million tokens, US dollars (free is allowed).
 pub const USD_PER_MTOK: Bound = Bound::new(0.0, false, 1e6, false, "US dollars per million tokens");
 /// A speed-up of a replay or of the twin's clock.
-pub const SPEED: Bound = Bound::new(1e-6, false, 1e6, false, "×");
+pub const SPEED: Bound = Bound::new(1e-6, false, 1e6, false, "");
 /// Seconds from the start of a trace (a window's ends).
 pub const OFFSET_SECONDS: Bound = Bound::new(0.0, false, 1e9, false, "s");
 /// Memory for a run's records and time series, GiB (`SERVESIM_MEMORY_GIB`).

@@ -153,17 +153,19 @@ impl MemoryPlan {
     /// grows with the same blocks as the target's (vLLM allocates both caches
     /// with one block table), so every block costs both models' bytes.
     pub fn add_resident_model(&mut self, weight_bytes: f64, kv_bytes_per_token: f64) {
+        // Attention DP groups each hold the draft (an MTP layer) beside
+        // their own KV cache.
+        let groups = (self.kv_blocks / self.kv_blocks_per_group.max(1)).max(1);
         self.weight_bytes += weight_bytes;
         self.kv_cache_bytes -= weight_bytes;
         self.kv_bytes_per_token += kv_bytes_per_token;
         let block_bytes = self.kv_bytes_per_token * self.block_size as f64;
-        self.kv_blocks = if self.kv_cache_bytes > 0.0 {
+        self.kv_blocks_per_group = if self.kv_cache_bytes > 0.0 {
             (self.kv_cache_bytes / block_bytes).floor() as u64
         } else {
             0
         };
-        // Only single-group layouts carry a draft (validated).
-        self.kv_blocks_per_group = self.kv_blocks;
+        self.kv_blocks = self.kv_blocks_per_group * groups;
         self.kv_tokens = self.kv_blocks * self.block_size as u64;
     }
 
@@ -279,7 +281,7 @@ fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: D
     if st.moe_layers > 0 {
         let moe_layer = model.attention_params_per_gpu(atp)
             + model.num_shared_experts as f64 * model.expert_params() / a
-            + model.num_experts as f64 * model.expert_params() / t;
+            + par.expert_slots(model) as f64 * model.expert_params() / t;
         quantized += st.moe_layers as f64 * moe_layer;
         unquantized += st.moe_layers as f64 * model.router_params();
     }
@@ -426,6 +428,7 @@ mod tests {
             tensor: 8,
             pipeline: 2,
             expert: 1,
+            ..Parallelism::default()
         };
         let p = plan_par("llama-3.1-405b", "h100-sxm", par, Dtype::Bf16);
         assert_eq!(plan("llama-3.1-405b", "h100-sxm", 8).kv_blocks, 0);
@@ -452,6 +455,7 @@ mod tests {
                 tensor: 8,
                 pipeline: 2,
                 expert: 1,
+                ..Parallelism::default()
             },
             Dtype::Fp8,
         );
@@ -465,6 +469,7 @@ mod tests {
             tensor: 8,
             pipeline: 1,
             expert: ep,
+            ..Parallelism::default()
         };
         let tp = plan_par("deepseek-v3", "h200", par(1), Dtype::Fp8);
         let ep = plan_par("deepseek-v3", "h200", par(8), Dtype::Fp8);

@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(hardware("H100").unwrap().name, "H100-SXM");
         assert!(hardware("tpu-v5").is_none());
         assert!(model("Meta-Llama/Llama-3.1-8B-Instruct").is_some());
-        assert_eq!(hardware_keys().len(), 8);
+        assert_eq!(hardware_keys().len(), 15);
         assert_eq!(hardware("h100").unwrap().network_gbps, Some(50.0));
         assert_eq!(hardware("l4").unwrap().network_gbps, None);
         for p in HARDWARE {

@@ -1,15 +1,13 @@
 //! The analytical roofline cost model over catalog figures.
 
-use super::comm::AllReduce;
+use super::comm::{AllReduce, CommChoice, LayerComm};
 use super::elementwise;
 use super::gemm::{
     tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
-use super::{
-    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
-};
+use super::{BatchShape, CostModel, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
@@ -90,6 +88,10 @@ pub struct Roofline {
     /// Element-wise bytes per token per layer on one GPU.
     pub(super) ew_bytes_per_token: f64,
     pub(super) allreduce: AllReduce,
+    /// The layer's collectives under the layout (MoE layers; see `comm`).
+    pub(super) layer_comm: LayerComm,
+    /// Busiest over mean EP rank's routed tokens (`parallel::eplb`).
+    pub(super) expert_load: f64,
     pub(super) runtime: EngineRuntime,
     /// GPUs of one tensor-parallel group (the host's Ray fan-out).
     pub(super) tp_gpus: u32,
@@ -97,10 +99,8 @@ pub struct Roofline {
     pub(super) lm_head_flops: f64,
     pub(super) attn_flops: f64,
     pub(super) mem_bw: f64,
-    pub(super) link_latency_s: f64,
     /// Host link bandwidth (KV swapping), bytes/s.
     pub(super) pcie_bw: f64,
-    pub(super) all_to_all_bw: f64,
     /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
     pub(super) hop_secs_per_byte: f64,
     pub(super) hop_latency_s: f64,
@@ -134,6 +134,32 @@ impl Roofline {
 
     pub fn runtime(&self) -> EngineRuntime {
         self.runtime
+    }
+
+    /// The same replica with the engine's collective implementations
+    /// (custom all-reduce, DeepEP) for layout `par` on `hw` (see `comm`).
+    pub fn with_collectives(
+        mut self,
+        hw: &HardwareSpec,
+        par: &Parallelism,
+        choice: CommChoice,
+    ) -> Roofline {
+        self.allreduce = AllReduce::new(hw, par.attention_tp()).with_kind(hw, choice.all_reduce);
+        self.layer_comm = LayerComm::new(
+            hw,
+            par,
+            self.hidden as u32,
+            self.experts_per_token as u32,
+            choice,
+        );
+        self
+    }
+
+    /// The same replica with its busiest EP rank carrying `ratio` × the
+    /// mean rank's routed tokens (`parallel::eplb::load_ratio`).
+    pub fn with_expert_load(mut self, ratio: f64) -> Roofline {
+        self.expert_load = ratio;
+        self
     }
 
     /// A replica laid out as `par` (validated by [`Parallelism::validate`]).
@@ -198,15 +224,21 @@ impl Roofline {
             kv_bytes_per_token_layer: model.kv_elems_per_token_layer(atp) * kv_dtype.bytes(),
             ew_bytes_per_token: elementwise::bytes_per_token_layer(model, atp),
             allreduce: AllReduce::new(hw, atp),
+            layer_comm: LayerComm::new(
+                hw,
+                par,
+                model.hidden_size,
+                model.experts_per_token,
+                CommChoice::default(),
+            ),
+            expert_load: 1.0,
             runtime: EngineRuntime::default(),
             tp_gpus: par.tensor.max(1),
             gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
-            link_latency_s: hw.interconnect_latency_us * 1e-6,
             pcie_bw: hw.pcie_gbps * 1e9,
-            all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
             hop_secs_per_byte,
             hop_latency_s,
             memo: TokenMemo::default(),
@@ -247,7 +279,7 @@ impl Roofline {
     /// the group's `tokens`; routed experts for `routed` tokens (every group's),
     /// reading only the experts they touch. Seconds.
     pub(super) fn moe_gemm(&self, tokens: f64, routed: f64) -> GemmTime {
-        let expert_copies = routed * self.experts_per_token;
+        let expert_copies = routed * self.experts_per_token * self.expert_load;
         // Attention, shared experts and router run as ordinary GEMMs of the
         // group's rows, padded to tiles; the routed experts' grouped GEMMs
         // spread their rows over many experts' tiles, which we leave unpadded
@@ -302,21 +334,10 @@ impl Roofline {
         2.0 * self.allreduce(tokens)
     }
 
-    /// An MoE layer's communication. Without expert parallelism, the same two
-    /// all-reduces as a dense layer (experts are tensor-sliced). With it, the
-    /// attention all-reduce inside the group, a dispatch and a combine
-    /// all-to-all (GShard), and an all-reduce of the group's expert outputs
-    /// when its experts are split over more than one GPU.
-    pub(super) fn moe_comm(&self, tokens: f64) -> f64 {
-        if self.dp <= 1.0 {
-            return self.comm(tokens);
-        }
-        let per_gpu = tokens / self.tp;
-        let bytes =
-            per_gpu * self.experts_per_token * self.hidden * ACTIVATION_BYTES * (self.dp - 1.0)
-                / self.dp;
-        let all_to_all = bytes / self.all_to_all_bw + self.link_latency_s;
-        self.allreduce(tokens) + 2.0 * all_to_all + self.allreduce(tokens * self.experts_per_token)
+    /// An MoE layer's communication (see `comm::LayerComm::moe`); DeepEP's
+    /// `auto` mode picks its kernels by `decode_only`.
+    pub(super) fn moe_comm(&self, tokens: f64, decode_only: bool) -> f64 {
+        self.layer_comm.moe(tokens, decode_only)
     }
 
     pub(super) fn lm_head_gemm(&self, sampled: f64) -> GemmTime {
@@ -409,7 +430,7 @@ impl Roofline {
             let mut layers = self.dense_layers * per_dense;
             if self.moe_layers > 0.0 {
                 let moe = self.memo.get(Term::Moe, tokens, || self.moe(n, n));
-                let per_moe = moe + shared + self.moe_comm(n);
+                let per_moe = moe + shared + self.moe_comm(n, b.prefill_tokens == 0);
                 layers += self.moe_layers * per_moe;
             }
             let lm_head = self
@@ -429,7 +450,7 @@ impl Roofline {
         let shared = self.elementwise(n) + attn_prefill + attn_decode;
         let per_dense = self.dense(n) + shared + self.comm(n);
         let per_moe = if self.moe_layers > 0.0 {
-            self.moe(n, n * dp) + shared + self.moe_comm(n)
+            self.moe(n, n * dp) + shared + self.moe_comm(n, b.prefill_tokens == 0)
         } else {
             0.0
         };
@@ -719,7 +740,7 @@ mod tests {
         let tp8 = |pp| Parallelism {
             tensor: 8,
             pipeline: pp,
-            expert: 1,
+            ..Parallelism::default()
         };
         let one = roofline_par("llama-3.1-405b", "h100", tp8(1), Dtype::Bf16, Dtype::Bf16);
         let two = roofline_par("llama-3.1-405b", "h100", tp8(2), Dtype::Bf16, Dtype::Bf16);
@@ -742,7 +763,7 @@ mod tests {
         let tp4pp4 = Parallelism {
             tensor: 4,
             pipeline: 4,
-            expert: 1,
+            ..Parallelism::default()
         };
         let deep = roofline_par("llama-3.1-405b", "h100", tp4pp4, Dtype::Bf16, Dtype::Bf16);
         let ratio = ms(&deep, &b1) / ms(&two, &b1);
@@ -759,6 +780,7 @@ mod tests {
             tensor: 8,
             pipeline: 1,
             expert: ep,
+            ..Parallelism::default()
         };
         let ep8 = roofline_par("mixtral-8x7b", "h100", par(8), Dtype::Bf16, Dtype::Bf16);
         let ep1 = roofline_par("mixtral-8x7b", "h100", par(1), Dtype::Bf16, Dtype::Bf16);
@@ -767,12 +789,12 @@ mod tests {
         // (2.72 µs) plus 8 µs.
         let want = 2.0 * (917_504.0 / 337.5e9 + 8e-6);
         assert!(
-            (ep8.moe_comm(64.0) - want).abs() < 1e-12,
+            (ep8.moe_comm(64.0, true) - want).abs() < 1e-12,
             "{}",
-            ep8.moe_comm(64.0)
+            ep8.moe_comm(64.0, true)
         );
         // EP 1: the dense layer's two all-reduces.
-        assert_eq!(ep1.moe_comm(64.0), ep1.comm(64.0));
+        assert_eq!(ep1.moe_comm(64.0, true), ep1.comm(64.0));
         // Each of the 8 groups runs attention for its own sequences; at 64
         // sequences the replica is about as fast either way.
         let b = decode_batch(64, 2048);

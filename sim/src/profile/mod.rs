@@ -526,6 +526,7 @@ impl Profile {
             bf16_tflops: sig((flops / 1e12).max(1e-6)),
             fp8_tflops: None,
             int8_tops: None,
+            fp4_tflops: None,
             memory_gib: sig(self.memory.device_bytes / GIB),
             memory_bw_tbps: sig((if bw > 0.0 { bw } else { host } / 1e12).max(1e-9)),
             interconnect_gbps: sig(host / 1e9),

@@ -225,6 +225,24 @@ pub struct FleetCfg {
     /// Expert-parallel groups per stage for MoE models (GShard / DeepSpeed-MoE).
     #[serde(default = "one")]
     pub expert_parallel: u32,
+    /// Attention data-parallel groups per stage (DP attention: SGLang
+    /// `--enable-dp-attention`, vLLM `--data-parallel-size`, TensorRT-LLM
+    /// `enable_attention_dp`); absent: one per expert-parallel group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_data_parallel: Option<u32>,
+    /// DeepSeek's expert-parallel load balancer (vLLM and SGLang
+    /// `--enable-eplb`): hot experts spread over the EP ranks.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub eplb: bool,
+    /// Redundant expert slots EPLB fills with replicas of hot experts
+    /// (`num_redundant_experts`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_redundant_experts: u32,
+    /// Zipf exponent of the routed experts' popularity (0: every expert
+    /// alike), which sets how much the busiest EP rank carries
+    /// (`parallel::eplb`).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub expert_popularity_skew: f64,
     /// Seconds between the replicas' load reports to the router; 0: the
     /// router sees every change at once (see `cluster::view`).
     #[serde(default)]
@@ -260,6 +278,15 @@ pub struct FleetCfg {
 fn one() -> u32 {
     1
 }
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
 fn default_router() -> RouterKind {
     RouterKind::LeastOutstanding
 }
@@ -272,6 +299,10 @@ impl Default for FleetCfg {
             router: default_router(),
             pipeline_parallel: 1,
             expert_parallel: 1,
+            attention_data_parallel: None,
+            eplb: false,
+            num_redundant_experts: 0,
+            expert_popularity_skew: 0.0,
             report_interval_s: 0.0,
             prefix_affinity: PrefixAffinityCfg::default(),
             weighted: WeightedCfg::default(),

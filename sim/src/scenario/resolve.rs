@@ -303,8 +303,17 @@ impl Scenario {
                 ));
             }
         }
+        let parallel = Parallelism {
+            tensor: file.fleet.tensor_parallel,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+            attention_data: file.fleet.attention_data_parallel,
+            redundant_experts: file.fleet.num_redundant_experts,
+        };
+        // With DP attention, heads split over the attention TP group only
+        // (checked with the layout below).
         let tp = file.fleet.tensor_parallel;
-        if model.num_heads % tp != 0 {
+        if parallel.attention_data.is_none() && model.num_heads % tp != 0 {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -313,7 +322,10 @@ impl Scenario {
                 ),
             ));
         }
-        if model.num_kv_heads % tp != 0 && tp % model.num_kv_heads != 0 {
+        if parallel.attention_data.is_none()
+            && model.num_kv_heads % tp != 0
+            && tp % model.num_kv_heads != 0
+        {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -337,14 +349,28 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let parallel = Parallelism {
-            tensor: tp,
-            pipeline: file.fleet.pipeline_parallel,
-            expert: file.fleet.expert_parallel,
-        };
         parallel
             .validate(&model, &hardware)
             .map_err(|(k, m)| err(&k, m))?;
+        let e = &file.engine;
+        if e.deepep_mode != Default::default() && e.moe_a2a != crate::config::MoeA2aKind::Deepep {
+            return Err(err(
+                "engine.deepep_mode",
+                "selects DeepEP's kernels: set engine.moe_a2a = \"deepep\" too, or leave it out"
+                    .into(),
+            ));
+        }
+        // Each pool resolves on its own, so a pool without EP is checked there.
+        if file.fleet.pools.is_empty() && e.moe_a2a != Default::default() && parallel.expert <= 1 {
+            return Err(err(
+                "engine.moe_a2a",
+                format!(
+                    "{} dispatches tokens to expert-parallel ranks; this layout has none \
+                     (fleet.expert_parallel = 1): leave it out or set it per pool",
+                    e.moe_a2a.name()
+                ),
+            ));
+        }
 
         let mut memory = match &profile {
             Some((_, p)) => p.memory_plan(&file.engine),
@@ -359,11 +385,26 @@ impl Scenario {
         };
         let mut resident_draft: Option<(String, f64)> = None;
         if let Some(sp) = &file.engine.speculative {
-            if parallel.pipeline > 1 || parallel.expert > 1 {
+            // A draft model runs beside the target on its tensor-parallel
+            // GPUs; MTP / EAGLE heads (a fraction of the target's step) ride
+            // any layout the target has.
+            let plain_tp =
+                parallel.pipeline == 1 && parallel.expert == 1 && parallel.attention_data.is_none();
+            if sp.draft_model.is_some() && !plain_tp {
+                return Err(err(
+                    "engine.speculative.draft_model",
+                    "a separate draft model is modelled beside tensor parallelism only; \
+                     set fleet.pipeline_parallel and fleet.expert_parallel to 1 and leave \
+                     fleet.attention_data_parallel out, or give draft_cost_fraction (MTP / \
+                     EAGLE heads) instead"
+                        .into(),
+                ));
+            }
+            if parallel.pipeline > 1 {
                 return Err(err(
                     "engine.speculative",
-                    "speculative decoding is modelled for tensor parallelism only; \
-                     set fleet.pipeline_parallel and fleet.expert_parallel to 1"
+                    "speculative decoding is not modelled with pipeline stages; set \
+                     fleet.pipeline_parallel to 1"
                         .into(),
                 ));
             }
@@ -384,6 +425,16 @@ impl Scenario {
                 let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
                 memory.add_resident_model(draft_weights, draft_kv);
                 resident_draft = Some((draft.name.clone(), draft_weights));
+            }
+            if let Some(n) = sp.draft_layers {
+                // An MTP module / EAGLE head: n layers like the stage's
+                // (their weights and KV per token, a layer's share of the
+                // plan's), resident beside the target.
+                let layers = memory.stages[memory.stage as usize].layers.max(1) as f64;
+                let share = n as f64 / layers;
+                let weights = memory.weight_bytes * share;
+                memory.add_resident_model(weights, memory.kv_bytes_per_token * share);
+                resident_draft = Some((format!("{n} MTP/EAGLE layer(s)"), weights));
             }
         }
         if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {

@@ -156,7 +156,7 @@ impl Roofline {
                 0.0
             },
             moe_comm: if self.moe_layers > 0.0 {
-                self.moe_comm(n)
+                self.moe_comm(n, true)
             } else {
                 0.0
             },
@@ -187,6 +187,7 @@ mod tests {
             tensor: tp,
             pipeline,
             expert: 1,
+            ..Parallelism::default()
         };
         Roofline::with_parallelism(&m, &h, Dtype::Bf16, Dtype::Bf16, &par)
     }

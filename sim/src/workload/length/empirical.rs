@@ -135,8 +135,6 @@ fn read_file(path: &Path, key: &str, ctx: &Context) -> Result<Empirical, Workloa
         line: Some(line),
         message: m,
     };
-    crate::input_file::check_file_type(path, "length file")
-        .map_err(|e| ctx.config_error(key, e.to_string()))?;
     let f = std::fs::File::open(path)
         .map_err(|e| ctx.config_error(key, format!("cannot open {file}: {e}")))?;
     let mut rdr = csv::ReaderBuilder::new()

@@ -26,9 +26,6 @@ pub fn open_file(
     key: &str,
     ctx: &Context,
 ) -> Result<LineBounded<File>, WorkloadError> {
-    // A FIFO or a device would block the open or never end.
-    crate::input_file::check_file_type(path, "trace")
-        .map_err(|e| ctx.config_error(&format!("{key}.path"), e.to_string()))?;
     File::open(path).map(LineBounded::new).map_err(|e| {
         ctx.config_error(
             &format!("{key}.path"),

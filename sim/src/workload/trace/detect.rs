@@ -103,7 +103,6 @@ pub fn detect(path: &Path, columns: bool) -> Result<Detected, String> {
             "{shown}: a folder holding neither ServeGen chunk-N files nor RAGPulse's 0_trace.jsonl, so its format is not known; {choose}"
         ));
     }
-    crate::input_file::check_file_type(path, "trace").map_err(|e| e.to_string())?;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
     let mut first = Vec::new();
     let mut r = BufReader::new(file.take(FIRST_RECORD_MAX));
