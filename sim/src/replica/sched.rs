@@ -128,7 +128,7 @@ impl SchedState {
             swapped: VecDeque::new(),
             // Grown as the batch grows (a few doublings over a replica's
             // life), not sized for `max_num_seqs` up front: a replica's
-            // batch rarely nears the limit, and 256 slots of 64 bytes per
+            // batch rarely nears the limit, and 256 slots of 56 bytes per
             // replica were most of a 10,000-replica fleet's memory at start.
             running: Vec::new(),
             kv: BlockAllocator::new(kv_blocks),
