@@ -10,8 +10,20 @@
 //! stage with the fewest blocks binds. With expert parallelism each of the EP
 //! groups keeps its own cache for its share of the sequences, so the replica
 //! holds EP times one group's blocks.
+//!
+//! Layer kinds (see `catalog::layers`): the paged blocks hold the caches
+//! that grow with every token — the full-attention layers' keys and values
+//! (or MLA latents, with DeepSeek Sparse Attention's indexer keys beside
+//! them). What a sequence holds whatever its length — a sliding-window or
+//! chunked-local layer's window of blocks, a linear-attention layer's
+//! recurrent and convolution state — is set aside for `max_num_seqs`
+//! sequences before the blocks are counted, as SGLang sizes its separate
+//! sliding-window and Mamba/linear-state pools (`SWAKVPool`,
+//! `HybridReqToTokenPool`), and as vLLM's hybrid allocator holds at most a
+//! window of blocks per sliding layer. A model of only windowed layers
+//! (no full layer) keeps its windowed layers in the blocks instead.
 
-use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::catalog::{Dtype, HardwareSpec, LayerKind, ModelArch, GIB};
 use crate::config::EngineCfg;
 use crate::parallel::{self, Parallelism, Stage};
 use serde::Serialize;
@@ -44,6 +56,27 @@ pub struct StageMemory {
     pub kv_bytes_per_token: f64,
     /// KV blocks this stage's GPUs hold for one group's sequences.
     pub kv_blocks: u64,
+    /// Bytes one sequence holds on one GPU whatever its length (windows of
+    /// sliding and chunked layers, linear layers' state); 0 without such layers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sequence_bytes: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// The cache of one kind of layer in a replica's bounding stage, per GPU.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LayerKindMemory {
+    /// The kind, with the window, the attention form or the state it keeps.
+    pub kind: String,
+    /// Layers of this kind in the stage.
+    pub layers: u32,
+    /// Bytes per token these layers add to the paged blocks (0: they do not grow).
+    pub kv_bytes_per_token: f64,
+    /// Bytes per sequence these layers hold whatever its length.
+    pub bytes_per_sequence: f64,
 }
 
 /// The memory budget of one replica, per GPU of the stage that bounds the KV
@@ -82,6 +115,14 @@ pub struct MemoryPlan {
     pub kv_blocks: u64,
     /// Tokens the KV cache of one replica holds.
     pub kv_tokens: u64,
+    /// Bytes per GPU set aside for the windows and states of `max_num_seqs`
+    /// sequences (per group), before the blocks are counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sequence_reserve_bytes: f64,
+    /// Each layer kind's cache in the bounding stage (empty for models whose
+    /// every layer is plain full attention).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layer_kinds: Vec<LayerKindMemory>,
 }
 
 impl MemoryPlan {
@@ -102,10 +143,30 @@ impl MemoryPlan {
             .map(|st| {
                 let weight_bytes = stage_weight_bytes(model, st, par, weight_dtype);
                 let activation_bytes = activation_peak(model, st, par, engine);
+                let (kv_bytes_per_token, sequence_bytes) = if model.uniform_attention()
+                    && model.sparse_attention.is_none()
+                {
+                    let kv =
+                        st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
+                    (kv, 0.0)
+                } else {
+                    stage_kinds(
+                        model,
+                        st.first_layer,
+                        st.layers,
+                        atp,
+                        kv_dtype,
+                        engine.block_size,
+                    )
+                    .iter()
+                    .fold((0.0, 0.0), |(k, b), m| {
+                        (k + m.kv_bytes_per_token, b + m.bytes_per_sequence)
+                    })
+                };
+                let sequences = (engine.max_num_seqs as f64 / par.attention_dp() as f64).ceil();
+                let reserve = sequence_bytes * sequences;
                 let kv_cache_bytes =
-                    usable_bytes - weight_bytes - activation_bytes - overhead_bytes;
-                let kv_bytes_per_token =
-                    st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
+                    usable_bytes - weight_bytes - activation_bytes - overhead_bytes - reserve;
                 let block_bytes = kv_bytes_per_token * engine.block_size as f64;
                 let kv_blocks = if kv_cache_bytes > 0.0 {
                     (kv_cache_bytes / block_bytes).floor() as u64
@@ -119,6 +180,7 @@ impl MemoryPlan {
                     kv_cache_bytes,
                     kv_bytes_per_token,
                     kv_blocks,
+                    sequence_bytes,
                 }
             })
             .collect();
@@ -128,6 +190,20 @@ impl MemoryPlan {
             .unwrap_or(0);
         let b = stages[stage].clone();
         let kv_blocks = b.kv_blocks * par.attention_dp() as u64;
+        let sequences = (engine.max_num_seqs as f64 / par.attention_dp() as f64).ceil();
+        let layer_kinds = if model.uniform_attention() && model.sparse_attention.is_none() {
+            Vec::new()
+        } else {
+            let st = &parallel::stages(model, par.pipeline)[stage];
+            stage_kinds(
+                model,
+                st.first_layer,
+                st.layers,
+                atp,
+                kv_dtype,
+                engine.block_size,
+            )
+        };
         MemoryPlan {
             tensor_parallel: par.tensor,
             pipeline_parallel: par.pipeline,
@@ -145,6 +221,8 @@ impl MemoryPlan {
             kv_blocks_per_group: b.kv_blocks,
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
+            sequence_reserve_bytes: b.sequence_bytes * sequences,
+            layer_kinds,
         }
     }
 
@@ -174,7 +252,10 @@ impl MemoryPlan {
 
     /// Bytes per GPU the replica needs besides the KV cache.
     pub fn fixed_bytes(&self) -> f64 {
-        self.weight_bytes + self.activation_bytes + self.overhead_bytes
+        self.weight_bytes
+            + self.activation_bytes
+            + self.overhead_bytes
+            + self.sequence_reserve_bytes
     }
 
     /// Checks that weights fit and that the KV cache holds at least one
@@ -223,7 +304,7 @@ impl MemoryPlan {
                 "model".into(),
                 format!(
                     "{} does not fit on {} with {layout}: it needs {:.1} GiB per GPU \
-                     (weights {:.1} + activations {:.1} + runtime {:.1}) plus KV cache, but only \
+                     (weights {:.1} + activations {:.1} + runtime {:.1}{}) plus KV cache, but only \
                      {:.1} GiB is usable (gpu_memory_utilization){tp_hint}",
                     model.name,
                     hw.name,
@@ -231,6 +312,14 @@ impl MemoryPlan {
                     gib(self.weight_bytes),
                     gib(self.activation_bytes),
                     gib(self.overhead_bytes),
+                    if self.sequence_reserve_bytes > 0.0 {
+                        format!(
+                            " + windows and states of max_num_seqs sequences {:.1}",
+                            gib(self.sequence_reserve_bytes)
+                        )
+                    } else {
+                        String::new()
+                    },
                     gib(self.usable_bytes),
                 ),
             ));
@@ -290,7 +379,86 @@ fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: D
     if st.lm_head && !(model.tied_embeddings && st.embedding) {
         unquantized += table;
     }
+    if model.attention_unquantized {
+        let attention = st.layers as f64 * model.attention_params_per_gpu(atp);
+        quantized -= attention;
+        unquantized += attention;
+    }
     quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
+}
+
+/// Each layer kind's cache among the `n` layers from `first` on one GPU of
+/// `tp`: full layers' bytes per token (in the blocks), windowed layers' window
+/// of blocks and linear layers' state per sequence (set aside). Without any
+/// full layer the windowed layers go in the blocks (see the module comment).
+pub fn stage_kinds(
+    model: &ModelArch,
+    first: u32,
+    n: u32,
+    tp: u32,
+    kv_dtype: Dtype,
+    block_size: u32,
+) -> Vec<LayerKindMemory> {
+    let c = model.kinds_in(first, n);
+    let per_layer = model.kv_bytes_per_token_layer(tp, kv_dtype);
+    let windows_in_blocks = c[0] == 0;
+    let full_name = match (model.mla(), &model.sparse_attention) {
+        (Some(_), Some(sp)) => format!(
+            "full, MLA latent + DSA indexer key ({} B), top-{} sparse",
+            sp.key_bytes(),
+            sp.top_k
+        ),
+        (Some(_), None) => "full, MLA latent".to_string(),
+        (None, _) => format!(
+            "full, {} KV heads{}",
+            model.num_kv_heads,
+            if model.attention_sinks {
+                " + sinks"
+            } else {
+                ""
+            }
+        ),
+    };
+    LayerKind::ALL
+        .iter()
+        .zip(c)
+        .filter(|(_, layers)| *layers > 0)
+        .map(|(&kind, layers)| {
+            let l = layers as f64;
+            let (name, per_token, per_seq) = match kind {
+                LayerKind::Full => (full_name.clone(), l * per_layer, 0.0),
+                LayerKind::Sliding | LayerKind::Chunked => {
+                    let w = model.window(kind).unwrap_or(0);
+                    let name = format!(
+                        "{} window {w}{}",
+                        kind.name(),
+                        if model.attention_sinks {
+                            " + sinks"
+                        } else {
+                            ""
+                        }
+                    );
+                    if windows_in_blocks {
+                        (name, l * per_layer, 0.0)
+                    } else {
+                        let held =
+                            crate::catalog::kv_tokens_held(u64::MAX / 2, Some(w), block_size);
+                        (name, 0.0, l * held as f64 * per_layer)
+                    }
+                }
+                LayerKind::Linear => {
+                    let state = model.linear_attention.map_or(0.0, |a| a.state_bytes(tp));
+                    ("linear (Gated DeltaNet state)".to_string(), 0.0, l * state)
+                }
+            };
+            LayerKindMemory {
+                kind: name,
+                layers,
+                kv_bytes_per_token: per_token,
+                bytes_per_sequence: per_seq,
+            }
+        })
+        .collect()
 }
 
 /// Peak activation memory of a profiling forward pass of `max_batched_tokens`
@@ -360,6 +528,12 @@ pub fn total_weight_bytes(model: &ModelArch, dtype: Dtype) -> f64 {
     let unquantized = model.embedding_params()
         + model.norm_params()
         + model.moe_layers() as f64 * model.router_params();
+    let attention = if model.attention_unquantized {
+        model.layers as f64 * model.attention_params()
+    } else {
+        0.0
+    };
+    let unquantized = unquantized + attention;
     let quantized = model.total_params() - unquantized;
     quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
 }

@@ -19,6 +19,9 @@ pub struct HardwareSpec {
     /// Peak dense INT8 tensor throughput, TOP/s.
     #[serde(default)]
     pub int8_tops: Option<f64>,
+    /// Peak dense FP4 tensor throughput, TFLOP/s (absent where the chip has no FP4 units).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// Device memory, GiB.
     pub memory_gib: f64,
     /// Device memory bandwidth, TB/s (decimal).
@@ -65,7 +68,12 @@ impl HardwareSpec {
     /// Marlin/AWQ kernels do.
     pub fn peak_flops(&self, dtype: Dtype) -> f64 {
         let tflops = match dtype {
-            Dtype::Fp8 => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            Dtype::Fp8 | Dtype::Fp8Block => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            // FP4 weights multiply on FP4 units where the chip has them
+            // (Blackwell); elsewhere weight-only kernels dequantize them and
+            // multiply in BF16 (Marlin's MXFP4/NVFP4 W4A16 kernels on Hopper
+            // and Ampere, as vLLM runs gpt-oss there).
+            Dtype::Nvfp4 | Dtype::Mxfp4 => self.fp4_tflops.unwrap_or(self.bf16_tflops),
             Dtype::Int8 => self.int8_tops.unwrap_or(self.bf16_tflops),
             // FP32 GEMMs run on TF32 tensor cores at half the BF16 rate.
             Dtype::Fp32 => self.bf16_tflops / 2.0,
@@ -137,6 +145,7 @@ fn h100_sxm() -> HardwareSpec {
         bf16_tflops: 989.4,
         fp8_tflops: Some(1978.9),
         int8_tops: Some(1978.9),
+        fp4_tflops: None,
         memory_gib: 80.0,
         memory_bw_tbps: 3.35,
         interconnect_gbps: 450.0,
@@ -157,6 +166,7 @@ fn h200() -> HardwareSpec {
         bf16_tflops: 989.4,
         fp8_tflops: Some(1978.9),
         int8_tops: Some(1978.9),
+        fp4_tflops: None,
         memory_gib: 141.0,
         memory_bw_tbps: 4.8,
         interconnect_gbps: 450.0,
@@ -178,6 +188,7 @@ fn a100_80gb() -> HardwareSpec {
         bf16_tflops: 312.0,
         fp8_tflops: None,
         int8_tops: Some(624.0),
+        fp4_tflops: None,
         memory_gib: 80.0,
         memory_bw_tbps: 2.039,
         interconnect_gbps: 300.0,
@@ -199,6 +210,7 @@ fn a100_40gb() -> HardwareSpec {
         bf16_tflops: 312.0,
         fp8_tflops: None,
         int8_tops: Some(624.0),
+        fp4_tflops: None,
         memory_gib: 40.0,
         memory_bw_tbps: 1.555,
         interconnect_gbps: 300.0,
@@ -220,6 +232,7 @@ fn l40s() -> HardwareSpec {
         bf16_tflops: 362.05,
         fp8_tflops: Some(733.0),
         int8_tops: Some(733.0),
+        fp4_tflops: None,
         memory_gib: 48.0,
         memory_bw_tbps: 0.864,
         interconnect_gbps: 32.0,
@@ -240,6 +253,7 @@ fn l4() -> HardwareSpec {
         bf16_tflops: 121.0,
         fp8_tflops: Some(242.5),
         int8_tops: Some(242.5),
+        fp4_tflops: None,
         memory_gib: 24.0,
         memory_bw_tbps: 0.300,
         interconnect_gbps: 32.0,
@@ -260,6 +274,7 @@ fn b200() -> HardwareSpec {
         bf16_tflops: 2250.0,
         fp8_tflops: Some(4500.0),
         int8_tops: Some(4500.0),
+        fp4_tflops: Some(9000.0),
         memory_gib: 180.0,
         memory_bw_tbps: 8.0,
         interconnect_gbps: 900.0,
@@ -282,6 +297,7 @@ fn mi300x() -> HardwareSpec {
         bf16_tflops: 1307.4,
         fp8_tflops: Some(2614.9),
         int8_tops: Some(2614.9),
+        fp4_tflops: None,
         memory_gib: 192.0,
         memory_bw_tbps: 5.3,
         interconnect_gbps: 448.0,

@@ -15,7 +15,9 @@ use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
 use crate::time::Nanos;
 
+mod kinds;
 mod step;
+pub use kinds::KindMix;
 pub use step::StepTerms;
 
 /// The analytical roofline cost model over catalog figures. Everything that
@@ -49,6 +51,14 @@ pub use step::StepTerms;
 ///   shared experts; routed experts see every group's tokens. Per MoE layer,
 ///   a dispatch and a combine all-to-all each move a GPU's tokens × k ×
 ///   hidden × 2 bytes, (EP−1)/EP of them to other groups, plus the latency.
+/// - **Layer kinds**: sliding-window, chunked-local, linear-attention and
+///   sparse (DSA) layers price their attention as `kinds` describes
+///   ([`KindMix`]); models of plain full-attention layers only use the
+///   terms below unchanged.
+/// - **FP4 weights** (NVFP4, MXFP4) stream their block scales with them and
+///   multiply at the chip's FP4 rate where it has FP4 units, at BF16 where
+///   it does not (weight-only kernels). Checkpoints that keep attention
+///   unquantized (gpt-oss) stream its weights at the activation dtype.
 /// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
@@ -106,6 +116,11 @@ pub struct Roofline {
     pub(super) hop_latency_s: f64,
     /// Batch-size terms by token count (one group, one stage; see `memo`).
     pub(super) memo: TokenMemo,
+    /// Attention by layer kind (`None`: every layer plain full attention).
+    pub(super) kinds: Option<KindMix>,
+    /// Extra bytes per layer per GPU of attention weights a checkpoint keeps
+    /// unquantized (0 otherwise).
+    pub(super) attention_extra_bytes: f64,
 }
 
 impl Roofline {
@@ -210,6 +225,13 @@ impl Roofline {
             hop_secs_per_byte,
             hop_latency_s,
             memo: TokenMemo::default(),
+            kinds: KindMix::new(model, hw, atp),
+            attention_extra_bytes: if model.attention_unquantized {
+                model.attention_params_per_gpu(atp)
+                    * (unquantized.bytes() - weight_dtype.weight_bytes())
+            } else {
+                0.0
+            },
         }
     }
 
@@ -220,6 +242,7 @@ impl Roofline {
         GemmTime {
             compute: 2.0 * tile_rows(tokens) * self.layer_params / self.gemm_flops,
             memory: (self.layer_params * self.weight_bytes_per_param
+                + self.attention_extra_bytes
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
             floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S,
@@ -257,6 +280,7 @@ impl Roofline {
         let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
             * self.weight_bytes_per_param
             + self.router_params * self.unquantized_bytes_per_param
+            + self.attention_extra_bytes
             + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
         GemmTime {
             compute: flops / self.gemm_flops,
@@ -275,6 +299,15 @@ impl Roofline {
         if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
+        if let Some(mix) = &self.kinds {
+            let plain = kinds::Plain {
+                flops_per_pair: self.attn_prefill_flops_per_pair,
+                kv_bytes_per_token: self.kv_bytes_per_token_layer,
+                flops: self.attn_flops,
+                bw: self.mem_bw * MEMORY_EFFICIENCY,
+            };
+            return mix.prefill_secs(&plain, b);
+        }
         let flops = self.attn_prefill_flops_per_pair * b.prefill_attn_pairs;
         let bytes = b.prefill_kv_tokens as f64 * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
@@ -284,7 +317,8 @@ impl Roofline {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        self.decode_attention().secs(b.decode_context_tokens)
+        self.decode_attention()
+            .secs(b.decode_context_tokens, b.decode_seqs)
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -340,6 +374,11 @@ impl Roofline {
     /// own layers at the same time. Seconds.
     pub(super) fn block_copy_secs(&self, tokens: u64) -> f64 {
         let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
+        let layers = match &self.kinds {
+            // Only the full layers' blocks are per token.
+            Some(mix) => layers * mix.full_share(),
+            None => layers,
+        };
         let bytes = 2.0 * tokens as f64 * self.kv_bytes_per_token_layer * layers;
         bytes / (self.mem_bw * MEMORY_EFFICIENCY)
     }
