@@ -402,22 +402,15 @@ pub fn stage_kinds(
     let c = model.kinds_in(first, n);
     let per_layer = model.kv_bytes_per_token_layer(tp, kv_dtype);
     let windows_in_blocks = c[0] == 0;
+    let sinks = if model.attention_sinks { ", sinks" } else { "" };
     let full_name = match (model.mla(), &model.sparse_attention) {
         (Some(_), Some(sp)) => format!(
-            "full, MLA latent + DSA indexer key ({} B), top-{} sparse",
+            "full attention (MLA latent + DSA indexer key of {} B, top-{} sparse)",
             sp.key_bytes(),
             sp.top_k
         ),
-        (Some(_), None) => "full, MLA latent".to_string(),
-        (None, _) => format!(
-            "full, {} KV heads{}",
-            model.num_kv_heads,
-            if model.attention_sinks {
-                " + sinks"
-            } else {
-                ""
-            }
-        ),
+        (Some(_), None) => "full attention (MLA latent)".to_string(),
+        (None, _) => format!("full attention ({} KV heads{sinks})", model.num_kv_heads),
     };
     LayerKind::ALL
         .iter()
@@ -429,15 +422,7 @@ pub fn stage_kinds(
                 LayerKind::Full => (full_name.clone(), l * per_layer, 0.0),
                 LayerKind::Sliding | LayerKind::Chunked => {
                     let w = model.window(kind).unwrap_or(0);
-                    let name = format!(
-                        "{} window {w}{}",
-                        kind.name(),
-                        if model.attention_sinks {
-                            " + sinks"
-                        } else {
-                            ""
-                        }
-                    );
+                    let name = format!("{} attention (window {w}{sinks})", kind.name());
                     if windows_in_blocks {
                         (name, l * per_layer, 0.0)
                     } else {
@@ -448,7 +433,11 @@ pub fn stage_kinds(
                 }
                 LayerKind::Linear => {
                     let state = model.linear_attention.map_or(0.0, |a| a.state_bytes(tp));
-                    ("linear (Gated DeltaNet state)".to_string(), 0.0, l * state)
+                    (
+                        "linear attention (Gated DeltaNet state)".to_string(),
+                        0.0,
+                        l * state,
+                    )
                 }
             };
             LayerKindMemory {
