@@ -3,7 +3,8 @@
 use super::comm::AllReduce;
 use super::elementwise;
 use super::gemm::{
-    tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+    activation_quant_s, compute_efficiency, tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY,
+    GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
@@ -121,6 +122,8 @@ pub struct Roofline {
     /// Extra bytes per layer per GPU of attention weights a checkpoint keeps
     /// unquantized (0 otherwise).
     pub(super) attention_extra_bytes: f64,
+    /// Activation-quantization time per low-precision GEMM (0 otherwise).
+    pub(super) quant_floor_s: f64,
 }
 
 impl Roofline {
@@ -181,6 +184,12 @@ impl Roofline {
         let hop_latency_s = intra * hw.interconnect_latency_us * 1e-6 + cross * net_latency;
 
         let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
+        // Whether the chip multiplies the weight dtype on units of its own.
+        let native = match weight_dtype {
+            Dtype::Fp8Block => hw.fp8_tflops.is_some(),
+            Dtype::Nvfp4 | Dtype::Mxfp4 => hw.fp4_tflops.is_some(),
+            _ => true,
+        };
         let unquantized = weight_dtype.unquantized_part();
         Roofline {
             hw_name: hw.name.clone(),
@@ -215,7 +224,7 @@ impl Roofline {
             allreduce: AllReduce::new(hw, atp),
             runtime: EngineRuntime::default(),
             tp_gpus: par.tensor.max(1),
-            gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
+            gemm_flops: hw.peak_flops(weight_dtype) * compute_efficiency(weight_dtype, native),
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
@@ -226,6 +235,7 @@ impl Roofline {
             hop_latency_s,
             memo: TokenMemo::default(),
             kinds: KindMix::new(model, hw, atp),
+            quant_floor_s: activation_quant_s(weight_dtype, native),
             attention_extra_bytes: if model.attention_unquantized {
                 model.attention_params_per_gpu(atp)
                     * (unquantized.bytes() - weight_dtype.weight_bytes())
@@ -245,7 +255,7 @@ impl Roofline {
                 + self.attention_extra_bytes
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
-            floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S,
+            floor: GEMMS_PER_LAYER * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -286,7 +296,7 @@ impl Roofline {
             compute: flops / self.gemm_flops,
             memory: bytes / (self.mem_bw * MEMORY_EFFICIENCY),
             // Router, attention and expert grouped GEMMs: the dense layer's count.
-            floor: (GEMMS_PER_LAYER + 1.0) * GEMM_KERNEL_FLOOR_S,
+            floor: (GEMMS_PER_LAYER + 1.0) * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -819,5 +829,40 @@ mod tests {
         assert!((0.5..1.5).contains(&ratio), "{ratio}");
         // One sequence keeps one group busy and the others idle in attention.
         assert!(ms(&ep8, &prefill(2048)) > ms(&ep1, &prefill(2048)));
+    }
+
+    #[test]
+    fn fp4_weights_multiply_on_fp4_units_only_where_the_chip_has_them() {
+        let at = |model: &str, hw: &str, tp: u32, w: Dtype, b: &BatchShape| {
+            ms(
+                &roofline_par(model, hw, Parallelism::tensor(tp), w, Dtype::Bf16),
+                b,
+            )
+        };
+        // A 8192-token prefill of Llama-3.1-70B on 4 B200s is compute-bound:
+        // NVFP4 runs at 0.40 × 9000 TFLOP/s against BF16's 0.75 × 2250, so
+        // its GEMMs take 1688/3600 = 0.47 of the time; attention (BF16),
+        // element-wise kernels and all-reduces do not shrink.
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &prefill(8192)),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(fp4 < 0.75 * bf16 && fp4 > 0.47 * bf16, "{fp4} {bf16}");
+        // Batch-1 decode streams 0.5625 bytes per weight instead of 2: per
+        // GPU 34.0 GB of linear weights become 9.6 GB, 3.6 ms less at
+        // 0.85 × 8 TB/s, less 80 × 4 × 2 µs of activation quantization.
+        let d = decode_batch(1, 1024);
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &d),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &d),
+        );
+        assert!((2.5..3.5).contains(&(bf16 - fp4)), "{fp4} {bf16}");
+        // On H200 (no FP4 units) MXFP4 weights dequantize to BF16 GEMMs:
+        // a compute-bound prefill costs what BF16 costs, less a little memory.
+        let (mx, bf) = (
+            at("llama-3.1-70b", "h200", 4, Dtype::Mxfp4, &prefill(8192)),
+            at("llama-3.1-70b", "h200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(mx < bf && mx > 0.97 * bf, "{mx} {bf}");
     }
 }
