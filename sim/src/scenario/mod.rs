@@ -131,7 +131,7 @@ pub struct HorizonCfg {
 
 /// The served model: a catalog preset, an inline architecture, or a Hugging
 /// Face `config.json` (`config`, a path relative to the scenario file).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCfg {
     #[serde(default)]
@@ -158,18 +158,6 @@ fn default_weight_dtype() -> Dtype {
 
 fn weight_dtype_or_bf16<S: serde::Serializer>(d: &Option<Dtype>, s: S) -> Result<S::Ok, S::Error> {
     d.unwrap_or(default_weight_dtype()).serialize(s)
-}
-
-impl Default for ModelCfg {
-    fn default() -> Self {
-        ModelCfg {
-            preset: None,
-            architecture: None,
-            config: None,
-            weight_dtype: None,
-            kv_dtype: None,
-        }
-    }
 }
 
 /// The accelerator: a catalog preset, an inline datasheet (`[hardware.spec]`),
