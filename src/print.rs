@@ -215,6 +215,29 @@ pub fn resolved(s: &Scenario) {
         },
         mem.kv_tokens
     );
+    // Models with windowed, linear or sparse layers: each kind's share.
+    for (i, k) in mem.layer_kinds.iter().enumerate() {
+        let what = if k.bytes_per_sequence > 0.0 {
+            format!(
+                "{} bytes/sequence/GPU whatever its length",
+                k.bytes_per_sequence
+            )
+        } else {
+            format!("{} bytes/token/GPU in the blocks", k.kv_bytes_per_token)
+        };
+        outln!(
+            "{}{} × {}: {what}",
+            if i == 0 { "layers     " } else { "           " },
+            k.layers,
+            k.kind
+        );
+    }
+    if mem.sequence_reserve_bytes > 0.0 {
+        outln!(
+            "           set aside for max_num_seqs sequences: {} per GPU",
+            gib(mem.sequence_reserve_bytes)
+        );
+    }
     let h = &f.horizon;
     if h.requests.is_none() && h.duration_s.is_none() {
         outln!("horizon    until the workload ends (all its requests, drained)");

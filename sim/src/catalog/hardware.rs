@@ -68,7 +68,12 @@ impl HardwareSpec {
     /// Marlin/AWQ kernels do.
     pub fn peak_flops(&self, dtype: Dtype) -> f64 {
         let tflops = match dtype {
-            Dtype::Fp8 => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            Dtype::Fp8 | Dtype::Fp8Block => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            // FP4 weights multiply on FP4 units where the chip has them
+            // (Blackwell); elsewhere weight-only kernels dequantize them and
+            // multiply in BF16 (Marlin's MXFP4/NVFP4 W4A16 kernels on Hopper
+            // and Ampere, as vLLM runs gpt-oss there).
+            Dtype::Nvfp4 | Dtype::Mxfp4 => self.fp4_tflops.unwrap_or(self.bf16_tflops),
             Dtype::Int8 => self.int8_tops.unwrap_or(self.bf16_tflops),
             // FP32 GEMMs run on TF32 tensor cores at half the BF16 rate.
             Dtype::Fp32 => self.bf16_tflops / 2.0,

@@ -130,6 +130,7 @@ fn arch(row: &BTreeMap<String, String>, path: &Path) -> Result<ModelArch, String
         qk_nope_head_dim: None,
         qk_rope_head_dim: None,
         v_head_dim: None,
+        ..ModelArch::default()
     })
 }
 

@@ -3,7 +3,8 @@
 use super::comm::{AllReduce, CommChoice, LayerComm};
 use super::elementwise;
 use super::gemm::{
-    tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+    activation_quant_s, compute_efficiency, tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY,
+    GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
@@ -13,7 +14,9 @@ use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
 use crate::time::Nanos;
 
+mod kinds;
 mod step;
+pub use kinds::KindMix;
 pub use step::StepTerms;
 
 /// The analytical roofline cost model over catalog figures. Everything that
@@ -47,6 +50,14 @@ pub use step::StepTerms;
 ///   shared experts; routed experts see every group's tokens. Per MoE layer,
 ///   a dispatch and a combine all-to-all each move a GPU's tokens × k ×
 ///   hidden × 2 bytes, (EP−1)/EP of them to other groups, plus the latency.
+/// - **Layer kinds**: sliding-window, chunked-local, linear-attention and
+///   sparse (DSA) layers price their attention as `kinds` describes
+///   ([`KindMix`]); models of plain full-attention layers only use the
+///   terms below unchanged.
+/// - **FP4 weights** (NVFP4, MXFP4) stream their block scales with them and
+///   multiply at the chip's FP4 rate where it has FP4 units, at BF16 where
+///   it does not (weight-only kernels). Checkpoints that keep attention
+///   unquantized (gpt-oss) stream its weights at the activation dtype.
 /// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
@@ -106,6 +117,13 @@ pub struct Roofline {
     pub(super) hop_latency_s: f64,
     /// Batch-size terms by token count (one group, one stage; see `memo`).
     pub(super) memo: TokenMemo,
+    /// Attention by layer kind (`None`: every layer plain full attention).
+    pub(super) kinds: Option<KindMix>,
+    /// Extra bytes per layer per GPU of attention weights a checkpoint keeps
+    /// unquantized (0 otherwise).
+    pub(super) attention_extra_bytes: f64,
+    /// Activation-quantization time per low-precision GEMM (0 otherwise).
+    pub(super) quant_floor_s: f64,
 }
 
 impl Roofline {
@@ -192,6 +210,12 @@ impl Roofline {
         let hop_latency_s = intra * hw.interconnect_latency_us * 1e-6 + cross * net_latency;
 
         let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
+        // Whether the chip multiplies the weight dtype on units of its own.
+        let native = match weight_dtype {
+            Dtype::Fp8Block => hw.fp8_tflops.is_some(),
+            Dtype::Nvfp4 | Dtype::Mxfp4 => hw.fp4_tflops.is_some(),
+            _ => true,
+        };
         let unquantized = weight_dtype.unquantized_part();
         Roofline {
             hw_name: hw.name.clone(),
@@ -234,7 +258,7 @@ impl Roofline {
             expert_load: 1.0,
             runtime: EngineRuntime::default(),
             tp_gpus: par.tensor.max(1),
-            gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
+            gemm_flops: hw.peak_flops(weight_dtype) * compute_efficiency(weight_dtype, native),
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
@@ -242,6 +266,14 @@ impl Roofline {
             hop_secs_per_byte,
             hop_latency_s,
             memo: TokenMemo::default(),
+            kinds: KindMix::new(model, hw, atp),
+            quant_floor_s: activation_quant_s(weight_dtype, native),
+            attention_extra_bytes: if model.attention_unquantized {
+                model.attention_params_per_gpu(atp)
+                    * (unquantized.bytes() - weight_dtype.weight_bytes())
+            } else {
+                0.0
+            },
         }
     }
 
@@ -252,9 +284,10 @@ impl Roofline {
         GemmTime {
             compute: 2.0 * tile_rows(tokens) * self.layer_params / self.gemm_flops,
             memory: (self.layer_params * self.weight_bytes_per_param
+                + self.attention_extra_bytes
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
-            floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S,
+            floor: GEMMS_PER_LAYER * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -289,12 +322,13 @@ impl Roofline {
         let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
             * self.weight_bytes_per_param
             + self.router_params * self.unquantized_bytes_per_param
+            + self.attention_extra_bytes
             + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
         GemmTime {
             compute: flops / self.gemm_flops,
             memory: bytes / (self.mem_bw * MEMORY_EFFICIENCY),
             // Router, attention and expert grouped GEMMs: the dense layer's count.
-            floor: (GEMMS_PER_LAYER + 1.0) * GEMM_KERNEL_FLOOR_S,
+            floor: (GEMMS_PER_LAYER + 1.0) * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -307,6 +341,15 @@ impl Roofline {
         if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
+        if let Some(mix) = &self.kinds {
+            let plain = kinds::Plain {
+                flops_per_pair: self.attn_prefill_flops_per_pair,
+                kv_bytes_per_token: self.kv_bytes_per_token_layer,
+                flops: self.attn_flops,
+                bw: self.mem_bw * MEMORY_EFFICIENCY,
+            };
+            return mix.prefill_secs(&plain, b);
+        }
         let flops = self.attn_prefill_flops_per_pair * b.prefill_attn_pairs;
         let bytes = b.prefill_kv_tokens as f64 * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
@@ -316,7 +359,8 @@ impl Roofline {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        self.decode_attention().secs(b.decode_context_tokens)
+        self.decode_attention()
+            .secs(b.decode_context_tokens, b.decode_seqs)
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -361,6 +405,11 @@ impl Roofline {
     /// own layers at the same time. Seconds.
     pub(super) fn block_copy_secs(&self, tokens: u64) -> f64 {
         let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
+        let layers = match &self.kinds {
+            // Only the full layers' blocks are per token.
+            Some(mix) => layers * mix.full_share(),
+            None => layers,
+        };
         let bytes = 2.0 * tokens as f64 * self.kv_bytes_per_token_layer * layers;
         bytes / (self.mem_bw * MEMORY_EFFICIENCY)
     }
@@ -802,5 +851,40 @@ mod tests {
         assert!((0.5..1.5).contains(&ratio), "{ratio}");
         // One sequence keeps one group busy and the others idle in attention.
         assert!(ms(&ep8, &prefill(2048)) > ms(&ep1, &prefill(2048)));
+    }
+
+    #[test]
+    fn fp4_weights_multiply_on_fp4_units_only_where_the_chip_has_them() {
+        let at = |model: &str, hw: &str, tp: u32, w: Dtype, b: &BatchShape| {
+            ms(
+                &roofline_par(model, hw, Parallelism::tensor(tp), w, Dtype::Bf16),
+                b,
+            )
+        };
+        // A 8192-token prefill of Llama-3.1-70B on 4 B200s is compute-bound:
+        // NVFP4 runs at 0.40 × 9000 TFLOP/s against BF16's 0.75 × 2250, so
+        // its GEMMs take 1688/3600 = 0.47 of the time; attention (BF16),
+        // element-wise kernels and all-reduces do not shrink.
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &prefill(8192)),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(fp4 < 0.75 * bf16 && fp4 > 0.47 * bf16, "{fp4} {bf16}");
+        // Batch-1 decode streams 0.5625 bytes per weight instead of 2: per
+        // GPU 34.0 GB of linear weights become 9.6 GB, 3.6 ms less at
+        // 0.85 × 8 TB/s, less 80 × 4 × 2 µs of activation quantization.
+        let d = decode_batch(1, 1024);
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &d),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &d),
+        );
+        assert!((2.5..3.5).contains(&(bf16 - fp4)), "{fp4} {bf16}");
+        // On H200 (no FP4 units) MXFP4 weights dequantize to BF16 GEMMs:
+        // a compute-bound prefill costs what BF16 costs, less a little memory.
+        let (mx, bf) = (
+            at("llama-3.1-70b", "h200", 4, Dtype::Mxfp4, &prefill(8192)),
+            at("llama-3.1-70b", "h200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(mx < bf && mx > 0.97 * bf, "{mx} {bf}");
     }
 }

@@ -221,6 +221,7 @@ impl ProfileModel {
             qk_nope_head_dim: None,
             qk_rope_head_dim: None,
             v_head_dim: None,
+            ..ModelArch::default()
         }
     }
 
@@ -532,6 +533,7 @@ impl Profile {
             kv_cache_bytes,
             kv_bytes_per_token: m.kv_bytes_per_token,
             kv_blocks,
+            sequence_bytes: 0.0,
         };
         MemoryPlan {
             tensor_parallel: 1,
@@ -550,6 +552,8 @@ impl Profile {
             kv_blocks_per_group: kv_blocks,
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
+            sequence_reserve_bytes: 0.0,
+            layer_kinds: Vec::new(),
         }
     }
 }

@@ -129,16 +129,24 @@ pub struct HorizonCfg {
     pub duration_s: Option<f64>,
 }
 
-/// The served model: a catalog preset or an inline architecture.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The served model: a catalog preset, an inline architecture, or a Hugging
+/// Face `config.json` (`config`, a path relative to the scenario file).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCfg {
     #[serde(default)]
     pub preset: Option<String>,
     #[serde(default)]
     pub architecture: Option<ModelArch>,
-    #[serde(default = "default_weight_dtype")]
-    pub weight_dtype: Dtype,
+    /// A Hugging Face `config.json`, relative to the scenario file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// The weight dtype; absent: the checkpoint's (`quantization_config` of
+    /// the preset or config), else bf16. It serializes as bf16 when absent,
+    /// so a scenario's digest reads as it did before checkpoints could name
+    /// their dtype.
+    #[serde(default, serialize_with = "weight_dtype_or_bf16")]
+    pub weight_dtype: Option<Dtype>,
     /// Defaults to the activation dtype (bf16, or fp16 for fp16 weights), as vLLM's `auto`.
     #[serde(default)]
     pub kv_dtype: Option<Dtype>,
@@ -148,15 +156,8 @@ fn default_weight_dtype() -> Dtype {
     Dtype::Bf16
 }
 
-impl Default for ModelCfg {
-    fn default() -> Self {
-        ModelCfg {
-            preset: None,
-            architecture: None,
-            weight_dtype: default_weight_dtype(),
-            kv_dtype: None,
-        }
-    }
+fn weight_dtype_or_bf16<S: serde::Serializer>(d: &Option<Dtype>, s: S) -> Result<S::Ok, S::Error> {
+    d.unwrap_or(default_weight_dtype()).serialize(s)
 }
 
 /// The accelerator: a catalog preset, an inline datasheet (`[hardware.spec]`),

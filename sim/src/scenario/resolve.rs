@@ -166,7 +166,33 @@ impl Scenario {
         }
 
         let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
+        if file.model.config.is_some()
+            && (file.model.preset.is_some() || file.model.architecture.is_some())
+        {
+            return Err(err(
+                "model.config",
+                "give one of `preset`, `[model.architecture]` or `config`, not several".into(),
+            ));
+        }
+        let mut checkpoint_dtype: Option<Dtype> = None;
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
+            (None, None) if file.model.config.is_some() => {
+                let rel = file.model.config.as_deref().expect("checked");
+                let dir = Path::new(origin).parent().unwrap_or(Path::new(""));
+                let path = dir.join(rel);
+                let hf = catalog::read_config(&path).map_err(|m| err("model.config", m))?;
+                checkpoint_dtype = hf.weight_dtype;
+                let mut a = hf.arch;
+                a.name = Path::new(rel)
+                    .parent()
+                    .and_then(|d| d.file_name())
+                    .map(|d| d.to_string_lossy().to_string())
+                    .unwrap_or_else(|| rel.to_string());
+                (
+                    a,
+                    format!("{} ({} family, config.json)", path.display(), hf.family),
+                )
+            }
             (None, None) if profile.is_some() => {
                 let (path, p) = profile.as_ref().expect("checked");
                 (
@@ -189,8 +215,12 @@ impl Scenario {
                     ),
                 ))
             }
-            (Some(p), None) => match catalog::model(p) {
-                Some((m, src)) => (m, src.to_string()),
+            (Some(p), None) => match catalog::model_preset(p) {
+                Some(preset) => {
+                    let hf = preset.load();
+                    checkpoint_dtype = hf.weight_dtype;
+                    (hf.arch, preset.source.to_string())
+                }
                 None => {
                     return Err(err(
                         "model.preset",
@@ -256,16 +286,31 @@ impl Scenario {
             }
         };
 
-        let mut weight_dtype = file.model.weight_dtype;
-        if weight_dtype == Dtype::Fp32 {
-            // Allowed for completeness (e.g. CPU calibration); nothing to check.
-        }
+        // The scenario's dtype, else the checkpoint's, else bf16. fp32 is
+        // allowed for completeness (e.g. CPU calibration).
+        let mut weight_dtype = file
+            .model
+            .weight_dtype
+            .or(checkpoint_dtype)
+            .unwrap_or(Dtype::Bf16);
         let mut kv_dtype = match file.model.kv_dtype {
             Some(d @ (Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8 | Dtype::Fp32)) => d,
+            // TensorRT-LLM keeps an NVFP4 KV cache on Blackwell, whose FP4
+            // units read it; vLLM and SGLang offer FP8 at most.
+            Some(Dtype::Nvfp4) if hardware.fp4_tflops.is_some() => Dtype::Nvfp4,
             Some(d) => {
                 return Err(err(
                     "model.kv_dtype",
-                    format!("KV cache dtype {d} is not supported; allowed: bf16, fp16, fp8, fp32"),
+                    format!(
+                        "KV cache dtype {d} is not supported on {}; allowed: bf16, fp16, fp8, \
+                         fp32{}",
+                        hardware.name,
+                        if hardware.fp4_tflops.is_some() {
+                            ", nvfp4"
+                        } else {
+                            " (nvfp4 on chips with FP4 units)"
+                        }
+                    ),
                 ))
             }
             None if weight_dtype == Dtype::Fp16 => Dtype::Fp16,
@@ -285,6 +330,26 @@ impl Scenario {
                     "a calibration profile measures one device: tensor_parallel, \
                      pipeline_parallel and expert_parallel must be 1"
                         .into(),
+                ));
+            }
+        }
+        if model.linear_attention.is_some() {
+            let pool_on = file.fleet.pools.iter().any(|p| {
+                p.engine
+                    .as_ref()
+                    .and_then(|e| e.get("prefix_caching"))
+                    .and_then(|v| v.as_bool())
+                    == Some(true)
+            });
+            if file.engine.prefix_caching || pool_on {
+                return Err(err(
+                    "engine.prefix_caching",
+                    format!(
+                        "{} has linear-attention layers, whose recurrent state summarises a whole \
+                         prefix and cannot be shared block by block; vLLM turns prefix caching \
+                         off for such hybrid models. Set engine.prefix_caching = false",
+                        model.name
+                    ),
                 ));
             }
         }

@@ -653,3 +653,111 @@ fn custom_all_reduce_speeds_small_batch_tensor_parallel_decode() {
         assert!((0.15..0.40).contains(&saved), "batch {seqs}: {saved}");
     }
 }
+
+/// `[model] config` reads a Hugging Face config.json next to the scenario:
+/// the family's layer kinds, the checkpoint's dtype unless the scenario
+/// names one, and clear errors for a missing file, an unknown family, a
+/// file too large, and a second model source.
+#[test]
+fn a_config_json_beside_the_scenario_is_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("gpt-oss-20b");
+    std::fs::create_dir(&sub).unwrap();
+    let preset = crate::catalog::model_preset("gpt-oss-20b").unwrap();
+    std::fs::write(sub.join("config.json"), preset.config).unwrap();
+    let scenario = dir.path().join("s.toml");
+    let text = MINIMAL.replace(
+        "preset = \"llama-3.1-8b\"",
+        "config = \"gpt-oss-20b/config.json\"",
+    );
+    std::fs::write(&scenario, &text).unwrap();
+    let s = Scenario::load(&scenario).unwrap();
+    assert_eq!(s.model.name, "gpt-oss-20b");
+    assert_eq!(s.weight_dtype, Dtype::Mxfp4, "quantization_config sets it");
+    assert!(
+        s.model_source.contains("gpt_oss family"),
+        "{}",
+        s.model_source
+    );
+    assert_eq!(s.model.layer_kind_counts(), [12, 12, 0, 0]);
+    assert_eq!(s.memory.layer_kinds.len(), 2);
+    // The scenario's dtype wins over the checkpoint's.
+    std::fs::write(
+        &scenario,
+        text.replace("[model]", "[model]\nweight_dtype = \"bf16\""),
+    )
+    .unwrap();
+    assert_eq!(Scenario::load(&scenario).unwrap().weight_dtype, Dtype::Bf16);
+    // The same model as a preset gives the same plan.
+    let p =
+        Scenario::from_toml_str(&MINIMAL.replace("llama-3.1-8b", "gpt-oss-20b"), "p.toml").unwrap();
+    assert_eq!(p.weight_dtype, Dtype::Mxfp4);
+    assert_eq!(p.memory.kv_blocks, s.memory.kv_blocks);
+
+    let load_err = |config: &str| {
+        std::fs::write(
+            &scenario,
+            MINIMAL.replace("preset = \"llama-3.1-8b\"", config),
+        )
+        .unwrap();
+        Scenario::load(&scenario).unwrap_err()
+    };
+    let e = load_err("config = \"missing.json\"");
+    assert_eq!(e.key, "model.config", "{e}");
+    assert!(e.message.contains("missing.json"), "{e}");
+    std::fs::write(
+        dir.path().join("falcon.json"),
+        r#"{"model_type": "falcon"}"#,
+    )
+    .unwrap();
+    let e = load_err("config = \"falcon.json\"");
+    assert!(
+        e.message.contains("unknown model family") && e.message.contains("gpt_oss"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.path().join("big.json"),
+        vec![b' '; crate::catalog::MAX_CONFIG_BYTES as usize + 1],
+    )
+    .unwrap();
+    let e = load_err("config = \"big.json\"");
+    assert!(e.message.contains("larger than"), "{e}");
+    let e = load_err("config = \"falcon.json\"\npreset = \"llama-3.1-8b\"");
+    assert_eq!(e.key, "model.config", "{e}");
+    assert!(e.message.contains("not several"), "{e}");
+}
+
+/// Hybrid models with linear-attention layers refuse prefix caching; FP4 KV
+/// needs a chip with FP4 units.
+#[test]
+fn hybrid_and_fp4_limits_are_refused_clearly() {
+    let q = MINIMAL
+        .replace(
+            "preset = \"llama-3.1-8b\"",
+            "preset = \"qwen3.5-397b-a17b\"\nweight_dtype = \"nvfp4\"",
+        )
+        .replace("h100-sxm", "b200")
+        .replace(
+            "[engine]",
+            "[fleet]\ntensor_parallel = 4\n[engine]\nprefix_caching = true",
+        );
+    let e = err_of(&q);
+    assert_eq!(e.key, "engine.prefix_caching", "{e}");
+    assert!(e.message.contains("linear-attention"), "{e}");
+    let ok = Scenario::from_toml_str(
+        &q.replace("prefix_caching = true", "prefix_caching = false")
+            .replace(
+                "weight_dtype = \"nvfp4\"",
+                "weight_dtype = \"nvfp4\"\nkv_dtype = \"nvfp4\"",
+            ),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(ok.kv_dtype, Dtype::Nvfp4);
+    let e = err_of(&MINIMAL.replace(
+        "preset = \"llama-3.1-8b\"",
+        "preset = \"llama-3.1-8b\"\nkv_dtype = \"nvfp4\"",
+    ));
+    assert_eq!(e.key, "model.kv_dtype", "{e}");
+    assert!(e.message.contains("FP4 units"), "{e}");
+}

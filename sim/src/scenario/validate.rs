@@ -315,6 +315,7 @@ pub(super) fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
         ));
     }
     a.validate_moe_and_mla()?;
+    a.validate_layer_kinds()?;
     Ok(())
 }
 
