@@ -255,44 +255,84 @@ fn dtype_candidates(quant: Option<&str>, precision: Option<&str>) -> Vec<String>
     c
 }
 
-/// How aiconfigurator's worker layout maps onto servesim's fleet keys:
-/// `(tensor_parallel, expert_parallel, replicas per worker)`. servesim's
-/// expert parallelism runs attention data-parallel over the EP groups
-/// (`parallel`), so attention DP d with MoE EP d × MoE TP t is TP d·t with
-/// EP d; attention DP over a dense model is d replicas.
-fn fleet_layout(l: &WorkerLayout) -> Result<(u32, u32, u32), Unexpressible> {
+/// One aiconfigurator worker's layout in servesim's fleet keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FleetLayout {
+    tensor_parallel: u32,
+    pipeline_parallel: u32,
+    expert_parallel: u32,
+    /// `Some` for a MoE layout (`fleet.attention_data_parallel`).
+    attention_data_parallel: Option<u32>,
+    /// Replicas one worker is (attention DP over a dense model).
+    replicas_per_worker: u32,
+}
+
+impl FleetLayout {
+    /// Sets the layout's keys in `t` (a `fleet` or a pool table).
+    fn write(&self, t: &mut Table) {
+        t.insert(
+            "tensor_parallel".into(),
+            i64::from(self.tensor_parallel).into(),
+        );
+        t.insert(
+            "pipeline_parallel".into(),
+            i64::from(self.pipeline_parallel).into(),
+        );
+        t.insert(
+            "expert_parallel".into(),
+            i64::from(self.expert_parallel).into(),
+        );
+        match self.attention_data_parallel {
+            Some(dp) => {
+                t.insert("attention_data_parallel".into(), i64::from(dp).into());
+            }
+            None => {
+                t.remove("attention_data_parallel");
+            }
+        }
+    }
+}
+
+/// How aiconfigurator's worker layout maps onto servesim's fleet keys. In
+/// aiconfigurator's convention a MoE worker has attention TP × DP = MoE
+/// TP × EP GPUs per stage (`docs/cli_user_guide.md`), which is servesim's
+/// `tensor_parallel` with `attention_data_parallel` = DP and
+/// `expert_parallel` = EP. A worker with no MoE split (MoE TP × EP = 1)
+/// is a dense model's: its attention DP is that many replicas.
+fn fleet_layout(l: &WorkerLayout) -> Result<FleetLayout, Unexpressible> {
     let moe_split = l.moe_tp * l.moe_ep;
-    if l.attention_dp > 1 {
-        if l.moe_ep == l.attention_dp && l.moe_tp == l.tp {
-            return Ok((l.tp * l.attention_dp, l.attention_dp, 1));
-        }
-        if moe_split == 1 {
-            return Ok((l.tp, 1, l.attention_dp));
-        }
+    let gpus = l.tp * l.attention_dp;
+    let plain = |tp, replicas| FleetLayout {
+        tensor_parallel: tp,
+        pipeline_parallel: l.pp,
+        expert_parallel: 1,
+        attention_data_parallel: None,
+        replicas_per_worker: replicas,
+    };
+    if moe_split == 1 {
+        return Ok(plain(l.tp, l.attention_dp));
+    }
+    if moe_split != gpus {
         return Err(Unexpressible::new(
             ReasonKind::Layout,
-            "attention DP with MoE TP × EP other than TP × DP",
+            "MoE TP × EP other than attention TP × DP",
             format!(
-                "attention TP {} × DP {} with MoE TP {} × EP {}: servesim's expert parallelism \
-                 runs attention data-parallel over the EP groups (MoE EP = attention DP, \
-                 MoE TP = attention TP)",
+                "attention TP {} × DP {} with MoE TP {} × EP {}: a worker's attention and \
+                 experts split the same GPUs (attention TP × DP = MoE TP × EP)",
                 l.tp, l.attention_dp, l.moe_tp, l.moe_ep
             ),
         ));
     }
-    if l.moe_ep > 1 {
-        return Err(Unexpressible::new(
-            ReasonKind::Layout,
-            "MoE EP without attention DP",
-            format!(
-                "attention TP {} with MoE TP {} × EP {}: experts spread over a tensor-parallel \
-                 attention group; servesim's expert parallelism runs attention data-parallel \
-                 over the EP groups",
-                l.tp, l.moe_tp, l.moe_ep
-            ),
-        ));
+    if l.attention_dp == 1 && l.moe_ep == 1 {
+        return Ok(plain(l.tp, 1));
     }
-    Ok((l.tp, 1, 1))
+    Ok(FleetLayout {
+        tensor_parallel: gpus,
+        pipeline_parallel: l.pp,
+        expert_parallel: l.moe_ep,
+        attention_data_parallel: Some(l.attention_dp),
+        replicas_per_worker: 1,
+    })
 }
 
 /// The scenario table for `point` over `base`, before resolution.
@@ -315,6 +355,13 @@ fn table_for(
     } else {
         workload(&mut t, base.is_some(), settings, point, notes)?;
         deployment(&mut t, point, notes)?;
+    }
+    // A layout given on the command line replaces the file's whole
+    // layout, its attention DP included.
+    if settings.tensor_parallel.is_some() || settings.expert_parallel.is_some() {
+        if let Some(f) = t.get_mut("fleet").and_then(Value::as_table_mut) {
+            f.remove("attention_data_parallel");
+        }
     }
     if let Some(tp) = settings.tensor_parallel {
         set(&mut t, "fleet.tensor_parallel", i64::from(tp));
@@ -422,6 +469,20 @@ fn workload(
     Ok(())
 }
 
+/// `t`'s `[fleet]` table, made if absent.
+fn fleet_table(t: &mut Table) -> Result<&mut Table, Unexpressible> {
+    t.entry("fleet")
+        .or_insert_with(|| Value::Table(Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| {
+            Unexpressible::new(
+                ReasonKind::Other,
+                "fleet is not a table",
+                "fleet is not a table",
+            )
+        })
+}
+
 fn deployment(
     t: &mut Table,
     point: &MeasuredPoint,
@@ -433,22 +494,21 @@ fn deployment(
             return Err(Unexpressible::new(
                 ReasonKind::NotRecorded,
                 "disaggregated without worker counts",
-                "disaggregated row without prefill/decode worker counts and layouts \
-                 (aiconfigurator's own scripts skip these rows too)",
+                "disaggregated row without prefill/decode worker counts: the xPyD split \
+                 is not recorded and has no default (aiconfigurator's cli_estimate cannot \
+                 run these rows either, and its scripts skip them)",
             ))
         }
         Some(Deployment::Agg { workers, layout }) => {
-            if layout.pp > 1 {
-                set(t, "fleet.pipeline_parallel", i64::from(layout.pp));
-            }
-            let (tp, ep, per_worker) = fleet_layout(layout)?;
-            set(t, "fleet.tensor_parallel", i64::from(tp));
-            set(t, "fleet.expert_parallel", i64::from(ep));
-            set(t, "fleet.replicas", i64::from(workers * per_worker));
-            if let Some(f) = t.get_mut("fleet").and_then(Value::as_table_mut) {
-                f.remove("pools");
-                f.remove("kv_transfer");
-            }
+            let l = fleet_layout(layout)?;
+            let fleet = fleet_table(t)?;
+            l.write(fleet);
+            fleet.insert(
+                "replicas".into(),
+                i64::from(workers * l.replicas_per_worker).into(),
+            );
+            fleet.remove("pools");
+            fleet.remove("kv_transfer");
         }
         Some(Deployment::Disagg {
             prefill_workers,
@@ -456,52 +516,34 @@ fn deployment(
             decode_workers,
             decode,
         }) => {
-            let (ptp, pep, pper) = fleet_layout(prefill)?;
-            let (dtp, dep, dper) = fleet_layout(decode)?;
-            if pep != dep {
-                return Err(Unexpressible::new(
-                    ReasonKind::Layout,
-                    "prefill and decode pools with different expert parallelism",
-                    format!(
-                        "prefill EP {pep} and decode EP {dep}: servesim's pools share the \
-                         fleet's expert_parallel"
-                    ),
-                ));
-            }
-            if prefill.pp > 1 || decode.pp > 1 {
-                return Err(Unexpressible::new(
-                    ReasonKind::Layout,
-                    "pipeline parallelism in a disaggregated pool",
-                    "pipeline-parallel prefill or decode workers: servesim's pools take \
-                     tensor_parallel only",
-                ));
-            }
-            let pool = |name: &str, replicas: u32, tp: u32| {
-                let mut p = Table::new();
-                p.insert("name".into(), name.into());
-                p.insert("role".into(), name.into());
-                p.insert("replicas".into(), i64::from(replicas).into());
-                p.insert("tensor_parallel".into(), i64::from(tp).into());
-                Value::Table(p)
+            let p = fleet_layout(prefill)?;
+            let d = fleet_layout(decode)?;
+            let pool = |name: &str, workers: u32, l: &FleetLayout| {
+                let mut t = Table::new();
+                t.insert("name".into(), name.into());
+                t.insert("role".into(), name.into());
+                t.insert(
+                    "replicas".into(),
+                    i64::from(workers * l.replicas_per_worker).into(),
+                );
+                l.write(&mut t);
+                Value::Table(t)
             };
-            let fleet = t
-                .entry("fleet")
-                .or_insert_with(|| Value::Table(Table::new()))
-                .as_table_mut()
-                .ok_or_else(|| {
-                    Unexpressible::new(
-                        ReasonKind::Other,
-                        "fleet is not a table",
-                        "fleet is not a table",
-                    )
-                })?;
-            fleet.remove("replicas");
-            fleet.insert("expert_parallel".into(), i64::from(pep).into());
+            let fleet = fleet_table(t)?;
+            for key in [
+                "replicas",
+                "tensor_parallel",
+                "pipeline_parallel",
+                "expert_parallel",
+                "attention_data_parallel",
+            ] {
+                fleet.remove(key);
+            }
             fleet.insert(
                 "pools".into(),
                 Value::Array(vec![
-                    pool("prefill", prefill_workers * pper, ptp),
-                    pool("decode", decode_workers * dper, dtp),
+                    pool("prefill", *prefill_workers, &p),
+                    pool("decode", *decode_workers, &d),
                 ]),
             );
             notes.push("disaggregated: the default KV link".into());
@@ -618,7 +660,7 @@ mod tests {
     }
 
     #[test]
-    fn attention_dp_maps_onto_expert_parallel_groups() {
+    fn aiconfigurator_layouts_map_onto_attention_dp_and_expert_parallel() {
         let l = |tp, attention_dp, moe_tp, moe_ep| WorkerLayout {
             tp,
             pp: 1,
@@ -626,18 +668,36 @@ mod tests {
             moe_tp,
             moe_ep,
         };
-        assert_eq!(fleet_layout(&l(1, 8, 1, 8)).unwrap(), (8, 8, 1));
-        assert_eq!(fleet_layout(&l(2, 4, 2, 4)).unwrap(), (8, 4, 1));
-        assert_eq!(fleet_layout(&l(4, 1, 4, 1)).unwrap(), (4, 1, 1));
-        assert_eq!(fleet_layout(&l(2, 4, 1, 1)).unwrap(), (2, 1, 4));
-        assert_eq!(
-            fleet_layout(&l(8, 1, 1, 8)).unwrap_err().kind,
-            ReasonKind::Layout
-        );
-        assert_eq!(
-            fleet_layout(&l(1, 8, 8, 1)).unwrap_err().kind,
-            ReasonKind::Layout
-        );
+        let moe = |tp, ep, dp| FleetLayout {
+            tensor_parallel: tp,
+            pipeline_parallel: 1,
+            expert_parallel: ep,
+            attention_data_parallel: Some(dp),
+            replicas_per_worker: 1,
+        };
+        let dense = |tp, replicas| FleetLayout {
+            tensor_parallel: tp,
+            pipeline_parallel: 1,
+            expert_parallel: 1,
+            attention_data_parallel: None,
+            replicas_per_worker: replicas,
+        };
+        // DP attention over EP groups, with and without MoE TP.
+        assert_eq!(fleet_layout(&l(1, 8, 1, 8)).unwrap(), moe(8, 8, 8));
+        assert_eq!(fleet_layout(&l(2, 4, 2, 4)).unwrap(), moe(8, 4, 4));
+        // Experts spread over a tensor-parallel attention group.
+        assert_eq!(fleet_layout(&l(8, 1, 1, 8)).unwrap(), moe(8, 8, 1));
+        assert_eq!(fleet_layout(&l(32, 1, 8, 4)).unwrap(), moe(32, 4, 1));
+        // Attention DP with the experts tensor-parallel.
+        assert_eq!(fleet_layout(&l(1, 8, 8, 1)).unwrap(), moe(8, 1, 8));
+        // Plain tensor parallelism, and a dense model's attention DP.
+        assert_eq!(fleet_layout(&l(4, 1, 4, 1)).unwrap(), dense(4, 1));
+        assert_eq!(fleet_layout(&l(4, 1, 1, 1)).unwrap(), dense(4, 1));
+        assert_eq!(fleet_layout(&l(2, 4, 1, 1)).unwrap(), dense(2, 4));
+        // Attention and experts on different GPU counts.
+        let e = fleet_layout(&l(8, 1, 2, 8)).unwrap_err();
+        assert_eq!(e.kind, ReasonKind::Layout);
+        assert!(e.reason.contains("MoE TP 2 × EP 8"), "{}", e.reason);
     }
 
     #[test]
