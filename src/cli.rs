@@ -178,6 +178,14 @@ pub enum Command {
         /// Result folder compared with it.
         b: PathBuf,
     },
+    /// Compare servesim with measured benchmark results (vLLM bench serve,
+    /// genai-perf, GuideLLM, inference-perf, aiconfigurator's silicon CSV,
+    /// observe folders): per point and per group errors, CSV, JSON and an
+    /// HTML page; --coverage says which points servesim can express.
+    #[command(
+        after_help = "Examples:\n  servesim accuracy bench-results/*.json --hardware h100-sxm --tp 1 --out out/accuracy\n  servesim accuracy ../shared/data/aiconfigurator/silicon/silicon_train.csv --out out/accuracy\n  servesim accuracy --coverage ../shared/data/aiconfigurator/silicon/silicon_train.csv\n  servesim accuracy out/observed --scenario scenarios/quickstart.toml\n\nFormats and the accuracy table: docs/accuracy.md"
+    )]
+    Accuracy(crate::accuracy::AccuracyArgs),
     /// Compare a quantized candidate with its baseline on a text: likelihood, agreement, KL, speed, memory.
     #[command(
         after_help = "Example:\n  servesim quality --weights SmolLM2-135M-Instruct.Q4_1.gguf --text scenarios/text/dev.txt --candidate int8 --max-regression 1"
@@ -460,6 +468,12 @@ pub struct CalibrateCmd {
     /// /metrics or /props say, else its context × --max-concurrency].
     #[arg(long, requires = "engine")]
     pub kv_tokens: Option<u64>,
+    /// --engine: write the profile even when it cannot be trusted (no
+    /// held-out shapes, a fit error past 15 %, a probe family missing, a
+    /// served model of another architecture class); the reasons are kept
+    /// in its findings.
+    #[arg(long, requires = "engine")]
+    pub force: bool,
     /// --engine: the model name to request [default: the first /v1/models lists].
     #[arg(long, requires = "engine")]
     pub served_model: Option<String>,

@@ -9,10 +9,6 @@ use serve::probe::{self, EngineArgs};
 use std::io::IsTerminal;
 use std::time::Duration;
 
-/// Mean held-out error (%) above which calibrate warns that the profile is
-/// not to be trusted as it is: the llama.cpp runs in docs/calibration.md
-/// fitted 4–9 % on a quiet machine and 41 % on a noisy one.
-const HELD_OUT_WARN_PCT: f64 = 15.0;
 pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     let url = a.engine.clone().expect("dispatched on --engine");
     if !(a.budget.is_finite() && a.budget > 0.0 && a.budget <= 600.0) {
@@ -28,6 +24,7 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
         max_concurrency: a.max_concurrency,
         max_prompt: a.max_prompt,
         kv_tokens: a.kv_tokens,
+        force: a.force,
     };
     let pb = if std::io::stderr().is_terminal() {
         ProgressBar::new(1000)
@@ -130,14 +127,14 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
         profile.held_out.shapes,
         profile.held_out.fitted_mape_pct
     );
-    if profile.held_out.mape_pct > HELD_OUT_WARN_PCT {
-        // A server measured on a shared or throttled machine changes speed
-        // between probes; the fit then misses the shapes it did not see,
-        // and a profile that misses them predicts other workloads as badly.
-        outln!(
-            "warning    the profile misses the shapes it held out by {:.1} % on average (over {HELD_OUT_WARN_PCT} %): the server's speed changed during the probes (another load on the machine, a clock change) or its costs are not this profile's shape; calibrate again on a quiet machine before trusting it",
-            profile.held_out.mape_pct
-        );
+    // A profile written with --force although it cannot be trusted says
+    // why on every line that matters, not only in its findings.
+    for line in e
+        .findings
+        .iter()
+        .filter(|l| l.starts_with("not to be trusted"))
+    {
+        eprintln!("warning: {line}");
     }
     for line in &e.findings {
         outln!("found      {line}");

@@ -13,6 +13,7 @@ macro_rules! outln {
     }};
 }
 
+mod accuracy;
 mod bench;
 mod breakeven;
 mod calibration;
@@ -133,6 +134,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::serve(args),
         Command::Observe(args) => serve::observe(args),
         Command::Compare { a, b } => serve::compare(&a, &b),
+        Command::Accuracy(args) => accuracy::run(args),
         Command::Quality(args) => quality::quality(args),
         Command::Speculate(args) => quality::speculate(args),
     }

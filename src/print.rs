@@ -121,7 +121,9 @@ pub fn resolved(s: &Scenario) {
             par.pipeline
         );
     }
-    if par.expert > 1 {
+    if par.attention_data.is_some() {
+        outln!("           {}", par.describe_moe(m, h.gpus_per_node));
+    } else if par.expert > 1 {
         outln!(
             "           expert parallel: {} groups of {} GPU(s) per stage, {} experts each; attention data-parallel over the groups; all-to-all dispatch + combine per MoE layer",
             par.expert,
@@ -154,7 +156,12 @@ pub fn resolved(s: &Scenario) {
         let draft = match (&sp.draft_model, sp.draft_cost_fraction) {
             (Some(m), _) => format!("model {m} (its weights and KV share the memory below)"),
             (None, Some(fr)) => format!("head at {fr} × a target decode step"),
-            _ => String::new(),
+            _ => match sp.draft_layers {
+                Some(n) => format!(
+                    "{n} MTP/EAGLE layer(s) of the target's kind + its LM head (their weights and KV share the memory below)"
+                ),
+                None => String::new(),
+            },
         };
         outln!(
             "           speculative decoding: k = {}, acceptance {} → {expected:.2} tokens/step expected, draft {draft}",
@@ -208,6 +215,29 @@ pub fn resolved(s: &Scenario) {
         },
         mem.kv_tokens
     );
+    // Models with windowed, linear or sparse layers: each kind's share.
+    for (i, k) in mem.layer_kinds.iter().enumerate() {
+        let what = if k.bytes_per_sequence > 0.0 {
+            format!(
+                "{} bytes/sequence/GPU whatever its length",
+                k.bytes_per_sequence
+            )
+        } else {
+            format!("{} bytes/token/GPU in the blocks", k.kv_bytes_per_token)
+        };
+        outln!(
+            "{}{} × {}: {what}",
+            if i == 0 { "layers     " } else { "           " },
+            k.layers,
+            k.kind
+        );
+    }
+    if mem.sequence_reserve_bytes > 0.0 {
+        outln!(
+            "           set aside for max_num_seqs sequences: {} per GPU",
+            gib(mem.sequence_reserve_bytes)
+        );
+    }
     let h = &f.horizon;
     if h.requests.is_none() && h.duration_s.is_none() {
         outln!("horizon    until the workload ends (all its requests, drained)");

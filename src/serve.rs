@@ -128,10 +128,15 @@ pub enum EndpointArg {
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration> {
-    if !(v.is_finite() && v > 0.0) {
-        bail!("--{name} must be a positive number of seconds, not {v}");
+    // `try_from`: a value past what a Duration holds (1e300) is an error
+    // naming the flag, not a panic.
+    match Duration::try_from_secs_f64(v) {
+        Ok(d) if v > 0.0 => Ok(d),
+        _ => bail!(
+            "--{name} must be a positive number of seconds that a clock can hold (at most about 1.8e19), not {}",
+            if v.abs() < 1e15 { v.to_string() } else { format!("{v:e}") }
+        ),
     }
-    Ok(Duration::from_secs_f64(v))
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
@@ -140,6 +145,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     if a.max_waiting == 0 || a.per_client_limit == 0 {
         bail!("--max-waiting and --per-client-limit must be at least 1");
+    }
+    if a.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("--api-key (or SERVESIM_API_KEY) is empty: give the key clients must send, or leave it out to serve without one");
+    }
+    if a.max_tokens == 0 {
+        bail!("--max-tokens 0 would refuse every request: give the largest max_tokens to accept (at least 1; default 4096)");
     }
     if a.max_body_bytes == 0 {
         bail!("--max-body-bytes: must be at least 1 byte (a server that takes no body answers every request 413)");
@@ -186,7 +197,7 @@ fn server_config(
 ) -> Result<serve::server::ServerConfig> {
     Ok(serve::server::ServerConfig {
         model,
-        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
+        api_key: a.api_key.clone(),
         max_model_len,
         max_tokens_cap: a.max_tokens,
         max_body_bytes: a.max_body_bytes,
@@ -297,7 +308,13 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         a.max_duration_s
     );
     let obs = serve::observe::run_scenario(&cfg, &scenario, a.max_requests)?;
+    // A run that measured nothing (no server there, a wrong path) is an
+    // error, and leaves no results folder a later command would read.
+    serve::observe::check_ran(&cfg, &obs)?;
     let result = serve::observe::to_result(&scenario, &cfg, &obs)?;
+    for w in serve::observe::warnings(&obs) {
+        eprintln!("warning: {w}");
+    }
     let out = a
         .out
         .unwrap_or_else(|| Path::new("out").join(format!("{}-observed", scenario.name())));

@@ -52,6 +52,10 @@ fn known() -> Profile {
     p
 }
 
+/// The twin's timings are what these tests fit: one twin at a time, so
+/// two calibrations do not share the cores and each other's noise.
+static ONE_TWIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn start(dir: &std::path::Path) -> (Server, String) {
     let s = dir.join("s.toml");
     let mut child = bin()
@@ -81,6 +85,7 @@ fn start(dir: &std::path::Path) -> (Server, String) {
 
 #[test]
 fn the_fit_recovers_a_known_engines_terms_through_its_api() {
+    let _one = ONE_TWIN.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let truth = known();
     std::fs::write(dir.path().join("known.toml"), truth.to_toml_string()).unwrap();
@@ -235,6 +240,84 @@ fn an_unreachable_engine_is_a_one_line_error() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!std::path::Path::new("never.toml").exists());
+}
+
+/// A profile that cannot be trusted is refused, naming why and the budget
+/// that would do, and written with `--force` carrying the reasons.
+#[test]
+fn an_untrusted_profile_is_refused_unless_forced() {
+    let _one = ONE_TWIN.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("known.toml"), known().to_toml_string()).unwrap();
+    std::fs::write(dir.path().join("s.toml"), SCENARIO).unwrap();
+    let (server, url) = start(dir.path());
+    let out = dir.path().join("p.toml");
+    let out = out.to_str().unwrap();
+    let o = run(&[
+        "calibrate",
+        "--engine",
+        &url,
+        "--model",
+        "smollm2-135m",
+        "--kv-tokens",
+        "0",
+        "--out",
+        out,
+    ]);
+    assert!(
+        stderr(&o).starts_with("error: --kv-tokens 0 is no engine's KV capacity"),
+        "{}",
+        stderr(&o)
+    );
+    // A preset of another class than the served model's.
+    let o = run(&[
+        "calibrate",
+        "--engine",
+        &url,
+        "--model",
+        "deepseek-v3",
+        "--out",
+        out,
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("does not serve a model of the chosen architecture"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!std::path::Path::new(out).exists());
+    // --force writes it, with the reason in its findings and a warning.
+    let o = run(&[
+        "calibrate",
+        "--engine",
+        &url,
+        "--model",
+        "deepseek-v3",
+        "--budget",
+        "0.3",
+        "--max-concurrency",
+        "2",
+        "--max-prompt",
+        "64",
+        "--force",
+        "--out",
+        out,
+    ]);
+    drop(server);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: not to be trusted (written with --force): "),
+        "{}",
+        stderr(&o)
+    );
+    let p = Profile::load(std::path::Path::new(out)).unwrap();
+    let findings = &p.engine.unwrap().findings;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("does not serve a model of the chosen architecture")),
+        "{findings:?}"
+    );
 }
 
 /// `LLAMA_SERVER`, else a `llama-server` on PATH.

@@ -28,6 +28,13 @@ fn catalog_lists_required_presets() {
         "l4",
         "b200",
         "mi300x",
+        "b300",
+        "gb200",
+        "gb300",
+        "h20",
+        "mi325x",
+        "mi355x",
+        "rtx-pro-6000",
     ] {
         assert!(s.contains(hw), "{hw} missing:\n{s}");
     }

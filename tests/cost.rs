@@ -326,14 +326,9 @@ fn bad_input_names_the_flag_or_key() {
 
 #[test]
 fn fidelity_table_covers_every_measured_table() {
-    let root = common::repo();
-    let data = std::env::var_os("SERVESIM_SHARED_DATA")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/data"));
-    if !data.join("vidur/data/profiling").is_dir() {
-        eprintln!("skipped: no shared/data");
+    let Some(data) = common::shared_data("vidur/data/profiling") else {
         return;
-    }
+    };
     let fits = json(&[
         "cost",
         "--fidelity",

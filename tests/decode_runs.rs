@@ -66,13 +66,9 @@ fn every_example_scenario_gives_the_same_files_step_by_step() {
 
 #[test]
 fn shared_data_scenarios_give_the_same_files_step_by_step() {
-    let data = std::env::var_os("SERVESIM_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/data"));
-    if !data.join("mooncake").is_dir() {
-        eprintln!("skipped: no shared/data");
+    let Some(data) = shared_data("mooncake") else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     for f in tomls(&repo().join("scenarios/shared")) {
         // The whole trace in a debug build takes minutes: its first 3000

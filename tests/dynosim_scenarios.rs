@@ -11,11 +11,10 @@ use common::*;
 
 #[test]
 fn dynosim_scenarios_mirror_its_config_and_run() {
-    let trace = repo().join("../shared/data/mooncake/conversation_trace.jsonl");
-    if !trace.exists() {
-        eprintln!("skipped: {} not present", trace.display());
+    let Some(data) = shared_data("mooncake/conversation_trace.jsonl") else {
         return;
-    }
+    };
+    let trace = data.join("mooncake/conversation_trace.jsonl");
     for block in [16, 512] {
         let name = format!("dynosim-mooncake-{block}");
         let text = read(&repo().join(format!("scenarios/shared/{name}.toml")));

@@ -86,7 +86,8 @@ fn breakeven_prices_the_measured_fleet_against_a_hosted_api() {
         "0.4",
     ]);
     let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    // A price out of range is refused by the parser's range check.
+    assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
         e.starts_with("error: ") && e.contains("--gpu-hour-usd"),
         "{e}"

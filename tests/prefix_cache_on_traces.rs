@@ -45,11 +45,10 @@ fn expected_hit_rate(path: &std::path::Path) -> f64 {
 
 #[test]
 fn mooncake_replay_hits_the_infinite_cache_rate() {
-    let path = repo().join("../shared/data/mooncake/conversation_trace.jsonl");
-    if !path.exists() {
-        eprintln!("skipped: {} not present", path.display());
+    let Some(data) = shared_data("mooncake/conversation_trace.jsonl") else {
         return;
-    }
+    };
+    let path = data.join("mooncake/conversation_trace.jsonl");
     let scenario = format!(
         r#"
 name = "mooncake-prefix"

@@ -60,11 +60,10 @@ fn stale_load_reports_make_least_outstanding_herd() {
 /// 4000-request table; this is the first 1500 requests, for speed).
 #[test]
 fn prefix_affinity_beats_round_robin_on_the_mooncake_trace() {
-    let trace = repo().join("../shared/data/mooncake/conversation_trace.jsonl");
-    if !trace.exists() {
-        eprintln!("skipped: {} not present", trace.display());
+    let Some(data) = shared_data("mooncake/conversation_trace.jsonl") else {
         return;
-    }
+    };
+    let trace = data.join("mooncake/conversation_trace.jsonl");
     let base = read(&repo().join("scenarios/shared/mooncake-routing.toml"))
         .replace(
             "../../../shared/data/mooncake/conversation_trace.jsonl",

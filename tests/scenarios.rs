@@ -148,6 +148,76 @@ fn pipeline_and_expert_parallel_examples_show_their_layout() {
     assert_eq!(s["gpus"], 16);
 }
 
+/// The hybrid examples' memory plans per layer kind, by hand: gpt-oss-120b's
+/// 18 full layers (K, V × 8 heads × 64 × 2 B) grow per token and its 18
+/// sliding layers hold 144 tokens each per sequence; Qwen3.5's 15 full layers
+/// (one KV head of 256 per GPU at TP 4, FP8) grow and its 45 linear layers
+/// hold a fixed state (64 heads × 128² FP32 + 3 × 12288 BF16, a quarter each).
+#[test]
+fn hybrid_examples_show_their_layer_kinds() {
+    let check = |name: &str| {
+        let o = run(&["check", &format!("scenarios/{name}.toml")]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let g = check("gpt-oss-120b-h200");
+    assert!(g.contains("weights mxfp4  KV cache bf16"), "{g}");
+    assert!(
+        g.contains("18 × full attention (8 KV heads, sinks): 36864 bytes/token/GPU"),
+        "{g}"
+    );
+    let window = 18 * 144 * 2 * 8 * 64 * 2;
+    assert!(
+        g.contains(&format!(
+            "18 × sliding attention (window 128, sinks): {window} bytes/sequence/GPU"
+        )),
+        "{g}"
+    );
+    let q = check("qwen3.5-fp4-b200");
+    assert!(q.contains("weights nvfp4  KV cache fp8"), "{q}");
+    assert!(
+        q.contains("15 × full attention (2 KV heads): 7680 bytes/token/GPU"),
+        "{q}"
+    );
+    let state = 45 * (64 * 128 * 128 * 4 + 3 * 12288 * 2) / 4;
+    assert!(
+        q.contains(&format!(
+            "45 × linear attention (Gated DeltaNet state): {state} bytes/sequence/GPU"
+        )),
+        "{q}"
+    );
+}
+
+#[test]
+fn deepseek_r1_on_gb200_disaggregates_with_dp_attention_and_wide_ep() {
+    let o = run(&["check", "scenarios/deepseek-r1-disagg-gb200.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = stdout(&o);
+    for want in [
+        "prefill (prefill): 2 replicas × 8 GPUs (attention TP 1 × DP 8, MoE TP 1 × EP 8) on GB200 = 16 GPUs",
+        "decode (decode): 1 replica × 32 GPUs (attention TP 1 × DP 32, MoE TP 1 × EP 32, 32 redundant experts) on GB200 = 32 GPUs",
+        "attention: 8 DP group(s) of TP 1, each with its own KV cache; experts: 8 EP ranks × MoE TP 1",
+        "72 per node",
+        "1 MTP/EAGLE layer(s)",
+    ] {
+        assert!(c.contains(want), "{want} missing:\n{c}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = summary_of("deepseek-r1-disagg-gb200", tmp.path());
+    assert_eq!(s["gpus"], 48);
+    assert_eq!(s["counts"]["completed"], s["counts"]["arrived"]);
+    let o = simulate(
+        &repo().join("scenarios/deepseek-r1-disagg-gb200.toml"),
+        &tmp.path().join("again"),
+        &[],
+    );
+    assert!(
+        stdout(&o).contains("× 32 GPUs (attention TP 1 × DP 32"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn noisy_neighbor_reports_each_tenant_and_protects_the_interactive_one() {
     let tmp = tempfile::tempdir().unwrap();

@@ -77,6 +77,8 @@ fn observe_the_twin_then_compare_with_simulate() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(60));
+    // The twin streams one token per chunk and an honest usage block.
+    assert!(!stderr(&o).contains("warning:"), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("40 completed, 0 rejected"),
         "{}",
@@ -233,6 +235,66 @@ fn bad_flags_and_folders_are_one_line_errors() {
         "{}",
         stderr(&o)
     );
+    // A key that is empty would serve with no key at all; a max_tokens cap
+    // of 0 would refuse every request: both refused at start.
+    for (flag, value, want) in [
+        (
+            "--api-key",
+            "",
+            "error: --api-key (or SERVESIM_API_KEY) is empty",
+        ),
+        (
+            "--max-tokens",
+            "0",
+            "error: --max-tokens 0 would refuse every request",
+        ),
+    ] {
+        let o = run(&[
+            "serve",
+            "--scenario",
+            "scenarios/quickstart.toml",
+            "--port",
+            "0",
+            flag,
+            value,
+        ]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).starts_with(want), "{}", stderr(&o));
+    }
+    // Nothing listening: every request fails, the exit is non-zero, the
+    // error names the URL and what to check, and no results are written.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("observed");
+    let o = run(&[
+        "observe",
+        &url,
+        "--scenario",
+        "scenarios/quickstart.toml",
+        "--max-requests",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&format!(
+            "error: every one of the 3 requests sent to {url}/v1/completions failed"
+        )),
+        "{err}"
+    );
+    assert!(
+        last.contains("is the server running and listening"),
+        "{err}"
+    );
+    assert!(!out.exists());
     let o = run(&[
         "serve",
         "--engine",

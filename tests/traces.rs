@@ -557,11 +557,9 @@ fn trace_bench_reports_rows_per_second() {
 /// publishes (rounded as printed there).
 #[test]
 fn public_traces_match_their_published_statistics() {
-    let data = repo().join("../shared/data");
-    if !data.join("README.md").exists() {
-        eprintln!("skipped: {} is absent", data.display());
+    let Some(data) = shared_data("README.md") else {
         return;
-    }
+    };
     let p = |rel: &str| data.join(rel).to_str().unwrap().to_string();
     let near = |v: &Value, want: f64, tol: f64, what: &str| {
         let g = v.as_f64().unwrap();

@@ -8,7 +8,6 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
 
 const TRACE: &str = "vidur/data/processed_traces/splitwise_conv.csv";
 /// The scenario's `prompt_max`: with outputs of at most 1,000 tokens every
@@ -17,14 +16,10 @@ const PROMPT_MAX: f64 = 3096.0;
 
 #[test]
 fn vidur_v1_mirrors_vidurs_readme_run_and_draws_from_its_trace() {
-    let data = std::env::var_os("SERVESIM_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/data"));
-    let trace = data.join(TRACE);
-    if !trace.exists() {
-        eprintln!("skipped: {} not present", trace.display());
+    let Some(data) = shared_data(TRACE) else {
         return;
-    }
+    };
+    let trace = data.join(TRACE);
     let text = read(&repo().join("scenarios/shared/vidur-v1.toml"));
     let rel = format!("../../../shared/data/{TRACE}");
     assert!(text.contains(&rel), "the scenario reads {rel}");

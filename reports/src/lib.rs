@@ -15,6 +15,7 @@
 //! Reports read only those files, so they can be regenerated at any time
 //! with `servesim report OUT_DIR`.
 
+pub mod accuracy_report;
 mod capacity_report;
 pub mod chart;
 mod data;

@@ -17,6 +17,7 @@ pub mod prom;
 pub mod server;
 pub mod stall;
 pub mod twin;
+pub mod wire;
 
 use std::net::SocketAddr;
 

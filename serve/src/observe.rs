@@ -10,10 +10,16 @@
 //! and the results are written as `simulate` writes them (`summary.json`,
 //! `requests.csv`, with the same percentiles), plus `observe.csv` with each
 //! request's HTTP status, error and every inter-token gap.
+//!
+//! What is measured is what the stream delivered: tokens are the chunks
+//! that carried one, and a `usage` block that claims another count is
+//! reported, not used; a stream with no token fails; an answer in one chunk
+//! has no TPOT. Every read is bounded in bytes ([`crate::wire`]) and waits
+//! at most until the request's deadline, so a server that stalls or never
+//! ends a line costs a timeout, not a hang.
 
 use crate::openai::Endpoint;
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
+use crate::wire;
 use rand::Rng;
 use serde_json::{json, Value};
 use sim::report::RunResult;
@@ -64,12 +70,48 @@ pub struct Observation {
     pub http_status: u16,
     /// Token (chunk) arrival times since the start.
     pub token_times: Vec<Duration>,
-    /// Output tokens received (the usage block's count when the server
-    /// sends one, else the chunks with text).
+    /// Output tokens received: the chunks that carried a token. One chunk
+    /// is one token's arrival; a server that packs several into one chunk
+    /// shows fewer, and its gaps are per chunk.
     pub tokens: u32,
+    /// What the stream's `usage` block claimed (`completion_tokens`), when
+    /// it sent one; a claim other than `tokens` is reported, not used.
+    pub usage_tokens: Option<u32>,
     pub end: Option<Duration>,
     pub outcome: Outcome,
     pub error: String,
+}
+
+impl Observation {
+    /// The stream's `usage` block claimed another count than the chunks
+    /// that arrived.
+    pub fn usage_disagrees(&self) -> bool {
+        self.usage_tokens.is_some_and(|u| u != self.tokens)
+    }
+
+    /// Completed with its whole answer in one chunk although more than one
+    /// token was asked for: there are no gaps to time, so its TPOT is not
+    /// measured (it is left out, not counted as 0).
+    pub fn one_chunk(&self, requested: u32) -> bool {
+        self.outcome == Outcome::Completed && self.tokens == 1 && requested > 1
+    }
+
+    /// What is doubtful about this request's figures, for `observe.csv`.
+    pub fn note(&self, requested: u32) -> String {
+        let mut notes = Vec::new();
+        if let Some(u) = self.usage_tokens.filter(|_| self.usage_disagrees()) {
+            notes.push(format!(
+                "usage claims {u} tokens, {} streamed; counted as streamed",
+                self.tokens
+            ));
+        }
+        if self.one_chunk(requested) {
+            notes.push(format!(
+                "the whole answer in one chunk ({requested} tokens asked): TPOT not measurable"
+            ));
+        }
+        notes.join("; ")
+    }
 }
 
 /// How an observed request ended.
@@ -254,7 +296,9 @@ impl Launcher {
                         return;
                     }
                     o.sent = Some(start.elapsed());
-                    let end = (tokio::time::Instant::now() + timeout).min(stop);
+                    let end = later(tokio::time::Instant::now(), timeout).min(stop);
+                    // Every read inside waits at most until `end`; the outer
+                    // limit is for a future that never yields.
                     let one = one_request(
                         &client,
                         &url,
@@ -262,9 +306,11 @@ impl Launcher {
                         b,
                         cancel_after,
                         start,
+                        end,
                         &mut o,
                     );
-                    if tokio::time::timeout_at(end, one).await.is_err() && end < stop {
+                    let _ = tokio::time::timeout_at(end, one).await;
+                    if o.outcome == Outcome::InFlight && end < stop {
                         o.outcome = Outcome::Failed;
                         o.error = format!(
                             "no end within the {} s request timeout",
@@ -305,7 +351,7 @@ async fn run_async(
         key: cfg.api_key.clone(),
         slots: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
         start,
-        stop: start + cfg.max_duration,
+        stop: later(start, cfg.max_duration),
         timeout: cfg.request_timeout,
         cancel_share: cfg.cancel_share,
         cancel_after: cfg.cancel_after,
@@ -358,6 +404,106 @@ async fn run_async(
     })
 }
 
+/// `at + d`, or far in the future when that is past what the clock holds
+/// (a limit of 1e20 s is no limit, not a panic).
+fn later(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    at.checked_add(d)
+        .unwrap_or_else(|| at + Duration::from_secs(100 * 365 * 86_400))
+}
+
+/// Warnings on what the server streamed: `usage` blocks that disagree with
+/// the chunks, answers in one chunk. One line per cause, with a count and
+/// the first request's figures; empty when nothing is doubtful.
+pub fn warnings(obs: &Observed) -> Vec<String> {
+    let rows = || obs.specs.iter().zip(&obs.observations).enumerate();
+    let completed = obs
+        .observations
+        .iter()
+        .filter(|o| o.outcome != Outcome::InFlight && o.usage_tokens.is_some())
+        .count();
+    let mut out = Vec::new();
+    let disagree: Vec<(usize, &Observation)> = rows()
+        .filter(|(_, (_, o))| o.usage_disagrees())
+        .map(|(i, (_, o))| (i, o))
+        .collect();
+    if let Some(&(i, o)) = disagree.first() {
+        out.push(format!(
+            "{} of {completed} requests with a usage block: it disagrees with the tokens streamed (request {i}: usage {}, streamed {}); tokens are counted as streamed, see observe.csv's note column",
+            disagree.len(),
+            o.usage_tokens.unwrap_or(0),
+            o.tokens
+        ));
+    }
+    let one: Vec<(usize, u32)> = rows()
+        .filter(|(_, (s, o))| o.one_chunk(s.output_tokens))
+        .map(|(i, (s, _))| (i, s.output_tokens))
+        .collect();
+    if let Some(&(i, asked)) = one.first() {
+        out.push(format!(
+            "{} completed request(s) came back in one chunk (request {i}: {asked} tokens asked): their TPOT cannot be measured and is left out of the TPOT percentiles",
+            one.len()
+        ));
+    }
+    out
+}
+
+/// Fails when the run measured nothing: every request sent failed or was
+/// refused. The message names the URL, what came back most, and what to
+/// fix (a server not listening; a base URL that already ends in `/v1`).
+pub fn check_ran(cfg: &ObserveConfig, obs: &Observed) -> anyhow::Result<()> {
+    let sent: Vec<&Observation> = obs
+        .observations
+        .iter()
+        .filter(|o| o.sent.is_some())
+        .collect();
+    let measured = sent
+        .iter()
+        .any(|o| matches!(o.outcome, Outcome::Completed | Outcome::Cancelled));
+    let ended_badly = sent
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Failed | Outcome::Rejected))
+        .count();
+    if measured || ended_badly == 0 || ended_badly < sent.len() {
+        return Ok(());
+    }
+    let mut why: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in &sent {
+        *why.entry(o.error.as_str()).or_default() += 1;
+    }
+    let (top, n) = why
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(e, n)| (*e, *n))
+        .unwrap_or(("", 0));
+    let endpoint = match cfg.endpoint {
+        Endpoint::Completions => "/v1/completions",
+        Endpoint::Chat => "/v1/chat/completions",
+    };
+    let base = cfg.url.trim_end_matches('/');
+    let hint = if base.ends_with("/v1") {
+        format!(
+            "; the URL is the server's base, without /v1: observe sends to <URL>{endpoint}, so give {}",
+            base.trim_end_matches("/v1")
+        )
+    } else if sent.iter().all(|o| o.http_status == 0) {
+        format!("; is the server running and listening at {}?", cfg.url)
+    } else if sent.iter().any(|o| o.http_status == 404) {
+        format!(
+            "; the server has no {endpoint} at this base URL (try --endpoint, or check the URL)"
+        )
+    } else if sent.iter().any(|o| matches!(o.http_status, 401 | 403)) {
+        "; it needs an API key (--api-key or SERVESIM_API_KEY)".to_string()
+    } else {
+        String::new()
+    };
+    anyhow::bail!(
+        "every one of the {} requests sent to {}{endpoint} failed, so nothing was measured and no results were written; {n} ended: {}{hint}",
+        sent.len(),
+        base,
+        top.trim()
+    )
+}
+
 /// An error with its causes ("error sending request for url (…): connection
 /// closed before message completed"): reqwest's own text names only the
 /// step that failed.
@@ -374,6 +520,25 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
+/// How a stream that reached its end ended, given what it streamed.
+fn finish(o: &mut Observation, chunks: u32, usage: Option<u32>, start: tokio::time::Instant) {
+    o.tokens = chunks;
+    o.usage_tokens = usage;
+    o.end = Some(start.elapsed());
+    if chunks == 0 {
+        // Nothing streamed: no first token to time, whatever `usage` says.
+        o.outcome = Outcome::Failed;
+        o.error = format!(
+            "the stream ended ([DONE]) with no tokens{}",
+            usage.map_or(String::new(), |n| format!(" (its usage block claims {n})"))
+        );
+        return;
+    }
+    o.outcome = Outcome::Completed;
+    o.end = o.token_times.last().copied();
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn one_request(
     client: &reqwest::Client,
     url: &str,
@@ -381,6 +546,7 @@ async fn one_request(
     body: Value,
     cancel_after: Option<u32>,
     start: tokio::time::Instant,
+    deadline: tokio::time::Instant,
     o: &mut Observation,
 ) {
     let send = || {
@@ -388,7 +554,7 @@ async fn one_request(
         if let Some(k) = key {
             req = req.bearer_auth(k);
         }
-        req.send()
+        tokio::time::timeout_at(deadline, req.send())
     };
     let sent = match send().await {
         // A pooled keep-alive connection that the server closed as this
@@ -397,12 +563,14 @@ async fn one_request(
         // idle seconds). The server never saw the request, and hyper does
         // not resend a POST itself, so it is sent once more on a new
         // connection; a refused connection or a timeout is not retried.
-        Err(e) if !e.is_timeout() && !e.is_connect() => send().await,
+        Ok(Err(e)) if !e.is_timeout() && !e.is_connect() => send().await,
         r => r,
     };
     let resp = match sent {
-        Ok(r) => r,
-        Err(e) => {
+        // The deadline: the caller records it (failed or in flight).
+        Err(_) => return,
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             o.outcome = Outcome::Failed;
             o.error = format!("request failed: {}", error_chain(&e));
             o.end = Some(start.elapsed());
@@ -412,7 +580,11 @@ async fn one_request(
     o.http_status = resp.status().as_u16();
     if !resp.status().is_success() {
         let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
+        let text = match wire::body(resp, wire::MAX_ERROR_BODY_BYTES, deadline).await {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(wire::ReadError::Timeout) => return,
+            Err(e) => format!("(its body unread: {e})"),
+        };
         let msg = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
@@ -426,12 +598,17 @@ async fn one_request(
         o.end = Some(start.elapsed());
         return;
     }
-    let mut events = resp.bytes_stream().eventsource();
+    let mut body = resp.bytes_stream();
+    let mut sse = wire::SseParser::default();
+    let mut events = Vec::new();
     let mut chunks = 0u32;
     let mut usage: Option<u32> = None;
-    while let Some(ev) = events.next().await {
-        let ev = match ev {
-            Ok(ev) => ev,
+    loop {
+        let piece = match wire::next_by(&mut body, deadline).await {
+            Ok(Some(piece)) => piece,
+            Ok(None) => break,
+            // The deadline: the caller records it (failed or in flight).
+            Err(wire::ReadError::Timeout) => return,
             Err(e) => {
                 o.outcome = Outcome::Failed;
                 o.error = format!("the stream broke: {e}");
@@ -439,56 +616,68 @@ async fn one_request(
                 return;
             }
         };
-        if ev.data.trim() == "[DONE]" {
-            o.tokens = usage.unwrap_or(chunks);
-            o.outcome = Outcome::Completed;
-            o.end = Some(
-                o.token_times
-                    .last()
-                    .copied()
-                    .unwrap_or_else(|| start.elapsed()),
-            );
+        if let Err(e) = sse.feed(&piece, &mut events) {
+            o.outcome = Outcome::Failed;
+            o.error = format!("the stream is not a completion stream: {e}");
+            o.end = Some(start.elapsed());
             return;
         }
-        let v: Value = match serde_json::from_str(&ev.data) {
-            Ok(v) => v,
-            Err(e) => {
-                o.outcome = Outcome::Failed;
-                o.error = format!("a chunk is not JSON ({e}): {}", ev.data);
-                o.end = Some(start.elapsed());
+        for data in events.drain(..) {
+            if data.trim() == "[DONE]" {
+                finish(o, chunks, usage, start);
                 return;
             }
-        };
-        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
-            usage = Some(n as u32);
-        }
-        let c = &v["choices"][0];
-        let text = c["text"]
-            .as_str()
-            .or_else(|| c["delta"]["content"].as_str());
-        // A token whose bytes end inside a UTF-8 character streams as an
-        // empty text (llama.cpp holds the bytes for the next chunk), and
-        // is still a token at this time; an empty text that closes the
-        // stream (`finish_reason` set) carries none, unless the usage
-        // counts a token no chunk showed (one held back whole, as a lone
-        // token ending inside a character is): it arrived by this time.
-        let open = c["finish_reason"].is_null();
-        let held = usage.is_some_and(|n| n > chunks);
-        if text.is_some_and(|t| !t.is_empty() || open || held) {
-            chunks += 1;
-            o.token_times.push(start.elapsed());
-            o.tokens = chunks;
-            if cancel_after.is_some_and(|k| chunks >= k) {
-                // Dropping the stream closes the connection: the client
-                // is gone, as a user closing the tab.
-                o.outcome = Outcome::Cancelled;
-                o.end = Some(start.elapsed());
-                return;
+            let v: Value = match serde_json::from_str(&data) {
+                Ok(v) => v,
+                Err(e) => {
+                    o.outcome = Outcome::Failed;
+                    let shown: String = data.chars().take(200).collect();
+                    o.error = format!("a chunk is not JSON ({e}): {shown}");
+                    o.end = Some(start.elapsed());
+                    return;
+                }
+            };
+            if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+                usage = Some(n.min(u32::MAX as u64) as u32);
+            }
+            let c = &v["choices"][0];
+            // Chat's first chunk names the assistant's role with no content
+            // yet (OpenAI, vLLM): it carries no token.
+            let role_only = c["delta"]["role"].is_string()
+                && c["delta"]["content"].as_str().is_none_or(str::is_empty);
+            let text = c["text"]
+                .as_str()
+                .or_else(|| c["delta"]["content"].as_str())
+                .filter(|_| !role_only);
+            // A token whose bytes end inside a UTF-8 character streams as an
+            // empty text (llama.cpp holds the bytes for the next chunk), and
+            // is still a token at this time; an empty text that closes the
+            // stream (`finish_reason` set) carries none, unless the usage
+            // counts exactly one token no chunk showed (one held back whole,
+            // as a lone token ending inside a character is): it arrived by
+            // this time. A usage further off is a disagreement, reported.
+            let open = c["finish_reason"].is_null();
+            let held = usage.is_some_and(|n| n == chunks + 1);
+            if text.is_some_and(|t| !t.is_empty() || open || held) {
+                chunks += 1;
+                o.token_times.push(start.elapsed());
+                o.tokens = chunks;
+                if cancel_after.is_some_and(|k| chunks >= k) {
+                    // Dropping the stream closes the connection: the client
+                    // is gone, as a user closing the tab.
+                    o.outcome = Outcome::Cancelled;
+                    o.end = Some(start.elapsed());
+                    return;
+                }
             }
         }
     }
     o.outcome = Outcome::Failed;
-    o.error = "the stream ended without [DONE]".into();
+    o.error = if chunks == 0 {
+        "the stream ended with no tokens and without [DONE]".into()
+    } else {
+        format!("the stream ended after {chunks} token(s) without [DONE]")
+    };
     o.end = Some(start.elapsed());
 }
 
@@ -604,10 +793,11 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
 /// server's queues are not visible) and `observe.csv`.
 pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<()> {
     sim::report::write_all(dir, result)?;
-    let mut w = std::io::BufWriter::new(std::fs::File::create(dir.join("observe.csv"))?);
+    // Whole or not at all, as `simulate`'s files are.
+    let mut w = Vec::new();
     writeln!(
         w,
-        "id,scheduled_s,sent_s,http_status,requested_tokens,received_tokens,outcome,error,gaps_ms"
+        "id,scheduled_s,sent_s,http_status,requested_tokens,received_tokens,usage_tokens,outcome,error,note,gaps_ms"
     )?;
     for (i, (spec, o)) in obs.specs.iter().zip(&obs.observations).enumerate() {
         let gaps: Vec<String> = o
@@ -617,9 +807,10 @@ pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<
             .collect();
         let status = result.requests[i].status.as_str();
         let err = o.error.replace(['"', '\n', '\r'], "'");
+        let note = o.note(spec.output_tokens).replace(['"', '\n', '\r'], "'");
         writeln!(
             w,
-            "{i},{:.6},{},{},{},{},{status},\"{err}\",{}",
+            "{i},{:.6},{},{},{},{},{},{status},\"{err}\",\"{note}\",{}",
             o.scheduled.as_secs_f64(),
             o.sent
                 .map(|d| format!("{:.6}", d.as_secs_f64()))
@@ -627,8 +818,9 @@ pub fn write(dir: &Path, result: &RunResult, obs: &Observed) -> std::io::Result<
             o.http_status,
             spec.output_tokens,
             o.tokens,
+            o.usage_tokens.map(|u| u.to_string()).unwrap_or_default(),
             gaps.join(";")
         )?;
     }
-    w.flush()
+    sim::output::write_bytes_atomic(&dir.join("observe.csv"), &w)
 }

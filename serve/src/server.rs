@@ -382,7 +382,12 @@ async fn complete(
         events: admitted.events,
         ticket,
         arrived,
-        deadline: tokio::time::Instant::from_std(arrived + cfg.request_timeout),
+        // A timeout past what the clock holds is no timeout (a century on).
+        deadline: tokio::time::Instant::from_std(
+            arrived
+                .checked_add(cfg.request_timeout)
+                .unwrap_or_else(|| arrived + Duration::from_secs(100 * 365 * 86_400)),
+        ),
         last: None,
         tokens: 0,
     };

@@ -1,6 +1,7 @@
 //! servesim's simulation library: a deterministic discrete-event simulator of
 //! LLM serving fleets. See DESIGN.md for the map of modules.
 
+pub mod accuracy;
 pub mod attribution;
 pub mod autoscale;
 pub mod bounds;

@@ -10,8 +10,20 @@
 //! stage with the fewest blocks binds. With expert parallelism each of the EP
 //! groups keeps its own cache for its share of the sequences, so the replica
 //! holds EP times one group's blocks.
+//!
+//! Layer kinds (see `catalog::layers`): the paged blocks hold the caches
+//! that grow with every token — the full-attention layers' keys and values
+//! (or MLA latents, with DeepSeek Sparse Attention's indexer keys beside
+//! them). What a sequence holds whatever its length — a sliding-window or
+//! chunked-local layer's window of blocks, a linear-attention layer's
+//! recurrent and convolution state — is set aside for `max_num_seqs`
+//! sequences before the blocks are counted, as SGLang sizes its separate
+//! sliding-window and Mamba/linear-state pools (`SWAKVPool`,
+//! `HybridReqToTokenPool`), and as vLLM's hybrid allocator holds at most a
+//! window of blocks per sliding layer. A model of only windowed layers
+//! (no full layer) keeps its windowed layers in the blocks instead.
 
-use crate::catalog::{Dtype, HardwareSpec, ModelArch, GIB};
+use crate::catalog::{Dtype, HardwareSpec, LayerKind, ModelArch, GIB};
 use crate::config::EngineCfg;
 use crate::parallel::{self, Parallelism, Stage};
 use serde::Serialize;
@@ -44,6 +56,27 @@ pub struct StageMemory {
     pub kv_bytes_per_token: f64,
     /// KV blocks this stage's GPUs hold for one group's sequences.
     pub kv_blocks: u64,
+    /// Bytes one sequence holds on one GPU whatever its length (windows of
+    /// sliding and chunked layers, linear layers' state); 0 without such layers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sequence_bytes: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// The cache of one kind of layer in a replica's bounding stage, per GPU.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LayerKindMemory {
+    /// The kind, with the window, the attention form or the state it keeps.
+    pub kind: String,
+    /// Layers of this kind in the stage.
+    pub layers: u32,
+    /// Bytes per token these layers add to the paged blocks (0: they do not grow).
+    pub kv_bytes_per_token: f64,
+    /// Bytes per sequence these layers hold whatever its length.
+    pub bytes_per_sequence: f64,
 }
 
 /// The memory budget of one replica, per GPU of the stage that bounds the KV
@@ -82,6 +115,14 @@ pub struct MemoryPlan {
     pub kv_blocks: u64,
     /// Tokens the KV cache of one replica holds.
     pub kv_tokens: u64,
+    /// Bytes per GPU set aside for the windows and states of `max_num_seqs`
+    /// sequences (per group), before the blocks are counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sequence_reserve_bytes: f64,
+    /// Each layer kind's cache in the bounding stage (empty for models whose
+    /// every layer is plain full attention).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layer_kinds: Vec<LayerKindMemory>,
 }
 
 impl MemoryPlan {
@@ -102,10 +143,30 @@ impl MemoryPlan {
             .map(|st| {
                 let weight_bytes = stage_weight_bytes(model, st, par, weight_dtype);
                 let activation_bytes = activation_peak(model, st, par, engine);
+                let (kv_bytes_per_token, sequence_bytes) = if model.uniform_attention()
+                    && model.sparse_attention.is_none()
+                {
+                    let kv =
+                        st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
+                    (kv, 0.0)
+                } else {
+                    stage_kinds(
+                        model,
+                        st.first_layer,
+                        st.layers,
+                        atp,
+                        kv_dtype,
+                        engine.block_size,
+                    )
+                    .iter()
+                    .fold((0.0, 0.0), |(k, b), m| {
+                        (k + m.kv_bytes_per_token, b + m.bytes_per_sequence)
+                    })
+                };
+                let sequences = (engine.max_num_seqs as f64 / par.attention_dp() as f64).ceil();
+                let reserve = sequence_bytes * sequences;
                 let kv_cache_bytes =
-                    usable_bytes - weight_bytes - activation_bytes - overhead_bytes;
-                let kv_bytes_per_token =
-                    st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
+                    usable_bytes - weight_bytes - activation_bytes - overhead_bytes - reserve;
                 let block_bytes = kv_bytes_per_token * engine.block_size as f64;
                 let kv_blocks = if kv_cache_bytes > 0.0 {
                     (kv_cache_bytes / block_bytes).floor() as u64
@@ -119,6 +180,7 @@ impl MemoryPlan {
                     kv_cache_bytes,
                     kv_bytes_per_token,
                     kv_blocks,
+                    sequence_bytes,
                 }
             })
             .collect();
@@ -128,6 +190,20 @@ impl MemoryPlan {
             .unwrap_or(0);
         let b = stages[stage].clone();
         let kv_blocks = b.kv_blocks * par.attention_dp() as u64;
+        let sequences = (engine.max_num_seqs as f64 / par.attention_dp() as f64).ceil();
+        let layer_kinds = if model.uniform_attention() && model.sparse_attention.is_none() {
+            Vec::new()
+        } else {
+            let st = &parallel::stages(model, par.pipeline)[stage];
+            stage_kinds(
+                model,
+                st.first_layer,
+                st.layers,
+                atp,
+                kv_dtype,
+                engine.block_size,
+            )
+        };
         MemoryPlan {
             tensor_parallel: par.tensor,
             pipeline_parallel: par.pipeline,
@@ -145,6 +221,8 @@ impl MemoryPlan {
             kv_blocks_per_group: b.kv_blocks,
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
+            sequence_reserve_bytes: b.sequence_bytes * sequences,
+            layer_kinds,
         }
     }
 
@@ -153,17 +231,19 @@ impl MemoryPlan {
     /// grows with the same blocks as the target's (vLLM allocates both caches
     /// with one block table), so every block costs both models' bytes.
     pub fn add_resident_model(&mut self, weight_bytes: f64, kv_bytes_per_token: f64) {
+        // Attention DP groups each hold the draft (an MTP layer) beside
+        // their own KV cache.
+        let groups = (self.kv_blocks / self.kv_blocks_per_group.max(1)).max(1);
         self.weight_bytes += weight_bytes;
         self.kv_cache_bytes -= weight_bytes;
         self.kv_bytes_per_token += kv_bytes_per_token;
         let block_bytes = self.kv_bytes_per_token * self.block_size as f64;
-        self.kv_blocks = if self.kv_cache_bytes > 0.0 {
+        self.kv_blocks_per_group = if self.kv_cache_bytes > 0.0 {
             (self.kv_cache_bytes / block_bytes).floor() as u64
         } else {
             0
         };
-        // Only single-group layouts carry a draft (validated).
-        self.kv_blocks_per_group = self.kv_blocks;
+        self.kv_blocks = self.kv_blocks_per_group * groups;
         self.kv_tokens = self.kv_blocks * self.block_size as u64;
     }
 
@@ -174,7 +254,10 @@ impl MemoryPlan {
 
     /// Bytes per GPU the replica needs besides the KV cache.
     pub fn fixed_bytes(&self) -> f64 {
-        self.weight_bytes + self.activation_bytes + self.overhead_bytes
+        self.weight_bytes
+            + self.activation_bytes
+            + self.overhead_bytes
+            + self.sequence_reserve_bytes
     }
 
     /// Checks that weights fit and that the KV cache holds at least one
@@ -223,7 +306,7 @@ impl MemoryPlan {
                 "model".into(),
                 format!(
                     "{} does not fit on {} with {layout}: it needs {:.1} GiB per GPU \
-                     (weights {:.1} + activations {:.1} + runtime {:.1}) plus KV cache, but only \
+                     (weights {:.1} + activations {:.1} + runtime {:.1}{}) plus KV cache, but only \
                      {:.1} GiB is usable (gpu_memory_utilization){tp_hint}",
                     model.name,
                     hw.name,
@@ -231,6 +314,14 @@ impl MemoryPlan {
                     gib(self.weight_bytes),
                     gib(self.activation_bytes),
                     gib(self.overhead_bytes),
+                    if self.sequence_reserve_bytes > 0.0 {
+                        format!(
+                            " + windows and states of max_num_seqs sequences {:.1}",
+                            gib(self.sequence_reserve_bytes)
+                        )
+                    } else {
+                        String::new()
+                    },
                     gib(self.usable_bytes),
                 ),
             ));
@@ -279,7 +370,7 @@ fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: D
     if st.moe_layers > 0 {
         let moe_layer = model.attention_params_per_gpu(atp)
             + model.num_shared_experts as f64 * model.expert_params() / a
-            + model.num_experts as f64 * model.expert_params() / t;
+            + par.expert_slots(model) as f64 * model.expert_params() / t;
         quantized += st.moe_layers as f64 * moe_layer;
         unquantized += st.moe_layers as f64 * model.router_params();
     }
@@ -290,7 +381,75 @@ fn stage_weight_bytes(model: &ModelArch, st: &Stage, par: &Parallelism, dtype: D
     if st.lm_head && !(model.tied_embeddings && st.embedding) {
         unquantized += table;
     }
+    if model.attention_unquantized {
+        let attention = st.layers as f64 * model.attention_params_per_gpu(atp);
+        quantized -= attention;
+        unquantized += attention;
+    }
     quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
+}
+
+/// Each layer kind's cache among the `n` layers from `first` on one GPU of
+/// `tp`: full layers' bytes per token (in the blocks), windowed layers' window
+/// of blocks and linear layers' state per sequence (set aside). Without any
+/// full layer the windowed layers go in the blocks (see the module comment).
+pub fn stage_kinds(
+    model: &ModelArch,
+    first: u32,
+    n: u32,
+    tp: u32,
+    kv_dtype: Dtype,
+    block_size: u32,
+) -> Vec<LayerKindMemory> {
+    let c = model.kinds_in(first, n);
+    let per_layer = model.kv_bytes_per_token_layer(tp, kv_dtype);
+    let windows_in_blocks = c[0] == 0;
+    let sinks = if model.attention_sinks { ", sinks" } else { "" };
+    let full_name = match (model.mla(), &model.sparse_attention) {
+        (Some(_), Some(sp)) => format!(
+            "full attention (MLA latent + DSA indexer key of {} B, top-{} sparse)",
+            sp.key_bytes(),
+            sp.top_k
+        ),
+        (Some(_), None) => "full attention (MLA latent)".to_string(),
+        (None, _) => format!("full attention ({} KV heads{sinks})", model.num_kv_heads),
+    };
+    LayerKind::ALL
+        .iter()
+        .zip(c)
+        .filter(|(_, layers)| *layers > 0)
+        .map(|(&kind, layers)| {
+            let l = layers as f64;
+            let (name, per_token, per_seq) = match kind {
+                LayerKind::Full => (full_name.clone(), l * per_layer, 0.0),
+                LayerKind::Sliding | LayerKind::Chunked => {
+                    let w = model.window(kind).unwrap_or(0);
+                    let name = format!("{} attention (window {w}{sinks})", kind.name());
+                    if windows_in_blocks {
+                        (name, l * per_layer, 0.0)
+                    } else {
+                        let held =
+                            crate::catalog::kv_tokens_held(u64::MAX / 2, Some(w), block_size);
+                        (name, 0.0, l * held as f64 * per_layer)
+                    }
+                }
+                LayerKind::Linear => {
+                    let state = model.linear_attention.map_or(0.0, |a| a.state_bytes(tp));
+                    (
+                        "linear attention (Gated DeltaNet state)".to_string(),
+                        0.0,
+                        l * state,
+                    )
+                }
+            };
+            LayerKindMemory {
+                kind: name,
+                layers,
+                kv_bytes_per_token: per_token,
+                bytes_per_sequence: per_seq,
+            }
+        })
+        .collect()
 }
 
 /// Peak activation memory of a profiling forward pass of `max_batched_tokens`
@@ -360,6 +519,12 @@ pub fn total_weight_bytes(model: &ModelArch, dtype: Dtype) -> f64 {
     let unquantized = model.embedding_params()
         + model.norm_params()
         + model.moe_layers() as f64 * model.router_params();
+    let attention = if model.attention_unquantized {
+        model.layers as f64 * model.attention_params()
+    } else {
+        0.0
+    };
+    let unquantized = unquantized + attention;
     let quantized = model.total_params() - unquantized;
     quantized * dtype.weight_bytes() + unquantized * dtype.unquantized_part().bytes()
 }
@@ -426,6 +591,7 @@ mod tests {
             tensor: 8,
             pipeline: 2,
             expert: 1,
+            ..Parallelism::default()
         };
         let p = plan_par("llama-3.1-405b", "h100-sxm", par, Dtype::Bf16);
         assert_eq!(plan("llama-3.1-405b", "h100-sxm", 8).kv_blocks, 0);
@@ -452,6 +618,7 @@ mod tests {
                 tensor: 8,
                 pipeline: 2,
                 expert: 1,
+                ..Parallelism::default()
             },
             Dtype::Fp8,
         );
@@ -465,6 +632,7 @@ mod tests {
             tensor: 8,
             pipeline: 1,
             expert: ep,
+            ..Parallelism::default()
         };
         let tp = plan_par("deepseek-v3", "h200", par(1), Dtype::Fp8);
         let ep = plan_par("deepseek-v3", "h200", par(8), Dtype::Fp8);
@@ -519,5 +687,264 @@ mod tests {
         assert_eq!(suggest_layout(&m, &h, Dtype::Fp8, &p), Some((8, 1)));
         let e = p.check_fits(&m, &h, Dtype::Bf16, 8192, true).unwrap_err();
         assert!(e.1.contains("pipeline_parallel = 2"), "{e:?}");
+    }
+
+    /// The plan of a preset at its checkpoint's dtype (or `w`), with the
+    /// default engine (block 16, `max_num_seqs` as [`EngineCfg::default`]).
+    fn family_plan(key: &str, hw: &str, tp: u32, w: Option<Dtype>, kv: Dtype) -> MemoryPlan {
+        let preset = catalog::model_preset(key).unwrap();
+        let m = preset.load();
+        let w = w.or(m.weight_dtype).unwrap_or(Dtype::Bf16);
+        let h = catalog::hardware(hw).unwrap();
+        MemoryPlan::new(
+            &m.arch,
+            &h,
+            w,
+            kv,
+            &Parallelism::tensor(tp),
+            &EngineCfg::default(),
+        )
+    }
+
+    fn kinds(p: &MemoryPlan) -> Vec<(u32, f64, f64)> {
+        p.layer_kinds
+            .iter()
+            .map(|k| (k.layers, k.kv_bytes_per_token, k.bytes_per_sequence))
+            .collect()
+    }
+
+    fn close(got: f64, want: f64) {
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+
+    /// gpt_oss: alternating 128-token sliding and full layers with sinks,
+    /// MXFP4 experts, BF16 attention, on one H200.
+    #[test]
+    fn gpt_oss_plan_by_hand() {
+        let p = family_plan("gpt-oss-120b", "h200", 1, None, Dtype::Bf16);
+        let seqs = EngineCfg::default().max_num_seqs as f64;
+        // 18 full layers × K and V × 8 heads × 64 × 2 B; 18 sliding layers
+        // hold ⌈128/16⌉·16 + 16 = 144 tokens each, per sequence.
+        assert_eq!(p.kv_bytes_per_token, 18.0 * 2.0 * 8.0 * 64.0 * 2.0);
+        let window = 18.0 * 144.0 * 2.0 * 8.0 * 64.0 * 2.0;
+        assert_eq!(kinds(&p), vec![(18, 36_864.0, 0.0), (18, 0.0, window)]);
+        close(p.sequence_reserve_bytes, window * seqs);
+        let experts = 36.0 * 128.0 * 3.0 * 2880.0 * 2880.0 * (0.5 + 1.0 / 32.0);
+        let attention = 36.0 * (2.0 * 2880.0 * 4096.0 + 2.0 * 2880.0 * 512.0) * 2.0;
+        let rest =
+            (36.0 * 2880.0 * 128.0 + 2.0 * 201_088.0 * 2880.0 + 73.0 * 2880.0 + 36.0 * 64.0) * 2.0;
+        close(p.weight_bytes, experts + attention + rest);
+        // The blocks get what the weights, activations, runtime and windows leave.
+        close(
+            p.kv_cache_bytes,
+            p.usable_bytes - p.weight_bytes - p.activation_bytes - p.overhead_bytes - window * seqs,
+        );
+    }
+
+    /// qwen3_5: 45 Gated DeltaNet layers (fixed state) and 15 full layers of
+    /// 2 KV heads (one per GPU at TP 4), NVFP4 weights, FP8 cache, 4 × B200.
+    #[test]
+    fn qwen35_plan_by_hand() {
+        let p = family_plan(
+            "qwen3.5-397b-a17b",
+            "b200",
+            4,
+            Some(Dtype::Nvfp4),
+            Dtype::Fp8,
+        );
+        assert_eq!(p.kv_bytes_per_token, 15.0 * 1.0 * 256.0 * 2.0 * 1.0);
+        // Per layer and sequence: 64 heads × 128 × 128 FP32 state and 3
+        // × (2·2048 + 8192) BF16 convolution inputs, a quarter per GPU.
+        let state = 45.0 * (64.0 * 128.0 * 128.0 * 4.0 + 3.0 * 12_288.0 * 2.0) / 4.0;
+        assert_eq!(kinds(&p), vec![(15, 7680.0, 0.0), (45, 0.0, state)]);
+        // Weights per GPU: full attention (Q with its gate and O split, the
+        // one KV head replicated), linear projections split, 513 experts of
+        // 3 × 4096 × 1024 split; routers whole, embeddings and norms split.
+        let full = (4096.0 * 16384.0 + 8192.0 * 4096.0) / 4.0 + 2.0 * 4096.0 * 256.0;
+        let linear = (4096.0 * 20480.0 + 4096.0 * 128.0 + 8192.0 * 4096.0) / 4.0;
+        let experts = 513.0 * 3.0 * 4096.0 * 1024.0 / 4.0;
+        let quantized = 15.0 * full + 45.0 * linear + 60.0 * experts;
+        let norms = 121.0 * 4096.0 + 45.0 * (12_288.0 * 4.0 + 128.0 + 128.0);
+        let bf16 = 60.0 * 4096.0 * 512.0 + (2.0 * 248_320.0 * 4096.0 + norms) / 4.0;
+        close(p.weight_bytes, quantized * 0.5625 + bf16 * 2.0);
+    }
+
+    /// qwen3_next: the same hybrid read from a config.json (48 layers, a full
+    /// layer every 4th, 16 KV-less key heads and 32 value heads).
+    #[test]
+    fn qwen3_next_plan_by_hand() {
+        let cfg = r#"{"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+            "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16,
+            "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120,
+            "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+            "shared_expert_intermediate_size": 512, "full_attention_interval": 4,
+            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 151936,
+            "max_position_embeddings": 262144, "tie_word_embeddings": false}"#;
+        let m = catalog::parse_config(cfg, "qwen3-next.json").unwrap();
+        assert_eq!(m.family, "qwen3_next");
+        // 80B total, 3B active (Qwen's card).
+        assert!(
+            (m.arch.total_params() / 1e9 - 80.0).abs() < 1.0,
+            "{}",
+            m.arch.total_params()
+        );
+        // "A3B" counts neither embedding table (0.62B): 3.2B here.
+        let active = (m.arch.active_params() - m.arch.embedding_params()) / 1e9;
+        assert!((2.9..3.4).contains(&active), "{active}");
+        let h = catalog::hardware("h100").unwrap();
+        let p = MemoryPlan::new(
+            &m.arch,
+            &h,
+            Dtype::Bf16,
+            Dtype::Bf16,
+            &Parallelism::tensor(2),
+            &EngineCfg::default(),
+        );
+        assert_eq!(p.kv_bytes_per_token, 12.0 * 1.0 * 256.0 * 2.0 * 2.0);
+        let state = 36.0 * (32.0 * 128.0 * 128.0 * 4.0 + 3.0 * (2.0 * 2048.0 + 4096.0) * 2.0) / 2.0;
+        assert_eq!(kinds(&p), vec![(12, 12_288.0, 0.0), (36, 0.0, state)]);
+    }
+
+    /// llama4: three chunked-local layers (8192) of four, MoE on every layer
+    /// (Scout), on 8 H100s; weights all split but the routers.
+    #[test]
+    fn llama4_plan_by_hand() {
+        let p = family_plan("llama-4-scout", "h100", 8, None, Dtype::Bf16);
+        assert_eq!(p.kv_bytes_per_token, 12.0 * 2.0 * 1.0 * 128.0 * 2.0);
+        let chunk = 36.0 * (8192.0 + 16.0) * 2.0 * 128.0 * 2.0;
+        assert_eq!(kinds(&p), vec![(12, 6144.0, 0.0), (36, 0.0, chunk)]);
+        let (m, _) = catalog::model("llama-4-scout").unwrap();
+        let routers = 48.0 * 5120.0 * 16.0;
+        close(
+            p.weight_bytes,
+            (m.total_params() - routers) * 2.0 / 8.0 + routers * 2.0,
+        );
+        // 48 layers × (Q, O 5120² + K, V 5120·1024 + 17 experts × 3·5120·8192
+        // + router) + 2 × 202048 × 5120 + 97 × 5120 norms.
+        let layer = 2.0 * 5120.0 * 5120.0
+            + 2.0 * 5120.0 * 1024.0
+            + 17.0 * 3.0 * 5120.0 * 8192.0
+            + 5120.0 * 16.0;
+        close(
+            m.total_params(),
+            48.0 * layer + 2.0 * 202_048.0 * 5120.0 + 97.0 * 5120.0,
+        );
+    }
+
+    /// gemma3: five 1024-token sliding layers per full one (62 layers: 52
+    /// sliding, 10 full), tied embeddings, on 2 H100s.
+    #[test]
+    fn gemma3_plan_by_hand() {
+        let p = family_plan("gemma-3-27b", "h100", 2, None, Dtype::Bf16);
+        assert_eq!(p.kv_bytes_per_token, 10.0 * 2.0 * 8.0 * 128.0 * 2.0);
+        let window = 52.0 * (1024.0 + 16.0) * 2.0 * 8.0 * 128.0 * 2.0;
+        assert_eq!(kinds(&p), vec![(10, 40_960.0, 0.0), (52, 0.0, window)]);
+        let layer = 5376.0 * 4096.0 * 2.0 + 2.0 * 5376.0 * 2048.0 + 3.0 * 5376.0 * 21504.0;
+        let total = 62.0 * layer + 262_208.0 * 5376.0 + 125.0 * 5376.0;
+        close(p.weight_bytes, total * 2.0 / 2.0);
+    }
+
+    /// deepseek_v32 and glm5: MLA latent plus the DSA indexer's 132-byte
+    /// FP8 key per token and layer, whole on every GPU; the indexer's weights
+    /// replicated.
+    #[test]
+    fn sparse_mla_plans_by_hand() {
+        let v32 = family_plan("deepseek-v3.2", "h200", 8, None, Dtype::Bf16);
+        assert_eq!(v32.kv_bytes_per_token, 61.0 * (576.0 * 2.0 + 132.0));
+        assert_eq!(kinds(&v32), vec![(61, 61.0 * 1284.0, 0.0)]);
+        assert_eq!(v32.sequence_reserve_bytes, 0.0);
+        let v3 = family_plan("deepseek-v3", "h200", 8, Some(Dtype::Fp8Block), Dtype::Bf16);
+        let indexer = 1536.0 * 8192.0 + 7168.0 * 128.0 + 256.0 + 7168.0 * 64.0;
+        close(
+            v32.weight_bytes - v3.weight_bytes,
+            61.0 * indexer * (1.0 + 4.0 / 16384.0),
+        );
+        let glm = family_plan("glm-5", "b200", 8, Some(Dtype::Fp8), Dtype::Fp8);
+        assert_eq!(glm.kv_bytes_per_token, 78.0 * (576.0 + 132.0));
+    }
+
+    /// kimi_k2 (MLA, INT4 experts with attention kept in BF16) and
+    /// minimax_m2 (GQA, block-FP8), and a qwen3_moe / mistral pair of plain
+    /// and all-sliding models.
+    #[test]
+    fn kimi_minimax_qwen3_mistral_plans_by_hand() {
+        let k = family_plan("kimi-k2.5", "h200", 8, None, Dtype::Bf16);
+        assert_eq!(k.kv_bytes_per_token, 61.0 * 576.0 * 2.0);
+        let (km, _) = catalog::model("kimi-k2.5").unwrap();
+        // Attention per GPU: split up-projections and O, replicated down-projections.
+        let att = (1536.0 * 64.0 * 192.0 + 512.0 * 64.0 * 256.0 + 64.0 * 128.0 * 7168.0) / 8.0
+            + 7168.0 * 1536.0
+            + 7168.0 * 576.0;
+        assert_eq!(km.attention_params_per_gpu(8), att);
+        let all_int4 = MemoryPlan::new(
+            &ModelArch {
+                attention_unquantized: false,
+                ..km.clone()
+            },
+            &catalog::hardware("h200").unwrap(),
+            Dtype::Int4,
+            Dtype::Bf16,
+            &Parallelism::tensor(8),
+            &EngineCfg::default(),
+        );
+        close(
+            k.weight_bytes - all_int4.weight_bytes,
+            61.0 * att * (2.0 - Dtype::Int4.weight_bytes()),
+        );
+        let mm = family_plan("minimax-m2.5", "h200", 4, None, Dtype::Fp8);
+        assert_eq!(mm.kv_bytes_per_token, 62.0 * 2.0 * 2.0 * 128.0);
+        assert!(mm.layer_kinds.is_empty());
+        let q = family_plan("qwen3-235b-a22b", "h200", 8, None, Dtype::Bf16);
+        assert_eq!(q.kv_bytes_per_token, 94.0 * 2.0 * 1.0 * 128.0 * 2.0);
+        // Mistral-7B-v0.1: every layer a 4096-token window, no full layer:
+        // the windows go in the blocks and nothing is set aside.
+        let cfg = r#"{"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+            "vocab_size": 32000, "max_position_embeddings": 32768, "sliding_window": 4096}"#;
+        let m = catalog::parse_config(cfg, "mistral.json").unwrap().arch;
+        let p = MemoryPlan::new(
+            &m,
+            &catalog::hardware("h100").unwrap(),
+            Dtype::Bf16,
+            Dtype::Bf16,
+            &Parallelism::tensor(1),
+            &EngineCfg::default(),
+        );
+        assert_eq!(p.kv_bytes_per_token, 32.0 * 2.0 * 8.0 * 128.0 * 2.0);
+        assert_eq!(kinds(&p), vec![(32, 131_072.0, 0.0)]);
+        assert_eq!(p.sequence_reserve_bytes, 0.0);
+    }
+
+    proptest::proptest! {
+        /// Over any length, a sequence of a hybrid model holds its full layers'
+        /// tokens plus at most the windows and states set aside: sliding
+        /// layers stop at the window and linear layers do not grow at all.
+        #[test]
+        fn hybrid_sequences_grow_only_in_full_layers(ctx in 1u64..1_000_000, extra in 1u64..100_000) {
+            for key in ["gpt-oss-120b", "qwen3.5-397b-a17b", "gemma-3-27b", "llama-4-scout"] {
+                let (m, _) = catalog::model(key).unwrap();
+                let cap = m.sequence_state_bytes(0, m.layers, 1, Dtype::Bf16, 16);
+                let per_token = m.kv_bytes_per_token(Dtype::Bf16);
+                let full = |c: u64| c.div_ceil(16) as f64 * 16.0 * per_token;
+                let held = m.sequence_bytes(ctx, 1, Dtype::Bf16, 16);
+                proptest::prop_assert!(held <= full(ctx) + cap + 1e-6);
+                let more = m.sequence_bytes(ctx + extra, 1, Dtype::Bf16, 16);
+                // Growth beyond the full layers' is bounded by what the
+                // windows still had room for.
+                proptest::prop_assert!(more - full(ctx + extra) <= cap + 1e-6);
+                proptest::prop_assert!(more >= held);
+            }
+            // Linear layers alone: the same bytes at any length.
+            let (q, _) = catalog::model("qwen3.5-397b-a17b").unwrap();
+            let linear_only = ModelArch { layer_pattern: vec![LayerKind::Linear], ..q.clone() };
+            proptest::prop_assert_eq!(
+                linear_only.sequence_bytes(ctx, 1, Dtype::Bf16, 16),
+                linear_only.sequence_bytes(ctx + extra, 1, Dtype::Bf16, 16)
+            );
+        }
     }
 }

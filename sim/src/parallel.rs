@@ -26,9 +26,30 @@
 //!   `--enable-dp-attention` with `--dp` = EP, and vLLM as
 //!   `--data-parallel-size` with `--enable-expert-parallel`. With EP = 1 the
 //!   experts are tensor-sliced like a dense MLP (vLLM's default for MoE).
+//! - **Attention data parallelism apart from expert parallelism**: engines
+//!   size the two sides of an MoE layer separately, as aiconfigurator's
+//!   columns name them — attention TP × attention DP = MoE TP × MoE EP = the
+//!   stage's GPUs. `attention_data` = DP gives DP groups of tensor / DP GPUs
+//!   that each hold the non-expert weights and serve their own sequences
+//!   (SGLang `--enable-dp-attention --dp DP`, vLLM `--data-parallel-size`,
+//!   TensorRT-LLM `enable_attention_dp`), while the routed experts are
+//!   split EP ways, each expert over tensor / EP GPUs (MoE TP). So TP 8 with
+//!   EP 8 and no DP attention is TensorRT-LLM's attention-TP-8 × MoE-EP-8,
+//!   and DP 32 × EP 32 on an NVL72 rack is wide EP. Without the key, DP
+//!   attention follows EP as above.
+//! - **Wide EP across nodes**: with DP attention the stage may span nodes
+//!   (each attention group and each expert's MoE-TP slice inside one node),
+//!   the dispatch and combine crossing the scale-out network (DeepEP's
+//!   RDMA path); see `cost::comm`.
+//! - **Redundant experts** (DeepSeek's EPLB; vLLM and SGLang
+//!   `num_redundant_experts`): each EP rank holds (E + R) / EP expert slots,
+//!   the R extra ones replicas of the hottest experts, so the busiest rank
+//!   carries less than it would with E / EP experts; see [`eplb`].
 
 use crate::catalog::{HardwareSpec, ModelArch};
 use serde::Serialize;
+
+pub mod eplb;
 
 /// The parallel layout of one replica: tensor × pipeline GPUs, and how many
 /// expert-parallel groups each stage's GPUs form.
@@ -38,8 +59,15 @@ pub struct Parallelism {
     pub tensor: u32,
     /// Pipeline stages (`fleet.pipeline_parallel`).
     pub pipeline: u32,
-    /// Expert-parallel groups per stage (`fleet.expert_parallel`); divides `tensor`.
+    /// Expert-parallel ranks per stage (`fleet.expert_parallel`); divides `tensor`.
     pub expert: u32,
+    /// Attention data-parallel groups per stage
+    /// (`fleet.attention_data_parallel`); divides `tensor`. `None`: one per
+    /// expert-parallel group, the layout `expert` alone has always meant.
+    pub attention_data: Option<u32>,
+    /// Extra expert slots over the EP ranks for replicas of hot experts
+    /// (`fleet.num_redundant_experts`, EPLB).
+    pub redundant_experts: u32,
 }
 
 impl Default for Parallelism {
@@ -87,6 +115,22 @@ impl Parallelism {
             tensor: tp,
             pipeline: 1,
             expert: 1,
+            attention_data: None,
+            redundant_experts: 0,
+        }
+    }
+
+    /// A layout of `tensor` GPUs per stage with attention split `atp` ways
+    /// in `tensor / atp` DP groups and experts split `ep` ways (engines'
+    /// tp_size, attention_dp_size, moe_tp_size and moe_ep_size, with
+    /// tp × dp = moe_tp × ep = tensor).
+    pub fn moe(tensor: u32, attention_dp: u32, expert: u32) -> Parallelism {
+        Parallelism {
+            tensor,
+            pipeline: 1,
+            expert,
+            attention_data: Some(attention_dp),
+            redundant_experts: 0,
         }
     }
 
@@ -97,20 +141,105 @@ impl Parallelism {
 
     /// `replicas` replicas of this layout on `hardware`, as every command
     /// names a fleet: see [`fleet_shape`].
+    /// With `attention_data` given, the stage's two sides are named: "1
+    /// replica × 32 GPUs (attention TP 1 × DP 32, MoE TP 1 × EP 32) on GB200
+    /// = 32 GPUs".
     pub fn fleet_shape(&self, replicas: u32, hardware: &str) -> String {
-        fleet_shape(replicas, self.tensor, self.pipeline, self.expert, hardware)
+        if self.attention_data.is_none() && self.redundant_experts == 0 {
+            return fleet_shape(replicas, self.tensor, self.pipeline, self.expert, hardware);
+        }
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        let gpus = replicas as u64 * self.gpus() as u64;
+        format!(
+            "{replicas} replica{} × {} GPU{}{} (attention TP {} × DP {}, MoE TP {} × EP {}{}) on \
+             {hardware} = {gpus} GPU{}",
+            plural(replicas as u64),
+            self.tensor,
+            plural(self.tensor as u64),
+            if self.pipeline > 1 {
+                format!(" × PP {}", self.pipeline)
+            } else {
+                String::new()
+            },
+            self.attention_tp(),
+            self.attention_dp(),
+            self.moe_tp(),
+            self.expert.max(1),
+            if self.redundant_experts > 0 {
+                format!(", {} redundant experts", self.redundant_experts)
+            } else {
+                String::new()
+            },
+            plural(gpus)
+        )
     }
 
     /// GPUs that split one copy of the attention (and every other non-expert
-    /// part): the whole stage without expert parallelism, one EP group with it.
+    /// part): the stage over its attention DP groups (one EP group each
+    /// without `attention_data`).
     pub fn attention_tp(&self) -> u32 {
-        (self.tensor / self.expert.max(1)).max(1)
+        (self.tensor / self.attention_dp()).max(1)
     }
 
     /// Groups that serve disjoint shares of the batch with their own copy of
-    /// the non-expert weights and their own KV cache (1 without EP).
+    /// the non-expert weights and their own KV cache (1 without DP attention).
     pub fn attention_dp(&self) -> u32 {
-        self.expert.max(1)
+        self.attention_data.unwrap_or(self.expert).max(1)
+    }
+
+    /// GPUs one routed expert is split over (MoE TP): the stage over its EP ranks.
+    pub fn moe_tp(&self) -> u32 {
+        (self.tensor / self.expert.max(1)).max(1)
+    }
+
+    /// Routed-expert slots over the whole stage: the model's experts plus
+    /// the redundant replicas EPLB places.
+    pub fn expert_slots(&self, model: &ModelArch) -> u32 {
+        model.num_experts + self.redundant_experts
+    }
+
+    /// `servesim check`'s line for a layout with `attention_data` given:
+    /// both sides of an MoE layer and what joins them.
+    pub fn describe_moe(&self, model: &ModelArch, gpus_per_node: u32) -> String {
+        let ep = self.expert.max(1);
+        let experts =
+            if ep > 1 {
+                let slots = self.expert_slots(model);
+                format!(
+                "{ep} EP ranks × MoE TP {}, {} expert slots each ({}{}); all-to-all dispatch + \
+                 combine per MoE layer{}",
+                self.moe_tp(),
+                slots / ep,
+                model.num_experts,
+                if self.redundant_experts > 0 {
+                    format!(" + {} redundant", self.redundant_experts)
+                } else {
+                    String::new()
+                },
+                if self.stage_spans_nodes(gpus_per_node) {
+                    format!(", across {} nodes", self.tensor.div_ceil(gpus_per_node.max(1)))
+                } else {
+                    String::new()
+                }
+            )
+            } else {
+                format!(
+                    "sliced over all {} GPUs (MoE TP {}); every group's tokens gathered before \
+                 and scattered after",
+                    self.tensor,
+                    self.moe_tp()
+                )
+            };
+        format!(
+            "attention: {} DP group(s) of TP {}, each with its own KV cache; experts: {experts}",
+            self.attention_dp(),
+            self.attention_tp()
+        )
+    }
+
+    /// Whether the stage's GPUs span more than one node (wide EP).
+    pub fn stage_spans_nodes(&self, gpus_per_node: u32) -> bool {
+        self.tensor > gpus_per_node.max(1)
     }
 
     /// Nodes one replica spans, with `gpus_per_node` GPUs each.
@@ -138,13 +267,18 @@ impl Parallelism {
     pub fn validate(&self, model: &ModelArch, hw: &HardwareSpec) -> Result<(), Invalid> {
         let (tp, pp, ep) = (self.tensor, self.pipeline, self.expert);
         let g = hw.gpus_per_node;
-        if tp > g {
+        // A stage may leave its node only with DP attention: every
+        // attention group and every expert's MoE-TP slice stays in one
+        // NVLink domain, and only the all-to-all crosses the network.
+        let wide = self.attention_data.is_some() && tp > g;
+        if tp > g && !wide {
             return Err((
                 "fleet.tensor_parallel".into(),
                 format!(
                     "{tp} exceeds the {g} GPUs of one {} node (gpus_per_node): a tensor-parallel \
                      group must share one NVLink domain; split the model further with \
-                     fleet.pipeline_parallel",
+                     fleet.pipeline_parallel, or serve it with DP attention and wide expert \
+                     parallelism (fleet.attention_data_parallel, fleet.expert_parallel)",
                     hw.name
                 ),
             ));
@@ -159,13 +293,22 @@ impl Parallelism {
             ));
         }
         if self.gpus() > g {
-            if g % tp != 0 {
+            if tp <= g && g % tp != 0 {
                 return Err((
                     "fleet.tensor_parallel".into(),
                     format!(
                         "a replica of {} GPUs spans nodes of {g}, so tensor_parallel must divide \
                          {g} (no tensor-parallel group may straddle two nodes); got {tp}",
                         self.gpus()
+                    ),
+                ));
+            }
+            if tp > g && tp % g != 0 {
+                return Err((
+                    "fleet.tensor_parallel".into(),
+                    format!(
+                        "a stage of {tp} GPUs spans nodes of {g}, so it must fill whole nodes: \
+                         use a multiple of {g}"
                     ),
                 ));
             }
@@ -183,6 +326,19 @@ impl Parallelism {
                     ),
                 ));
             }
+        }
+        if let Some(dp) = self.attention_data {
+            self.validate_attention_dp(dp, model, hw)?;
+        }
+        if self.redundant_experts > 0 && ep <= 1 {
+            return Err((
+                "fleet.num_redundant_experts".into(),
+                format!(
+                    "{} redundant experts need expert parallelism (fleet.expert_parallel > 1): \
+                     EPLB replicates hot experts onto other EP ranks",
+                    self.redundant_experts
+                ),
+            ));
         }
         if ep > 1 {
             if !model.is_moe() {
@@ -204,7 +360,20 @@ impl Parallelism {
                     ),
                 ));
             }
-            if model.num_experts % ep != 0 {
+            if self.redundant_experts > 0 {
+                let slots = self.expert_slots(model);
+                if slots % ep != 0 {
+                    return Err((
+                        "fleet.num_redundant_experts".into(),
+                        format!(
+                            "{} experts of {} plus {} redundant make {slots} slots, which do \
+                             not split evenly over {ep} EP ranks; use a number that makes the \
+                             sum a multiple of {ep}",
+                            model.num_experts, model.name, self.redundant_experts
+                        ),
+                    ));
+                }
+            } else if model.num_experts % ep != 0 {
                 return Err((
                     "fleet.expert_parallel".into(),
                     format!(
@@ -214,8 +383,20 @@ impl Parallelism {
                     ),
                 ));
             }
+            if wide && self.moe_tp() > g {
+                return Err((
+                    "fleet.expert_parallel".into(),
+                    format!(
+                        "with {ep} EP ranks over {tp} GPUs each expert spans {} GPUs, more than \
+                         one {g}-GPU node: use at least {} EP ranks",
+                        self.moe_tp(),
+                        tp.div_ceil(g)
+                    ),
+                ));
+            }
             let atp = self.attention_tp();
-            if model.mla().is_none()
+            if self.attention_data.is_none()
+                && model.mla().is_none()
                 && model.num_kv_heads % atp != 0
                 && atp % model.num_kv_heads != 0
             {
@@ -228,6 +409,68 @@ impl Parallelism {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The checks `fleet.attention_data_parallel` = `dp` adds.
+    fn validate_attention_dp(
+        &self,
+        dp: u32,
+        model: &ModelArch,
+        hw: &HardwareSpec,
+    ) -> Result<(), Invalid> {
+        let key = "fleet.attention_data_parallel";
+        let (tp, g) = (self.tensor, hw.gpus_per_node);
+        if dp == 0 || tp % dp != 0 {
+            return Err((
+                key.into(),
+                format!(
+                    "{dp} must divide tensor_parallel = {tp} (the stage's GPUs): attention TP × \
+                     attention DP = tensor_parallel"
+                ),
+            ));
+        }
+        if dp > 1 && !model.is_moe() {
+            return Err((
+                key.into(),
+                format!(
+                    "{} is a dense model: DP attention pays off beside expert parallelism; serve \
+                     a dense model's data parallelism as more replicas (fleet.replicas)",
+                    model.name
+                ),
+            ));
+        }
+        let atp = self.attention_tp();
+        if atp > g {
+            return Err((
+                key.into(),
+                format!(
+                    "each of the {dp} attention groups spans {atp} GPUs, more than one {g}-GPU \
+                     {} node: use at least {} groups",
+                    hw.name,
+                    tp.div_ceil(g)
+                ),
+            ));
+        }
+        if model.num_heads % atp != 0 {
+            return Err((
+                key.into(),
+                format!(
+                    "attention TP = {tp} / {dp} = {atp} does not divide the {} heads of {}",
+                    model.num_heads, model.name
+                ),
+            ));
+        }
+        if model.mla().is_none() && model.num_kv_heads % atp != 0 && atp % model.num_kv_heads != 0 {
+            return Err((
+                key.into(),
+                format!(
+                    "attention TP = {atp}: the {} KV heads of {} cannot be split or replicated \
+                     over it",
+                    model.num_kv_heads, model.name
+                ),
+            ));
         }
         Ok(())
     }
@@ -360,7 +603,7 @@ mod tests {
         let p = |tp, pp| Parallelism {
             tensor: tp,
             pipeline: pp,
-            expert: 1,
+            ..Parallelism::default()
         };
         assert_eq!(p(8, 2).cross_node_hops(8), 1);
         assert_eq!(p(4, 2).cross_node_hops(8), 0);
@@ -381,6 +624,7 @@ mod tests {
             tensor,
             pipeline,
             expert,
+            ..Parallelism::default()
         };
         let key = |r: Result<(), Invalid>| r.unwrap_err().0;
         assert!(par(8, 2, 1).validate(&llama, &h100).is_ok());
@@ -415,5 +659,129 @@ mod tests {
         assert_eq!(e.0, "fleet.tensor_parallel", "{e:?}");
         let p = par(8, 1, 4);
         assert_eq!((p.attention_tp(), p.attention_dp(), p.gpus()), (2, 4, 8));
+    }
+
+    #[test]
+    fn attention_dp_and_expert_parallel_are_separate_degrees() {
+        let (h200, gb200) = (
+            catalog::hardware("h200").unwrap(),
+            catalog::hardware("gb200").unwrap(),
+        );
+        let ds = model("deepseek-v3");
+        // aiconfigurator's columns: tp_size × attention_dp_size = moe_tp_size × moe_ep_size.
+        let trt = Parallelism::moe(8, 1, 8);
+        assert!(trt.validate(&ds, &h200).is_ok());
+        assert_eq!(
+            (
+                trt.attention_tp(),
+                trt.attention_dp(),
+                trt.moe_tp(),
+                trt.expert
+            ),
+            (8, 1, 1, 8)
+        );
+        let moe_tp = Parallelism::moe(8, 8, 1);
+        assert!(moe_tp.validate(&ds, &h200).is_ok());
+        assert_eq!((moe_tp.attention_tp(), moe_tp.moe_tp()), (1, 8));
+        // Wide EP: DP 32 × EP 32 fits one NVL72 rack, or four H200 nodes
+        // over the network; a GB200 rack takes a 72-GPU tensor-parallel group.
+        let wide = Parallelism::moe(32, 32, 32);
+        assert!(wide.validate(&ds, &gb200).is_ok());
+        assert!(wide.validate(&ds, &h200).is_ok());
+        assert!(!wide.stage_spans_nodes(72) && wide.stage_spans_nodes(8));
+        assert!(Parallelism::tensor(72).validate(&ds, &gb200).is_ok());
+        assert_eq!(
+            wide.fleet_shape(2, "GB200"),
+            "2 replicas × 32 GPUs (attention TP 1 × DP 32, MoE TP 1 × EP 32) on GB200 = 64 GPUs"
+        );
+        // Legacy: EP alone means DP attention over the EP groups.
+        let legacy = Parallelism {
+            tensor: 8,
+            expert: 4,
+            ..Parallelism::default()
+        };
+        assert_eq!((legacy.attention_tp(), legacy.attention_dp()), (2, 4));
+        assert_eq!(
+            legacy.fleet_shape(1, "H200"),
+            "1 replica × TP 8 (EP 4) on H200 = 8 GPUs"
+        );
+    }
+
+    #[test]
+    fn impossible_moe_layouts_name_their_key() {
+        let h200 = catalog::hardware("h200").unwrap();
+        let l4 = catalog::hardware("l4").unwrap();
+        let ds = model("deepseek-v3");
+        let llama = model("llama-3.1-70b");
+        let key = |p: Parallelism, m: &ModelArch, h: &HardwareSpec| p.validate(m, h).unwrap_err().0;
+        let with_redundant = |mut p: Parallelism, r| {
+            p.redundant_experts = r;
+            p
+        };
+        let cases: [(Parallelism, &ModelArch, &HardwareSpec, &str); 9] = [
+            // DP must divide the stage's GPUs.
+            (
+                Parallelism::moe(8, 3, 8),
+                &ds,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
+            // DP attention on a dense model.
+            (
+                Parallelism::moe(8, 8, 1),
+                &llama,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
+            // An attention group of 16 GPUs leaves the 8-GPU node.
+            (
+                Parallelism::moe(32, 2, 32),
+                &ds,
+                &h200,
+                "fleet.attention_data_parallel",
+            ),
+            // Each expert sliced over 16 GPUs leaves the node.
+            (
+                Parallelism::moe(32, 32, 2),
+                &ds,
+                &h200,
+                "fleet.expert_parallel",
+            ),
+            // A stage across nodes fills whole nodes.
+            (
+                Parallelism::moe(12, 12, 4),
+                &ds,
+                &h200,
+                "fleet.tensor_parallel",
+            ),
+            // No scale-out network on L4 servers.
+            (
+                Parallelism::moe(16, 16, 16),
+                &ds,
+                &l4,
+                "fleet.pipeline_parallel",
+            ),
+            // Without DP attention a stage stays in one node.
+            (Parallelism::tensor(16), &ds, &h200, "fleet.tensor_parallel"),
+            // Redundant experts need EP, and slots that split evenly.
+            (
+                with_redundant(Parallelism::moe(8, 8, 1), 8),
+                &ds,
+                &h200,
+                "fleet.num_redundant_experts",
+            ),
+            (
+                with_redundant(Parallelism::moe(32, 32, 32), 3),
+                &ds,
+                &h200,
+                "fleet.num_redundant_experts",
+            ),
+        ];
+        for (p, m, h, want) in cases {
+            assert_eq!(key(p, m, h), want, "{p:?}");
+        }
+        let ok = with_redundant(Parallelism::moe(32, 32, 32), 32);
+        assert!(ok.validate(&ds, &h200).is_ok());
+        assert_eq!(ok.expert_slots(&ds), 288);
     }
 }

@@ -49,6 +49,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("report", 5, "results"),
     ("sweep", 5, "results"),
     ("plan", 5, "results"),
+    ("accuracy", 5, "results"),
     ("breakeven", 5, "results"),
 ];
 

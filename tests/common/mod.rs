@@ -76,3 +76,25 @@ pub fn f(v: &serde_json::Value, path: &str) -> f64 {
     x.as_f64()
         .unwrap_or_else(|| panic!("{path} missing in {v}"))
 }
+
+/// The public data folder (`SERVESIM_SHARED_DATA`, or `../shared/data` beside
+/// the checkout) when `probe` exists inside it. Absent, a test that needs it
+/// says so on stderr and is skipped, unless `SERVESIM_REQUIRE_SHARED=1` (which
+/// `.ci/run` sets, because CI has the data): then the test fails, so a run that
+/// should have checked the data cannot pass without checking it.
+pub fn shared_data(probe: &str) -> Option<PathBuf> {
+    let data = std::env::var_os("SERVESIM_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/data"));
+    if data.join(probe).exists() {
+        return Some(data);
+    }
+    let missing = data.join(probe);
+    assert!(
+        std::env::var("SERVESIM_REQUIRE_SHARED").as_deref() != Ok("1"),
+        "{} is absent and SERVESIM_REQUIRE_SHARED=1: this test must run",
+        missing.display()
+    );
+    eprintln!("skipped: {} is absent", missing.display());
+    None
+}

@@ -19,7 +19,10 @@
 //! Every other prompt length and the concurrency levels between powers of
 //! two are held out of the fit to measure its error. The design is sized to
 //! the time budget from a pilot's figures; probes are listed by priority,
-//! the set the fit cannot do without first.
+//! the essential set first: the fitted shapes the fit cannot do without and
+//! one held-out shape of every family, so the fit's error is always
+//! measured on each. The rest (more held-out shapes, long-context decodes
+//! at the smaller batches) run while the budget lasts.
 
 use std::time::Duration;
 
@@ -64,6 +67,10 @@ pub struct Probe {
     pub fitted: bool,
     /// Estimated wall time, all repeats.
     pub estimate: Duration,
+    /// Part of the set a profile cannot be trusted without: every fitted
+    /// shape the fit's terms need, and at least one held-out shape of
+    /// every family. The essential probes come first in a design.
+    pub essential: bool,
 }
 
 /// What the pilot request measured and what the server allows.
@@ -106,6 +113,9 @@ pub struct Design {
     pub row_knots: Vec<u32>,
     /// The prompt of long-context decode probes.
     pub long_prompt: u32,
+    /// The longest prompt probed: the limit's, or less when the budget
+    /// does not fit the smallest set at it.
+    pub max_prompt: u32,
 }
 
 /// Prompt lengths probed: 1, 8, then powers of two from 32, up to
@@ -146,11 +156,43 @@ fn levels(max: u32) -> (Vec<u32>, Vec<u32>) {
 /// Sizes the probe set to the budget. Fails when even the set the fit needs
 /// (each fitted prompt length once, each fitted level once at short outputs)
 /// would not fit, naming the budget that would.
+///
+/// When even that set does not fit at `l.max_prompt`, the longest prompt is
+/// halved (down to [`MIN_LONGEST_PROMPT`]) before giving up: every family
+/// is covered at sizes that fit, and the design says how far it reached
+/// ([`Design::max_prompt`]).
 pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
     if !(p.ttft_short_ns > 0.0 && p.gap_ns > 0.0) {
         return Err("the pilot request measured no time to first token or no token gaps".into());
     }
-    let max_prompt = l.max_prompt.max(SHORT_PROMPT);
+    let full = l.max_prompt.max(SHORT_PROMPT);
+    let floor = MIN_LONGEST_PROMPT.min(full);
+    let mut size = full;
+    loop {
+        match sized(p, l, size) {
+            Ok(d) => return Ok(d),
+            Err(total) if size <= floor => {
+                let minutes = (total / 0.85 / 60e9 * 2.0).ceil() / 2.0;
+                return Err(format!(
+                    "a budget of {:.1} min is too short for the probes this server needs at its speed (the smallest set, prompts up to {size} tokens, takes about {:.1} min); give --budget {} or more, or a lower --max-concurrency",
+                    l.budget.as_secs_f64() / 60.0,
+                    total / 60e9,
+                    minutes.max(0.5)
+                ));
+            }
+            Err(_) => size = (size / 2).max(floor),
+        }
+    }
+}
+
+/// The shortest longest-prompt a design shrinks to before it gives up:
+/// below it the prefill curve is too short to tell the per-token cost from
+/// the per-request one.
+pub const MIN_LONGEST_PROMPT: u32 = 64;
+
+/// The design with prompts up to `max_prompt`, or the smallest set's
+/// estimated time (ns) when it does not fit.
+fn sized(p: &Pilot, l: &Limits, max_prompt: u32) -> Result<Design, f64> {
     let slope = ((p.ttft_long_ns - p.ttft_short_ns) / (p.long_prompt as f64 - SHORT_PROMPT as f64))
         .max(0.0);
     let ttft = |n: u32| (p.ttft_short_ns + slope * (n as f64 - SHORT_PROMPT as f64)).max(p.gap_ns);
@@ -175,7 +217,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
     ];
     for &(repeats, output, held) in &tries {
         let mut probes = Vec::new();
-        let prefill = |n: u32, fitted: bool, r: u32| Probe {
+        let prefill = |n: u32, fitted: bool, r: u32, essential: bool| Probe {
             kind: ProbeKind::Prefill,
             prompt: n,
             concurrency: 1,
@@ -183,8 +225,9 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             repeats: r,
             fitted,
             estimate: ns(r as f64 * (ttft(n) + (PREFILL_OUTPUT - 1) as f64 * gap(1))),
+            essential,
         };
-        let decode = |b: u32, prompt: u32, fitted: bool| Probe {
+        let decode = |b: u32, prompt: u32, fitted: bool, essential: bool| Probe {
             kind: ProbeKind::Decode,
             prompt,
             concurrency: b,
@@ -192,53 +235,71 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             repeats: 1,
             fitted,
             estimate: ns(ttft(prompt) * b as f64 + output as f64 * gap(b)),
+            essential,
         };
+        let mixed = |top: u32, repeats: u32, essential: bool| Probe {
+            kind: ProbeKind::Mixed,
+            prompt: long_prompt,
+            concurrency: top,
+            output,
+            repeats,
+            fitted: false,
+            estimate: ns(repeats as f64
+                * (ttft(SHORT_PROMPT) * top as f64 + ttft(long_prompt) + output as f64 * gap(top))),
+            essential,
+        };
+        // Essential, in order: the fitted shapes, then one held-out shape
+        // of each family (the middle held-out length, the first level
+        // between powers of two, one mixed step, the prefix pair), so a
+        // run cut short by a slower server than the pilot showed still
+        // has a measured error on every family.
+        let held_lengths: Vec<u32> = lengths
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i % 2 == 1 && i + 1 != lengths.len())
+            .map(|(_, &n)| n)
+            .collect();
+        let key_length = held_lengths[held_lengths.len() / 2];
         for (i, &n) in lengths.iter().enumerate() {
             if i % 2 == 0 || i + 1 == lengths.len() {
-                probes.push(prefill(n, true, repeats));
+                probes.push(prefill(n, true, repeats, true));
             }
         }
         for &b in &fit_levels {
-            probes.push(decode(b, SHORT_PROMPT, true));
+            probes.push(decode(b, SHORT_PROMPT, true, true));
         }
         let top = *fit_levels.last().expect("level 1 at least");
-        probes.push(decode(top, long_prompt, true));
+        probes.push(decode(top, long_prompt, true, true));
+        probes.push(prefill(key_length, false, repeats.max(2), true));
+        if let Some(&b) = held_levels.first() {
+            probes.push(decode(b, SHORT_PROMPT, false, true));
+        }
+        if top >= 2 {
+            probes.push(mixed(top, 1, true));
+        }
+        probes.push(Probe {
+            kind: ProbeKind::Prefix,
+            prompt: long_prompt,
+            concurrency: 1,
+            output: 1,
+            repeats: 1,
+            fitted: false,
+            estimate: ns(2.0 * ttft(long_prompt)),
+            essential: true,
+        });
         if held {
             for &b in &fit_levels[..fit_levels.len() - 1] {
-                probes.push(decode(b, long_prompt, true));
+                probes.push(decode(b, long_prompt, true, false));
             }
-            for (i, &n) in lengths.iter().enumerate() {
-                if i % 2 == 1 && i + 1 != lengths.len() {
-                    probes.push(prefill(n, false, repeats));
-                }
+            for &n in held_lengths.iter().filter(|&&n| n != key_length) {
+                probes.push(prefill(n, false, repeats, false));
             }
-            for &b in &held_levels {
-                probes.push(decode(b, SHORT_PROMPT, false));
+            for &b in held_levels.iter().skip(1) {
+                probes.push(decode(b, SHORT_PROMPT, false, false));
             }
             if top >= 2 {
-                let joining = long_prompt;
-                probes.push(Probe {
-                    kind: ProbeKind::Mixed,
-                    prompt: joining,
-                    concurrency: top,
-                    output,
-                    repeats: 2,
-                    fitted: false,
-                    estimate: ns(2.0
-                        * (ttft(SHORT_PROMPT) * top as f64
-                            + ttft(joining)
-                            + output as f64 * gap(top))),
-                });
+                probes.push(mixed(top, 1, false));
             }
-            probes.push(Probe {
-                kind: ProbeKind::Prefix,
-                prompt: long_prompt,
-                concurrency: 1,
-                output: 1,
-                repeats: 1,
-                fitted: false,
-                estimate: ns(2.0 * ttft(long_prompt)),
-            });
         }
         let total: f64 = probes.iter().map(|p| p.estimate.as_secs_f64() * 1e9).sum();
         if total <= budget {
@@ -250,6 +311,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             token_knots.dedup();
             let row_knots = if top >= 2 { vec![1, top] } else { vec![1, 2] };
             return Ok(Design {
+                max_prompt,
                 probes,
                 estimate: ns(total),
                 token_knots,
@@ -258,12 +320,7 @@ pub fn design(p: &Pilot, l: &Limits) -> Result<Design, String> {
             });
         }
         if (repeats, output, held) == (1, 16, false) {
-            let minutes = (total / 0.85 / 60e9).ceil().max(1.0);
-            return Err(format!(
-                "a budget of {:.1} min is too short for the probes this server needs at its speed (the smallest set takes about {:.1} min); give --budget {minutes} or more, or a lower --max-concurrency / --max-prompt",
-                l.budget.as_secs_f64() / 60.0,
-                total / 60e9
-            ));
+            return Err(total);
         }
     }
     unreachable!("the last try returns")
@@ -355,17 +412,65 @@ mod tests {
             output(&fast)
         );
         assert!(slow.estimate.as_secs_f64() <= 0.85 * 300.0);
-        // Priority: everything fitted comes before anything held out.
-        let first_held = slow.probes.iter().position(|p| !p.fitted);
-        let last_fitted = slow.probes.iter().rposition(|p| p.fitted).unwrap();
-        assert!(first_held.is_none_or(|h| h > last_fitted));
+        // Priority: everything essential comes before anything else, and
+        // the essential set has a held-out shape of every family.
+        for d in [&fast, &slow] {
+            let first_extra = d.probes.iter().position(|p| !p.essential);
+            let last_essential = d.probes.iter().rposition(|p| p.essential).unwrap();
+            assert!(first_extra.is_none_or(|h| h > last_essential));
+            for kind in [
+                ProbeKind::Prefill,
+                ProbeKind::Decode,
+                ProbeKind::Mixed,
+                ProbeKind::Prefix,
+            ] {
+                assert!(
+                    d.probes
+                        .iter()
+                        .any(|p| p.essential && !p.fitted && p.kind == kind),
+                    "no essential held-out {kind:?}"
+                );
+            }
+        }
     }
 
     #[test]
     fn a_budget_too_short_names_one_that_fits() {
         let e = design(&pilot(200.0), &limits(0.2)).unwrap_err();
         assert!(e.starts_with("a budget of 0.2 min is too short"), "{e}");
-        assert!(e.contains("give --budget"), "{e}");
+        assert!(e.contains("prompts up to 64 tokens"), "{e}");
+        let minutes: f64 = e
+            .split("give --budget ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("{e}"));
+        // The budget it names is one that fits.
+        assert!(design(&pilot(200.0), &limits(minutes)).is_ok(), "{e}");
+    }
+
+    #[test]
+    fn a_slow_prefill_shrinks_the_longest_prompt_before_giving_up() {
+        // 20 ms per prompt token: a 2048-token prefill takes 41 s.
+        let slow = Pilot {
+            ttft_short_ns: 30e6,
+            ttft_long_ns: 30e6 + 496.0 * 20e6,
+            long_prompt: 512,
+            gap_ns: 20e6,
+        };
+        let d = design(&slow, &limits(1.0)).unwrap();
+        assert!(
+            d.max_prompt < 2048 && d.max_prompt >= MIN_LONGEST_PROMPT,
+            "{}",
+            d.max_prompt
+        );
+        assert_eq!(*d.token_knots.last().unwrap(), d.max_prompt);
+        assert!(d.probes.iter().all(|p| p.prompt <= d.max_prompt));
+        assert!(d.estimate.as_secs_f64() <= 0.85 * 60.0);
+        assert!(d
+            .probes
+            .iter()
+            .any(|p| !p.fitted && p.kind == ProbeKind::Prefill));
     }
 
     #[test]
@@ -376,6 +481,11 @@ mod tests {
             budget: Duration::from_secs(120),
         };
         let d = design(&pilot(5.0), &l).unwrap();
+        // Held-out shapes even so: a prefill length and the prefix pair.
+        assert!(d
+            .probes
+            .iter()
+            .any(|p| !p.fitted && p.kind == ProbeKind::Prefill));
         assert_eq!(d.token_knots, [1, 100]);
         assert_eq!(d.row_knots, [1, 2]);
         assert!(d.probes.iter().all(|p| p.kind != ProbeKind::Mixed));

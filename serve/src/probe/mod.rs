@@ -13,6 +13,7 @@ pub mod shapes;
 
 use crate::observe::{self, ObserveConfig, Observed, Outcome};
 use crate::openai::Endpoint;
+use crate::wire;
 use anyhow::{bail, Context, Result};
 use design::{Design, Limits, Pilot, Probe, ProbeKind, PREFILL_OUTPUT, SHORT_PROMPT};
 use serde_json::Value;
@@ -45,7 +46,18 @@ pub struct EngineArgs {
     /// The server's KV capacity in tokens [default: what its `/metrics`
     /// or `/props` say, else its context × the concurrency probed].
     pub kv_tokens: Option<u64>,
+    /// Write the profile even when it cannot be trusted (no held-out
+    /// shapes, a fit error past [`FIT_ERROR_MAX_PCT`], a probe family
+    /// missing, a served model of another architecture class); the reasons
+    /// are kept in its findings.
+    pub force: bool,
 }
+
+/// Mean error (%) of the fit on its held-out shapes, or on its own fitted
+/// ones, past which a profile is not written without `--force`: the
+/// llama.cpp runs in docs/calibration.md fitted 4–9 % on a quiet machine
+/// and 23–41 % on a busy one.
+pub const FIT_ERROR_MAX_PCT: f64 = 15.0;
 
 /// What the server said about itself.
 #[derive(Clone, Debug, Default)]
@@ -58,6 +70,9 @@ struct Server {
     family: String,
     kv_tokens: Option<(u64, String)>,
     slots: Option<u32>,
+    /// llama.cpp's `/v1/models` `meta`: the model's width and parameters.
+    hidden_size: Option<u64>,
+    params: Option<u64>,
 }
 
 fn client(timeout: Duration) -> Result<reqwest::Client> {
@@ -68,26 +83,73 @@ fn client(timeout: Duration) -> Result<reqwest::Client> {
         .build()?)
 }
 
-/// GET `path`: the status and body, or the transport error.
+/// GET `path`: the status and body (at most [`wire::MAX_BODY_BYTES`], by
+/// a 10 s deadline), or why not.
 fn get(url: &str, key: Option<&str>, path: &str) -> std::result::Result<(u16, String), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        let c = client(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        let limit = Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + limit;
+        let c = client(limit).map_err(|e| e.to_string())?;
         let mut r = c.get(format!("{}{path}", url.trim_end_matches('/')));
         if let Some(k) = key {
             r = r.bearer_auth(k);
         }
-        let resp = r
-            .send()
+        let resp = tokio::time::timeout_at(deadline, r.send())
             .await
+            .map_err(|_| format!("no answer to GET {path} within {} s", limit.as_secs()))?
             .map_err(|e| crate::observe::error_chain(&e))?;
         let status = resp.status().as_u16();
-        Ok((status, resp.text().await.unwrap_or_default()))
+        let body = wire::body(resp, wire::MAX_BODY_BYTES, deadline)
+            .await
+            .map_err(|e| match e {
+                wire::ReadError::TooLarge(cap) => format!(
+                    "the body of GET {path} is over the {} cap (a server's {path} is far smaller; this one is misbehaving)",
+                    wire::bytes(cap)
+                ),
+                wire::ReadError::Timeout => format!(
+                    "the body of GET {path} did not end within {} s",
+                    limit.as_secs()
+                ),
+                e => format!("GET {path}: {e}"),
+            })?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
     })
 }
+
+/// A GET whose failure to answer is fine (the server has no such route)
+/// but whose misbehaving body is not: `Ok(None)` for a transport error or
+/// a status other than 200.
+fn get_optional(a: &EngineArgs, path: &str) -> Result<Option<String>> {
+    match get(&a.url, a.api_key.as_deref(), path) {
+        Ok((200, text)) => Ok(Some(text)),
+        Ok(_) => Ok(None),
+        Err(e) if e.starts_with("the body of") => bail!("{}: {e}", a.url),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A figure the server reports about itself, checked to be one an engine
+/// can have: a whole number in `1..=max`, named with its source so that a
+/// wrong one says where it came from and how to override it.
+fn figure(v: &Value, source: &str, max: u64, fix: &str) -> Result<Option<u64>> {
+    match v {
+        Value::Null => Ok(None),
+        v => match v.as_u64() {
+            Some(n) if (1..=max).contains(&n) => Ok(Some(n)),
+            _ => bail!(
+                "the server reports {source} = {v}, which no engine has (allowed: a whole number from 1 to {max}); {fix}"
+            ),
+        },
+    }
+}
+
+/// Most KV tokens a profile takes: 2^32 is past any engine's cache (vLLM's
+/// largest deployments hold a few million), and block counts are u32.
+pub const MAX_KV_TOKENS: u64 = u32::MAX as u64;
 
 /// One gauge's value summed over its series (`name{labels} value` or
 /// `name value` lines); `None` when absent.
@@ -113,26 +175,42 @@ fn label(text: &str, name: &str, key: &str) -> Option<String> {
     let line = text
         .lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))?;
-    let pat = format!("{key}=\"");
-    let at = line.find(&pat)? + pat.len();
+    // The whole key: `block_size` is not the tail of `cpu_block_size`.
+    let at = [b'{', b','].iter().find_map(|&sep| {
+        let pat = format!("{}{key}=\"", sep as char);
+        line.find(&pat).map(|i| i + pat.len())
+    })?;
     Some(line[at..].split('"').next()?.to_string())
 }
 
 fn inspect(a: &EngineArgs) -> Result<Server> {
     let key = a.api_key.as_deref();
     let (status, body) = get(&a.url, key, "/v1/models").map_err(|e| {
-        anyhow::anyhow!(
-            "cannot reach {}: {e} (is the server running, and is this its base URL, e.g. http://127.0.0.1:8000?)",
-            a.url
-        )
+        if e.starts_with("the body of") {
+            anyhow::anyhow!("{}: {e}", a.url)
+        } else {
+            anyhow::anyhow!(
+                "cannot reach {}: {e} (is the server running, and is this its base URL, e.g. http://127.0.0.1:8000?)",
+                a.url
+            )
+        }
     })?;
     if status == 401 || status == 403 {
         bail!("{} refused GET /v1/models with HTTP {status}: it needs an API key (--api-key or SERVESIM_API_KEY)", a.url);
     }
     let short = |s: &str| s.chars().take(120).collect::<String>().replace('\n', " ");
     if status != 200 {
+        let base = a.url.trim_end_matches('/');
+        let hint = if status == 404 && base.ends_with("/v1") {
+            format!(
+                "; the URL is the server's base, without /v1: give {}",
+                base.trim_end_matches("/v1")
+            )
+        } else {
+            String::new()
+        };
         bail!(
-            "{} does not answer like an OpenAI-compatible server: GET /v1/models gave HTTP {status} ({})",
+            "{} does not answer like an OpenAI-compatible server: GET /v1/models gave HTTP {status} ({}){hint}",
             a.url,
             short(&body)
         );
@@ -159,26 +237,55 @@ fn inspect(a: &EngineArgs) -> Result<Server> {
             .ok_or_else(|| anyhow::anyhow!("{} serves {}, not {want:?}", a.url, ids.join(", ")))?,
         None => &models[0],
     };
+    let fix_len = "give --max-prompt to probe within the context it really has";
+    let max_model_len = match figure(
+        &pick["max_model_len"],
+        "max_model_len in /v1/models",
+        u32::MAX as u64,
+        fix_len,
+    )? {
+        Some(n) => Some(n),
+        None => figure(
+            &pick["meta"]["n_ctx_train"],
+            "meta.n_ctx_train in /v1/models",
+            u32::MAX as u64,
+            fix_len,
+        )?,
+    };
     let mut s = Server {
         served: pick["id"].as_str().unwrap_or_default().to_string(),
         owned_by: pick["owned_by"].as_str().unwrap_or_default().to_string(),
-        max_model_len: pick["max_model_len"]
-            .as_u64()
-            .or_else(|| pick["meta"]["n_ctx_train"].as_u64())
-            .map(|n| n as u32),
+        max_model_len: max_model_len.map(|n| n as u32),
+        hidden_size: pick["meta"]["n_embd"].as_u64(),
+        params: pick["meta"]["n_params"].as_u64(),
         ..Server::default()
     };
-    if let Ok((200, text)) = get(&a.url, key, "/metrics") {
+    let fix_kv = "give --kv-tokens with the real capacity";
+    if let Some(text) = get_optional(a, "/metrics")? {
         if gauge(&text, "vllm:num_requests_running").is_some() {
             s.running_gauge = Some("vllm:num_requests_running");
             s.family = "vLLM-style /metrics".into();
-            let blocks = label(&text, "vllm:cache_config_info", "num_gpu_blocks")
-                .and_then(|b| b.parse::<u64>().ok());
-            let size = label(&text, "vllm:cache_config_info", "block_size")
-                .and_then(|b| b.parse::<u64>().ok());
-            if let (Some(b), Some(z)) = (blocks, size) {
+            let read = |key: &str| -> Result<Option<u64>> {
+                // A label that is not a number ("None" before the cache
+                // is sized) says nothing; a number must be one an engine has.
+                match label(&text, "vllm:cache_config_info", key)
+                    .and_then(|b| b.parse::<i128>().ok())
+                {
+                    None => Ok(None),
+                    Some(b) => figure(
+                        &u64::try_from(b).map_or(Value::from(b as f64), Value::from),
+                        &format!("vllm:cache_config_info {key} in /metrics"),
+                        MAX_KV_TOKENS,
+                        fix_kv,
+                    ),
+                }
+            };
+            if let (Some(b), Some(z)) = (read("num_gpu_blocks")?, read("block_size")?) {
+                let n = b.checked_mul(z).filter(|&n| n <= MAX_KV_TOKENS).ok_or_else(|| {
+                    anyhow::anyhow!("the server reports a KV cache of {b} blocks of {z} tokens in /metrics, past {MAX_KV_TOKENS} tokens; {fix_kv}")
+                })?;
                 s.kv_tokens = Some((
-                    b * z,
+                    n,
                     format!("vllm:cache_config_info: {b} blocks of {z} tokens"),
                 ));
             }
@@ -188,22 +295,50 @@ fn inspect(a: &EngineArgs) -> Result<Server> {
         }
     }
     // llama.cpp's server says how many slots it has and each one's context.
-    if let Ok((200, text)) = get(&a.url, key, "/props") {
+    if let Some(text) = get_optional(a, "/props")? {
         if let Ok(p) = serde_json::from_str::<Value>(&text) {
-            let slots = p["total_slots"].as_u64();
-            let ctx = p["default_generation_settings"]["n_ctx"].as_u64();
+            let slots = figure(&p["total_slots"], "total_slots in /props", 1 << 16, fix_kv)?;
+            let ctx = figure(
+                &p["default_generation_settings"]["n_ctx"],
+                "default_generation_settings.n_ctx in /props",
+                u32::MAX as u64,
+                fix_len,
+            )?;
             if let (Some(n), Some(c)) = (slots, ctx) {
                 s.slots = Some(n as u32);
                 s.max_model_len = Some(c as u32);
                 if s.family.is_empty() {
                     s.family = "llama.cpp /props".into();
                 }
+                let total = n.checked_mul(c).filter(|&t| t <= MAX_KV_TOKENS).ok_or_else(|| {
+                    anyhow::anyhow!("the server reports {n} slots of {c} tokens in /props, a KV capacity past {MAX_KV_TOKENS} tokens; {fix_kv}")
+                })?;
                 s.kv_tokens
-                    .get_or_insert((n * c, format!("/props: {n} slots of {c} tokens")));
+                    .get_or_insert((total, format!("/props: {n} slots of {c} tokens")));
             }
         }
     }
     Ok(s)
+}
+
+/// The catalog preset the served name matches (`org/Name-Instruct.Q4.gguf`
+/// tried as given, without its organisation, without its file suffix and
+/// without an instruct/chat suffix), if any.
+fn match_served(served: &str) -> Option<(String, ModelArch)> {
+    let id = served.to_ascii_lowercase();
+    let base = id.rsplit('/').next().unwrap_or(&id).to_string();
+    let stem = base.split('.').next().unwrap_or(&base).to_string();
+    let mut tries = vec![id.clone(), base.clone(), stem.clone()];
+    for t in [&base, &stem] {
+        for suffix in ["-instruct", "-chat", "-it"] {
+            if let Some(x) = t.strip_suffix(suffix) {
+                tries.push(x.to_string());
+            }
+        }
+    }
+    tries
+        .into_iter()
+        .find_map(|t| sim::catalog::model(&t).map(|(m, _)| (t, m)))
 }
 
 /// The architecture: `--model`, else the served name matched to a preset.
@@ -215,27 +350,14 @@ fn architecture(a: &EngineArgs, s: &Server) -> Result<(ModelArch, String)> {
             None => bail!("unknown model preset {p:?} for --model; known: {}", known()),
         };
     }
-    let id = s.served.to_ascii_lowercase();
-    let base = id.rsplit('/').next().unwrap_or(&id).to_string();
-    let stem = base.split('.').next().unwrap_or(&base).to_string();
-    let mut tries = vec![id.clone(), base.clone(), stem.clone()];
-    for t in [&base, &stem] {
-        for suffix in ["-instruct", "-chat", "-it"] {
-            if let Some(x) = t.strip_suffix(suffix) {
-                tries.push(x.to_string());
-            }
-        }
-    }
-    for t in &tries {
-        if let Some((m, _)) = sim::catalog::model(t) {
-            return Ok((
-                m,
-                format!(
-                    "catalog preset {t}, matched from the served name {:?}",
-                    s.served
-                ),
-            ));
-        }
+    if let Some((t, m)) = match_served(&s.served) {
+        return Ok((
+            m,
+            format!(
+                "catalog preset {t}, matched from the served name {:?}",
+                s.served
+            ),
+        ));
     }
     bail!(
         "{} serves {:?}, which no catalog preset matches; name its architecture with --model (one of: {})",
@@ -243,6 +365,113 @@ fn architecture(a: &EngineArgs, s: &Server) -> Result<(ModelArch, String)> {
         s.served,
         known()
     )
+}
+
+/// An architecture's class as a profile's costs depend on it: dense or a
+/// mixture of experts, with grouped-query or latent (MLA) attention.
+fn class(m: &ModelArch) -> &'static str {
+    match (m.is_moe(), m.mla().is_some()) {
+        (false, false) => "dense",
+        (true, false) => "mixture-of-experts",
+        (false, true) => "dense with latent attention (MLA)",
+        (true, true) => "mixture-of-experts with latent attention (MLA)",
+    }
+}
+
+/// Names of served models that are mixtures of experts although no preset
+/// matches them (Mixtral, DeepSeek V2/V3/R1, Qwen's `-A3B`/`-A22B`, ...).
+fn named_moe(served: &str) -> bool {
+    let n = served.to_ascii_lowercase();
+    [
+        "moe",
+        "mixtral",
+        "deepseek-v2",
+        "deepseek-v3",
+        "deepseek-r1",
+        "dbrx",
+        "-a3b",
+        "-a22b",
+        "-a14b",
+        "olmoe",
+        "gpt-oss",
+        "kimi-k2",
+        "llama-4",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
+}
+
+/// Checks the served model against the chosen architecture: its name's
+/// preset (or its name, for mixtures of experts) must be of the same
+/// class, and llama.cpp's reported width and parameter count must match.
+/// `Err` names what disagrees; `Ok` says what was checked.
+fn check_architecture(a: &EngineArgs, s: &Server, m: &ModelArch) -> Result<String> {
+    let name = a.arch.as_deref().unwrap_or("the matched preset");
+    let mut disagree = Vec::new();
+    let mut checked = Vec::new();
+    if let Some((t, served)) = match_served(&s.served) {
+        checked.push(format!("its name matches preset {t}"));
+        if class(&served) != class(m) {
+            disagree.push(format!(
+                "the served {:?} is preset {t}, a {} model, and {} is {}",
+                s.served,
+                class(&served),
+                name,
+                class(m)
+            ));
+        }
+    } else if named_moe(&s.served) != m.is_moe() {
+        checked.push("its name".into());
+        disagree.push(format!(
+            "the served {:?} is named as a {} model, and {} is {}",
+            s.served,
+            if named_moe(&s.served) {
+                "mixture-of-experts"
+            } else {
+                "dense"
+            },
+            name,
+            class(m)
+        ));
+    }
+    if let Some(w) = s.hidden_size {
+        checked.push(format!("its width {w}"));
+        if w != m.hidden_size as u64 {
+            disagree.push(format!(
+                "the server reports a hidden size of {w} (meta.n_embd), {} has {}",
+                name, m.hidden_size
+            ));
+        }
+    }
+    if let Some(n) = s.params {
+        checked.push(format!("its {n} parameters"));
+        let ratio = n as f64 / m.total_params().max(1.0);
+        if !(0.5..=2.0).contains(&ratio) {
+            disagree.push(format!(
+                "the server reports {:.2e} parameters (meta.n_params), {} has {:.2e}",
+                n as f64,
+                name,
+                m.total_params()
+            ));
+        }
+    }
+    if !disagree.is_empty() {
+        bail!(
+            "{} does not serve a model of the chosen architecture: {}; a profile fitted so would describe another model (costs, weights, KV per token); name the served model's preset with --model, or give --force to write it anyway",
+            a.url,
+            disagree.join("; ")
+        );
+    }
+    Ok(if checked.is_empty() {
+        format!("the served model {:?} could not be checked against {}: the server names no preset and reports no size", s.served, name)
+    } else {
+        format!(
+            "the served model matches {}'s class ({}): {}",
+            name,
+            class(m),
+            checked.join(", ")
+        )
+    })
 }
 
 /// Polls the running gauge until stopped; the most it saw.
@@ -319,7 +548,10 @@ impl Prober<'_> {
             .collect();
         if let Some(first) = bad.first() {
             let why = if first.error.is_empty() {
-                "no answer within the probe's time".to_string()
+                format!(
+                    "no end within the probe's limit of {:.1} s (each pilot request may take a quarter of the budget, the probes what is left of it and a quarter more)",
+                    limit.as_secs_f64()
+                )
             } else {
                 first.error.clone()
             };
@@ -329,16 +561,20 @@ impl Prober<'_> {
                 bad.len()
             );
         }
-        if let Some(x) = o
-            .observations
-            .iter()
-            .find(|x| x.token_times.len() < x.tokens.min(2) as usize)
-        {
-            bail!(
-                "{} streamed {} tokens in fewer chunks: token gaps cannot be read",
-                self.args.url,
-                x.tokens
-            );
+        // The gaps are decode steps only when each chunk is one token:
+        // a server that packs tokens into chunks, or whose usage block
+        // claims another count, cannot be timed token by token.
+        for (spec, x) in o.specs.iter().zip(&o.observations) {
+            if x.one_chunk(spec.output_tokens) || x.usage_disagrees() {
+                bail!(
+                    "{} streamed {} chunk(s) for {} tokens asked{}: token gaps cannot be read",
+                    self.args.url,
+                    x.tokens,
+                    spec.output_tokens,
+                    x.usage_tokens
+                        .map_or(String::new(), |u| format!(" (its usage block claims {u})"))
+                );
+            }
         }
         Ok(o)
     }
@@ -407,6 +643,19 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     let started = Instant::now();
     let server = inspect(a)?;
     let (arch, arch_source) = architecture(a, &server)?;
+    let mut findings = Vec::new();
+    let mut untrusted = Vec::new();
+    match check_architecture(a, &server, &arch) {
+        Ok(line) => findings.push(line),
+        Err(e) if a.force => untrusted.push(e.to_string()),
+        Err(e) => return Err(e),
+    }
+    match a.kv_tokens {
+        Some(n) if !(1..=MAX_KV_TOKENS).contains(&n) => bail!(
+            "--kv-tokens {n} is no engine's KV capacity (allowed: 1 to {MAX_KV_TOKENS} tokens)"
+        ),
+        _ => {}
+    }
     let dtype = match a.dtype.as_str() {
         "f32" => Dtype::Fp32,
         "f16" => Dtype::Fp16,
@@ -431,13 +680,25 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         next_hash: 0,
         requests: 0,
     };
-    let probe_limit = a.budget.max(Duration::from_secs(30));
+    // Every request waits at most until the budget and a quarter of it
+    // (at least a second) are spent: a stalled server ends the run near
+    // its budget, not when the server stops.
+    let slack = (a.budget / 4).max(Duration::from_secs(1));
+    let limit = || {
+        a.budget
+            .saturating_add(slack)
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1))
+    };
+    // The pilot's few short requests get a quarter of the budget each at
+    // most: a server that cannot answer them in that is not probed further.
+    let pilot_limit = || limit().min(slack);
     progress(0.0, 1.0, "pilot");
     // A warm-up, then the pilot: a short and a long prompt with a few gaps.
-    p.lone(SHORT_PROMPT, 4, 1, probe_limit)?;
-    let short = p.lone(SHORT_PROMPT, 8, 2, probe_limit)?;
+    p.lone(SHORT_PROMPT, 4, 1, pilot_limit())?;
+    let short = p.lone(SHORT_PROMPT, 8, 2, pilot_limit())?;
     let long_pilot = max_prompt.min(512);
-    let long = p.lone(long_pilot, 2, 1, probe_limit)?;
+    let long = p.lone(long_pilot, 2, 1, pilot_limit())?;
     let gaps: Vec<u64> = short
         .observations
         .iter()
@@ -458,9 +719,19 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         max_concurrency,
         budget: a.budget.saturating_sub(started.elapsed()),
     };
-    let d = design::design(&pilot, &limits).map_err(anyhow::Error::msg)?;
+    let d = design::design(&pilot, &limits).map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (besides the {:.1} s the pilot took)",
+            started.elapsed().as_secs_f64()
+        )
+    })?;
+    if d.max_prompt < max_prompt {
+        findings.push(format!(
+            "prompts probed up to {} tokens, not {max_prompt}: the budget does not fit longer prefills at this server's speed; longer prompts are extrapolated (give a larger --budget to measure them)",
+            d.max_prompt
+        ));
+    }
     let mut samples = Vec::new();
-    let mut findings = Vec::new();
     let mut concurrency = Vec::new();
     let mut capped: Option<(u32, u32)> = None;
     let mut mixed_samples = Vec::new();
@@ -468,6 +739,11 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     let total = d.estimate.as_secs_f64();
     let mut done = 0.0;
     let mut skipped = Vec::new();
+    let mut skipped_essential = Vec::new();
+    // How much slower the server runs than the pilot's figures said (a
+    // busy machine): the estimates of the probes still to run are scaled
+    // by it, so the budget goes to the essential probes first.
+    let (mut estimated_s, mut took_s) = (0.0f64, 0.0f64);
     for probe in &d.probes {
         let what = format!(
             "{} prompt {} × {}",
@@ -475,10 +751,20 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
             probe.prompt,
             probe.concurrency
         );
-        if started.elapsed() + probe.estimate > a.budget {
+        let slowdown = if estimated_s > 0.0 {
+            (took_s / estimated_s).max(1.0)
+        } else {
+            1.0
+        };
+        let expect = probe.estimate.as_secs_f64() * slowdown;
+        if started.elapsed().as_secs_f64() + expect > a.budget.as_secs_f64() {
+            if probe.essential {
+                skipped_essential.push((what.clone(), expect));
+            }
             skipped.push(what);
             continue;
         }
+        let probe_started = Instant::now();
         progress(done, total, &what);
         let watch = (matches!(probe.kind, ProbeKind::Decode | ProbeKind::Mixed))
             .then_some(server.running_gauge)
@@ -493,7 +779,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
             probe,
             &pilot,
             &d,
-            probe_limit,
+            limit(),
             &mut samples,
             &mut mixed_samples,
             &mut prefix,
@@ -508,8 +794,20 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         } else if probe.kind == ProbeKind::Decode && probe.prompt == SHORT_PROMPT {
             concurrency.push([probe.concurrency, 0]);
         }
+        estimated_s += probe.estimate.as_secs_f64();
+        took_s += probe_started.elapsed().as_secs_f64();
         done += probe.estimate.as_secs_f64();
         progress(done, total, &what);
+    }
+    if let Some((first, _)) = skipped_essential.first() {
+        let more: f64 = skipped_essential.iter().map(|(_, s)| s).sum();
+        let need = (started.elapsed().as_secs_f64() + more) / 60.0;
+        untrusted.push(format!(
+            "the budget ran out before {} essential probe(s) (first: {first}) at this server's measured speed ({:.1}× the pilot's estimate); a --budget of {} min would cover them",
+            skipped_essential.len(),
+            if estimated_s > 0.0 { (took_s / estimated_s).max(1.0) } else { 1.0 },
+            (need * 1.15 * 2.0).ceil() / 2.0
+        ));
     }
     if !skipped.is_empty() {
         findings.push(format!(
@@ -631,7 +929,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
             warmup: 1,
             repetitions: d.probes.iter().map(|p| p.repeats).max().unwrap_or(1),
             quick: a.budget < Duration::from_secs(300),
-            max_context: max_prompt + PREFILL_OUTPUT,
+            max_context: d.max_prompt + PREFILL_OUTPUT,
             wall_s: 0.0,
             host_copy_bytes_per_s: host_copy_bytes_per_s(),
             extra_rounds: 0,
@@ -646,6 +944,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
     };
     let model = Profiled::new(&profile, "the fit");
     profile.held_out = fit::errors(&profile.samples, &model);
+    untrusted.extend(trust_problems(&profile, &d, prefix.is_some()));
     for s in profile.samples.iter().filter(|s| s.kind == "mixed") {
         let mut alone = sim::cost::BatchShape::default();
         for &c in &s.decode {
@@ -702,10 +1001,74 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         findings,
     });
     profile.measurement.wall_s = started.elapsed().as_secs_f64();
+    if !untrusted.is_empty() {
+        if !a.force {
+            bail!(
+                "the profile of {} cannot be trusted, so it is not written: {}; give --force to write it anyway",
+                a.url,
+                untrusted.join("; ")
+            );
+        }
+        if let Some(e) = profile.engine.as_mut() {
+            for u in &untrusted {
+                e.findings
+                    .push(format!("not to be trusted (written with --force): {u}"));
+            }
+        }
+    }
     // The profile must read back as `simulate` reads it.
     Profile::from_toml_str(&profile.to_toml_string(), "the engine profile")
         .context("the fitted profile does not validate")?;
     Ok(profile)
+}
+
+/// Why a fitted profile is not to be trusted: no held-out shapes (its
+/// error unmeasured), a mean error past [`FIT_ERROR_MAX_PCT`] on the
+/// held-out or the fitted shapes, or a probe family the design planned
+/// that measured nothing. Empty when it can be.
+fn trust_problems(profile: &Profile, d: &Design, prefix_measured: bool) -> Vec<String> {
+    let h = &profile.held_out;
+    let mut out = Vec::new();
+    if h.shapes == 0 {
+        out.push(format!(
+            "no held-out shapes, so its error is unmeasured (its {} fitted shapes are {:.1} % off on average)",
+            profile.samples.iter().filter(|s| s.fitted).count(),
+            h.fitted_mape_pct
+        ));
+    } else if h.mape_pct > FIT_ERROR_MAX_PCT {
+        out.push(format!(
+            "it misses its {} held-out shapes by {:.1} % on average (at most {FIT_ERROR_MAX_PCT} % allowed; worst {:.1} %): the server's speed changed during the probes (other load, a clock change) or its costs are not this profile's shape; calibrate on a quiet machine",
+            h.shapes, h.mape_pct, h.max_error_pct
+        ));
+    }
+    if h.fitted_mape_pct > FIT_ERROR_MAX_PCT {
+        out.push(format!(
+            "it misses even the shapes it was fitted to by {:.1} % on average (at most {FIT_ERROR_MAX_PCT} % allowed)",
+            h.fitted_mape_pct
+        ));
+    }
+    let planned = |k: ProbeKind| d.probes.iter().any(|p| p.kind == k);
+    let measured = |kind: &str| profile.samples.iter().any(|s| s.kind == kind);
+    let mut missing = Vec::new();
+    for (k, kind) in [
+        (ProbeKind::Prefill, "prefill"),
+        (ProbeKind::Decode, "decode"),
+        (ProbeKind::Mixed, "mixed"),
+    ] {
+        if planned(k) && !measured(kind) {
+            missing.push(k.name());
+        }
+    }
+    if planned(ProbeKind::Prefix) && !prefix_measured {
+        missing.push(ProbeKind::Prefix.name());
+    }
+    if !missing.is_empty() {
+        out.push(format!(
+            "no {} probe measured anything",
+            missing.join(", no ")
+        ));
+    }
+    out
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -793,6 +1156,11 @@ mod tests {
             label(text, "vllm:cache_config_info", "block_size").as_deref(),
             Some("16")
         );
+        let other = "vllm:cache_config_info{cpu_block_size=\"9\",block_size=\"32\"} 1\n";
+        assert_eq!(
+            label(other, "vllm:cache_config_info", "block_size").as_deref(),
+            Some("32")
+        );
     }
 
     fn args(url: &str) -> EngineArgs {
@@ -806,6 +1174,7 @@ mod tests {
             max_concurrency: 4,
             max_prompt: None,
             kv_tokens: None,
+            force: false,
         }
     }
 
@@ -843,6 +1212,62 @@ mod tests {
             .to_string();
         assert!(e.contains("GET /v1/models gave HTTP 404"), "{e}");
         drop(s);
+    }
+
+    #[test]
+    fn a_profile_without_measured_error_or_a_family_is_not_trusted() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scenarios/validate/cpu-profile.toml"
+        );
+        let mut p = Profile::load(std::path::Path::new(path)).unwrap();
+        let pilot = Pilot {
+            ttft_short_ns: 30e6,
+            ttft_long_ns: 130e6,
+            long_prompt: 512,
+            gap_ns: 20e6,
+        };
+        let limits = Limits {
+            max_prompt: 2048,
+            max_concurrency: 4,
+            budget: Duration::from_secs(300),
+        };
+        let d = design::design(&pilot, &limits).unwrap();
+        // Every family measured, errors small: trusted.
+        for kind in ["prefill", "decode", "mixed"] {
+            if !p.samples.iter().any(|s| s.kind == kind) {
+                let mut s = p.samples[0].clone();
+                s.kind = kind.into();
+                p.samples.push(s);
+            }
+        }
+        p.held_out = FitError {
+            shapes: 10,
+            mape_pct: 4.0,
+            max_error_pct: 9.0,
+            fitted_mape_pct: 3.0,
+        };
+        assert_eq!(trust_problems(&p, &d, true), Vec::<String>::new());
+        // No held-out shapes, fitted ones 33 % off: both named.
+        p.held_out = FitError {
+            shapes: 0,
+            mape_pct: 0.0,
+            max_error_pct: 0.0,
+            fitted_mape_pct: 33.0,
+        };
+        let why = trust_problems(&p, &d, true);
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].starts_with("no held-out shapes"), "{why:?}");
+        assert!(why[1].contains("fitted to by 33.0 %"), "{why:?}");
+        // A held-out error past the threshold; a family that measured nothing.
+        p.held_out.shapes = 5;
+        p.held_out.mape_pct = 23.0;
+        p.held_out.fitted_mape_pct = 2.0;
+        p.samples.retain(|s| s.kind != "mixed");
+        let why = trust_problems(&p, &d, false);
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].contains("by 23.0 % on average"), "{why:?}");
+        assert_eq!(why[1], "no mixed, no prefix probe measured anything");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct HardwareSpec {
     /// Peak dense INT8 tensor throughput, TOP/s.
     #[serde(default)]
     pub int8_tops: Option<f64>,
+    /// Peak dense FP4 tensor throughput, TFLOP/s (absent where the chip has no FP4 units).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// Device memory, GiB.
     pub memory_gib: f64,
     /// Device memory bandwidth, TB/s (decimal).
@@ -65,7 +68,12 @@ impl HardwareSpec {
     /// Marlin/AWQ kernels do.
     pub fn peak_flops(&self, dtype: Dtype) -> f64 {
         let tflops = match dtype {
-            Dtype::Fp8 => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            Dtype::Fp8 | Dtype::Fp8Block => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            // FP4 weights multiply on FP4 units where the chip has them
+            // (Blackwell); elsewhere weight-only kernels dequantize them and
+            // multiply in BF16 (Marlin's MXFP4/NVFP4 W4A16 kernels on Hopper
+            // and Ampere, as vLLM runs gpt-oss there).
+            Dtype::Nvfp4 | Dtype::Mxfp4 => self.fp4_tflops.unwrap_or(self.bf16_tflops),
             Dtype::Int8 => self.int8_tops.unwrap_or(self.bf16_tflops),
             // FP32 GEMMs run on TF32 tensor cores at half the BF16 rate.
             Dtype::Fp32 => self.bf16_tflops / 2.0,
@@ -137,6 +145,7 @@ fn h100_sxm() -> HardwareSpec {
         bf16_tflops: 989.4,
         fp8_tflops: Some(1978.9),
         int8_tops: Some(1978.9),
+        fp4_tflops: None,
         memory_gib: 80.0,
         memory_bw_tbps: 3.35,
         interconnect_gbps: 450.0,
@@ -157,6 +166,7 @@ fn h200() -> HardwareSpec {
         bf16_tflops: 989.4,
         fp8_tflops: Some(1978.9),
         int8_tops: Some(1978.9),
+        fp4_tflops: None,
         memory_gib: 141.0,
         memory_bw_tbps: 4.8,
         interconnect_gbps: 450.0,
@@ -178,6 +188,7 @@ fn a100_80gb() -> HardwareSpec {
         bf16_tflops: 312.0,
         fp8_tflops: None,
         int8_tops: Some(624.0),
+        fp4_tflops: None,
         memory_gib: 80.0,
         memory_bw_tbps: 2.039,
         interconnect_gbps: 300.0,
@@ -199,6 +210,7 @@ fn a100_40gb() -> HardwareSpec {
         bf16_tflops: 312.0,
         fp8_tflops: None,
         int8_tops: Some(624.0),
+        fp4_tflops: None,
         memory_gib: 40.0,
         memory_bw_tbps: 1.555,
         interconnect_gbps: 300.0,
@@ -220,6 +232,7 @@ fn l40s() -> HardwareSpec {
         bf16_tflops: 362.05,
         fp8_tflops: Some(733.0),
         int8_tops: Some(733.0),
+        fp4_tflops: None,
         memory_gib: 48.0,
         memory_bw_tbps: 0.864,
         interconnect_gbps: 32.0,
@@ -240,6 +253,7 @@ fn l4() -> HardwareSpec {
         bf16_tflops: 121.0,
         fp8_tflops: Some(242.5),
         int8_tops: Some(242.5),
+        fp4_tflops: None,
         memory_gib: 24.0,
         memory_bw_tbps: 0.300,
         interconnect_gbps: 32.0,
@@ -260,6 +274,7 @@ fn b200() -> HardwareSpec {
         bf16_tflops: 2250.0,
         fp8_tflops: Some(4500.0),
         int8_tops: Some(4500.0),
+        fp4_tflops: Some(9000.0),
         memory_gib: 180.0,
         memory_bw_tbps: 8.0,
         interconnect_gbps: 900.0,
@@ -282,6 +297,7 @@ fn mi300x() -> HardwareSpec {
         bf16_tflops: 1307.4,
         fp8_tflops: Some(2614.9),
         int8_tops: Some(2614.9),
+        fp4_tflops: None,
         memory_gib: 192.0,
         memory_bw_tbps: 5.3,
         interconnect_gbps: 448.0,
@@ -293,6 +309,187 @@ fn mi300x() -> HardwareSpec {
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
         source: "AMD Instinct MI300X accelerator datasheet (dense figures; Infinity Fabric 896 GB/s aggregate)"
+            .into(),
+    }
+}
+
+// Grace Blackwell racks (GB200 / GB300 NVL72): 72 GPUs joined by fifth-generation
+// NVLink through NVSwitch trays, 1.8 TB/s bidirectional per GPU, so the whole
+// rack is one NVLink domain and tensor- or expert-parallel groups up to 72 GPUs
+// never leave it. Each GPU reaches its Grace CPU over NVLink-C2C (900 GB/s
+// bidirectional for the pair), which is the host link KV swapping crosses.
+// Memory sizes are the capacity nvidia-smi reports, as NVIDIA's aiconfigurator
+// system files record them (`systems/{b300_sxm,gb200,gb300}.yaml`), which the
+// datasheets round to 186 GB and 288 GB.
+const NVL72_GPUS: u32 = 72;
+const NVLINK_C2C_GBPS: f64 = 450.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn b300() -> HardwareSpec {
+    HardwareSpec {
+        name: "B300".into(),
+        bf16_tflops: 2250.0,
+        fp8_tflops: Some(4500.0),
+        int8_tops: Some(153.5),
+        fp4_tflops: Some(13500.0),
+        memory_gib: 275_040.0 * MIB / GIB,
+        memory_bw_tbps: 7.75,
+        interconnect_gbps: 900.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 128.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(100.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source:
+            "NVIDIA HGX B300 datasheet, per-GPU share of the 8-GPU board (sparse BF16/FP8/INT8 \
+                 halved; FP4 dense 108 PFLOPS / 8; 62 TB/s HBM3e / 8; NVLink 5 1.8 TB/s; \
+                 ConnectX-8 800 Gb/s and PCIe Gen6 per GPU; INT8 cut on Blackwell Ultra)"
+                .into(),
+    }
+}
+
+fn gb200() -> HardwareSpec {
+    HardwareSpec {
+        name: "GB200".into(),
+        bf16_tflops: 2500.0,
+        fp8_tflops: Some(5000.0),
+        int8_tops: Some(5000.0),
+        fp4_tflops: Some(10000.0),
+        memory_gib: 189_471.0 * MIB / GIB,
+        memory_bw_tbps: 8.0,
+        interconnect_gbps: 900.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: NVLINK_C2C_GBPS,
+        gpus_per_node: NVL72_GPUS,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA GB200 NVL72 datasheet, per-GPU share of the 72-GPU rack (sparse figures \
+                 halved; 8 TB/s HBM3e; NVLink 5 1.8 TB/s in one 72-GPU domain; NVLink-C2C to \
+                 Grace; ConnectX-7 400 Gb/s per GPU)"
+            .into(),
+    }
+}
+
+fn gb300() -> HardwareSpec {
+    HardwareSpec {
+        name: "GB300".into(),
+        bf16_tflops: 2500.0,
+        fp8_tflops: Some(5000.0),
+        int8_tops: Some(165.0),
+        fp4_tflops: Some(15000.0),
+        memory_gib: 284_208.0 * MIB / GIB,
+        memory_bw_tbps: 8.0,
+        interconnect_gbps: 900.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: NVLINK_C2C_GBPS,
+        gpus_per_node: NVL72_GPUS,
+        network_gbps: Some(100.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA GB300 NVL72 datasheet, per-GPU share of the 72-GPU rack (sparse BF16/FP8/\
+                 INT8 halved; FP4 dense 1,080 PFLOPS / 72; 8 TB/s HBM3e; NVLink 5 1.8 TB/s in one \
+                 72-GPU domain; NVLink-C2C to Grace; ConnectX-8 800 Gb/s per GPU)"
+            .into(),
+    }
+}
+
+fn h20() -> HardwareSpec {
+    HardwareSpec {
+        name: "H20".into(),
+        bf16_tflops: 148.0,
+        fp8_tflops: Some(296.0),
+        int8_tops: Some(296.0),
+        fp4_tflops: None,
+        memory_gib: 96.0,
+        memory_bw_tbps: 4.0,
+        interconnect_gbps: 450.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: Some(DGX_H100_ALLREDUCE_LATENCY_US),
+        allreduce_busbw_gbps: Some(DGX_H100_ALLREDUCE_BUSBW_GBPS),
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "NVIDIA H20 product specification (dense figures; 96 GB HBM3 at 4.0 TB/s; \
+                 NVLink 4 900 GB/s bidirectional and NVSwitch as HGX H100, whose measured \
+                 all-reduce it takes; PCIe Gen5 x16)"
+            .into(),
+    }
+}
+
+fn mi325x() -> HardwareSpec {
+    HardwareSpec {
+        name: "MI325X".into(),
+        bf16_tflops: 1307.4,
+        fp8_tflops: Some(2614.9),
+        int8_tops: Some(2614.9),
+        fp4_tflops: None,
+        memory_gib: 256.0,
+        memory_bw_tbps: 6.0,
+        interconnect_gbps: 448.0,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source:
+            "AMD Instinct MI325X accelerator datasheet (dense figures; 256 GB HBM3E at 6 TB/s; \
+                 7 Infinity Fabric links, 896 GB/s aggregate)"
+                .into(),
+    }
+}
+
+fn mi355x() -> HardwareSpec {
+    HardwareSpec {
+        name: "MI355X".into(),
+        bf16_tflops: 2516.6,
+        fp8_tflops: Some(5033.2),
+        int8_tops: Some(5033.2),
+        fp4_tflops: Some(10066.3),
+        memory_gib: 288.0,
+        memory_bw_tbps: 8.0,
+        interconnect_gbps: 537.6,
+        interconnect_latency_us: NVLINK_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: Some(50.0),
+        network_latency_us: Some(NETWORK_LATENCY_US),
+        source: "AMD Instinct MI355X accelerator datasheet (dense figures; MXFP4 10.1 PFLOPS; \
+                 288 GB HBM3E at 8 TB/s; 7 Infinity Fabric links of 153.6 GB/s, 1,075 GB/s \
+                 aggregate)"
+            .into(),
+    }
+}
+
+fn rtx_pro_6000() -> HardwareSpec {
+    HardwareSpec {
+        name: "RTX-PRO-6000".into(),
+        bf16_tflops: 467.8,
+        fp8_tflops: Some(935.6),
+        int8_tops: Some(935.6),
+        fp4_tflops: Some(1871.2),
+        memory_gib: 96.0,
+        memory_bw_tbps: 1.597,
+        interconnect_gbps: 64.0,
+        interconnect_latency_us: PCIE_P2P_LATENCY_US,
+        allreduce_latency_us: None,
+        allreduce_busbw_gbps: None,
+        pcie_gbps: 64.0,
+        gpus_per_node: GPUS_PER_NODE,
+        network_gbps: None,
+        network_latency_us: None,
+        source: "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (96 GB GDDR7 at 1.6 TB/s; \
+                 no NVLink, PCIe Gen5 x16; dense tensor rates at the 2,430 MHz boost clock, FP4 \
+                 4 PFLOPS sparse halved)"
             .into(),
     }
 }
@@ -338,6 +535,41 @@ pub const HARDWARE: &[HardwarePreset] = &[
         aliases: &[],
         spec: mi300x,
     },
+    HardwarePreset {
+        key: "b300",
+        aliases: &["b300-sxm", "hgx-b300"],
+        spec: b300,
+    },
+    HardwarePreset {
+        key: "gb200",
+        aliases: &["gb200-nvl72"],
+        spec: gb200,
+    },
+    HardwarePreset {
+        key: "gb300",
+        aliases: &["gb300-nvl72"],
+        spec: gb300,
+    },
+    HardwarePreset {
+        key: "h20",
+        aliases: &[],
+        spec: h20,
+    },
+    HardwarePreset {
+        key: "mi325x",
+        aliases: &[],
+        spec: mi325x,
+    },
+    HardwarePreset {
+        key: "mi355x",
+        aliases: &[],
+        spec: mi355x,
+    },
+    HardwarePreset {
+        key: "rtx-pro-6000",
+        aliases: &["rtx-pro-6000-server", "rtx-pro-6000-blackwell"],
+        spec: rtx_pro_6000,
+    },
 ];
 
 /// Looks a hardware preset up by key or alias, case-insensitively.
@@ -351,4 +583,59 @@ pub fn hardware(name: &str) -> Option<HardwareSpec> {
 
 pub fn hardware_keys() -> Vec<&'static str> {
     HARDWARE.iter().map(|p| p.key).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn todays_chips_carry_their_datasheet_figures() {
+        // (preset, dense BF16, FP8, FP4 TFLOP/s, GPUs per NVLink domain, link GB/s per direction),
+        // cross-checked against aiconfigurator's system files where they exist
+        // (b200_sxm, b300_sxm, gb200, gb300, rtx_pro_6000_server).
+        type Row = (&'static str, f64, Option<f64>, Option<f64>, u32, f64);
+        let rows: [Row; 8] = [
+            ("b200", 2250.0, Some(4500.0), Some(9000.0), 8, 900.0),
+            ("b300", 2250.0, Some(4500.0), Some(13500.0), 8, 900.0),
+            ("gb200", 2500.0, Some(5000.0), Some(10000.0), 72, 900.0),
+            ("gb300", 2500.0, Some(5000.0), Some(15000.0), 72, 900.0),
+            ("h20", 148.0, Some(296.0), None, 8, 450.0),
+            ("mi325x", 1307.4, Some(2614.9), None, 8, 448.0),
+            ("mi355x", 2516.6, Some(5033.2), Some(10066.3), 8, 537.6),
+            ("rtx-pro-6000", 467.8, Some(935.6), Some(1871.2), 8, 64.0),
+        ];
+        for (key, bf16, fp8, fp4, node, link) in rows {
+            let h = hardware(key).unwrap();
+            assert_eq!(
+                (
+                    h.bf16_tflops,
+                    h.fp8_tflops,
+                    h.fp4_tflops,
+                    h.gpus_per_node,
+                    h.interconnect_gbps
+                ),
+                (bf16, fp8, fp4, node, link),
+                "{key}"
+            );
+            assert!(!h.source.is_empty());
+            // FP4 doubles FP8 where both are dense Blackwell/CDNA4 figures,
+            // triples it on Blackwell Ultra (to the datasheets' rounding).
+            if let (Some(f8), Some(f4)) = (h.fp8_tflops, h.fp4_tflops) {
+                assert!((1.999..=3.0).contains(&(f4 / f8)), "{key}: {f4} / {f8}");
+            }
+        }
+        // nvidia-smi capacities: 275040, 189471 and 284208 MiB.
+        assert!((hardware("b300").unwrap().memory_gib - 268.59375).abs() < 1e-9);
+        assert!((hardware("gb200").unwrap().memory_gib - 185.030_273_437_5).abs() < 1e-9);
+        assert!((hardware("gb300").unwrap().memory_gib - 277.546_875).abs() < 1e-9);
+        // No NVLink on the PCIe card: its "interconnect" is the host link.
+        let rtx = hardware("rtx-pro-6000-server").unwrap();
+        assert_eq!(rtx.interconnect_gbps, rtx.pcie_gbps);
+        assert_eq!(rtx.network_gbps, None);
+        // The earlier presets have no FP4 units (Hopper, Ampere, Ada, CDNA3).
+        for key in ["h100", "h200", "a100", "a100-40gb", "l40s", "l4", "mi300x"] {
+            assert_eq!(hardware(key).unwrap().fp4_tflops, None, "{key}");
+        }
+    }
 }

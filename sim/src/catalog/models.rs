@@ -76,10 +76,94 @@ pub struct ModelArch {
     /// MLA: per-head value dimensions.
     #[serde(default)]
     pub v_head_dim: Option<u32>,
+    /// Every `moe_layer_step`-th layer past `first_dense_layers` has experts
+    /// and the others a dense MLP (Llama 4's `interleave_moe_layer_step`:
+    /// layers step−1, 2·step−1, …); 1 (the default): every one.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub moe_layer_step: u32,
+    /// Attention kind of each layer, repeated over the layers from layer 0
+    /// (`["sliding", "full"]` for gpt-oss, `["linear", "linear", "linear",
+    /// "full"]` for Qwen3.5). Empty (the default): every layer full.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_pattern: Vec<LayerKind>,
+    /// `sliding_window`: tokens a sliding-window layer attends to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    /// `attention_chunk_size`: tokens of one chunk of a chunked-local layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_chunk: Option<u32>,
+    /// A learned sink logit per head in every attention layer (gpt-oss).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_sinks: bool,
+    /// `attn_output_gate`: the query projection also produces a per-head
+    /// sigmoid gate on the attention output (Qwen3-Next, Qwen3.5), doubling it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_output_gate: bool,
+    /// The linear-attention layers' dimensions (required with `"linear"` layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
+    /// DeepSeek Sparse Attention on the (MLA) attention layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_attention: Option<SparseAttention>,
+    /// The checkpoint quantizes only the experts and keeps attention in the
+    /// activation dtype (gpt-oss: MXFP4 experts, BF16 attention, as its
+    /// `quantization_config.modules_to_not_convert` lists).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_unquantized: bool,
 }
 
 fn default_true() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+impl Default for ModelArch {
+    /// An empty dense decoder: every count zero, a gated MLP, full attention.
+    fn default() -> Self {
+        ModelArch {
+            name: String::new(),
+            layers: 0,
+            hidden_size: 0,
+            num_heads: 0,
+            num_kv_heads: 0,
+            head_dim: 0,
+            intermediate_size: 0,
+            vocab_size: 0,
+            gated_mlp: true,
+            tied_embeddings: false,
+            max_context: 0,
+            num_experts: 0,
+            experts_per_token: 0,
+            num_shared_experts: 0,
+            moe_intermediate_size: None,
+            first_dense_layers: 0,
+            kv_lora_rank: None,
+            q_lora_rank: None,
+            qk_nope_head_dim: None,
+            qk_rope_head_dim: None,
+            v_head_dim: None,
+            moe_layer_step: 1,
+            layer_pattern: Vec::new(),
+            sliding_window: None,
+            attention_chunk: None,
+            attention_sinks: false,
+            attention_output_gate: false,
+            linear_attention: None,
+            sparse_attention: None,
+            attention_unquantized: false,
+        }
+    }
 }
 
 /// Multi-head Latent Attention dimensions (DeepSeek-V2 §2.1; DeepSeek-V3 keeps
@@ -204,10 +288,12 @@ impl ModelArch {
 
     /// Layers with a mixture-of-experts MLP.
     pub fn moe_layers(&self) -> u32 {
-        if self.is_moe() {
+        if !self.is_moe() {
+            0
+        } else if self.moe_layer_step <= 1 {
             self.layers.saturating_sub(self.first_dense_layers)
         } else {
-            0
+            (0..self.layers).filter(|&i| self.is_moe_layer(i)).count() as u32
         }
     }
 
@@ -218,7 +304,137 @@ impl ModelArch {
 
     /// Whether layer `i` (from 0) has a mixture-of-experts MLP.
     pub fn is_moe_layer(&self, i: u32) -> bool {
-        self.is_moe() && i >= self.first_dense_layers
+        let step = self.moe_layer_step.max(1);
+        self.is_moe() && i >= self.first_dense_layers && (i + 1) % step == 0
+    }
+
+    /// Whether every layer is a full-attention layer (no sliding, chunked or
+    /// linear layers): the models whose arithmetic is one layer's times the
+    /// layer count.
+    pub fn uniform_attention(&self) -> bool {
+        self.layer_pattern.iter().all(|&k| k == LayerKind::Full)
+    }
+
+    /// The attention kind of layer `i` (from 0).
+    pub fn layer_kind(&self, i: u32) -> LayerKind {
+        if self.layer_pattern.is_empty() {
+            LayerKind::Full
+        } else {
+            self.layer_pattern[i as usize % self.layer_pattern.len()]
+        }
+    }
+
+    /// Layers of each kind among the `n` layers from `first`, indexed as
+    /// [`LayerKind::ALL`].
+    pub fn kinds_in(&self, first: u32, n: u32) -> [u32; 4] {
+        let mut c = [0u32; 4];
+        if self.uniform_attention() {
+            c[0] = n;
+            return c;
+        }
+        for i in first..first + n {
+            let k = self.layer_kind(i);
+            c[LayerKind::ALL.iter().position(|&x| x == k).expect("a kind")] += 1;
+        }
+        c
+    }
+
+    /// Layers of each kind in the whole model, as [`Self::kinds_in`].
+    pub fn layer_kind_counts(&self) -> [u32; 4] {
+        self.kinds_in(0, self.layers)
+    }
+
+    /// Tokens a layer of `kind` attends to at most (`None`: every earlier one).
+    pub fn window(&self, kind: LayerKind) -> Option<u32> {
+        match kind {
+            LayerKind::Sliding => self.sliding_window,
+            LayerKind::Chunked => self.attention_chunk,
+            LayerKind::Full | LayerKind::Linear => None,
+        }
+    }
+
+    /// Checks the layer-kind keys: each kind used has its dimensions, and no
+    /// dimensions are given for kinds the pattern does not use. Errors name the
+    /// key (relative to `[model.architecture]`) and what is allowed.
+    pub fn validate_layer_kinds(&self) -> Result<(), (String, String)> {
+        let uses = |k: LayerKind| self.layer_pattern.contains(&k);
+        let need = [
+            (
+                LayerKind::Sliding,
+                "sliding_window",
+                self.sliding_window.is_some(),
+            ),
+            (
+                LayerKind::Chunked,
+                "attention_chunk",
+                self.attention_chunk.is_some(),
+            ),
+            (
+                LayerKind::Linear,
+                "linear_attention",
+                self.linear_attention.is_some(),
+            ),
+        ];
+        for (kind, key, given) in need {
+            if uses(kind) && !given {
+                return Err((
+                    key.into(),
+                    format!(
+                        "is required when layer_pattern has \"{}\" layers",
+                        kind.name()
+                    ),
+                ));
+            }
+            if !uses(kind) && given {
+                return Err((
+                    key.into(),
+                    format!(
+                        "describes \"{}\" layers, but layer_pattern has none; add them to \
+                         layer_pattern or remove it",
+                        kind.name()
+                    ),
+                ));
+            }
+        }
+        if self.sliding_window == Some(0) || self.attention_chunk == Some(0) {
+            let k = if self.sliding_window == Some(0) {
+                "sliding_window"
+            } else {
+                "attention_chunk"
+            };
+            return Err((k.into(), "must be at least 1, got 0".into()));
+        }
+        if let Some(l) = &self.linear_attention {
+            if l.key_heads == 0
+                || l.value_heads == 0
+                || l.key_head_dim == 0
+                || l.value_head_dim == 0
+            {
+                return Err((
+                    "linear_attention".into(),
+                    "heads and head dimensions must be at least 1".into(),
+                ));
+            }
+        }
+        if let Some(sp) = &self.sparse_attention {
+            if self.kv_lora_rank.is_none() {
+                return Err((
+                    "sparse_attention".into(),
+                    "DeepSeek Sparse Attention runs on latent attention; set kv_lora_rank too"
+                        .into(),
+                ));
+            }
+            if sp.top_k == 0 || sp.index_heads == 0 || sp.index_head_dim == 0 {
+                return Err((
+                    "sparse_attention".into(),
+                    "index heads, head dim and top_k must be at least 1".into(),
+                ));
+            }
+        }
+        if self.moe_layer_step == 0 {
+            return Err(("moe_layer_step".into(), "must be at least 1, got 0".into()));
+        }
+        Ok(())
     }
 
     fn mlp_matrices(&self) -> f64 {
@@ -232,14 +448,51 @@ impl ModelArch {
     /// Attention matrices of one layer that tensor parallelism splits by head
     /// (all GPUs together). GQA: Q, K, V, O. MLA: the query up-projection (or
     /// the plain query projection), the key-value up-projection and O.
+    /// With linear-attention layers, the mean over the layers (the linear
+    /// layers' Gated DeltaNet projections, [`LinearAttention::matrix_params`]).
     pub fn attention_sharded_params(&self) -> f64 {
+        if self.uniform_attention() {
+            return self.softmax_attention_sharded_params();
+        }
+        self.mean_over_layers(|k| match (k, &self.linear_attention) {
+            (LayerKind::Linear, Some(l)) => l.matrix_params(self.hidden_size as f64),
+            _ => self.softmax_attention_sharded_params(),
+        })
+    }
+
+    /// The mean over all layers of `f` of each layer's kind.
+    fn mean_over_layers(&self, f: impl Fn(LayerKind) -> f64) -> f64 {
+        let c = self.layer_kind_counts();
+        let sum: f64 = LayerKind::ALL
+            .iter()
+            .zip(c)
+            .filter(|(_, n)| *n > 0)
+            .map(|(&k, n)| n as f64 * f(k))
+            .sum();
+        sum / self.layers.max(1) as f64
+    }
+
+    /// Layers whose attention is softmax attention over cached keys (full,
+    /// sliding or chunked; not linear).
+    pub fn softmax_layers(&self) -> u32 {
+        self.layers - self.layer_kind_counts()[3]
+    }
+
+    /// [`Self::attention_sharded_params`] of one softmax-attention layer
+    /// (full, sliding or chunked): Q (doubled with an output gate), K, V, O.
+    fn softmax_attention_sharded_params(&self) -> f64 {
         let h = self.hidden_size as f64;
         let heads = self.num_heads as f64;
         match self.mla() {
             None => {
                 let q = (self.num_heads * self.head_dim) as f64;
                 let kv = (self.num_kv_heads * self.head_dim) as f64;
-                h * q + 2.0 * h * kv + q * h
+                let p = h * q + 2.0 * h * kv + q * h;
+                if self.attention_output_gate {
+                    p + h * q
+                } else {
+                    p
+                }
             }
             Some(m) => {
                 let qk = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
@@ -258,13 +511,18 @@ impl ModelArch {
     /// Attention matrices of one layer every GPU of a tensor-parallel group
     /// holds whole: MLA's query and key-value down-projections (vLLM's
     /// `ReplicatedLinear`). Zero for GQA.
+    /// DeepSeek Sparse Attention's indexer is replicated too.
     pub fn attention_replicated_params(&self) -> f64 {
         let h = self.hidden_size as f64;
         match self.mla() {
             None => 0.0,
             Some(m) => {
                 let q_down = m.q_lora_rank.map_or(0.0, |r| h * r as f64);
-                q_down + h * (m.kv_lora_rank + m.qk_rope_head_dim) as f64
+                let latent = q_down + h * (m.kv_lora_rank + m.qk_rope_head_dim) as f64;
+                match &self.sparse_attention {
+                    None => latent,
+                    Some(sp) => latent + sp.params(h, m.q_lora_rank.map_or(h, |r| r as f64)),
+                }
             }
         }
     }
@@ -275,14 +533,30 @@ impl ModelArch {
     /// GPU keeps when there are fewer KV heads than GPUs (Megatron/vLLM
     /// replicate KV heads in that case).
     pub fn attention_params_per_gpu(&self, tp: u32) -> f64 {
+        if self.uniform_attention() {
+            return self.softmax_attention_params_per_gpu(tp);
+        }
+        self.mean_over_layers(|k| match (k, &self.linear_attention) {
+            (LayerKind::Linear, Some(l)) => l.matrix_params(self.hidden_size as f64) / tp as f64,
+            _ => self.softmax_attention_params_per_gpu(tp),
+        })
+    }
+
+    /// [`Self::attention_params_per_gpu`] of one softmax-attention layer.
+    fn softmax_attention_params_per_gpu(&self, tp: u32) -> f64 {
         let t = tp as f64;
         if self.mla().is_none() && self.num_kv_heads % tp != 0 {
             let h = self.hidden_size as f64;
             let q = (self.num_heads * self.head_dim) as f64;
             let kv_per_gpu = (self.num_kv_heads as f64 / t).ceil() * self.head_dim as f64;
-            return (h * q + q * h) / t + 2.0 * h * kv_per_gpu;
+            let gate = if self.attention_output_gate {
+                h * q
+            } else {
+                0.0
+            };
+            return (h * q + q * h + gate) / t + 2.0 * h * kv_per_gpu;
         }
-        self.attention_sharded_params() / t + self.attention_replicated_params()
+        self.softmax_attention_sharded_params() / t + self.attention_replicated_params()
     }
 
     /// Matrix parameters of one dense layer on one GPU of a tensor-parallel
@@ -348,13 +622,27 @@ impl ModelArch {
     /// compressed query and key-value latents.
     pub fn norm_params(&self) -> f64 {
         let base = (2 * self.layers as u64 + 1) as f64 * self.hidden_size as f64;
-        match self.mla() {
+        let norms = match self.mla() {
             None => base,
             Some(m) => {
                 let lora = m.kv_lora_rank + m.q_lora_rank.unwrap_or(0);
                 base + self.layers as f64 * lora as f64
             }
+        };
+        if self.uniform_attention() && !self.attention_sinks {
+            return norms;
         }
+        // Sinks: one logit per head of each softmax layer; linear layers'
+        // convolution taps, decays and output norm.
+        let sinks = if self.attention_sinks {
+            self.softmax_layers() as f64 * self.num_heads as f64
+        } else {
+            0.0
+        };
+        let linear = self.linear_attention.map_or(0.0, |l| {
+            self.layer_kind_counts()[3] as f64 * l.small_params()
+        });
+        norms + sinks + linear
     }
 
     /// All parameters (what memory holds), norms included. For MoE models
@@ -394,13 +682,75 @@ impl ModelArch {
     }
 
     /// Bytes of the KV cache for one token across all layers, one copy
-    /// (GQA-aware: only the KV heads are stored; MLA: the latent).
+    /// (GQA-aware: only the KV heads are stored; MLA: the latent). Only the
+    /// full-attention layers' caches grow with every token: sliding and
+    /// chunked layers hold a window and linear layers a fixed state per
+    /// sequence ([`Self::sequence_state_bytes`]).
     pub fn kv_bytes_per_token(&self, kv_dtype: Dtype) -> f64 {
+        if !self.uniform_attention() || self.sparse_attention.is_some() {
+            return self.layer_kind_counts()[0] as f64 * self.kv_bytes_per_token_layer(1, kv_dtype);
+        }
         let elems = match self.mla() {
             None => 2.0 * self.num_kv_heads as f64 * self.head_dim as f64,
             Some(_) => self.kv_elems_per_token_layer(1),
         };
         self.layers as f64 * elems * kv_dtype.bytes()
+    }
+
+    /// Cache bytes per token of one softmax-attention layer on one GPU of
+    /// `tp`: its keys and values (or latent) in `kv_dtype`, plus the sparse
+    /// indexer's FP8 key where the model has one.
+    pub fn kv_bytes_per_token_layer(&self, tp: u32, kv_dtype: Dtype) -> f64 {
+        let kv = self.kv_elems_per_token_layer(tp) * kv_dtype.bytes();
+        match &self.sparse_attention {
+            None => kv,
+            Some(sp) => kv + sp.key_bytes(),
+        }
+    }
+
+    /// Bytes one sequence holds on one GPU of `tp` in the `n` layers from
+    /// `first` whatever its length, with `block_size`-token blocks: each
+    /// sliding or chunked layer's window of blocks
+    /// ([`kv_tokens_held`](super::kv_tokens_held) at its cap) and each linear
+    /// layer's recurrent and convolution state.
+    pub fn sequence_state_bytes(
+        &self,
+        first: u32,
+        n: u32,
+        tp: u32,
+        kv_dtype: Dtype,
+        block_size: u32,
+    ) -> f64 {
+        if self.uniform_attention() {
+            return 0.0;
+        }
+        let c = self.kinds_in(first, n);
+        let per_token = self.kv_bytes_per_token_layer(tp, kv_dtype);
+        let windowed = |kind: LayerKind, layers: u32| {
+            let cap = kv_tokens_held(u64::MAX / 2, self.window(kind), block_size);
+            layers as f64 * cap as f64 * per_token
+        };
+        let linear = self
+            .linear_attention
+            .map_or(0.0, |l| c[3] as f64 * l.state_bytes(tp));
+        windowed(LayerKind::Sliding, c[1]) + windowed(LayerKind::Chunked, c[2]) + linear
+    }
+
+    /// Bytes a sequence of `context` tokens holds on one GPU of `tp` over
+    /// all layers, each layer kind as engines keep it: full layers every
+    /// token's block, sliding and chunked layers their window's blocks,
+    /// linear layers their fixed state.
+    pub fn sequence_bytes(&self, context: u64, tp: u32, kv_dtype: Dtype, block_size: u32) -> f64 {
+        let c = self.layer_kind_counts();
+        let per_token = self.kv_bytes_per_token_layer(tp, kv_dtype);
+        let held = |kind: LayerKind| kv_tokens_held(context, self.window(kind), block_size) as f64;
+        let linear = self
+            .linear_attention
+            .map_or(0.0, |l| c[3] as f64 * l.state_bytes(tp));
+        c[0] as f64 * held(LayerKind::Full) * per_token
+            + c[1] as f64 * held(LayerKind::Sliding) * per_token
+            + c[2] as f64 * held(LayerKind::Chunked) * per_token
+            + linear
     }
 
     /// Attention FLOPs per query–key pair per layer, all heads (QKᵀ and PV,
@@ -424,253 +774,4 @@ impl ModelArch {
             }
         }
     }
-}
-
-/// A model preset.
-pub struct ModelPreset {
-    pub key: &'static str,
-    pub aliases: &'static [&'static str],
-    /// Where the architecture numbers come from.
-    pub source: &'static str,
-    pub arch: fn() -> ModelArch,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn llama(
-    name: &str,
-    layers: u32,
-    hidden: u32,
-    heads: u32,
-    kv_heads: u32,
-    inter: u32,
-    vocab: u32,
-    max_context: u32,
-    tied: bool,
-) -> ModelArch {
-    ModelArch {
-        name: name.into(),
-        layers,
-        hidden_size: hidden,
-        num_heads: heads,
-        num_kv_heads: kv_heads,
-        head_dim: hidden / heads,
-        intermediate_size: inter,
-        vocab_size: vocab,
-        gated_mlp: true,
-        tied_embeddings: tied,
-        max_context,
-        num_experts: 0,
-        experts_per_token: 0,
-        num_shared_experts: 0,
-        moe_intermediate_size: None,
-        first_dense_layers: 0,
-        kv_lora_rank: None,
-        q_lora_rank: None,
-        qk_nope_head_dim: None,
-        qk_rope_head_dim: None,
-        v_head_dim: None,
-    }
-}
-
-/// mistralai/Mixtral-8x7B-v0.1 config.json: Mistral-7B's attention (32 layers,
-/// hidden 4096, 32 heads, 8 KV heads) with 8 experts of width 14336 in every
-/// layer, top-2 routing, vocabulary 32000, 32768 positions.
-fn mixtral_8x7b() -> ModelArch {
-    ModelArch {
-        num_experts: 8,
-        experts_per_token: 2,
-        ..llama("Mixtral-8x7B", 32, 4096, 32, 8, 14336, 32000, 32768, false)
-    }
-}
-
-/// deepseek-ai/DeepSeek-V3 config.json: 61 layers, hidden 7168, 128 heads with
-/// MLA (q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128,
-/// qk_rope_head_dim 64, v_head_dim 128), the first 3 layers dense with
-/// intermediate_size 18432, then 256 routed experts (8 per token) and 1 shared
-/// expert of moe_intermediate_size 2048; vocab 129280, 163840 positions. The
-/// multi-token-prediction module (`num_nextn_predict_layers`) is not served
-/// and not counted. `num_key_value_heads` is 128 and `head_dim` is taken as
-/// qk_nope + qk_rope = 192; MLA ignores both for the cache.
-fn deepseek_v3() -> ModelArch {
-    ModelArch {
-        head_dim: 192,
-        num_experts: 256,
-        experts_per_token: 8,
-        num_shared_experts: 1,
-        moe_intermediate_size: Some(2048),
-        first_dense_layers: 3,
-        kv_lora_rank: Some(512),
-        q_lora_rank: Some(1536),
-        qk_nope_head_dim: Some(128),
-        qk_rope_head_dim: Some(64),
-        v_head_dim: Some(128),
-        ..llama(
-            "DeepSeek-V3",
-            61,
-            7168,
-            128,
-            128,
-            18432,
-            129280,
-            163840,
-            false,
-        )
-    }
-}
-
-pub const MODELS: &[ModelPreset] = &[
-    ModelPreset {
-        key: "llama-3.1-8b",
-        aliases: &[
-            "meta-llama/llama-3.1-8b",
-            "meta-llama/llama-3.1-8b-instruct",
-        ],
-        source: "meta-llama/Llama-3.1-8B config.json",
-        arch: || {
-            llama(
-                "Llama-3.1-8B",
-                32,
-                4096,
-                32,
-                8,
-                14336,
-                128256,
-                131072,
-                false,
-            )
-        },
-    },
-    ModelPreset {
-        key: "llama-3.1-70b",
-        aliases: &[
-            "meta-llama/llama-3.1-70b",
-            "meta-llama/llama-3.1-70b-instruct",
-        ],
-        source: "meta-llama/Llama-3.1-70B config.json",
-        arch: || {
-            llama(
-                "Llama-3.1-70B",
-                80,
-                8192,
-                64,
-                8,
-                28672,
-                128256,
-                131072,
-                false,
-            )
-        },
-    },
-    ModelPreset {
-        key: "llama-3.1-405b",
-        aliases: &[
-            "meta-llama/llama-3.1-405b",
-            "meta-llama/llama-3.1-405b-instruct",
-        ],
-        source: "meta-llama/Llama-3.1-405B config.json",
-        arch: || {
-            llama(
-                "Llama-3.1-405B",
-                126,
-                16384,
-                128,
-                8,
-                53248,
-                128256,
-                131072,
-                false,
-            )
-        },
-    },
-    ModelPreset {
-        key: "llama-2-7b",
-        aliases: &["meta-llama/llama-2-7b-hf"],
-        source: "meta-llama/Llama-2-7b-hf config.json",
-        arch: || llama("Llama-2-7B", 32, 4096, 32, 32, 11008, 32000, 4096, false),
-    },
-    ModelPreset {
-        key: "llama-2-70b",
-        aliases: &["meta-llama/llama-2-70b-hf"],
-        source: "meta-llama/Llama-2-70b-hf config.json",
-        arch: || llama("Llama-2-70B", 80, 8192, 64, 8, 28672, 32000, 4096, false),
-    },
-    ModelPreset {
-        key: "qwen2.5-7b",
-        aliases: &["qwen/qwen2.5-7b", "qwen/qwen2.5-7b-instruct"],
-        source: "Qwen/Qwen2.5-7B config.json",
-        arch: || llama("Qwen2.5-7B", 28, 3584, 28, 4, 18944, 152064, 32768, false),
-    },
-    ModelPreset {
-        key: "qwen2.5-72b",
-        aliases: &["qwen/qwen2.5-72b", "qwen/qwen2.5-72b-instruct"],
-        source: "Qwen/Qwen2.5-72B config.json",
-        arch: || llama("Qwen2.5-72B", 80, 8192, 64, 8, 29568, 152064, 32768, false),
-    },
-    ModelPreset {
-        key: "mistral-7b",
-        aliases: &["mistral-7b-v0.3", "mistralai/mistral-7b-v0.3"],
-        source: "mistralai/Mistral-7B-v0.3 config.json",
-        arch: || {
-            llama(
-                "Mistral-7B-v0.3",
-                32,
-                4096,
-                32,
-                8,
-                14336,
-                32768,
-                32768,
-                false,
-            )
-        },
-    },
-    ModelPreset {
-        key: "llama-3.2-1b",
-        aliases: &[
-            "meta-llama/llama-3.2-1b",
-            "meta-llama/llama-3.2-1b-instruct",
-        ],
-        source: "meta-llama/Llama-3.2-1B config.json",
-        arch: || ModelArch {
-            head_dim: 64,
-            ..llama("Llama-3.2-1B", 16, 2048, 32, 8, 8192, 128256, 131072, true)
-        },
-    },
-    ModelPreset {
-        key: "smollm2-135m",
-        aliases: &[
-            "huggingfacetb/smollm2-135m",
-            "huggingfacetb/smollm2-135m-instruct",
-        ],
-        source: "HuggingFaceTB/SmolLM2-135M config.json",
-        arch: || llama("SmolLM2-135M", 30, 576, 9, 3, 1536, 49152, 8192, true),
-    },
-    ModelPreset {
-        key: "mixtral-8x7b",
-        aliases: &[
-            "mistralai/mixtral-8x7b-v0.1",
-            "mistralai/mixtral-8x7b-instruct-v0.1",
-        ],
-        source: "mistralai/Mixtral-8x7B-v0.1 config.json",
-        arch: mixtral_8x7b,
-    },
-    ModelPreset {
-        key: "deepseek-v3",
-        aliases: &["deepseek-ai/deepseek-v3", "deepseek-ai/deepseek-v3-base"],
-        source: "deepseek-ai/DeepSeek-V3 config.json (MTP module excluded)",
-        arch: deepseek_v3,
-    },
-];
-
-/// Looks a model preset up by key or alias, case-insensitively.
-pub fn model(name: &str) -> Option<(ModelArch, &'static str)> {
-    let n = name.to_ascii_lowercase();
-    MODELS
-        .iter()
-        .find(|p| p.key == n || p.aliases.contains(&n.as_str()))
-        .map(|p| ((p.arch)(), p.source))
-}
-
-pub fn model_keys() -> Vec<&'static str> {
-    MODELS.iter().map(|p| p.key).collect()
 }

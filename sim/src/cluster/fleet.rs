@@ -607,6 +607,13 @@ impl Fleet {
                         .iter()
                         .map(|r| r.stats.kv_peak_blocks as f64 / r.kv().total().max(1) as f64)
                         .fold(0.0, f64::max),
+                    shape: if ps.parallel.attention_data.is_some()
+                        || ps.parallel.redundant_experts > 0
+                    {
+                        ps.parallel.fleet_shape(p.replicas, &ps.hardware.name)
+                    } else {
+                        String::new()
+                    },
                 }
             })
             .collect()
@@ -673,13 +680,17 @@ pub fn summary_lines(
                 "pool         {} ({}): {}, busy {:.1} %, KV use mean {:.1} %, max {:.1} %",
                 p.name,
                 p.role,
-                crate::parallel::fleet_shape(
-                    p.replicas,
-                    p.tensor_parallel,
-                    p.gpus / (p.replicas * p.tensor_parallel).max(1),
-                    1,
-                    &p.hardware
-                ),
+                if p.shape.is_empty() {
+                    crate::parallel::fleet_shape(
+                        p.replicas,
+                        p.tensor_parallel,
+                        p.gpus / (p.replicas * p.tensor_parallel).max(1),
+                        1,
+                        &p.hardware,
+                    )
+                } else {
+                    p.shape.clone()
+                },
                 p.busy_fraction * 100.0,
                 p.kv_util_mean * 100.0,
                 p.kv_util_max * 100.0
@@ -726,6 +737,10 @@ pub struct PoolReport {
     /// Mean and peak fraction of its KV cache in active use.
     pub kv_util_mean: f64,
     pub kv_util_max: f64,
+    /// The printed shape of a pool whose MoE layout names DP attention or
+    /// redundant experts (`Parallelism::fleet_shape`); empty otherwise.
+    #[serde(skip)]
+    pub shape: String,
 }
 
 /// Each KV transfer's decode-side wait and total time, ns, folded one ended

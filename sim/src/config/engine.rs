@@ -45,11 +45,24 @@ pub struct EngineCfg {
     /// Whose host overhead the roofline adds per step (`cost::runtime`).
     #[serde(default)]
     pub runtime: EngineRuntime,
+    /// Tensor-parallel all-reduce implementation (`cost::comm`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub all_reduce: AllReduceKind,
+    /// MoE dispatch/combine implementation with expert parallelism.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub moe_a2a: MoeA2aKind,
+    /// DeepEP's kernels when `moe_a2a = "deepep"`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub deepep_mode: DeepEpMode,
     /// Runs of decode-only iterations advance in closed form
     /// (`replica::decode_run`); `false` steps them one by one. Outputs are
     /// the same either way.
     #[serde(default = "yes")]
     pub decode_runs: bool,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn default_swap_space_gib() -> f64 {
@@ -113,6 +126,12 @@ pub struct SpeculativeCfg {
     /// (EAGLE heads / DeepSeek MTP modules ride on the target's hidden states).
     #[serde(default)]
     pub draft_cost_fraction: Option<f64>,
+    /// Or: the draft is this many layers of the target's own kind plus its
+    /// LM head, laid out as the target (DeepSeek-V3's multi-token-prediction
+    /// module, `num_nextn_predict_layers = 1`; an EAGLE head is one decoder
+    /// layer over the target's hidden states).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_layers: Option<u32>,
 }
 
 fn default_max_num_seqs() -> u32 {
@@ -143,6 +162,9 @@ impl Default for EngineCfg {
             prefix_caching: false,
             pinned_prefix_blocks: 0,
             runtime: Default::default(),
+            all_reduce: Default::default(),
+            moe_a2a: Default::default(),
+            deepep_mode: Default::default(),
             decode_runs: true,
         }
     }
@@ -168,4 +190,52 @@ pub enum EngineRuntime {
     /// and TP 1–4). The host runs between GPU steps, so its time adds.
     #[serde(rename = "eager-2023")]
     Eager2023,
+}
+
+/// Which all-reduce the engine runs for tensor parallelism (`[engine]
+/// all_reduce`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllReduceKind {
+    /// Every all-reduce through NCCL (`--disable-custom-all-reduce` in vLLM
+    /// and SGLang).
+    #[default]
+    Nccl,
+    /// vLLM's and SGLang's default: the custom one-shot/two-shot kernels for
+    /// messages below `cost::comm::CUSTOM_ALLREDUCE_MAX_BYTES` on 2–8 GPUs joined by
+    /// NVLink (or two PCIe GPUs), NCCL above.
+    Custom,
+}
+
+/// How MoE layers move tokens to their experts' ranks and back (`[engine]
+/// moe_a2a`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoeA2aKind {
+    /// A plain all-to-all of every token–expert pair (NCCL `alltoall`, vLLM's
+    /// naive and pplx back ends), bandwidth-bound at
+    /// `cost::ALL_TO_ALL_BW_EFFICIENCY` of the link, plus its latency.
+    #[default]
+    AllToAll,
+    /// DeepEP (deepseek-ai/DeepEP; SGLang `--moe-a2a-backend deepep`, vLLM
+    /// `deepep_high_throughput` / `deepep_low_latency`) in the mode
+    /// `[engine] deepep_mode` names.
+    Deepep,
+}
+
+/// DeepEP's kernels (`[engine] deepep_mode`, SGLang `--deepep-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeepEpMode {
+    /// Normal kernels for steps with prefill tokens, low-latency ones for
+    /// decode-only steps (SGLang's `auto`).
+    #[default]
+    Auto,
+    /// Normal (high-throughput) kernels: a token goes once to each node
+    /// holding one of its experts over RDMA, then on over NVLink; a
+    /// notify round (token counts per rank) precedes the payload.
+    Normal,
+    /// Low-latency kernels (IBGDA): every token–expert pair is sent
+    /// directly, no notify round, one fixed cost per call.
+    LowLatency,
 }

@@ -9,7 +9,10 @@
 pub mod engine;
 pub mod keypath;
 
-pub use engine::{BatchPolicyKind, EngineCfg, EngineRuntime, PreemptionMode, SpeculativeCfg};
+pub use engine::{
+    AllReduceKind, BatchPolicyKind, DeepEpMode, EngineCfg, EngineRuntime, MoeA2aKind,
+    PreemptionMode, SpeculativeCfg,
+};
 
 /// Serde default of a switch that is on unless turned off.
 pub(crate) fn yes() -> bool {

@@ -91,7 +91,7 @@ impl Roofline {
         let ad = layers * self.attn_decode(b) / share;
         let comm = self.dense_layers * self.comm(n)
             + if self.moe_layers > 0.0 {
-                self.moe_layers * self.moe_comm(n)
+                self.moe_layers * self.moe_comm(n, b.prefill_tokens == 0)
             } else {
                 0.0
             };
@@ -139,11 +139,37 @@ impl Roofline {
                 name: "communication",
                 ms: ms(comm),
                 detail: if self.tp > 1.0 || self.dp > 1.0 {
+                    let a2a = &self.layer_comm.a2a;
                     format!(
-                        "all-reduces over {} GPUs (latency {:.1} µs, bus {:.0} GB/s)",
+                        "all-reduces over {} GPUs (latency {:.1} µs, bus {:.0} GB/s{}){}",
                         self.allreduce.workers,
                         self.allreduce.latency_s * 1e6,
-                        self.allreduce.busbw / 1e9
+                        self.allreduce.busbw / 1e9,
+                        if self.allreduce.custom.is_some() {
+                            ", custom one-/two-shot below 8 MB"
+                        } else {
+                            ""
+                        },
+                        if a2a.ranks > 1.0 {
+                            format!(
+                                "; MoE dispatch + combine over {} EP ranks ({}{})",
+                                a2a.ranks,
+                                a2a.kind.name(),
+                                match a2a.kind {
+                                    super::comm::MoeA2aKind::Deepep => format!(
+                                        ", {} kernels",
+                                        if a2a.low_latency(b.prefill_tokens == 0) {
+                                            "low-latency"
+                                        } else {
+                                            "normal"
+                                        }
+                                    ),
+                                    _ => String::new(),
+                                }
+                            )
+                        } else {
+                            String::new()
+                        }
                     )
                 } else {
                     "one GPU".into()
@@ -320,6 +346,7 @@ mod tests {
                 tensor: 4,
                 pipeline: 2,
                 expert: 1,
+                ..Parallelism::default()
             },
         ] {
             for rt in super::super::EngineRuntime::ALL {

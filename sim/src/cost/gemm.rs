@@ -26,6 +26,13 @@
 //!   to the max for large `p` and adds at `p = 1`. `p`, the two efficiencies
 //!   and the floor were fitted jointly on those profiles (see
 //!   `cost::fidelity`, which re-checks the fit in the tests).
+//! - **Precision.** Low-precision GEMMs run at the chip's FP8/FP4 peak where
+//!   it has those units, at a lower fitted fraction of it for block-scaled
+//!   FP8 and FP4 ([`compute_efficiency`]), plus an activation-quantization
+//!   kernel per FP4 GEMM: small-row decode GEMMs stay memory-bound on their
+//!   (smaller) weight bytes, large ones stop well short of the FP4 peak.
+
+use crate::catalog::Dtype;
 
 /// Fraction of peak tensor throughput large GEMMs reach. Fitted on Vidur's
 /// A100 profiles together with [`ROOFLINE_SMOOTHING`]: 4096-token GEMMs of
@@ -56,6 +63,49 @@ pub const GEMM_KERNEL_FLOOR_S: f64 = 6e-6;
 /// GEMM kernels per dense transformer layer: QKV, output projection, MLP
 /// up (gate and up fused) and down, as vLLM and Vidur's profiles run them.
 pub const GEMMS_PER_LAYER: f64 = 4.0;
+
+/// Fraction of the chip's FP8 peak block-scaled FP8 GEMMs (128 × 128 weight
+/// scales, per-token-group activation scales: DeepGEMM/CUTLASS) reach on
+/// large row counts. Fitted on aiconfigurator's vLLM 0.24.0 GEMM tables
+/// (`../shared/data/aiconfigurator/kernels/data/{h100_sxm,h200_sxm}/gemm`,
+/// `gemm_dtype = fp8_block`, rows with m ≥ 1024 and n, k ≥ 512, about 10 000
+/// shapes per chip): 0.55 gives the least median |log error| (0.27) on
+/// both Hopper chips. BF16 rows of the same tables fit [`GEMM_EFFICIENCY`]
+/// (0.75) best, which the Vidur fit had found.
+pub const FP8_BLOCK_GEMM_EFFICIENCY: f64 = 0.55;
+/// Fraction of the chip's FP4 peak NVFP4 GEMMs (FlashInfer's CuTe-DSL
+/// kernel in vLLM) reach on large row counts: 0.40 on aiconfigurator's
+/// B200 table (`b200_sxm/gemm`, `gemm_dtype = nvfp4`, m ≥ 1024: median
+/// |log error| 0.17). Large FP4 GEMMs run at about 2.9 of 9 PFLOP/s there:
+/// the scale handling and the epilogue, not the tensor cores, bound them.
+pub const FP4_GEMM_EFFICIENCY: f64 = 0.40;
+/// Extra time per low-precision GEMM for quantizing its activations (one
+/// small kernel per GEMM): 2 µs fits the same B200 table's one- to 16-row
+/// NVFP4 GEMMs best (median log error −0.23 without it, −0.03 with it).
+pub const FP4_ACTIVATION_QUANT_S: f64 = 2e-6;
+
+/// Fraction of peak that GEMMs on weights stored in `dtype` reach at large
+/// row counts on a chip whose native low-precision units are `native` (FP8
+/// units for block-scaled FP8, FP4 units for NVFP4/MXFP4). Weight-only
+/// kernels (no such units) dequantize and multiply in BF16 at
+/// [`GEMM_EFFICIENCY`]; per-tensor FP8, INT8 and INT4 keep it too.
+pub fn compute_efficiency(dtype: Dtype, native: bool) -> f64 {
+    match dtype {
+        Dtype::Fp8Block if native => FP8_BLOCK_GEMM_EFFICIENCY,
+        Dtype::Nvfp4 | Dtype::Mxfp4 if native => FP4_GEMM_EFFICIENCY,
+        _ => GEMM_EFFICIENCY,
+    }
+}
+
+/// Extra floor per GEMM for quantizing activations in `dtype` GEMMs on
+/// native units ([`FP4_ACTIVATION_QUANT_S`] for FP4; 0 otherwise).
+pub fn activation_quant_s(dtype: Dtype, native: bool) -> f64 {
+    if native && dtype.is_fp4() {
+        FP4_ACTIVATION_QUANT_S
+    } else {
+        0.0
+    }
+}
 
 /// The rows a GEMM of `rows` token rows computes on the tensor cores: the
 /// count padded to whole tiles, [`GEMM_ROW_TILE`] rows above that many and
@@ -154,6 +204,18 @@ mod tests {
         // Homogeneous: pricing two equal-shaped GEMMs together is exact.
         let (a, b) = (0.3, 0.7);
         assert!((smooth_max(2.0 * a, 2.0 * b) - 2.0 * smooth_max(a, b)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn low_precision_efficiency_depends_on_native_units() {
+        assert_eq!(compute_efficiency(Dtype::Bf16, true), GEMM_EFFICIENCY);
+        assert_eq!(compute_efficiency(Dtype::Fp8, true), GEMM_EFFICIENCY);
+        assert_eq!(compute_efficiency(Dtype::Nvfp4, true), 0.40);
+        assert_eq!(compute_efficiency(Dtype::Mxfp4, false), GEMM_EFFICIENCY);
+        assert_eq!(compute_efficiency(Dtype::Fp8Block, true), 0.55);
+        assert_eq!(activation_quant_s(Dtype::Nvfp4, true), 2e-6);
+        assert_eq!(activation_quant_s(Dtype::Nvfp4, false), 0.0);
+        assert_eq!(activation_quant_s(Dtype::Fp8, true), 0.0);
     }
 
     #[test]

@@ -1,21 +1,22 @@
 //! The analytical roofline cost model over catalog figures.
 
-use super::comm::AllReduce;
+use super::comm::{AllReduce, CommChoice, LayerComm};
 use super::elementwise;
 use super::gemm::{
-    tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY, GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
+    activation_quant_s, compute_efficiency, tile_rows, GemmTime, GEMMS_PER_LAYER, GEMM_EFFICIENCY,
+    GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
 use super::runtime::{EngineRuntime, HostTime};
-use super::{
-    BatchShape, CostModel, ALL_TO_ALL_BW_EFFICIENCY, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY,
-};
+use super::{BatchShape, CostModel, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
 use crate::parallel::{self, Parallelism};
 use crate::time::Nanos;
 
+mod kinds;
 mod step;
+pub use kinds::KindMix;
 pub use step::StepTerms;
 
 /// The analytical roofline cost model over catalog figures. Everything that
@@ -49,6 +50,14 @@ pub use step::StepTerms;
 ///   shared experts; routed experts see every group's tokens. Per MoE layer,
 ///   a dispatch and a combine all-to-all each move a GPU's tokens × k ×
 ///   hidden × 2 bytes, (EP−1)/EP of them to other groups, plus the latency.
+/// - **Layer kinds**: sliding-window, chunked-local, linear-attention and
+///   sparse (DSA) layers price their attention as `kinds` describes
+///   ([`KindMix`]); models of plain full-attention layers only use the
+///   terms below unchanged.
+/// - **FP4 weights** (NVFP4, MXFP4) stream their block scales with them and
+///   multiply at the chip's FP4 rate where it has FP4 units, at BF16 where
+///   it does not (weight-only kernels). Checkpoints that keep attention
+///   unquantized (gpt-oss) stream its weights at the activation dtype.
 /// - **Pipeline parallelism**: see [`Roofline::iteration_secs`].
 #[derive(Clone, Debug)]
 pub struct Roofline {
@@ -90,6 +99,10 @@ pub struct Roofline {
     /// Element-wise bytes per token per layer on one GPU.
     pub(super) ew_bytes_per_token: f64,
     pub(super) allreduce: AllReduce,
+    /// The layer's collectives under the layout (MoE layers; see `comm`).
+    pub(super) layer_comm: LayerComm,
+    /// Busiest over mean EP rank's routed tokens (`parallel::eplb`).
+    pub(super) expert_load: f64,
     pub(super) runtime: EngineRuntime,
     /// GPUs of one tensor-parallel group (the host's Ray fan-out).
     pub(super) tp_gpus: u32,
@@ -97,15 +110,20 @@ pub struct Roofline {
     pub(super) lm_head_flops: f64,
     pub(super) attn_flops: f64,
     pub(super) mem_bw: f64,
-    pub(super) link_latency_s: f64,
     /// Host link bandwidth (KV swapping), bytes/s.
     pub(super) pcie_bw: f64,
-    pub(super) all_to_all_bw: f64,
     /// Σ over the S−1 stage hops of 1 / bandwidth, and of latency.
     pub(super) hop_secs_per_byte: f64,
     pub(super) hop_latency_s: f64,
     /// Batch-size terms by token count (one group, one stage; see `memo`).
     pub(super) memo: TokenMemo,
+    /// Attention by layer kind (`None`: every layer plain full attention).
+    pub(super) kinds: Option<KindMix>,
+    /// Extra bytes per layer per GPU of attention weights a checkpoint keeps
+    /// unquantized (0 otherwise).
+    pub(super) attention_extra_bytes: f64,
+    /// Activation-quantization time per low-precision GEMM (0 otherwise).
+    pub(super) quant_floor_s: f64,
 }
 
 impl Roofline {
@@ -134,6 +152,32 @@ impl Roofline {
 
     pub fn runtime(&self) -> EngineRuntime {
         self.runtime
+    }
+
+    /// The same replica with the engine's collective implementations
+    /// (custom all-reduce, DeepEP) for layout `par` on `hw` (see `comm`).
+    pub fn with_collectives(
+        mut self,
+        hw: &HardwareSpec,
+        par: &Parallelism,
+        choice: CommChoice,
+    ) -> Roofline {
+        self.allreduce = AllReduce::new(hw, par.attention_tp()).with_kind(hw, choice.all_reduce);
+        self.layer_comm = LayerComm::new(
+            hw,
+            par,
+            self.hidden as u32,
+            self.experts_per_token as u32,
+            choice,
+        );
+        self
+    }
+
+    /// The same replica with its busiest EP rank carrying `ratio` × the
+    /// mean rank's routed tokens (`parallel::eplb::load_ratio`).
+    pub fn with_expert_load(mut self, ratio: f64) -> Roofline {
+        self.expert_load = ratio;
+        self
     }
 
     /// A replica laid out as `par` (validated by [`Parallelism::validate`]).
@@ -166,6 +210,12 @@ impl Roofline {
         let hop_latency_s = intra * hw.interconnect_latency_us * 1e-6 + cross * net_latency;
 
         let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
+        // Whether the chip multiplies the weight dtype on units of its own.
+        let native = match weight_dtype {
+            Dtype::Fp8Block => hw.fp8_tflops.is_some(),
+            Dtype::Nvfp4 | Dtype::Mxfp4 => hw.fp4_tflops.is_some(),
+            _ => true,
+        };
         let unquantized = weight_dtype.unquantized_part();
         Roofline {
             hw_name: hw.name.clone(),
@@ -198,18 +248,32 @@ impl Roofline {
             kv_bytes_per_token_layer: model.kv_elems_per_token_layer(atp) * kv_dtype.bytes(),
             ew_bytes_per_token: elementwise::bytes_per_token_layer(model, atp),
             allreduce: AllReduce::new(hw, atp),
+            layer_comm: LayerComm::new(
+                hw,
+                par,
+                model.hidden_size,
+                model.experts_per_token,
+                CommChoice::default(),
+            ),
+            expert_load: 1.0,
             runtime: EngineRuntime::default(),
             tp_gpus: par.tensor.max(1),
-            gemm_flops: hw.peak_flops(weight_dtype) * GEMM_EFFICIENCY,
+            gemm_flops: hw.peak_flops(weight_dtype) * compute_efficiency(weight_dtype, native),
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attn_flops: hw.peak_flops(Dtype::Bf16) * ATTENTION_EFFICIENCY,
             mem_bw: hw.memory_bw_bytes_per_s(),
-            link_latency_s: hw.interconnect_latency_us * 1e-6,
             pcie_bw: hw.pcie_gbps * 1e9,
-            all_to_all_bw: hw.interconnect_bytes_per_s() * ALL_TO_ALL_BW_EFFICIENCY,
             hop_secs_per_byte,
             hop_latency_s,
             memo: TokenMemo::default(),
+            kinds: KindMix::new(model, hw, atp),
+            quant_floor_s: activation_quant_s(weight_dtype, native),
+            attention_extra_bytes: if model.attention_unquantized {
+                model.attention_params_per_gpu(atp)
+                    * (unquantized.bytes() - weight_dtype.weight_bytes())
+            } else {
+                0.0
+            },
         }
     }
 
@@ -220,9 +284,10 @@ impl Roofline {
         GemmTime {
             compute: 2.0 * tile_rows(tokens) * self.layer_params / self.gemm_flops,
             memory: (self.layer_params * self.weight_bytes_per_param
+                + self.attention_extra_bytes
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
-            floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S,
+            floor: GEMMS_PER_LAYER * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -247,7 +312,7 @@ impl Roofline {
     /// the group's `tokens`; routed experts for `routed` tokens (every group's),
     /// reading only the experts they touch. Seconds.
     pub(super) fn moe_gemm(&self, tokens: f64, routed: f64) -> GemmTime {
-        let expert_copies = routed * self.experts_per_token;
+        let expert_copies = routed * self.experts_per_token * self.expert_load;
         // Attention, shared experts and router run as ordinary GEMMs of the
         // group's rows, padded to tiles; the routed experts' grouped GEMMs
         // spread their rows over many experts' tiles, which we leave unpadded
@@ -257,12 +322,13 @@ impl Roofline {
         let bytes = (self.moe_fixed_params + self.experts_touched(routed) * self.expert_params)
             * self.weight_bytes_per_param
             + self.router_params * self.unquantized_bytes_per_param
+            + self.attention_extra_bytes
             + tokens * self.hidden * ACTIVATION_BYTES * 4.0;
         GemmTime {
             compute: flops / self.gemm_flops,
             memory: bytes / (self.mem_bw * MEMORY_EFFICIENCY),
             // Router, attention and expert grouped GEMMs: the dense layer's count.
-            floor: (GEMMS_PER_LAYER + 1.0) * GEMM_KERNEL_FLOOR_S,
+            floor: (GEMMS_PER_LAYER + 1.0) * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
         }
     }
 
@@ -275,6 +341,15 @@ impl Roofline {
         if b.prefill_kv_tokens == 0 {
             return 0.0;
         }
+        if let Some(mix) = &self.kinds {
+            let plain = kinds::Plain {
+                flops_per_pair: self.attn_prefill_flops_per_pair,
+                kv_bytes_per_token: self.kv_bytes_per_token_layer,
+                flops: self.attn_flops,
+                bw: self.mem_bw * MEMORY_EFFICIENCY,
+            };
+            return mix.prefill_secs(&plain, b);
+        }
         let flops = self.attn_prefill_flops_per_pair * b.prefill_attn_pairs;
         let bytes = b.prefill_kv_tokens as f64 * self.kv_bytes_per_token_layer;
         (flops / self.attn_flops).max(bytes / (self.mem_bw * MEMORY_EFFICIENCY))
@@ -284,7 +359,8 @@ impl Roofline {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        self.decode_attention().secs(b.decode_context_tokens)
+        self.decode_attention()
+            .secs(b.decode_context_tokens, b.decode_seqs)
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -302,21 +378,10 @@ impl Roofline {
         2.0 * self.allreduce(tokens)
     }
 
-    /// An MoE layer's communication. Without expert parallelism, the same two
-    /// all-reduces as a dense layer (experts are tensor-sliced). With it, the
-    /// attention all-reduce inside the group, a dispatch and a combine
-    /// all-to-all (GShard), and an all-reduce of the group's expert outputs
-    /// when its experts are split over more than one GPU.
-    pub(super) fn moe_comm(&self, tokens: f64) -> f64 {
-        if self.dp <= 1.0 {
-            return self.comm(tokens);
-        }
-        let per_gpu = tokens / self.tp;
-        let bytes =
-            per_gpu * self.experts_per_token * self.hidden * ACTIVATION_BYTES * (self.dp - 1.0)
-                / self.dp;
-        let all_to_all = bytes / self.all_to_all_bw + self.link_latency_s;
-        self.allreduce(tokens) + 2.0 * all_to_all + self.allreduce(tokens * self.experts_per_token)
+    /// An MoE layer's communication (see `comm::LayerComm::moe`); DeepEP's
+    /// `auto` mode picks its kernels by `decode_only`.
+    pub(super) fn moe_comm(&self, tokens: f64, decode_only: bool) -> f64 {
+        self.layer_comm.moe(tokens, decode_only)
     }
 
     pub(super) fn lm_head_gemm(&self, sampled: f64) -> GemmTime {
@@ -340,6 +405,11 @@ impl Roofline {
     /// own layers at the same time. Seconds.
     pub(super) fn block_copy_secs(&self, tokens: u64) -> f64 {
         let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
+        let layers = match &self.kinds {
+            // Only the full layers' blocks are per token.
+            Some(mix) => layers * mix.full_share(),
+            None => layers,
+        };
         let bytes = 2.0 * tokens as f64 * self.kv_bytes_per_token_layer * layers;
         bytes / (self.mem_bw * MEMORY_EFFICIENCY)
     }
@@ -409,7 +479,7 @@ impl Roofline {
             let mut layers = self.dense_layers * per_dense;
             if self.moe_layers > 0.0 {
                 let moe = self.memo.get(Term::Moe, tokens, || self.moe(n, n));
-                let per_moe = moe + shared + self.moe_comm(n);
+                let per_moe = moe + shared + self.moe_comm(n, b.prefill_tokens == 0);
                 layers += self.moe_layers * per_moe;
             }
             let lm_head = self
@@ -429,7 +499,7 @@ impl Roofline {
         let shared = self.elementwise(n) + attn_prefill + attn_decode;
         let per_dense = self.dense(n) + shared + self.comm(n);
         let per_moe = if self.moe_layers > 0.0 {
-            self.moe(n, n * dp) + shared + self.moe_comm(n)
+            self.moe(n, n * dp) + shared + self.moe_comm(n, b.prefill_tokens == 0)
         } else {
             0.0
         };
@@ -719,7 +789,7 @@ mod tests {
         let tp8 = |pp| Parallelism {
             tensor: 8,
             pipeline: pp,
-            expert: 1,
+            ..Parallelism::default()
         };
         let one = roofline_par("llama-3.1-405b", "h100", tp8(1), Dtype::Bf16, Dtype::Bf16);
         let two = roofline_par("llama-3.1-405b", "h100", tp8(2), Dtype::Bf16, Dtype::Bf16);
@@ -742,7 +812,7 @@ mod tests {
         let tp4pp4 = Parallelism {
             tensor: 4,
             pipeline: 4,
-            expert: 1,
+            ..Parallelism::default()
         };
         let deep = roofline_par("llama-3.1-405b", "h100", tp4pp4, Dtype::Bf16, Dtype::Bf16);
         let ratio = ms(&deep, &b1) / ms(&two, &b1);
@@ -759,6 +829,7 @@ mod tests {
             tensor: 8,
             pipeline: 1,
             expert: ep,
+            ..Parallelism::default()
         };
         let ep8 = roofline_par("mixtral-8x7b", "h100", par(8), Dtype::Bf16, Dtype::Bf16);
         let ep1 = roofline_par("mixtral-8x7b", "h100", par(1), Dtype::Bf16, Dtype::Bf16);
@@ -767,12 +838,12 @@ mod tests {
         // (2.72 µs) plus 8 µs.
         let want = 2.0 * (917_504.0 / 337.5e9 + 8e-6);
         assert!(
-            (ep8.moe_comm(64.0) - want).abs() < 1e-12,
+            (ep8.moe_comm(64.0, true) - want).abs() < 1e-12,
             "{}",
-            ep8.moe_comm(64.0)
+            ep8.moe_comm(64.0, true)
         );
         // EP 1: the dense layer's two all-reduces.
-        assert_eq!(ep1.moe_comm(64.0), ep1.comm(64.0));
+        assert_eq!(ep1.moe_comm(64.0, true), ep1.comm(64.0));
         // Each of the 8 groups runs attention for its own sequences; at 64
         // sequences the replica is about as fast either way.
         let b = decode_batch(64, 2048);
@@ -780,5 +851,40 @@ mod tests {
         assert!((0.5..1.5).contains(&ratio), "{ratio}");
         // One sequence keeps one group busy and the others idle in attention.
         assert!(ms(&ep8, &prefill(2048)) > ms(&ep1, &prefill(2048)));
+    }
+
+    #[test]
+    fn fp4_weights_multiply_on_fp4_units_only_where_the_chip_has_them() {
+        let at = |model: &str, hw: &str, tp: u32, w: Dtype, b: &BatchShape| {
+            ms(
+                &roofline_par(model, hw, Parallelism::tensor(tp), w, Dtype::Bf16),
+                b,
+            )
+        };
+        // A 8192-token prefill of Llama-3.1-70B on 4 B200s is compute-bound:
+        // NVFP4 runs at 0.40 × 9000 TFLOP/s against BF16's 0.75 × 2250, so
+        // its GEMMs take 1688/3600 = 0.47 of the time; attention (BF16),
+        // element-wise kernels and all-reduces do not shrink.
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &prefill(8192)),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(fp4 < 0.75 * bf16 && fp4 > 0.47 * bf16, "{fp4} {bf16}");
+        // Batch-1 decode streams 0.5625 bytes per weight instead of 2: per
+        // GPU 34.0 GB of linear weights become 9.6 GB, 3.6 ms less at
+        // 0.85 × 8 TB/s, less 80 × 4 × 2 µs of activation quantization.
+        let d = decode_batch(1, 1024);
+        let (fp4, bf16) = (
+            at("llama-3.1-70b", "b200", 4, Dtype::Nvfp4, &d),
+            at("llama-3.1-70b", "b200", 4, Dtype::Bf16, &d),
+        );
+        assert!((2.5..3.5).contains(&(bf16 - fp4)), "{fp4} {bf16}");
+        // On H200 (no FP4 units) MXFP4 weights dequantize to BF16 GEMMs:
+        // a compute-bound prefill costs what BF16 costs, less a little memory.
+        let (mx, bf) = (
+            at("llama-3.1-70b", "h200", 4, Dtype::Mxfp4, &prefill(8192)),
+            at("llama-3.1-70b", "h200", 4, Dtype::Bf16, &prefill(8192)),
+        );
+        assert!(mx < bf && mx > 0.97 * bf, "{mx} {bf}");
     }
 }

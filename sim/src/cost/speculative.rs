@@ -29,7 +29,12 @@ pub const SAMPLER_BYTES_PER_ENTRY: f64 = 4.0;
 
 /// How a draft step is priced.
 pub enum DraftCost {
-    /// A separate draft model on the same GPUs.
+    /// A separate draft model on the same GPUs, or a multi-token-prediction
+    /// module / EAGLE head priced as that many layers of the target's kind
+    /// plus its LM head, in the target's layout (`Scenario::mtp_roofline`):
+    /// DeepSeek-V3's MTP module is one MoE transformer block sharing the
+    /// embedding and output head (DeepSeek-V3 report §2.2), EAGLE one
+    /// decoder layer (Li et al. 2024).
     Model(Box<Roofline>),
     /// A fraction of the target's decode step per draft token.
     Fraction(f64),

@@ -221,6 +221,7 @@ impl ProfileModel {
             qk_nope_head_dim: None,
             qk_rope_head_dim: None,
             v_head_dim: None,
+            ..ModelArch::default()
         }
     }
 
@@ -485,6 +486,7 @@ impl Profile {
             bf16_tflops: sig((flops / 1e12).max(1e-6)),
             fp8_tflops: None,
             int8_tops: None,
+            fp4_tflops: None,
             memory_gib: sig(self.memory.device_bytes / GIB),
             memory_bw_tbps: sig((if bw > 0.0 { bw } else { host } / 1e12).max(1e-9)),
             interconnect_gbps: sig(host / 1e9),
@@ -531,6 +533,7 @@ impl Profile {
             kv_cache_bytes,
             kv_bytes_per_token: m.kv_bytes_per_token,
             kv_blocks,
+            sequence_bytes: 0.0,
         };
         MemoryPlan {
             tensor_parallel: 1,
@@ -549,6 +552,8 @@ impl Profile {
             kv_blocks_per_group: kv_blocks,
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
+            sequence_reserve_bytes: 0.0,
+            layer_kinds: Vec::new(),
         }
     }
 }

@@ -126,7 +126,11 @@ impl SchedState {
         SchedState {
             waiting: WaitingQueue::default(),
             swapped: VecDeque::new(),
-            running: Vec::with_capacity(cfg.max_num_seqs.min(4096)),
+            // Grown as the batch grows (a few doublings over a replica's
+            // life), not sized for `max_num_seqs` up front: a replica's
+            // batch rarely nears the limit, and 256 slots of 56 bytes per
+            // replica were most of a 10,000-replica fleet's memory at start.
+            running: Vec::new(),
             kv: BlockAllocator::new(kv_blocks),
             cache,
             cfg,

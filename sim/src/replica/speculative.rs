@@ -73,6 +73,7 @@ mod tests {
                 acceptance_rate: alpha,
                 draft_model: None,
                 draft_cost_fraction: Some(0.1),
+                draft_layers: None,
             };
             let mut s = Speculation::new(&cfg, 5, 0);
             let n = 400_000;

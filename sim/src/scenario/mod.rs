@@ -129,16 +129,24 @@ pub struct HorizonCfg {
     pub duration_s: Option<f64>,
 }
 
-/// The served model: a catalog preset or an inline architecture.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The served model: a catalog preset, an inline architecture, or a Hugging
+/// Face `config.json` (`config`, a path relative to the scenario file).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCfg {
     #[serde(default)]
     pub preset: Option<String>,
     #[serde(default)]
     pub architecture: Option<ModelArch>,
-    #[serde(default = "default_weight_dtype")]
-    pub weight_dtype: Dtype,
+    /// A Hugging Face `config.json`, relative to the scenario file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// The weight dtype; absent: the checkpoint's (`quantization_config` of
+    /// the preset or config), else bf16. It serializes as bf16 when absent,
+    /// so a scenario's digest reads as it did before checkpoints could name
+    /// their dtype.
+    #[serde(default, serialize_with = "weight_dtype_or_bf16")]
+    pub weight_dtype: Option<Dtype>,
     /// Defaults to the activation dtype (bf16, or fp16 for fp16 weights), as vLLM's `auto`.
     #[serde(default)]
     pub kv_dtype: Option<Dtype>,
@@ -148,15 +156,8 @@ fn default_weight_dtype() -> Dtype {
     Dtype::Bf16
 }
 
-impl Default for ModelCfg {
-    fn default() -> Self {
-        ModelCfg {
-            preset: None,
-            architecture: None,
-            weight_dtype: default_weight_dtype(),
-            kv_dtype: None,
-        }
-    }
+fn weight_dtype_or_bf16<S: serde::Serializer>(d: &Option<Dtype>, s: S) -> Result<S::Ok, S::Error> {
+    d.unwrap_or(default_weight_dtype()).serialize(s)
 }
 
 /// The accelerator: a catalog preset, an inline datasheet (`[hardware.spec]`),
@@ -219,6 +220,24 @@ pub struct FleetCfg {
     /// Expert-parallel groups per stage for MoE models (GShard / DeepSpeed-MoE).
     #[serde(default = "one")]
     pub expert_parallel: u32,
+    /// Attention data-parallel groups per stage (DP attention: SGLang
+    /// `--enable-dp-attention`, vLLM `--data-parallel-size`, TensorRT-LLM
+    /// `enable_attention_dp`); absent: one per expert-parallel group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_data_parallel: Option<u32>,
+    /// DeepSeek's expert-parallel load balancer (vLLM and SGLang
+    /// `--enable-eplb`): hot experts spread over the EP ranks.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub eplb: bool,
+    /// Redundant expert slots EPLB fills with replicas of hot experts
+    /// (`num_redundant_experts`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_redundant_experts: u32,
+    /// Zipf exponent of the routed experts' popularity (0: every expert
+    /// alike), which sets how much the busiest EP rank carries
+    /// (`parallel::eplb`).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub expert_popularity_skew: f64,
     /// Seconds between the replicas' load reports to the router; 0: the
     /// router sees every change at once (see `cluster::view`).
     #[serde(default)]
@@ -254,6 +273,15 @@ pub struct FleetCfg {
 fn one() -> u32 {
     1
 }
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
 fn default_router() -> RouterKind {
     RouterKind::LeastOutstanding
 }
@@ -266,6 +294,10 @@ impl Default for FleetCfg {
             router: default_router(),
             pipeline_parallel: 1,
             expert_parallel: 1,
+            attention_data_parallel: None,
+            eplb: false,
+            num_redundant_experts: 0,
+            expert_popularity_skew: 0.0,
             report_interval_s: 0.0,
             prefix_affinity: PrefixAffinityCfg::default(),
             weighted: WeightedCfg::default(),

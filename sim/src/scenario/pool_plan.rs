@@ -72,6 +72,21 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
         if let Some(tp) = p.tensor_parallel {
             f.fleet.tensor_parallel = tp;
         }
+        if let Some(pp) = p.pipeline_parallel {
+            f.fleet.pipeline_parallel = pp;
+        }
+        if let Some(ep) = p.expert_parallel {
+            f.fleet.expert_parallel = ep;
+        }
+        if p.attention_data_parallel.is_some() {
+            f.fleet.attention_data_parallel = p.attention_data_parallel;
+        }
+        if let Some(e) = p.eplb {
+            f.fleet.eplb = e;
+        }
+        if let Some(r) = p.num_redundant_experts {
+            f.fleet.num_redundant_experts = r;
+        }
         if let Some(r) = p.router {
             f.fleet.router = r;
         }
@@ -144,8 +159,16 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
                 key(&e.key)
             } else if e.key.starts_with("hardware") && p.hardware.is_some() {
                 key("hardware")
-            } else if e.key == "fleet.tensor_parallel" && p.tensor_parallel.is_some() {
-                key("tensor_parallel")
+            } else if let Some(k) = e.key.strip_prefix("fleet.").filter(|k| match *k {
+                "tensor_parallel" => p.tensor_parallel.is_some(),
+                "pipeline_parallel" => p.pipeline_parallel.is_some(),
+                "expert_parallel" => p.expert_parallel.is_some(),
+                "attention_data_parallel" => p.attention_data_parallel.is_some(),
+                "eplb" => p.eplb.is_some(),
+                "num_redundant_experts" => p.num_redundant_experts.is_some(),
+                _ => false,
+            }) {
+                key(k)
             } else if e.key.is_empty() {
                 key("")
             } else {

@@ -57,6 +57,19 @@ pub struct PoolCfg {
     pub hardware: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_parallel: Option<u32>,
+    /// The pool's own layout (default: the `[fleet]` keys of the same
+    /// names), so a prefill pool and a decode pool each take theirs, e.g.
+    /// prefill TP 8 with EP 8 and decode DP attention 32 × EP 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_parallel: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_data_parallel: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eplb: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_redundant_experts: Option<u32>,
     /// The router of a prefill or decode pool (default: `fleet.router`).
     /// Colocated pools share `fleet.router`, which sees all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,8 +248,15 @@ pub(super) fn validate_pools(
                 format!("must be 1 to 100000, got {}", p.replicas),
             );
         }
-        if p.tensor_parallel == Some(0) {
-            return err(key("tensor_parallel"), "must be at least 1".into());
+        for (k, v) in [
+            ("tensor_parallel", p.tensor_parallel),
+            ("pipeline_parallel", p.pipeline_parallel),
+            ("expert_parallel", p.expert_parallel),
+            ("attention_data_parallel", p.attention_data_parallel),
+        ] {
+            if v == Some(0) {
+                return err(key(k), "must be at least 1".into());
+            }
         }
         if p.router.is_some() && p.role == PoolRole::Colocated {
             return err(

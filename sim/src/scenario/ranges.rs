@@ -43,10 +43,11 @@ pub const MAX_SLO_MS: f64 = 1e9;
 
 /// Hardware datasheet ranges, (key, min, max, unit): from a microcontroller
 /// to a thousand times today's largest accelerator.
-pub const HARDWARE: [(&str, f64, f64, &str); 8] = [
+pub const HARDWARE: [(&str, f64, f64, &str); 9] = [
     ("bf16_tflops", 1e-3, 1e6, "TFLOP/s"),
     ("fp8_tflops", 1e-3, 1e6, "TFLOP/s"),
     ("int8_tops", 1e-3, 1e6, "TOP/s"),
+    ("fp4_tflops", 1e-3, 1e6, "TFLOP/s"),
     ("memory_gib", 1e-3, 1e6, "GiB"),
     ("memory_bw_tbyte_s", 1e-4, 1e4, "TB/s"),
     ("interconnect_gbyte_s", 1e-3, 1e6, "GB/s"),
@@ -196,6 +197,7 @@ pub fn hardware(key: &str, s: &HardwareSpec) -> Result<(), Invalid> {
         Some(s.bf16_tflops),
         s.fp8_tflops,
         s.int8_tops,
+        s.fp4_tflops,
         Some(s.memory_gib),
         Some(s.memory_bw_tbps),
         Some(s.interconnect_gbps),

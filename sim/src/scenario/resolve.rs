@@ -166,7 +166,33 @@ impl Scenario {
         }
 
         let profile = load_profile(&file.hardware, origin).map_err(|(k, m)| err(&k, m))?;
+        if file.model.config.is_some()
+            && (file.model.preset.is_some() || file.model.architecture.is_some())
+        {
+            return Err(err(
+                "model.config",
+                "give one of `preset`, `[model.architecture]` or `config`, not several".into(),
+            ));
+        }
+        let mut checkpoint_dtype: Option<Dtype> = None;
         let (model, model_source) = match (&file.model.preset, &file.model.architecture) {
+            (None, None) if file.model.config.is_some() => {
+                let rel = file.model.config.as_deref().expect("checked");
+                let dir = Path::new(origin).parent().unwrap_or(Path::new(""));
+                let path = dir.join(rel);
+                let hf = catalog::read_config(&path).map_err(|m| err("model.config", m))?;
+                checkpoint_dtype = hf.weight_dtype;
+                let mut a = hf.arch;
+                a.name = Path::new(rel)
+                    .parent()
+                    .and_then(|d| d.file_name())
+                    .map(|d| d.to_string_lossy().to_string())
+                    .unwrap_or_else(|| rel.to_string());
+                (
+                    a,
+                    format!("{} ({} family, config.json)", path.display(), hf.family),
+                )
+            }
             (None, None) if profile.is_some() => {
                 let (path, p) = profile.as_ref().expect("checked");
                 (
@@ -189,8 +215,12 @@ impl Scenario {
                     ),
                 ))
             }
-            (Some(p), None) => match catalog::model(p) {
-                Some((m, src)) => (m, src.to_string()),
+            (Some(p), None) => match catalog::model_preset(p) {
+                Some(preset) => {
+                    let hf = preset.load();
+                    checkpoint_dtype = hf.weight_dtype;
+                    (hf.arch, preset.source.to_string())
+                }
                 None => {
                     return Err(err(
                         "model.preset",
@@ -256,16 +286,31 @@ impl Scenario {
             }
         };
 
-        let mut weight_dtype = file.model.weight_dtype;
-        if weight_dtype == Dtype::Fp32 {
-            // Allowed for completeness (e.g. CPU calibration); nothing to check.
-        }
+        // The scenario's dtype, else the checkpoint's, else bf16. fp32 is
+        // allowed for completeness (e.g. CPU calibration).
+        let mut weight_dtype = file
+            .model
+            .weight_dtype
+            .or(checkpoint_dtype)
+            .unwrap_or(Dtype::Bf16);
         let mut kv_dtype = match file.model.kv_dtype {
             Some(d @ (Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8 | Dtype::Fp32)) => d,
+            // TensorRT-LLM keeps an NVFP4 KV cache on Blackwell, whose FP4
+            // units read it; vLLM and SGLang offer FP8 at most.
+            Some(Dtype::Nvfp4) if hardware.fp4_tflops.is_some() => Dtype::Nvfp4,
             Some(d) => {
                 return Err(err(
                     "model.kv_dtype",
-                    format!("KV cache dtype {d} is not supported; allowed: bf16, fp16, fp8, fp32"),
+                    format!(
+                        "KV cache dtype {d} is not supported on {}; allowed: bf16, fp16, fp8, \
+                         fp32{}",
+                        hardware.name,
+                        if hardware.fp4_tflops.is_some() {
+                            ", nvfp4"
+                        } else {
+                            " (nvfp4 on chips with FP4 units)"
+                        }
+                    ),
                 ))
             }
             None if weight_dtype == Dtype::Fp16 => Dtype::Fp16,
@@ -288,8 +333,37 @@ impl Scenario {
                 ));
             }
         }
+        if model.linear_attention.is_some() {
+            let pool_on = file.fleet.pools.iter().any(|p| {
+                p.engine
+                    .as_ref()
+                    .and_then(|e| e.get("prefix_caching"))
+                    .and_then(|v| v.as_bool())
+                    == Some(true)
+            });
+            if file.engine.prefix_caching || pool_on {
+                return Err(err(
+                    "engine.prefix_caching",
+                    format!(
+                        "{} has linear-attention layers, whose recurrent state summarises a whole \
+                         prefix and cannot be shared block by block; vLLM turns prefix caching \
+                         off for such hybrid models. Set engine.prefix_caching = false",
+                        model.name
+                    ),
+                ));
+            }
+        }
+        let parallel = Parallelism {
+            tensor: file.fleet.tensor_parallel,
+            pipeline: file.fleet.pipeline_parallel,
+            expert: file.fleet.expert_parallel,
+            attention_data: file.fleet.attention_data_parallel,
+            redundant_experts: file.fleet.num_redundant_experts,
+        };
+        // With DP attention, heads split over the attention TP group only
+        // (checked with the layout below).
         let tp = file.fleet.tensor_parallel;
-        if model.num_heads % tp != 0 {
+        if parallel.attention_data.is_none() && model.num_heads % tp != 0 {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -298,7 +372,10 @@ impl Scenario {
                 ),
             ));
         }
-        if model.num_kv_heads % tp != 0 && tp % model.num_kv_heads != 0 {
+        if parallel.attention_data.is_none()
+            && model.num_kv_heads % tp != 0
+            && tp % model.num_kv_heads != 0
+        {
             return Err(err(
                 "fleet.tensor_parallel",
                 format!(
@@ -322,14 +399,28 @@ impl Scenario {
             None => model.max_context,
         };
 
-        let parallel = Parallelism {
-            tensor: tp,
-            pipeline: file.fleet.pipeline_parallel,
-            expert: file.fleet.expert_parallel,
-        };
         parallel
             .validate(&model, &hardware)
             .map_err(|(k, m)| err(&k, m))?;
+        let e = &file.engine;
+        if e.deepep_mode != Default::default() && e.moe_a2a != crate::config::MoeA2aKind::Deepep {
+            return Err(err(
+                "engine.deepep_mode",
+                "selects DeepEP's kernels: set engine.moe_a2a = \"deepep\" too, or leave it out"
+                    .into(),
+            ));
+        }
+        // Each pool resolves on its own, so a pool without EP is checked there.
+        if file.fleet.pools.is_empty() && e.moe_a2a != Default::default() && parallel.expert <= 1 {
+            return Err(err(
+                "engine.moe_a2a",
+                format!(
+                    "{} dispatches tokens to expert-parallel ranks; this layout has none \
+                     (fleet.expert_parallel = 1): leave it out or set it per pool",
+                    e.moe_a2a.name()
+                ),
+            ));
+        }
 
         let mut memory = match &profile {
             Some((_, p)) => p.memory_plan(&file.engine),
@@ -344,11 +435,26 @@ impl Scenario {
         };
         let mut resident_draft: Option<(String, f64)> = None;
         if let Some(sp) = &file.engine.speculative {
-            if parallel.pipeline > 1 || parallel.expert > 1 {
+            // A draft model runs beside the target on its tensor-parallel
+            // GPUs; MTP / EAGLE heads (a fraction of the target's step) ride
+            // any layout the target has.
+            let plain_tp =
+                parallel.pipeline == 1 && parallel.expert == 1 && parallel.attention_data.is_none();
+            if sp.draft_model.is_some() && !plain_tp {
+                return Err(err(
+                    "engine.speculative.draft_model",
+                    "a separate draft model is modelled beside tensor parallelism only; \
+                     set fleet.pipeline_parallel and fleet.expert_parallel to 1 and leave \
+                     fleet.attention_data_parallel out, or give draft_cost_fraction (MTP / \
+                     EAGLE heads) instead"
+                        .into(),
+                ));
+            }
+            if parallel.pipeline > 1 {
                 return Err(err(
                     "engine.speculative",
-                    "speculative decoding is modelled for tensor parallelism only; \
-                     set fleet.pipeline_parallel and fleet.expert_parallel to 1"
+                    "speculative decoding is not modelled with pipeline stages; set \
+                     fleet.pipeline_parallel to 1"
                         .into(),
                 ));
             }
@@ -369,6 +475,16 @@ impl Scenario {
                 let draft_weights = draft.total_params() * weight_dtype.bytes() / tp as f64;
                 memory.add_resident_model(draft_weights, draft_kv);
                 resident_draft = Some((draft.name.clone(), draft_weights));
+            }
+            if let Some(n) = sp.draft_layers {
+                // An MTP module / EAGLE head: n layers like the stage's
+                // (their weights and KV per token, a layer's share of the
+                // plan's), resident beside the target.
+                let layers = memory.stages[memory.stage as usize].layers.max(1) as f64;
+                let share = n as f64 / layers;
+                let weights = memory.weight_bytes * share;
+                memory.add_resident_model(weights, memory.kv_bytes_per_token * share);
+                resident_draft = Some((format!("{n} MTP/EAGLE layer(s)"), weights));
             }
         }
         if file.engine.pinned_prefix_blocks >= memory.kv_blocks.max(1) {

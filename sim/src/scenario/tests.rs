@@ -470,3 +470,294 @@ replicas = 1
         }
     }
 }
+
+/// DeepSeek-V3 in FP8 on GB200 with the layout `fleet` gives.
+fn deepseek_on(hw: &str, fleet: &str, engine: &str) -> Result<Scenario, ScenarioError> {
+    let text = format!(
+        r#"
+name = "moe"
+[horizon]
+requests = 10
+[model]
+preset = "deepseek-v3"
+weight_dtype = "fp8"
+[hardware]
+preset = "{hw}"
+[fleet]
+{fleet}
+[engine]
+max_model_len = 8192
+{engine}
+[workload]
+arrival = {{ process = "poisson", rate = 1.0 }}
+prompt_tokens = {{ dist = "fixed", value = 100 }}
+output_tokens = {{ dist = "fixed", value = 10 }}
+"#
+    );
+    Scenario::from_toml_str(&text, "moe.toml")
+}
+
+#[test]
+fn pools_take_their_own_moe_layouts() {
+    let fleet = "tensor_parallel = 8\nattention_data_parallel = 8\nexpert_parallel = 8\n\
+        [[fleet.pools]]\nname = \"p\"\nrole = \"prefill\"\nreplicas = 1\n\
+        [[fleet.pools]]\nname = \"d\"\nrole = \"decode\"\nreplicas = 1\ntensor_parallel = 32\n\
+        attention_data_parallel = 32\nexpert_parallel = 32\neplb = true\n\
+        num_redundant_experts = 32\n";
+    let s = deepseek_on("gb200", fleet, "").unwrap();
+    let (p, d) = (&s.pools[0].scenario.parallel, &s.pools[1].scenario.parallel);
+    assert_eq!((p.attention_dp(), p.expert, p.redundant_experts), (8, 8, 0));
+    assert_eq!(
+        (d.attention_dp(), d.expert, d.redundant_experts),
+        (32, 32, 32)
+    );
+    assert_eq!(s.gpus(), 40);
+    // EPLB with popularity skew: the decode pool's busiest rank carries less
+    // than it would without the balancer.
+    let s = deepseek_on(
+        "gb200",
+        &format!("expert_popularity_skew = 1.0\n{fleet}"),
+        "",
+    )
+    .unwrap();
+    let r = s.pools[1].scenario.expert_load_ratio();
+    let static_r = s.pools[0].scenario.expert_load_ratio();
+    assert!((1.0..1.2).contains(&r), "{r}");
+    assert!(static_r > 1.3, "{static_r}");
+    // A pool's bad layout names the pool's key.
+    let e = deepseek_on(
+        "gb200",
+        &fleet.replace(
+            "attention_data_parallel = 32",
+            "attention_data_parallel = 5",
+        ),
+        "",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "fleet.pools[1].attention_data_parallel", "{e}");
+}
+
+#[test]
+fn moe_layout_keys_are_checked_with_their_paths() {
+    let cases = [
+        (
+            "tensor_parallel = 8\nattention_data_parallel = 0",
+            "fleet.attention_data_parallel",
+        ),
+        (
+            "tensor_parallel = 8\nexpert_parallel = 8\nnum_redundant_experts = 8",
+            "fleet.num_redundant_experts",
+        ),
+        ("tensor_parallel = 8\neplb = true", "fleet.eplb"),
+        (
+            "tensor_parallel = 8\nexpert_popularity_skew = 0.5",
+            "fleet.expert_popularity_skew",
+        ),
+        (
+            "tensor_parallel = 8\nexpert_parallel = 8\nexpert_popularity_skew = -1",
+            "fleet.expert_popularity_skew",
+        ),
+        // 72 GPUs of attention TP: 128 heads do not split 72 ways.
+        (
+            "tensor_parallel = 72\nattention_data_parallel = 1\nexpert_parallel = 72",
+            "fleet.attention_data_parallel",
+        ),
+    ];
+    for (fleet, key) in cases {
+        let e = deepseek_on("gb200", fleet, "").unwrap_err();
+        assert_eq!(e.key, key, "{fleet}: {e}");
+    }
+    let e = deepseek_on("gb200", "tensor_parallel = 8", "all_reduce = \"fast\"").unwrap_err();
+    assert_eq!(e.key, "engine.all_reduce", "{e}");
+    assert!(e.message.contains("custom"), "{e}");
+    let e = deepseek_on("gb200", "tensor_parallel = 8", "deepep_mode = \"fast\"").unwrap_err();
+    assert_eq!(e.key, "engine.deepep_mode", "{e}");
+    // DeepEP's mode without DeepEP, and DeepEP without EP, do nothing: refused.
+    let e = deepseek_on(
+        "gb200",
+        "tensor_parallel = 8\nexpert_parallel = 8",
+        "deepep_mode = \"normal\"",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "engine.deepep_mode", "{e}");
+    let e = deepseek_on("gb200", "tensor_parallel = 8", "moe_a2a = \"deepep\"").unwrap_err();
+    assert_eq!(e.key, "engine.moe_a2a", "{e}");
+    // MTP layers: 1 to 8, and not beside another draft kind.
+    let spec =
+        |s: &str| format!("speculative = {{ num_draft_tokens = 1, acceptance_rate = 0.8, {s} }}");
+    let e = deepseek_on("gb200", "tensor_parallel = 8", &spec("draft_layers = 0")).unwrap_err();
+    assert_eq!(e.key, "engine.speculative.draft_layers", "{e}");
+    let e = deepseek_on(
+        "gb200",
+        "tensor_parallel = 8",
+        &spec("draft_layers = 1, draft_cost_fraction = 0.1"),
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "engine.speculative", "{e}");
+    // A separate draft model stays with plain tensor parallelism.
+    let e = deepseek_on(
+        "gb200",
+        "tensor_parallel = 8\nattention_data_parallel = 8\nexpert_parallel = 8",
+        &spec("draft_model = \"llama-3.2-1b\""),
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "engine.speculative.draft_model", "{e}");
+    // ... while an MTP layer rides DP attention and wide EP, its weights and
+    // KV resident in every group.
+    let plain = deepseek_on(
+        "gb200",
+        "tensor_parallel = 32\nattention_data_parallel = 32\nexpert_parallel = 32",
+        "",
+    )
+    .unwrap();
+    let mtp = deepseek_on(
+        "gb200",
+        "tensor_parallel = 32\nattention_data_parallel = 32\nexpert_parallel = 32",
+        &spec("draft_layers = 1"),
+    )
+    .unwrap();
+    let layer = plain.memory.weight_bytes / 61.0;
+    assert!((mtp.memory.weight_bytes - plain.memory.weight_bytes - layer).abs() < 1.0);
+    assert_eq!(mtp.memory.kv_blocks, mtp.memory.kv_blocks_per_group * 32);
+    assert!(mtp.memory.kv_blocks < plain.memory.kv_blocks);
+}
+
+#[test]
+fn custom_all_reduce_speeds_small_batch_tensor_parallel_decode() {
+    // Llama-3.1-70B TP 8 on H100, decode at batch 1–16: NCCL's ~28 µs floor
+    // on each of 160 all-reduces a step is most of what the custom kernels
+    // save. Run with --nocapture to see the table.
+    let base = MINIMAL
+        .replace("llama-3.1-8b", "llama-3.1-70b")
+        .replace("[engine]", "[fleet]\ntensor_parallel = 8\n[engine]");
+    let nccl = Scenario::from_toml_str(&base, "s.toml").unwrap().roofline();
+    let custom = Scenario::from_toml_str(
+        &base.replace("[engine]\n", "[engine]\nall_reduce = \"custom\"\n"),
+        "s.toml",
+    )
+    .unwrap()
+    .roofline();
+    for seqs in [1u32, 4, 16] {
+        let mut b = crate::cost::BatchShape::default();
+        for _ in 0..seqs {
+            b.add_decode(2048);
+        }
+        let (n, c) = (nccl.iteration_secs(&b), custom.iteration_secs(&b));
+        let saved = 1.0 - c / n;
+        eprintln!(
+            "batch {seqs:>2}: nccl {:.2} ms, custom {:.2} ms, {:.1} % faster",
+            n * 1e3,
+            c * 1e3,
+            saved * 100.0
+        );
+        assert!((0.15..0.40).contains(&saved), "batch {seqs}: {saved}");
+    }
+}
+
+/// `[model] config` reads a Hugging Face config.json next to the scenario:
+/// the family's layer kinds, the checkpoint's dtype unless the scenario
+/// names one, and clear errors for a missing file, an unknown family, a
+/// file too large, and a second model source.
+#[test]
+fn a_config_json_beside_the_scenario_is_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("gpt-oss-20b");
+    std::fs::create_dir(&sub).unwrap();
+    let preset = crate::catalog::model_preset("gpt-oss-20b").unwrap();
+    std::fs::write(sub.join("config.json"), preset.config).unwrap();
+    let scenario = dir.path().join("s.toml");
+    let text = MINIMAL.replace(
+        "preset = \"llama-3.1-8b\"",
+        "config = \"gpt-oss-20b/config.json\"",
+    );
+    std::fs::write(&scenario, &text).unwrap();
+    let s = Scenario::load(&scenario).unwrap();
+    assert_eq!(s.model.name, "gpt-oss-20b");
+    assert_eq!(s.weight_dtype, Dtype::Mxfp4, "quantization_config sets it");
+    assert!(
+        s.model_source.contains("gpt_oss family"),
+        "{}",
+        s.model_source
+    );
+    assert_eq!(s.model.layer_kind_counts(), [12, 12, 0, 0]);
+    assert_eq!(s.memory.layer_kinds.len(), 2);
+    // The scenario's dtype wins over the checkpoint's.
+    std::fs::write(
+        &scenario,
+        text.replace("[model]", "[model]\nweight_dtype = \"bf16\""),
+    )
+    .unwrap();
+    assert_eq!(Scenario::load(&scenario).unwrap().weight_dtype, Dtype::Bf16);
+    // The same model as a preset gives the same plan.
+    let p =
+        Scenario::from_toml_str(&MINIMAL.replace("llama-3.1-8b", "gpt-oss-20b"), "p.toml").unwrap();
+    assert_eq!(p.weight_dtype, Dtype::Mxfp4);
+    assert_eq!(p.memory.kv_blocks, s.memory.kv_blocks);
+
+    let load_err = |config: &str| {
+        std::fs::write(
+            &scenario,
+            MINIMAL.replace("preset = \"llama-3.1-8b\"", config),
+        )
+        .unwrap();
+        Scenario::load(&scenario).unwrap_err()
+    };
+    let e = load_err("config = \"missing.json\"");
+    assert_eq!(e.key, "model.config", "{e}");
+    assert!(e.message.contains("missing.json"), "{e}");
+    std::fs::write(
+        dir.path().join("falcon.json"),
+        r#"{"model_type": "falcon"}"#,
+    )
+    .unwrap();
+    let e = load_err("config = \"falcon.json\"");
+    assert!(
+        e.message.contains("unknown model family") && e.message.contains("gpt_oss"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.path().join("big.json"),
+        vec![b' '; crate::catalog::MAX_CONFIG_BYTES as usize + 1],
+    )
+    .unwrap();
+    let e = load_err("config = \"big.json\"");
+    assert!(e.message.contains("larger than"), "{e}");
+    let e = load_err("config = \"falcon.json\"\npreset = \"llama-3.1-8b\"");
+    assert_eq!(e.key, "model.config", "{e}");
+    assert!(e.message.contains("not several"), "{e}");
+}
+
+/// Hybrid models with linear-attention layers refuse prefix caching; FP4 KV
+/// needs a chip with FP4 units.
+#[test]
+fn hybrid_and_fp4_limits_are_refused_clearly() {
+    let q = MINIMAL
+        .replace(
+            "preset = \"llama-3.1-8b\"",
+            "preset = \"qwen3.5-397b-a17b\"\nweight_dtype = \"nvfp4\"",
+        )
+        .replace("h100-sxm", "b200")
+        .replace(
+            "[engine]",
+            "[fleet]\ntensor_parallel = 4\n[engine]\nprefix_caching = true",
+        );
+    let e = err_of(&q);
+    assert_eq!(e.key, "engine.prefix_caching", "{e}");
+    assert!(e.message.contains("linear-attention"), "{e}");
+    let ok = Scenario::from_toml_str(
+        &q.replace("prefix_caching = true", "prefix_caching = false")
+            .replace(
+                "weight_dtype = \"nvfp4\"",
+                "weight_dtype = \"nvfp4\"\nkv_dtype = \"nvfp4\"",
+            ),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(ok.kv_dtype, Dtype::Nvfp4);
+    let e = err_of(&MINIMAL.replace(
+        "preset = \"llama-3.1-8b\"",
+        "preset = \"llama-3.1-8b\"\nkv_dtype = \"nvfp4\"",
+    ));
+    assert_eq!(e.key, "model.kv_dtype", "{e}");
+    assert!(e.message.contains("FP4 units"), "{e}");
+}

@@ -58,6 +58,43 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         1,
     )?;
     at_least("fleet.expert_parallel", f.fleet.expert_parallel.into(), 1)?;
+    if let Some(dp) = f.fleet.attention_data_parallel {
+        at_least("fleet.attention_data_parallel", dp.into(), 1)?;
+    }
+    let fl = &f.fleet;
+    if fl.num_redundant_experts > 0 && !fl.eplb {
+        return Err((
+            "fleet.num_redundant_experts".into(),
+            "redundant experts are placed by EPLB: set fleet.eplb = true too".into(),
+        ));
+    }
+    // A pool may give the expert parallelism the fleet leaves at 1, so the
+    // MoE keys are checked against each pool's own layout in `parallel`.
+    if fl.pools.is_empty() && fl.expert_parallel <= 1 {
+        for (k, on) in [
+            ("eplb", fl.eplb),
+            ("expert_popularity_skew", fl.expert_popularity_skew != 0.0),
+        ] {
+            if on {
+                return Err((
+                    format!("fleet.{k}"),
+                    "applies to expert parallelism (fleet.expert_parallel > 1); without it \
+                     every GPU holds every expert's slice"
+                        .into(),
+                ));
+            }
+        }
+    }
+    let skew = fl.expert_popularity_skew;
+    if !(skew.is_finite() && (0.0..=4.0).contains(&skew)) {
+        return Err((
+            "fleet.expert_popularity_skew".into(),
+            format!(
+                "must be a Zipf exponent in [0, 4] (0: every expert equally popular), got {}",
+                super::ranges::num(skew)
+            ),
+        ));
+    }
     if f.fleet.replicas > 100_000 {
         return Err(("fleet.replicas".into(), "at most 100000".into()));
     }
@@ -160,11 +197,31 @@ pub(super) fn validate_speculative(sp: &SpeculativeCfg) -> Result<(), Invalid> {
             format!("must be in [0, 1), got {}", sp.acceptance_rate),
         ));
     }
+    if let Some(n) = sp.draft_layers {
+        let kinds = [sp.draft_model.is_some(), sp.draft_cost_fraction.is_some()];
+        if kinds.contains(&true) {
+            return Err((
+                key.into(),
+                "give exactly one of `draft_model` (a catalog preset), `draft_cost_fraction` \
+                 (EAGLE/MTP head cost as a fraction of a target decode step) or \
+                 `draft_layers` (MTP/EAGLE layers of the target's kind)"
+                    .into(),
+            ));
+        }
+        if !(1..=8).contains(&n) {
+            return Err((
+                format!("{key}.draft_layers"),
+                format!("must be 1 to 8 layers, got {n}"),
+            ));
+        }
+        return Ok(());
+    }
     match (&sp.draft_model, sp.draft_cost_fraction) {
         (Some(_), Some(_)) | (None, None) => Err((
             key.into(),
-            "give exactly one of `draft_model` (a catalog preset) or `draft_cost_fraction` \
-             (EAGLE/MTP head cost as a fraction of a target decode step)"
+            "give exactly one of `draft_model` (a catalog preset), `draft_cost_fraction` \
+             (EAGLE/MTP head cost as a fraction of a target decode step) or `draft_layers` \
+             (MTP/EAGLE layers of the target's kind)"
                 .into(),
         )),
         (Some(m), None) => match catalog::model(m) {
@@ -258,6 +315,7 @@ pub(super) fn validate_arch(a: &ModelArch) -> Result<(), Invalid> {
         ));
     }
     a.validate_moe_and_mla()?;
+    a.validate_layer_kinds()?;
     Ok(())
 }
 
@@ -268,6 +326,9 @@ pub(super) fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
     }
     if let Some(v) = s.int8_tops {
         positive("int8_tops", v)?;
+    }
+    if let Some(v) = s.fp4_tflops {
+        positive("fp4_tflops", v)?;
     }
     positive("memory_gib", s.memory_gib)?;
     positive("memory_bw_tbyte_s", s.memory_bw_tbps)?;

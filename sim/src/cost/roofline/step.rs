@@ -66,7 +66,7 @@ impl StepTerms {
     /// one-group sums and `iteration_time`'s rounding, in their order.
     #[inline(always)]
     fn price(&self, fixed: f64, context: u64) -> Nanos {
-        let shared = self.ew_prefill + self.attention.secs(context);
+        let shared = self.ew_prefill + self.attention.secs(context, self.seqs);
         let per_dense = self.dense + shared + self.comm;
         let mut layers = self.dense_layers * per_dense;
         if self.moe_layers > 0.0 {
@@ -88,12 +88,24 @@ pub(super) struct DecodeAttention {
     kv_bytes_per_token: f64,
     flops: f64,
     bw: f64,
+    /// Attention by layer kind, for models that are not all full attention.
+    kinds: Option<super::KindMix>,
 }
 
 impl DecodeAttention {
-    /// Decode attention over `context` tokens, seconds per layer.
+    /// Decode attention of `seqs` sequences over `context` tokens in all,
+    /// seconds per layer.
     #[inline(always)]
-    pub(super) fn secs(&self, context: u64) -> f64 {
+    pub(super) fn secs(&self, context: u64, seqs: u32) -> f64 {
+        if let Some(mix) = &self.kinds {
+            let plain = super::kinds::Plain {
+                flops_per_pair: self.flops_per_pair,
+                kv_bytes_per_token: self.kv_bytes_per_token,
+                flops: self.flops,
+                bw: self.bw,
+            };
+            return mix.decode_secs(&plain, context as f64, seqs as f64);
+        }
         let ctx = context as f64;
         let flops = self.flops_per_pair * ctx;
         let bytes = ctx * self.kv_bytes_per_token;
@@ -110,6 +122,7 @@ impl Roofline {
             kv_bytes_per_token: self.kv_bytes_per_token_layer,
             flops: self.attn_flops,
             bw: self.mem_bw * DECODE_ATTENTION_BW_EFFICIENCY,
+            kinds: self.kinds,
         }
     }
 
@@ -156,7 +169,7 @@ impl Roofline {
                 0.0
             },
             moe_comm: if self.moe_layers > 0.0 {
-                self.moe_comm(n)
+                self.moe_comm(n, true)
             } else {
                 0.0
             },
@@ -187,6 +200,7 @@ mod tests {
             tensor: tp,
             pipeline,
             expert: 1,
+            ..Parallelism::default()
         };
         Roofline::with_parallelism(&m, &h, Dtype::Bf16, Dtype::Bf16, &par)
     }

@@ -1,0 +1,659 @@
+//! A measured point as a scenario. The table is built in three layers: the
+//! base scenario (`--scenario`, or a minimal one), what the file records
+//! about the point (model, chip, precision, layout, load, lengths), and the
+//! command's settings (`--model`, `--hardware`, `--tp`, …), which win: they
+//! are what the user says about a run the file describes poorly (a local
+//! model path, no GPU name). Whether the point can be expressed is then
+//! decided by the normal scenario resolution (`Scenario::from_table`), so
+//! it grows with the catalog, the precisions and the layouts servesim
+//! knows; a point that cannot be expressed carries the reason resolution
+//! gave, never a silent drop.
+
+use super::{Deployment, Lengths, Load, MeasuredPoint, WorkerLayout};
+use crate::config::keypath;
+use crate::{Scenario, ScenarioError};
+use serde::Serialize;
+use toml::{Table, Value};
+
+/// What the command line says about every point (each `None` leaves the
+/// file's record, or else the base scenario's value).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    /// A catalog model (preset key or Hugging Face id).
+    pub model: Option<String>,
+    /// A catalog hardware preset.
+    pub hardware: Option<String>,
+    /// Weight dtype (`model.weight_dtype`).
+    pub weight_dtype: Option<String>,
+    pub tensor_parallel: Option<u32>,
+    pub pipeline_parallel: Option<u32>,
+    pub expert_parallel: Option<u32>,
+    pub replicas: Option<u32>,
+    /// At most this many requests per simulated point (a closed loop of C
+    /// users still gets 4 × C, so every user sends at least four).
+    pub max_requests: u64,
+}
+
+/// The default bound on requests per point: enough for a closed loop to
+/// reach its steady state, small enough that thousands of points run in
+/// minutes.
+pub const DEFAULT_MAX_REQUESTS: u64 = 2000;
+
+/// Why a point cannot be expressed, by what is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReasonKind {
+    /// The model is not in the catalog.
+    Model,
+    /// The accelerator is not in the catalog.
+    Chip,
+    /// The weight or KV precision is not supported.
+    Precision,
+    /// The parallel layout has no servesim equivalent.
+    Layout,
+    /// The model does not fit the layout's memory.
+    Memory,
+    /// The file does not record something the scenario needs.
+    NotRecorded,
+    /// Any other scenario error.
+    Other,
+}
+
+impl ReasonKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasonKind::Model => "model",
+            ReasonKind::Chip => "chip",
+            ReasonKind::Precision => "precision",
+            ReasonKind::Layout => "layout",
+            ReasonKind::Memory => "memory",
+            ReasonKind::NotRecorded => "not-recorded",
+            ReasonKind::Other => "other",
+        }
+    }
+}
+
+/// A point servesim cannot express, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unexpressible {
+    pub kind: ReasonKind,
+    /// The reason, as resolution (or the mapping) gave it.
+    pub reason: String,
+    /// The reason without the point's own numbers, for grouping rows.
+    pub group: String,
+}
+
+impl Unexpressible {
+    fn new(kind: ReasonKind, group: impl Into<String>, reason: impl Into<String>) -> Self {
+        Unexpressible {
+            kind,
+            group: group.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Classifies a resolution error by its key path; `value` is what the
+    /// point asked for there (the model id, the chip, the precision).
+    fn from_scenario(e: &ScenarioError, value: Option<&str>) -> Self {
+        let key = e.key.as_str();
+        let fits = e.message.contains("fit") || e.message.contains("memory");
+        let kind = if fits {
+            ReasonKind::Memory
+        } else if key == "model"
+            || key.starts_with("model.preset")
+            || key.starts_with("model.architecture")
+            || key.starts_with("model.config")
+        {
+            ReasonKind::Model
+        } else if key.starts_with("hardware") {
+            ReasonKind::Chip
+        } else if key.starts_with("model.weight_dtype") || key.starts_with("model.kv_dtype") {
+            ReasonKind::Precision
+        } else if key.starts_with("fleet") {
+            ReasonKind::Layout
+        } else {
+            ReasonKind::Other
+        };
+        let group = match (kind, value) {
+            (ReasonKind::Model | ReasonKind::Chip | ReasonKind::Precision, Some(v)) => {
+                format!("{} {v} not known", kind.name())
+            }
+            _ => {
+                let first = e.message.split(';').next().unwrap_or_default();
+                format!("{key}: {}", without_numbers(first))
+            }
+        };
+        let reason = if key.is_empty() {
+            e.message.clone()
+        } else {
+            format!("{key}: {}", e.message)
+        };
+        Unexpressible::new(kind, group, reason)
+    }
+}
+
+/// `text` with every run of digits (and decimal points in them) as `N`,
+/// so reasons that differ only in the point's sizes group together.
+fn without_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() || (in_number && c == '.') {
+            if !in_number {
+                out.push('N');
+                in_number = true;
+            }
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A point's resolved scenario and what was assumed to get there.
+#[derive(Debug)]
+pub struct Expressed {
+    pub scenario: Scenario,
+    /// The table it was resolved from (its TOML is written beside results).
+    pub table: Table,
+    /// Assumptions made for this point (not-recorded settings filled in).
+    pub notes: Vec<String>,
+}
+
+/// The base scenario's table when none is given: a minimal scenario that
+/// the points fill in.
+pub fn default_base() -> Table {
+    let mut t = Table::new();
+    t.insert("name".into(), "accuracy".into());
+    t
+}
+
+fn set(t: &mut Table, key: &str, v: impl Into<Value>) {
+    keypath::set(t, key, v.into()).expect("accuracy sets tables it created");
+}
+
+fn lengths(l: &Lengths) -> Value {
+    let mut d = Table::new();
+    match l {
+        Lengths::Fixed { tokens } => {
+            d.insert("dist".into(), "fixed".into());
+            d.insert("value".into(), i64::from((*tokens).max(1)).into());
+        }
+        Lengths::Mean { tokens } => {
+            d.insert("dist".into(), "fixed".into());
+            d.insert("value".into(), (tokens.round().max(1.0) as i64).into());
+        }
+        Lengths::Recorded { tokens } => {
+            d.insert("dist".into(), "empirical".into());
+            let v: Vec<Value> = tokens.iter().map(|&t| i64::from(t.max(1)).into()).collect();
+            d.insert("values".into(), Value::Array(v));
+        }
+    }
+    Value::Table(d)
+}
+
+/// Candidate catalog names for a recorded model id: as written, then
+/// without a quantization suffix (`-FP8`, `-NVFP4`), which names the
+/// checkpoint's format rather than the architecture.
+fn model_candidates(id: &str) -> Vec<String> {
+    let mut c = vec![id.to_string()];
+    let lower = id.to_ascii_lowercase();
+    for suffix in [
+        "-fp8-dynamic",
+        "-fp8",
+        "-nvfp4",
+        "-mxfp4",
+        "-fp4",
+        "-awq",
+        "-gptq",
+    ] {
+        if lower.ends_with(suffix) {
+            c.push(id[..id.len() - suffix.len()].to_string());
+        }
+    }
+    c
+}
+
+/// Candidate hardware preset names for a recorded system name
+/// (aiconfigurator's `h100_sxm`, `b200_sxm`, `gb200`).
+fn chip_candidates(system: &str) -> Vec<String> {
+    let dashed = system.replace('_', "-");
+    let mut c = vec![system.to_string(), dashed.clone()];
+    if let Some(bare) = dashed.strip_suffix("-sxm") {
+        c.push(bare.to_string());
+    }
+    c.dedup();
+    c
+}
+
+/// Candidate `weight_dtype` values: the quantization mode's own name, then
+/// the precision label (a catalog that knows `nvfp4` takes it; one that
+/// only knows `fp4` takes that).
+fn dtype_candidates(quant: Option<&str>, precision: Option<&str>) -> Vec<String> {
+    let mut c: Vec<String> = Vec::new();
+    let mut add = |names: &[&str]| {
+        for n in names {
+            if !c.iter().any(|x| x == n) {
+                c.push(n.to_string());
+            }
+        }
+    };
+    match quant.map(str::to_ascii_lowercase).as_deref() {
+        Some("fp8_block") => add(&["fp8_block", "fp8"]),
+        Some("nvfp4") => add(&["nvfp4", "fp4"]),
+        Some("mxfp4") => add(&["mxfp4", "fp4"]),
+        Some("int4_wo") => add(&["int4"]),
+        Some(q) => add(&[q]),
+        None => {}
+    }
+    match precision.map(str::to_ascii_lowercase).as_deref() {
+        Some("fp4") => add(&["fp4", "nvfp4"]),
+        Some(p) => add(&[p]),
+        None => {}
+    }
+    c
+}
+
+/// How aiconfigurator's worker layout maps onto servesim's fleet keys:
+/// `(tensor_parallel, expert_parallel, replicas per worker)`. servesim's
+/// expert parallelism runs attention data-parallel over the EP groups
+/// (`parallel`), so attention DP d with MoE EP d × MoE TP t is TP d·t with
+/// EP d; attention DP over a dense model is d replicas.
+fn fleet_layout(l: &WorkerLayout) -> Result<(u32, u32, u32), Unexpressible> {
+    let moe_split = l.moe_tp * l.moe_ep;
+    if l.attention_dp > 1 {
+        if l.moe_ep == l.attention_dp && l.moe_tp == l.tp {
+            return Ok((l.tp * l.attention_dp, l.attention_dp, 1));
+        }
+        if moe_split == 1 {
+            return Ok((l.tp, 1, l.attention_dp));
+        }
+        return Err(Unexpressible::new(
+            ReasonKind::Layout,
+            "attention DP with MoE TP × EP other than TP × DP",
+            format!(
+                "attention TP {} × DP {} with MoE TP {} × EP {}: servesim's expert parallelism \
+                 runs attention data-parallel over the EP groups (MoE EP = attention DP, \
+                 MoE TP = attention TP)",
+                l.tp, l.attention_dp, l.moe_tp, l.moe_ep
+            ),
+        ));
+    }
+    if l.moe_ep > 1 {
+        return Err(Unexpressible::new(
+            ReasonKind::Layout,
+            "MoE EP without attention DP",
+            format!(
+                "attention TP {} with MoE TP {} × EP {}: experts spread over a tensor-parallel \
+                 attention group; servesim's expert parallelism runs attention data-parallel \
+                 over the EP groups",
+                l.tp, l.moe_tp, l.moe_ep
+            ),
+        ));
+    }
+    Ok((l.tp, 1, 1))
+}
+
+/// The scenario table for `point` over `base`, before resolution.
+fn table_for(
+    base: Option<&Table>,
+    settings: &Settings,
+    point: &MeasuredPoint,
+    notes: &mut Vec<String>,
+) -> Result<Table, Unexpressible> {
+    let mut t = base.cloned().unwrap_or_else(default_base);
+    if point.own_workload {
+        if base.is_none() {
+            return Err(Unexpressible::new(
+                ReasonKind::NotRecorded,
+                "observed folder without its scenario",
+                "a servesim observe folder is compared with the scenario it was observed with: \
+                 give it with --scenario",
+            ));
+        }
+    } else {
+        workload(&mut t, base.is_some(), settings, point, notes)?;
+        deployment(&mut t, point, notes)?;
+    }
+    if let Some(tp) = settings.tensor_parallel {
+        set(&mut t, "fleet.tensor_parallel", i64::from(tp));
+    }
+    if let Some(pp) = settings.pipeline_parallel {
+        set(&mut t, "fleet.pipeline_parallel", i64::from(pp));
+    }
+    if let Some(ep) = settings.expert_parallel {
+        set(&mut t, "fleet.expert_parallel", i64::from(ep));
+    }
+    if let Some(r) = settings.replicas {
+        set(&mut t, "fleet.replicas", i64::from(r));
+    }
+    // Latency statistics need neither attribution nor a time series.
+    if keypath::get(&t, "metrics.attribution").is_none() {
+        set(&mut t, "metrics.attribution", false);
+    }
+    if keypath::get(&t, "metrics.timeseries").is_none() {
+        set(&mut t, "metrics.timeseries", "off");
+    }
+    Ok(t)
+}
+
+fn workload(
+    t: &mut Table,
+    has_base: bool,
+    settings: &Settings,
+    point: &MeasuredPoint,
+    notes: &mut Vec<String>,
+) -> Result<(), Unexpressible> {
+    let Some(load) = &point.load else {
+        if has_base && keypath::get(t, "workload").is_some() {
+            notes.push("load not recorded: the scenario's workload".into());
+            return Ok(());
+        }
+        return Err(Unexpressible::new(
+            ReasonKind::NotRecorded,
+            "no load recorded",
+            "the file records no load (concurrency or request rate): give a scenario whose \
+             workload matches with --scenario",
+        ));
+    };
+    let (Some(prompt), Some(output)) = (&point.prompt, &point.output) else {
+        return Err(Unexpressible::new(
+            ReasonKind::NotRecorded,
+            "no lengths recorded",
+            "the file records no prompt and output lengths",
+        ));
+    };
+    let mut w = Table::new();
+    let mut arrival = Table::new();
+    let cap = settings.max_requests.max(1);
+    let requests = match *load {
+        Load::Concurrency { users } => {
+            arrival.insert("process".into(), "closed".into());
+            arrival.insert("users".into(), i64::from(users).into());
+            let wanted = point.requests.unwrap_or(10 * u64::from(users));
+            wanted.min(cap.max(4 * u64::from(users)))
+        }
+        Load::Rate { rate, cv } => {
+            if (cv - 1.0).abs() < 1e-9 {
+                arrival.insert("process".into(), "poisson".into());
+            } else {
+                arrival.insert("process".into(), "gamma".into());
+                // Evenly spaced sends: gamma gaps of a tiny spread.
+                arrival.insert("cv".into(), cv.max(0.01).into());
+            }
+            arrival.insert("rate".into(), rate.into());
+            point.requests.unwrap_or(cap).min(cap)
+        }
+    };
+    w.insert("arrival".into(), Value::Table(arrival));
+    w.insert("prompt_tokens".into(), lengths(prompt));
+    w.insert("output_tokens".into(), lengths(output));
+    t.insert("workload".into(), Value::Table(w));
+    t.remove("tenants");
+    let mut h = Table::new();
+    h.insert("requests".into(), (requests.max(1) as i64).into());
+    t.insert("horizon".into(), Value::Table(h));
+    if point.requests.is_some_and(|r| r > requests) {
+        notes.push(format!(
+            "{requests} of the {} measured requests simulated",
+            point.requests.unwrap_or(0)
+        ));
+    }
+    // Benchmarks start engines with a context just long enough for the
+    // workload (`--max-model-len`), which sizes what must fit in memory.
+    if keypath::get(t, "engine.max_model_len").is_none() {
+        let longest = |l: &Lengths| match l {
+            Lengths::Recorded { tokens } => tokens.iter().copied().max().unwrap_or(1) as u64,
+            other => other.mean().ceil() as u64,
+        };
+        let len = longest(prompt) + longest(output);
+        set(t, "engine.max_model_len", len.min(i64::MAX as u64) as i64);
+        notes.push(format!("engine.max_model_len = {len} (prompt + output)"));
+    }
+    // Engines are run with room for the whole concurrency (vLLM's
+    // `--max-num-seqs`, SGLang's `--max-running-requests`).
+    if let Load::Concurrency { users } = *load {
+        if keypath::get(t, "engine.max_num_seqs").is_none() && users > 256 {
+            set(t, "engine.max_num_seqs", i64::from(users));
+            notes.push(format!("engine.max_num_seqs = {users} (the concurrency)"));
+        }
+    }
+    Ok(())
+}
+
+fn deployment(
+    t: &mut Table,
+    point: &MeasuredPoint,
+    notes: &mut Vec<String>,
+) -> Result<(), Unexpressible> {
+    match &point.deployment {
+        None => {}
+        Some(Deployment::DisaggUnrecorded) => {
+            return Err(Unexpressible::new(
+                ReasonKind::NotRecorded,
+                "disaggregated without worker counts",
+                "disaggregated row without prefill/decode worker counts and layouts \
+                 (aiconfigurator's own scripts skip these rows too)",
+            ))
+        }
+        Some(Deployment::Agg { workers, layout }) => {
+            if layout.pp > 1 {
+                set(t, "fleet.pipeline_parallel", i64::from(layout.pp));
+            }
+            let (tp, ep, per_worker) = fleet_layout(layout)?;
+            set(t, "fleet.tensor_parallel", i64::from(tp));
+            set(t, "fleet.expert_parallel", i64::from(ep));
+            set(t, "fleet.replicas", i64::from(workers * per_worker));
+            if let Some(f) = t.get_mut("fleet").and_then(Value::as_table_mut) {
+                f.remove("pools");
+                f.remove("kv_transfer");
+            }
+        }
+        Some(Deployment::Disagg {
+            prefill_workers,
+            prefill,
+            decode_workers,
+            decode,
+        }) => {
+            let (ptp, pep, pper) = fleet_layout(prefill)?;
+            let (dtp, dep, dper) = fleet_layout(decode)?;
+            if pep != dep {
+                return Err(Unexpressible::new(
+                    ReasonKind::Layout,
+                    "prefill and decode pools with different expert parallelism",
+                    format!(
+                        "prefill EP {pep} and decode EP {dep}: servesim's pools share the \
+                         fleet's expert_parallel"
+                    ),
+                ));
+            }
+            if prefill.pp > 1 || decode.pp > 1 {
+                return Err(Unexpressible::new(
+                    ReasonKind::Layout,
+                    "pipeline parallelism in a disaggregated pool",
+                    "pipeline-parallel prefill or decode workers: servesim's pools take \
+                     tensor_parallel only",
+                ));
+            }
+            let pool = |name: &str, replicas: u32, tp: u32| {
+                let mut p = Table::new();
+                p.insert("name".into(), name.into());
+                p.insert("role".into(), name.into());
+                p.insert("replicas".into(), i64::from(replicas).into());
+                p.insert("tensor_parallel".into(), i64::from(tp).into());
+                Value::Table(p)
+            };
+            let fleet = t
+                .entry("fleet")
+                .or_insert_with(|| Value::Table(Table::new()))
+                .as_table_mut()
+                .ok_or_else(|| {
+                    Unexpressible::new(
+                        ReasonKind::Other,
+                        "fleet is not a table",
+                        "fleet is not a table",
+                    )
+                })?;
+            fleet.remove("replicas");
+            fleet.insert("expert_parallel".into(), i64::from(pep).into());
+            fleet.insert(
+                "pools".into(),
+                Value::Array(vec![
+                    pool("prefill", prefill_workers * pper, ptp),
+                    pool("decode", decode_workers * dper, dtp),
+                ]),
+            );
+            notes.push("disaggregated: the default KV link".into());
+        }
+    }
+    Ok(())
+}
+
+/// Builds and resolves `point`'s scenario. `origin` names the base
+/// scenario in errors.
+pub fn express(
+    base: Option<&Table>,
+    origin: &str,
+    settings: &Settings,
+    point: &MeasuredPoint,
+) -> Result<Expressed, Unexpressible> {
+    let mut notes = Vec::new();
+    let t = table_for(base, settings, point, &mut notes)?;
+    let origin = format!("{origin} + {}", point.id);
+    let models = match (&settings.model, &point.model) {
+        (Some(m), _) => vec![Some(m.clone())],
+        (None, Some(id)) if !point.own_workload => {
+            model_candidates(id).into_iter().map(Some).collect()
+        }
+        _ => vec![None],
+    };
+    let chips = match (&settings.hardware, &point.chip) {
+        (Some(h), _) => vec![Some(h.clone())],
+        (None, Some(c)) => chip_candidates(c).into_iter().map(Some).collect(),
+        _ => vec![None],
+    };
+    let dtypes = match &settings.weight_dtype {
+        Some(d) => vec![Some(d.clone())],
+        None => {
+            let c = dtype_candidates(point.quant_mode.as_deref(), point.precision.as_deref());
+            if c.is_empty() {
+                if point.format == super::Format::Aiconfigurator {
+                    notes.push("precision not recorded: the scenario's weight dtype".into());
+                }
+                vec![None]
+            } else {
+                c.into_iter().map(Some).collect()
+            }
+        }
+    };
+    let (mut mi, mut ci, mut di) = (0, 0, 0);
+    let mut first_error: [Option<ScenarioError>; 3] = [None, None, None];
+    loop {
+        let mut table = t.clone();
+        if let Some(m) = &models[mi] {
+            if let Some(model) = table.get_mut("model").and_then(Value::as_table_mut) {
+                model.remove("architecture");
+                model.remove("config");
+            }
+            set(&mut table, "model.preset", m.as_str());
+        }
+        if let Some(c) = &chips[ci] {
+            table.insert("hardware".into(), Value::Table(Table::new()));
+            set(&mut table, "hardware.preset", c.as_str());
+        }
+        if let Some(d) = &dtypes[di] {
+            set(&mut table, "model.weight_dtype", d.as_str());
+        }
+        match Scenario::from_table(table.clone(), &origin) {
+            Ok(scenario) => {
+                return Ok(Expressed {
+                    scenario,
+                    table,
+                    notes,
+                })
+            }
+            Err(e) => {
+                // Try the next spelling of the dimension the error names.
+                let dim = if e.key.starts_with("model.weight_dtype") {
+                    Some((2, &mut di, dtypes.len()))
+                } else if e.key == "model.preset" {
+                    Some((0, &mut mi, models.len()))
+                } else if e.key == "hardware.preset" {
+                    Some((1, &mut ci, chips.len()))
+                } else {
+                    None
+                };
+                let Some((d, idx, len)) = dim else {
+                    return Err(Unexpressible::from_scenario(&e, None));
+                };
+                if first_error[d].is_none() {
+                    first_error[d] = Some(e.clone());
+                }
+                *idx += 1;
+                if *idx == len {
+                    let e = first_error[d].take().expect("recorded");
+                    let value = match d {
+                        0 => models[0].clone(),
+                        1 => chips[0].clone(),
+                        _ => dtypes[0].clone(),
+                    };
+                    return Err(Unexpressible::from_scenario(&e, value.as_deref()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_group_without_the_points_numbers() {
+        assert_eq!(
+            without_numbers("64 heads of X cannot be split over 12 GPUs, 1.5 GiB"),
+            "N heads of X cannot be split over N GPUs, N GiB"
+        );
+    }
+
+    #[test]
+    fn attention_dp_maps_onto_expert_parallel_groups() {
+        let l = |tp, attention_dp, moe_tp, moe_ep| WorkerLayout {
+            tp,
+            pp: 1,
+            attention_dp,
+            moe_tp,
+            moe_ep,
+        };
+        assert_eq!(fleet_layout(&l(1, 8, 1, 8)).unwrap(), (8, 8, 1));
+        assert_eq!(fleet_layout(&l(2, 4, 2, 4)).unwrap(), (8, 4, 1));
+        assert_eq!(fleet_layout(&l(4, 1, 4, 1)).unwrap(), (4, 1, 1));
+        assert_eq!(fleet_layout(&l(2, 4, 1, 1)).unwrap(), (2, 1, 4));
+        assert_eq!(
+            fleet_layout(&l(8, 1, 1, 8)).unwrap_err().kind,
+            ReasonKind::Layout
+        );
+        assert_eq!(
+            fleet_layout(&l(1, 8, 8, 1)).unwrap_err().kind,
+            ReasonKind::Layout
+        );
+    }
+
+    #[test]
+    fn recorded_names_have_catalog_spellings() {
+        assert_eq!(
+            chip_candidates("h100_sxm"),
+            ["h100_sxm", "h100-sxm", "h100"]
+        );
+        assert_eq!(
+            model_candidates("Qwen/Qwen3-235B-A22B-FP8"),
+            ["Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B"]
+        );
+        assert_eq!(
+            dtype_candidates(Some("nvfp4"), Some("fp4")),
+            ["nvfp4", "fp4"]
+        );
+        assert_eq!(dtype_candidates(None, Some("bf16")), ["bf16"]);
+    }
+}
