@@ -86,8 +86,7 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
     let base = match &args.scenario {
         Some(path) => {
             let origin = path.display().to_string();
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow!("{origin}: cannot read file: {e}"))?;
+            let text = sim::input_file::read_config(path, "scenario file")?;
             // The scenario must resolve on its own before points edit it.
             sim::Scenario::from_toml_str(&text, &origin)?;
             let table: toml::Table = text.parse().map_err(|e| anyhow!("{origin}: {e}"))?;

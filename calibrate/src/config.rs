@@ -3,7 +3,7 @@
 //! file's metadata, or a profile. One struct for all of them, so calibrate
 //! and the live engine build the same model from any source.
 
-use crate::error::{input, io, Result};
+use crate::error::{input, Result};
 use sim::profile::{ProfileModel, WeightsInfo};
 use std::path::Path;
 
@@ -107,7 +107,7 @@ impl ModelConfig {
 
     /// A Hugging Face `config.json` of a Llama, Mistral or Qwen2 model.
     pub fn from_config_json(path: &Path) -> Result<ModelConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+        let text = sim::input_file::read_config(path, "model config")?;
         Self::from_config_str(&text, &path.display().to_string())
     }
 

@@ -27,6 +27,14 @@ pub fn io(path: &std::path::Path, e: std::io::Error) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
 }
 
+/// A user's file refused before it is read (not a regular file, or larger
+/// than its kind's cap): bad input, naming the file.
+impl From<sim::input_file::InputError> for Error {
+    fn from(e: sim::input_file::InputError) -> Error {
+        Error::Input(e.to_string())
+    }
+}
+
 impl From<candle_core::Error> for Error {
     fn from(e: candle_core::Error) -> Error {
         Error::Candle(first_line(&e))

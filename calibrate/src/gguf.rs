@@ -50,6 +50,9 @@ fn hf_name(name: &str) -> Option<String> {
 /// Reads a GGUF file of a Llama-architecture model.
 pub fn read(path: &Path) -> Result<GgufModel> {
     let origin = path.display().to_string();
+    // Weights files are large by nature, so no size cap; only the type is
+    // checked, since a FIFO would block the open and a device never ends.
+    sim::input_file::check_file_type(path, "GGUF weights file")?;
     let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
     let ct = Content::read(&mut f).map_err(|e| {
         input(format!(

@@ -103,6 +103,9 @@ pub fn load(
                 ))
             })?;
             let cfg = ModelConfig::resolve(m)?;
+            // No size cap for weights, but a FIFO or device is refused
+            // before safetensors maps it.
+            sim::input_file::check_file_type(path, "safetensors weights file")?;
             let tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| {
                 input(format!(
                     "{origin}: not a readable safetensors file: {}",
@@ -142,6 +145,7 @@ pub fn from_profile(p: &ProfileModel, dev: &OpenDevice) -> Result<Loaded> {
         ))),
         WeightsInfo::Safetensors { path } => {
             dev.check_dtype(dtype)?;
+            sim::input_file::check_file_type(Path::new(path), "safetensors weights file")?;
             let tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| {
                 input(format!(
                     "{path}: not a readable safetensors file: {}",

@@ -14,7 +14,7 @@
 //! some tokens and better on others, so agreement and KL are reported too.
 
 use crate::device::OpenDevice;
-use crate::error::{input, io, Result};
+use crate::error::{input, Result};
 use crate::loader;
 use crate::measure::{time_shape, Shape};
 use crate::model::{Model, SeqCache};
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 /// weights carry one (GGUF), else the text's UTF-8 bytes as ids (random or
 /// safetensors weights; the vocabulary must have 256 ids).
 pub fn text_tokens(path: &Path, tok: Option<&Tokenizer>, vocab: usize) -> Result<Vec<u32>> {
-    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let text = sim::input_file::read_config(path, "text file")?;
     if text.trim().is_empty() {
         return Err(input(format!(
             "--text {}: the text is empty",

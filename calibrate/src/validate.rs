@@ -122,7 +122,7 @@ pub struct IterationRecord {
 /// live` both serve a scenario this way.
 pub fn live_scenario(scenario: &Path, profile: &Path) -> Result<Scenario> {
     let origin = scenario.display().to_string();
-    let text = std::fs::read_to_string(scenario).map_err(|e| crate::error::io(scenario, e))?;
+    let text = sim::input_file::read_config(scenario, "scenario file")?;
     let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         input(format!(
             "{origin}: TOML syntax error: {}",

@@ -177,7 +177,9 @@ mod tests {
                 unit: None,
                 units: None,
                 gpus: 3,
-                gpu_hour_usd: 2.5,
+                // The price the cost follows from (plan.json is checked
+                // on read: cost = GPUs × price × 730 h).
+                gpu_hour_usd: usd / (3.0 * 730.0),
                 usd_per_month: usd,
                 attainment: 0.995,
                 goodput_rps_per_gpu: 10.0,
@@ -206,7 +208,7 @@ mod tests {
             shard: None,
             options: vec![option(1, 5453.0, true), option(0, 7643.0, false), pruned],
             best: Some(1),
-            simulations: 21,
+            simulations: 30,
             headroom_simulations: 0,
             inputs: PlanInputs {
                 scenario_toml: String::new(),

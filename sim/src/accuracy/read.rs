@@ -46,8 +46,8 @@ pub fn read_path(path: &Path) -> Result<Vec<MeasuredPoint>, AccuracyError> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| AccuracyError::new(format!("{}: cannot read: {e}", file.display())))?;
+    let text = crate::input_file::read_result(&file, "measured points")
+        .map_err(|e| AccuracyError::new(e.to_string()))?;
     read(&text, &source)
 }
 

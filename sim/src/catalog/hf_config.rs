@@ -140,6 +140,8 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// file and the key.
 pub fn read_config(path: &std::path::Path) -> Result<HfModel, String> {
     use std::io::Read;
+    // A FIFO would block the open below and a device never ends.
+    crate::input_file::check_file_type(path, "model config").map_err(|e| e.to_string())?;
     let f =
         std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut text = String::new();
