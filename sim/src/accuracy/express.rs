@@ -212,6 +212,19 @@ fn model_candidates(id: &str) -> Vec<String> {
             c.push(id[..id.len() - suffix.len()].to_string());
         }
     }
+    // A re-published checkpoint (NVIDIA's `nvidia/DeepSeek-R1-NVFP4`,
+    // `nvidia/Llama-3.1-8B-Instruct-FP8`) keeps the original's architecture
+    // under another organisation: the repository name alone, and without its
+    // `-Instruct` tuning suffix, names the catalog preset.
+    for name in c.clone() {
+        if let Some((_, repo)) = name.rsplit_once('/') {
+            c.push(repo.to_string());
+            if repo.to_ascii_lowercase().ends_with("-instruct") {
+                c.push(repo[..repo.len() - "-instruct".len()].to_string());
+            }
+        }
+    }
+    c.dedup();
     c
 }
 
@@ -708,8 +721,20 @@ mod tests {
         );
         assert_eq!(
             model_candidates("Qwen/Qwen3-235B-A22B-FP8"),
-            ["Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B"]
+            [
+                "Qwen/Qwen3-235B-A22B-FP8",
+                "Qwen/Qwen3-235B-A22B",
+                "Qwen3-235B-A22B-FP8",
+                "Qwen3-235B-A22B"
+            ]
         );
+        // NVIDIA's re-published checkpoints find the original's preset.
+        let nv = model_candidates("nvidia/Llama-3.1-8B-Instruct-FP8");
+        assert!(nv.iter().any(|n| n == "Llama-3.1-8B"), "{nv:?}");
+        assert!(crate::catalog::model("Llama-3.1-8B").is_some());
+        let r1 = model_candidates("nvidia/DeepSeek-R1-NVFP4");
+        assert!(r1.iter().any(|n| n == "DeepSeek-R1"), "{r1:?}");
+        assert!(crate::catalog::model("DeepSeek-R1").is_some());
         assert_eq!(
             dtype_candidates(Some("nvfp4"), Some("fp4")),
             ["nvfp4", "fp4"]
