@@ -628,6 +628,15 @@ fn value_rule(a: clap::Arg) -> clap::Arg {
 mod tests {
     use super::*;
 
+    /// clap's own consistency checks over the whole command tree (conflicting
+    /// ids, required arguments with defaults, bad value parsers), which it
+    /// otherwise runs only when the faulty subcommand is first parsed.
+    #[test]
+    fn the_command_tree_passes_claps_checks() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
     fn error_of(args: &[&str]) -> String {
         use clap::CommandFactory;
         let mut full = vec!["servesim"];
