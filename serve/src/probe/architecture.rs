@@ -8,21 +8,9 @@ use anyhow::{bail, Result};
 use sim::catalog::ModelArch;
 
 /// The catalog preset the served name matches (`org/Name-Instruct.Q4.gguf`
-/// tried as given, without its organisation, without its file suffix and
-/// without an instruct/chat suffix), if any.
+/// tried under the catalog's spellings of a checkpoint name), if any.
 pub(super) fn match_served(served: &str) -> Option<(String, ModelArch)> {
-    let id = served.to_ascii_lowercase();
-    let base = id.rsplit('/').next().unwrap_or(&id).to_string();
-    let stem = base.split('.').next().unwrap_or(&base).to_string();
-    let mut tries = vec![id.clone(), base.clone(), stem.clone()];
-    for t in [&base, &stem] {
-        for suffix in ["-instruct", "-chat", "-it"] {
-            if let Some(x) = t.strip_suffix(suffix) {
-                tries.push(x.to_string());
-            }
-        }
-    }
-    tries
+    sim::catalog::checkpoint_name_candidates(served)
         .into_iter()
         .find_map(|t| sim::catalog::model(&t).map(|(m, _)| (t, m)))
 }

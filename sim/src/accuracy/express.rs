@@ -193,41 +193,6 @@ fn lengths(l: &Lengths) -> Value {
     Value::Table(d)
 }
 
-/// Candidate catalog names for a recorded model id: as written, then
-/// without a quantization suffix (`-FP8`, `-NVFP4`), which names the
-/// checkpoint's format rather than the architecture.
-fn model_candidates(id: &str) -> Vec<String> {
-    let mut c = vec![id.to_string()];
-    let lower = id.to_ascii_lowercase();
-    for suffix in [
-        "-fp8-dynamic",
-        "-fp8",
-        "-nvfp4",
-        "-mxfp4",
-        "-fp4",
-        "-awq",
-        "-gptq",
-    ] {
-        if lower.ends_with(suffix) {
-            c.push(id[..id.len() - suffix.len()].to_string());
-        }
-    }
-    // A re-published checkpoint (NVIDIA's `nvidia/DeepSeek-R1-NVFP4`,
-    // `nvidia/Llama-3.1-8B-Instruct-FP8`) keeps the original's architecture
-    // under another organisation: the repository name alone, and without its
-    // `-Instruct` tuning suffix, names the catalog preset.
-    for name in c.clone() {
-        if let Some((_, repo)) = name.rsplit_once('/') {
-            c.push(repo.to_string());
-            if repo.to_ascii_lowercase().ends_with("-instruct") {
-                c.push(repo[..repo.len() - "-instruct".len()].to_string());
-            }
-        }
-    }
-    c.dedup();
-    c
-}
-
 /// Candidate hardware preset names for a recorded system name
 /// (aiconfigurator's `h100_sxm`, `b200_sxm`, `gb200`).
 fn chip_candidates(system: &str) -> Vec<String> {
@@ -578,9 +543,10 @@ pub fn express(
     let origin = format!("{origin} + {}", point.id);
     let models = match (&settings.model, &point.model) {
         (Some(m), _) => vec![Some(m.clone())],
-        (None, Some(id)) if !point.own_workload => {
-            model_candidates(id).into_iter().map(Some).collect()
-        }
+        (None, Some(id)) if !point.own_workload => crate::catalog::checkpoint_name_candidates(id)
+            .into_iter()
+            .map(Some)
+            .collect(),
         _ => vec![None],
     };
     let chips = match (&settings.hardware, &point.chip) {
@@ -720,7 +686,7 @@ mod tests {
             ["h100_sxm", "h100-sxm", "h100"]
         );
         assert_eq!(
-            model_candidates("Qwen/Qwen3-235B-A22B-FP8"),
+            crate::catalog::checkpoint_name_candidates("Qwen/Qwen3-235B-A22B-FP8"),
             [
                 "Qwen/Qwen3-235B-A22B-FP8",
                 "Qwen/Qwen3-235B-A22B",
@@ -729,10 +695,10 @@ mod tests {
             ]
         );
         // NVIDIA's re-published checkpoints find the original's preset.
-        let nv = model_candidates("nvidia/Llama-3.1-8B-Instruct-FP8");
+        let nv = crate::catalog::checkpoint_name_candidates("nvidia/Llama-3.1-8B-Instruct-FP8");
         assert!(nv.iter().any(|n| n == "Llama-3.1-8B"), "{nv:?}");
         assert!(crate::catalog::model("Llama-3.1-8B").is_some());
-        let r1 = model_candidates("nvidia/DeepSeek-R1-NVFP4");
+        let r1 = crate::catalog::checkpoint_name_candidates("nvidia/DeepSeek-R1-NVFP4");
         assert!(r1.iter().any(|n| n == "DeepSeek-R1"), "{r1:?}");
         assert!(crate::catalog::model("DeepSeek-R1").is_some());
         assert_eq!(

@@ -273,6 +273,60 @@ pub fn model_preset(name: &str) -> Option<&'static ModelPreset> {
         .find(|p| p.key == n || p.aliases.contains(&n.as_str()))
 }
 
+/// The names under which a recorded or served model id may be a preset, in
+/// the order to try them: as written; without a checkpoint-format suffix
+/// (`-FP8`, `-NVFP4`, …, which names the quantization, not the
+/// architecture); without its organisation (a re-published checkpoint such
+/// as `nvidia/DeepSeek-R1-NVFP4` keeps the original's architecture); without
+/// a GGUF file's `.Q4_1.gguf` tail; and without an `-Instruct`/`-Chat`/`-it`
+/// tuning suffix. Shared by `calibrate --engine` (the served name) and
+/// `accuracy` (the benchmark file's model id).
+pub fn checkpoint_name_candidates(id: &str) -> Vec<String> {
+    fn strip_ci<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
+        let cut = s.len().checked_sub(suffix.len())?;
+        (s.is_char_boundary(cut) && s[cut..].eq_ignore_ascii_case(suffix)).then(|| &s[..cut])
+    }
+    let mut c = vec![id.to_string()];
+    let extend = |c: &mut Vec<String>, f: &dyn Fn(&str) -> Vec<String>| {
+        let more: Vec<String> = c.iter().flat_map(|n| f(n)).collect();
+        c.extend(more);
+    };
+    extend(&mut c, &|n| {
+        [
+            "-fp8-dynamic",
+            "-fp8",
+            "-nvfp4",
+            "-mxfp4",
+            "-fp4",
+            "-awq",
+            "-gptq",
+        ]
+        .iter()
+        .filter_map(|sfx| strip_ci(n, sfx).map(str::to_string))
+        .collect()
+    });
+    extend(&mut c, &|n| {
+        n.rsplit_once('/')
+            .map(|(_, repo)| vec![repo.to_string()])
+            .unwrap_or_default()
+    });
+    extend(&mut c, &|n| {
+        strip_ci(n, ".gguf")
+            .and_then(|f| f.split('.').next())
+            .map(|stem| vec![stem.to_string()])
+            .unwrap_or_default()
+    });
+    extend(&mut c, &|n| {
+        ["-instruct", "-chat", "-it"]
+            .iter()
+            .filter_map(|sfx| strip_ci(n, sfx).map(str::to_string))
+            .collect()
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    c.retain(|n| seen.insert(n.to_ascii_lowercase()));
+    c
+}
+
 /// Looks a model preset up by key or alias, case-insensitively: its
 /// architecture and source.
 pub fn model(name: &str) -> Option<(ModelArch, &'static str)> {
