@@ -252,11 +252,16 @@ impl DeployPlan {
                 show(cheapest)
             ));
         }
-        let sims: usize = self.options.iter().map(|o| o.simulations).sum();
-        if sims != self.simulations {
+        // Checked: an edited file can hold counts whose sum overflows.
+        let sims = self
+            .options
+            .iter()
+            .try_fold(0usize, |sum, o| sum.checked_add(o.simulations));
+        if sims != Some(self.simulations) {
             return Err(format!(
-                "simulations {} is not the options' sum {sims}",
-                self.simulations
+                "simulations {} is not the options' sum ({})",
+                self.simulations,
+                sims.map_or("past any count".to_string(), |n| n.to_string())
             ));
         }
         Ok(())
