@@ -155,6 +155,33 @@ mod with_calibrate {
                 h.method
             );
         }
+        if let Some(e) = &profile.elementwise {
+            // The largest shape of each dtype: where fusing matters most.
+            let mut widest: Vec<&sim::profile::ElementwiseCase> = vec![];
+            for c in &e.cases {
+                match widest.iter_mut().find(|w| w.dtype == c.dtype) {
+                    Some(w) if w.tokens < c.tokens => *w = c,
+                    Some(_) => {}
+                    None => widest.push(c),
+                }
+            }
+            let clock = match e.clock {
+                sim::profile::TimingClock::CudaEvents => "CUDA events",
+                sim::profile::TimingClock::HostWall => "host clock, device synchronized",
+            };
+            for c in widest {
+                outln!(
+                    "rms_norm   {} {}×{}: eager {:.1} µs, fused {:.1} µs ({:.2}×), max |eager − fused| {:.2e} ({clock})",
+                    c.dtype,
+                    c.tokens,
+                    c.hidden,
+                    c.eager_ns as f64 / 1e3,
+                    c.fused_ns as f64 / 1e3,
+                    c.speedup(),
+                    c.max_abs_diff
+                );
+            }
+        }
         outln!(
             "error      held out: {:.2} % mean, {:.2} % max over {} shapes (fitted shapes: {:.2} % mean)",
             profile.held_out.mape_pct,

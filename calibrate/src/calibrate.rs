@@ -137,6 +137,9 @@ pub fn calibrate(
         &mut rng,
         &mut |done| progress(runs + done, total, "a step after idling"),
     )?);
+    progress(total, total, "RMSNorm eager against fused");
+    let elementwise =
+        crate::elementwise::rms_norm_experiment(dev, cfg.hidden_size, args.quick, args.seed)?;
     progress(total, total, "fitting");
     let host = measure::host_copy_bandwidth(dev)?;
     let basis = Basis {
@@ -180,6 +183,7 @@ pub fn calibrate(
         fit,
         held_out: FitError::default(),
         engine: None,
+        elementwise: Some(elementwise),
         samples,
     };
     profile.held_out = crate::fit::errors(&profile);
@@ -315,6 +319,7 @@ pub(crate) mod tests {
             },
             held_out: FitError::default(),
             engine: None,
+            elementwise: None,
             samples: vec![],
         }
     }

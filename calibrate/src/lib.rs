@@ -12,6 +12,7 @@
 //! | `gguf`, `tokenizer` | GGUF weights and their byte-level BPE tokenizer |
 //! | `loader` | random / safetensors / GGUF weights onto the device |
 //! | `measure` | the grid of shapes and the timing of one shape |
+//! | `elementwise` | RMSNorm eager against fused: agreement and timings |
 //! | `fit` | non-negative least squares and held-out error |
 //! | `quant` | INT8 / GGML weight formats of the blocks' linear layers |
 //! | `quality` | the quantization quality gate: likelihood, agreement, KL |
@@ -26,6 +27,7 @@ pub mod calibrate;
 pub mod config;
 pub mod device;
 pub mod drift;
+pub mod elementwise;
 pub mod engine;
 pub mod error;
 pub mod fit;

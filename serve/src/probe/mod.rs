@@ -555,6 +555,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         fit: fitted_terms,
         held_out: FitError::default(),
         engine: None,
+        elementwise: None,
         samples,
     };
     let model = Profiled::new(&profile, "the fit");

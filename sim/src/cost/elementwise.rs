@@ -46,11 +46,82 @@ pub fn bytes_per_token_layer(model: &ModelArch, tp: u32) -> f64 {
     norms + rope + act + add
 }
 
-/// The element-wise time of one layer for `tokens` tokens, seconds.
+/// The element-wise time of one layer for `tokens` tokens, seconds, in the
+/// fused form ([`ElementwiseForm::Fused`]) every named runtime runs.
 #[inline]
 pub fn layer_secs(bytes_per_token: f64, mem_bw: f64, tokens: f64) -> f64 {
     ELEMENTWISE_KERNELS * ELEMENTWISE_KERNEL_FLOOR_S
         + tokens * bytes_per_token / (mem_bw * ELEMENTWISE_BW_EFFICIENCY)
+}
+
+/// How an engine runs a layer's element-wise work. Calibration measures the
+/// two forms of RMSNorm against each other on the device
+/// (`sim::profile::ElementwiseExperiment`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementwiseForm {
+    /// One kernel per operation, reading and writing the activations once:
+    /// vLLM's `rms_norm` / `fused_add_rms_norm` and `silu_and_mul` CUDA
+    /// kernels (`csrc/layernorm_kernels.cu`, `csrc/activation_kernels.cu`),
+    /// SGLang's `sgl-kernel` equivalents, TensorRT-LLM's fused plugins, and
+    /// what `torch.compile` generates.
+    Fused,
+    /// Composed tensor operations, as PyTorch eager mode runs Hugging Face
+    /// transformers' `LlamaRMSNorm` (upcast to f32, square, reduce, add ε,
+    /// reciprocal square root, scale, downcast, weight): each a kernel of its
+    /// own streaming the tensor through HBM.
+    Eager,
+}
+
+impl ElementwiseForm {
+    pub fn name(self) -> &'static str {
+        match self {
+            ElementwiseForm::Fused => "fused",
+            ElementwiseForm::Eager => "eager",
+        }
+    }
+
+    /// Kernels one RMSNorm launches: one fused; nine composed (to f32,
+    /// square, sum, ÷ width, + ε, square root, divide, to the activation
+    /// dtype, × weight).
+    pub fn rms_norm_kernels(self) -> f64 {
+        match self {
+            ElementwiseForm::Fused => 1.0,
+            ElementwiseForm::Eager => 9.0,
+        }
+    }
+
+    /// HBM bytes one RMSNorm moves per row of `hidden` activations of
+    /// `act_bytes` each: fused, a read and a write; composed, the upcast
+    /// (a + 4), square (8), sum (4), divide (8), downcast (4 + a) and
+    /// weight product (2a), all per value.
+    pub fn rms_norm_bytes(self, hidden: f64, act_bytes: f64) -> f64 {
+        match self {
+            ElementwiseForm::Fused => 2.0 * act_bytes * hidden,
+            ElementwiseForm::Eager => (28.0 + 4.0 * act_bytes) * hidden,
+        }
+    }
+
+    /// One RMSNorm over `tokens` rows, seconds, priced like every
+    /// element-wise kernel: a floor per kernel plus the bytes at the
+    /// element-wise share of bandwidth.
+    pub fn rms_norm_secs(self, tokens: f64, hidden: f64, act_bytes: f64, mem_bw: f64) -> f64 {
+        self.rms_norm_kernels() * ELEMENTWISE_KERNEL_FLOOR_S
+            + tokens * self.rms_norm_bytes(hidden, act_bytes) / (mem_bw * ELEMENTWISE_BW_EFFICIENCY)
+    }
+}
+
+impl crate::cost::runtime::EngineRuntime {
+    /// The element-wise form this runtime runs. Every named runtime serves
+    /// with fused kernels: vLLM has shipped its CUDA `rms_norm` since its
+    /// first release (the eager-2023 runtime is vLLM 0.2 with those
+    /// kernels, eager only in not capturing CUDA graphs), and SGLang and
+    /// TensorRT-LLM run their own fused kernels.
+    pub fn elementwise_form(self) -> ElementwiseForm {
+        match self {
+            crate::cost::runtime::EngineRuntime::CudaGraph
+            | crate::cost::runtime::EngineRuntime::Eager2023 => ElementwiseForm::Fused,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +140,32 @@ mod tests {
         assert!((80e-9..110e-9).contains(&per_token), "{per_token}");
         // Tensor parallelism splits the per-head and MLP parts, not the norms.
         assert!(bytes_per_token_layer(&m, 4) < b && bytes_per_token_layer(&m, 4) > 0.3 * b);
+    }
+
+    #[test]
+    fn a_composed_rms_norm_moves_nine_times_the_bytes_of_a_fused_one_in_bf16() {
+        let (h, a) = (4096.0, ACTIVATION_BYTES);
+        assert_eq!(a, 2.0);
+        let fused = ElementwiseForm::Fused.rms_norm_bytes(h, a);
+        let eager = ElementwiseForm::Eager.rms_norm_bytes(h, a);
+        // 2 + 4 + 8 + 4 + 8 + 4 + 2 + 4 = 36 bytes per value against 4.
+        assert_eq!(eager / fused, 9.0);
+        // In bf16 the launches (9 against 1) and the bytes scale alike, so
+        // the time does at every token count; in f32 (a = 4) the bytes are
+        // 44/8 = 5.5 times.
+        let bw = 3.35e12;
+        for tokens in [1.0, 4096.0] {
+            let r = ElementwiseForm::Eager.rms_norm_secs(tokens, h, a, bw)
+                / ElementwiseForm::Fused.rms_norm_secs(tokens, h, a, bw);
+            assert!((r - 9.0).abs() < 1e-9, "{r}");
+        }
+        assert_eq!(
+            ElementwiseForm::Eager.rms_norm_bytes(h, 4.0)
+                / ElementwiseForm::Fused.rms_norm_bytes(h, 4.0),
+            5.5
+        );
+        for r in crate::cost::runtime::EngineRuntime::ALL {
+            assert_eq!(r.elementwise_form(), ElementwiseForm::Fused);
+        }
     }
 }

@@ -19,7 +19,9 @@ use crate::memory::{MemoryPlan, StageMemory};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+mod elementwise;
 mod validate;
+pub use elementwise::{ElementwiseCase, ElementwiseExperiment, TimingClock};
 pub use validate::{HOST_COPY_BYTES_PER_S, MAX_DEVICE_BYTES, MAX_TERM_NS, MIN_STEP_NS};
 
 /// The profile format this build writes and reads.
@@ -63,6 +65,10 @@ pub struct Profile {
     /// absent for profiles measured with candle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineProbe>,
+    /// RMSNorm eager against fused on the device (`calibrate` with candle);
+    /// absent for profiles of a served engine and older profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elementwise: Option<ElementwiseExperiment>,
     /// Every measured shape with all its repetitions, fitted and held out.
     #[serde(default)]
     pub samples: Vec<Sample>,
@@ -670,6 +676,7 @@ pub(crate) mod tests {
             },
             held_out: FitError::default(),
             engine: None,
+            elementwise: None,
             samples: vec![Sample {
                 kind: "decode".into(),
                 fitted: true,

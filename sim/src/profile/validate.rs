@@ -278,6 +278,9 @@ impl Profile {
                 }
             }
         }
+        if let Some(e) = &self.elementwise {
+            e.check()?;
+        }
         if let Some(e) = &self.engine {
             let h = &e.host;
             for (f, v) in [
