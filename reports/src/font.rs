@@ -22,9 +22,24 @@ pub fn register() {
 
 #[cfg(test)]
 mod tests {
+    use plotters::style::{FontDesc, FontFamily, FontStyle};
+
     #[test]
-    fn bundled_font_registers() {
+    fn the_bundled_font_registers_and_measures_text() {
+        // Twice: registration is idempotent.
         super::register();
         super::register();
+        let font = FontDesc::new(
+            FontFamily::Name(crate::chart::FONT),
+            20.0,
+            FontStyle::Normal,
+        );
+        let (w1, h) = font
+            .box_size("H")
+            .expect("the registered font lays out text");
+        let (w5, _) = font.box_size("HHHHH").unwrap();
+        assert!(h > 0 && w1 > 0, "{w1}×{h}");
+        // Proportional glyph advances: five letters are about five wide.
+        assert!(w5 >= 4 * w1 && w5 <= 6 * w1, "{w1} {w5}");
     }
 }
