@@ -600,9 +600,20 @@ fn value_rule(a: clap::Arg) -> clap::Arg {
     }
     let id = a.get_value_parser().type_id();
     let option = !a.is_positional();
-    // Paths keep clap's rule, so `--out --seed 3` still says `--out` lacks
-    // its value; any other option takes a leading `-` (`--shard -1/4`).
-    let hyphen = option && id != TypeId::of::<PathBuf>();
+    // Numbers and shards take a leading `-` (`--demand -1`, `--shard -1/4`),
+    // so the flag's own check names it; names and paths keep clap's rule, so
+    // `--out --seed 3` and `--model --json` still say the flag lacks its
+    // value instead of taking the next flag as one.
+    let numeric = [
+        TypeId::of::<f64>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<sim::sweep::shard::Shard>(),
+    ];
+    let hyphen = option && numeric.iter().any(|t| id == *t);
     let a = a.allow_negative_numbers(true).allow_hyphen_values(hyphen);
     let name = a.get_id().as_str().to_string();
     if id == TypeId::of::<f64>() {
@@ -688,6 +699,9 @@ mod tests {
         // Flags keep their meaning: a path option still needs its value.
         let e = error_of(&["simulate", "s.toml", "--out", "--json"]);
         assert!(e.contains("--out"), "{e}");
+        // A name is not taken from the next flag either.
+        let e = error_of(&["accuracy", "f.csv", "--model", "--json"]);
+        assert!(e.contains("--model") && e.contains("value is required"), "{e}");
     }
 
     /// Durations, counts and sizes past their range are refused by the
