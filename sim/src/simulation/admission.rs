@@ -3,8 +3,12 @@
 //! away), its block hashes in the engine's block size, routing, and its
 //! place in the chosen replica's waiting queue.
 
-use super::*;
+use super::{unservable, Event, Simulation};
 use crate::kv::prefix_cache::engine_block_hashes;
+use crate::request::{RejectReason, Request, RequestId, Status};
+use crate::tenancy::Tenancy;
+use crate::time::SimTime;
+use crate::workload::RequestSpec;
 
 impl Simulation<'_> {
     /// Why a request can never be served, if so. Replicas are identical, so
@@ -43,7 +47,6 @@ impl Simulation<'_> {
             if let Some(next) = self.source.next_request() {
                 if self.deadline.is_none_or(|d| next.arrival <= d) {
                     self.queue.schedule(next.arrival.max(now), Event::Arrival);
-                    self.ahead.scheduled(next.arrival.max(now), &Event::Arrival);
                     self.pending = Some(next);
                 }
             }

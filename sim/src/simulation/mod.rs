@@ -4,13 +4,12 @@
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
-use crate::engine::EventQueue;
 use crate::kv::prefix_cache::PrefixCacheReport;
 use crate::kv::BlockAllocator;
 use crate::records::timeseries::TimeseriesRow;
 use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
-use crate::request::{RejectReason, Request, RequestId, Status};
+use crate::request::{RejectReason, Request, RequestId};
 use crate::scenario::Scenario;
 use crate::store::SpillLog;
 use crate::tenancy::Tenancy;
@@ -141,7 +140,8 @@ pub struct Simulation<'a> {
     fleet: Fleet,
     actions: Actions,
     requests: Vec<Request>,
-    queue: EventQueue<Event>,
+    /// The event queue, and what decode runs read of it.
+    queue: agenda::Agenda,
     source: Box<dyn RequestSource>,
     /// The workload could not be built; `run` reports it.
     init_error: Option<WorkloadError>,
@@ -173,12 +173,9 @@ pub struct Simulation<'a> {
     canary: Option<crate::canary::Canary>,
     /// Regions and the global router (`[[fleet.regions]]`).
     regions: Option<crate::region::Regions>,
-    /// Decode runs (`decode_runs`): the replica whose iteration end is being
-    /// handled, and its run's next step, held aside while it may skip the queue.
-    run_owner: Option<usize>,
-    run_step: Option<SimTime>,
-    /// Where runs may step ahead of other replicas' events (`decode_runs`).
-    ahead: decode_runs::RunAhead,
+    /// Decode runs (`decode_runs`): the step held aside while its
+    /// replica's iteration end is handled.
+    runs: decode_runs::HeldStep,
     /// The cost model's terms kept from each replica's last step.
     step_terms: Vec<crate::cost::StepTerms>,
 }
@@ -268,27 +265,22 @@ impl<'a> Simulation<'a> {
             ),
         };
         let first = source.next_request();
-        let mut queue = EventQueue::new();
-        if replicas.len() >= WHEEL_FROM {
-            queue.set_wheel(WHEEL_SHIFT, WHEEL_SLOTS);
-        }
-        let mut ahead = decode_runs::RunAhead::default();
+        let mut queue = agenda::Agenda::new(
+            (replicas.len() >= WHEEL_FROM).then_some((WHEEL_SHIFT, WHEEL_SLOTS)),
+        );
         let mut pending = None;
         if let Some(spec) = first {
             if max_requests > 0 && deadline.is_none_or(|d| spec.arrival <= d) {
                 queue.schedule(spec.arrival, Event::Arrival);
-                ahead.scheduled(spec.arrival, &Event::Arrival);
                 pending = Some(spec);
             }
         }
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
-            ahead.scheduled(SimTime::ZERO, &Event::Sample);
         }
         let fleet = Fleet::new(scenario, &replicas);
         if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
-            ahead.scheduled(t, &Event::LoadReport);
         }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
@@ -344,9 +336,7 @@ impl<'a> Simulation<'a> {
             slab: records::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
-            run_owner: None,
-            run_step: None,
-            ahead,
+            runs: Default::default(),
             step_terms,
         };
         sim.fleet_init();
@@ -467,7 +457,6 @@ impl<'a> Simulation<'a> {
             || self.replicas.iter().any(Replica::is_busy);
         if work_ahead && self.deadline.is_none_or(|d| next <= d) {
             self.queue.schedule(next, Event::LoadReport);
-            self.ahead.scheduled(next, &Event::LoadReport);
         }
     }
 
@@ -495,7 +484,6 @@ impl<'a> Simulation<'a> {
             let next = now.plus(self.sample_every);
             if self.deadline.is_none_or(|d| next <= d) {
                 self.queue.schedule(next, Event::Sample);
-                self.ahead.scheduled(next, &Event::Sample);
             }
         }
     }
@@ -524,31 +512,18 @@ impl<'a> Simulation<'a> {
                 RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
             })?;
             // Sampling ticks do not extend the run: it ends with its last
-            // arrival or iteration.
+            // arrival or iteration (which may have ended past `now`).
             if !matches!(
                 ev,
                 Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
             ) {
-                // Runs may have stepped past `now` (`decode_runs`).
                 end = end.max(now);
             }
-            self.ahead.popped(&ev);
             match ev {
                 Event::Arrival => self.on_arrival(now),
                 Event::FollowUp(slot) => self.on_follow_up(slot, now),
                 Event::IterationEnd(r) => {
-                    if !self.fleet_stale_end(r as usize, now) {
-                        let r = r as usize;
-                        let inline = self.runs_inline();
-                        let through = inline && self.step_through(r, now);
-                        if !through {
-                            self.run_owner = inline.then_some(r);
-                            self.on_iteration_end(r, now);
-                            self.run_owner = None;
-                            self.fleet_after_iteration(r, now);
-                        }
-                        self.continue_run(r, deadline, &mut guard, &mut end, through)?;
-                    }
+                    self.on_iteration_event(r as usize, now, deadline, &mut guard, &mut end)?
                 }
                 Event::Retry(slot) => {
                     let spec = self.tenancy.take_retry(slot);
@@ -604,7 +579,7 @@ impl<'a> Simulation<'a> {
 
         let f = &s.file;
         let cost_source = self.costs[0].source();
-        let events = self.queue.events_processed() + self.ahead.events;
+        let events = self.queue.events();
         let mut eng = EngineReport::default();
         let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
         let (mut spec_steps, mut spec_tokens) = (0u64, 0u64);
@@ -739,6 +714,7 @@ impl<'a> Simulation<'a> {
 }
 
 mod admission;
+mod agenda;
 mod canary_run;
 mod decode_runs;
 pub mod estimate;
