@@ -46,7 +46,6 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("load", 4, "run"),
     ("simulation", 4, "run"),
     ("report", 5, "results"),
-    ("report", 5, "results"),
     ("sweep", 5, "results"),
     ("plan", 5, "results"),
     ("accuracy", 5, "results"),
@@ -338,6 +337,47 @@ fn no_modules_import_each_other_in_a_circle() {
     assert!(
         circles.is_empty(),
         "modules that import each other (make the imports go one way): {circles:?}"
+    );
+}
+
+/// The library files of `simulation/`, as (path relative to src, code).
+fn simulation_library_files() -> Vec<(PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    sources(&src, &mut all);
+    let tests = test_only(&all);
+    let mut files = Vec::new();
+    sources(&src.join("simulation"), &mut files);
+    files
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n != "tests.rs")
+                && !p.ancestors().any(|a| tests.contains(a))
+        })
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("source file");
+            (
+                p.strip_prefix(&src).expect("under src").to_path_buf(),
+                library_code(&text),
+            )
+        })
+        .collect()
+}
+
+/// The run's handlers sit in modules of their own (replica, pool, life
+/// cycle, canary, regions, ...) that name what they use: a `use super::*`
+/// would let a handler module reach into everything the run holds unseen.
+/// Test modules may glob-import what they test.
+#[test]
+fn simulation_modules_import_by_name() {
+    let globs: Vec<String> = simulation_library_files()
+        .into_iter()
+        .filter(|(_, code)| code.lines().any(|l| l.trim() == "use super::*;"))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    assert!(
+        globs.is_empty(),
+        "`use super::*` in simulation/ (import each item by name): {globs:?}"
     );
 }
 
