@@ -73,12 +73,12 @@ impl Simulation<'_> {
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
         let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
         let mut req = Request::from_spec(spec);
-        if self.scenario.file.engine.prefix_caching {
+        if self.plan.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
             // another block size (Mooncake: 512 tokens). A rejected
             // request's are never looked
             // up (emptied below), so they are not derived.
-            let bs = self.scenario.file.engine.block_size;
+            let bs = self.plan.block_size;
             if reason.is_some() {
                 req.prefix_hashes = Vec::new();
             } else {

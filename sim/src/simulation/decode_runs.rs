@@ -122,19 +122,15 @@ impl Simulation<'_> {
 
     /// Whether runs may skip the event queue in this fleet.
     pub(super) fn runs_inline(&self) -> bool {
-        self.scenario.file.engine.decode_runs && self.life.is_none() && !self.fleet.disaggregated()
+        self.plan.decode_runs && self.life.is_none() && !self.fleet.disaggregated()
     }
 
     /// Decides once whether runs may step ahead (see [`RunAhead`]): only
     /// arrivals from the source, ticks and load reports reach a replica
     /// from outside, and no request's end creates another event.
     pub(super) fn init_run_ahead(&mut self) {
-        let f = &self.scenario.file;
-        self.queue.ahead.enabled = self.runs_inline()
-            && self.source.open_loop()
-            && f.tenants.is_empty()
-            && f.fleet.regions.is_empty()
-            && f.canary.is_none();
+        self.queue.ahead.enabled =
+            self.runs_inline() && self.source.open_loop() && self.plan.workload_arrivals_only;
     }
 
     /// Called by `start_iteration` for replica `r`'s iteration ending at

@@ -132,6 +132,8 @@ pub struct RunParts {
 /// A configured run.
 pub struct Simulation<'a> {
     scenario: &'a Scenario,
+    /// What the handlers read of the scenario, resolved once.
+    plan: crate::scenario::RunPlan,
     /// One cost model per pool (one in all without pools).
     costs: Vec<Box<dyn CostModel + 'a>>,
     replicas: Vec<Replica>,
@@ -298,6 +300,7 @@ impl<'a> Simulation<'a> {
         let step_terms = vec![Default::default(); replicas.len()];
         let mut sim = Simulation {
             scenario,
+            plan: scenario.run_plan(),
             costs,
             replicas,
             fleet,

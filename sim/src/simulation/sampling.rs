@@ -21,12 +21,11 @@ impl Simulation<'_> {
 
     pub(super) fn on_sample(&mut self, now: SimTime) {
         self.fleet.sample(now, &self.replicas);
-        if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
+        if self.plan.timeseries == crate::scenario::TimeseriesMode::Fleet {
             self.timeseries
                 .push(crate::guard::fleet_row(now, &self.replicas));
         }
-        let per_replica =
-            self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::PerReplica;
+        let per_replica = self.plan.timeseries == crate::scenario::TimeseriesMode::PerReplica;
         for rep in self.replicas.iter().filter(|_| per_replica) {
             self.timeseries.push(TimeseriesRow {
                 time: now,
