@@ -1,6 +1,15 @@
 //! One run: the workload feeds arrivals, the router places them, replicas run
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
+//!
+//! This module holds the run's types and its construction; the loop
+//! (`run`) pops each event from the `agenda` and hands it
+//! to the handlers of the model that owns it, each in a module of its own:
+//! `admission` (arrivals, tenancy, routing), `replicas` (iterations),
+//! `decode_runs` (closed-form decode steps behind a replica's iteration
+//! end), `pools` (KV transfers between pools), `life` (life cycle and
+//! autoscaling), `canary_run`, `regions`, `sampling` (load reports, time
+//! series), `request_ends` and `records` (a request's way out, its slot).
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
