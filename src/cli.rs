@@ -36,8 +36,8 @@ pub enum Command {
         /// Skip and count trace lines that do not parse instead of stopping.
         #[arg(long)]
         lenient: bool,
-        /// Step every iteration through the event queue (`[engine]
-        /// decode_runs = false`); the files are the same.
+        /// Debugging switch: step every iteration through the event queue
+        /// (`[engine] decode_runs = false`); the files are the same.
         #[arg(long)]
         step_by_step: bool,
     },

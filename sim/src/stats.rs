@@ -4,6 +4,7 @@
 //! verdict of one percentile target. Plain data, below every subsystem, so
 //! each subsystem's report is built from these without the run's summary.
 
+use crate::store::{f64_key, f64_of_key, SpillSort};
 use crate::time::{nanos_to_ms, Nanos};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -136,6 +137,33 @@ impl Dist {
     }
 }
 
+/// The samples of one latency, folded one at a time in any order, for an
+/// exact [`Dist`] at the end. Memory stays bounded however many there are:
+/// past a buffer they go to disk in sorted runs (`store`), merged when the
+/// distribution is taken.
+#[derive(Debug, Default)]
+pub struct Samples(SpillSort<u64>);
+
+impl Samples {
+    #[inline]
+    pub fn push(&mut self, x: f64) {
+        self.0.push(f64_key(x));
+    }
+
+    /// The first error writing samples to disk (the distribution would be
+    /// of part of them).
+    pub fn error(&self) -> Option<&str> {
+        self.0.error()
+    }
+
+    /// The distribution of every sample pushed; fails when a run of them
+    /// written to disk cannot be read back.
+    pub fn dist(&mut self) -> Result<Dist, String> {
+        let d = Dist::of_sorted(self.0.len(), self.0.sorted().map(f64_of_key));
+        self.0.error().map_or(Ok(d), |e| Err(e.to_string()))
+    }
+}
+
 /// Request counts by outcome.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Counts {
@@ -233,4 +261,29 @@ pub fn weibull_cv_of_shape(k: f64) -> f64 {
     use statrs::function::gamma::ln_gamma;
     let r = (ln_gamma(1.0 + 2.0 / k) - 2.0 * ln_gamma(1.0 + 1.0 / k)).exp();
     (r - 1.0).max(0.0).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_samples_that_cannot_be_read_back_are_an_error() {
+        use crate::store::CHUNK;
+        // Past two spilled runs.
+        let n = 2 * CHUNK + 3;
+        let mut sets: [Samples; 4] = Default::default();
+        for (k, set) in sets.iter_mut().enumerate() {
+            for i in 0..n as u64 {
+                set.push((i * 7919 % 1009 + k as u64) as f64);
+            }
+        }
+        sets[2].0.lose_all_but_the_first_run();
+        assert!(sets[0].dist().is_ok());
+        let got = sets[2].dist();
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains("cannot read")),
+            "{got:?}"
+        );
+    }
 }

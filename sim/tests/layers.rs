@@ -7,6 +7,11 @@
 //! the test fails on a line that no longer matches anything, so the list
 //! only shrinks. No circle of modules that import each other is allowed:
 //! within a floor, imports go one way.
+//!
+//! Two more rules of the floors are checked here: `simulation/`'s handler
+//! modules import by name (no `use super::*`), and the raw TOML of a
+//! scenario (`s.file`) is read outside `scenario/` only where
+//! [`FILE_READS`] still lists it, a list that only shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -45,7 +50,6 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("guard", 4, "run"),
     ("load", 4, "run"),
     ("simulation", 4, "run"),
-    ("report", 5, "results"),
     ("report", 5, "results"),
     ("sweep", 5, "results"),
     ("plan", 5, "results"),
@@ -339,6 +343,167 @@ fn no_modules_import_each_other_in_a_circle() {
         circles.is_empty(),
         "modules that import each other (make the imports go one way): {circles:?}"
     );
+}
+
+/// The library files of `simulation/`, as (path relative to src, code).
+fn simulation_library_files() -> Vec<(PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    sources(&src, &mut all);
+    let tests = test_only(&all);
+    let mut files = Vec::new();
+    sources(&src.join("simulation"), &mut files);
+    files
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n != "tests.rs")
+                && !p.ancestors().any(|a| tests.contains(a))
+        })
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("source file");
+            (
+                p.strip_prefix(&src).expect("under src").to_path_buf(),
+                library_code(&text),
+            )
+        })
+        .collect()
+}
+
+/// The run's handlers sit in modules of their own (replica, pool, life
+/// cycle, canary, regions, ...) that name what they use: a `use super::*`
+/// would let a handler module reach into everything the run holds unseen.
+/// Test modules may glob-import what they test.
+#[test]
+fn simulation_modules_import_by_name() {
+    let globs: Vec<String> = simulation_library_files()
+        .into_iter()
+        .filter(|(_, code)| code.lines().any(|l| l.trim() == "use super::*;"))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    assert!(
+        globs.is_empty(),
+        "`use super::*` in simulation/ (import each item by name): {globs:?}"
+    );
+}
+
+/// Reads of a scenario's raw TOML (`Scenario::file`) in `code`: a `.file`
+/// field (not a `file()` call) of a receiver named `s`, `ps` or `…scenario…`,
+/// the names the crate gives a `Scenario` or `PoolPlan::scenario`.
+fn scenario_file_reads(code: &str) -> usize {
+    let bytes = code.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut n = 0;
+    for (i, _) in code.match_indices(".file") {
+        let after = bytes.get(i + ".file".len()).copied().unwrap_or(b' ');
+        if ident(after) || after == b'(' {
+            continue;
+        }
+        let mut j = i;
+        while j > 0 && bytes[j - 1].is_ascii_whitespace() {
+            j -= 1;
+        }
+        let end = j;
+        while j > 0 && ident(bytes[j - 1]) {
+            j -= 1;
+        }
+        let receiver = &code[j..end];
+        if receiver == "s" || receiver == "ps" || receiver.contains("scenario") {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Files outside `scenario/` and `config/` that still read the raw TOML
+/// (`s.file.…`) rather than their slice of the resolved plan, with how many
+/// reads each has. The test fails on a read in a file not listed, on more
+/// reads than listed, and on a count that has gone down (lower it), so the
+/// list only shrinks.
+const FILE_READS: &[(&str, usize)] = &[
+    ("canary/mod.rs", 2),
+    ("cluster/budget.rs", 2),
+    ("cluster/fleet.rs", 9),
+    ("cluster/routing.rs", 1),
+    ("guard.rs", 12),
+    ("output/mod.rs", 1),
+    ("region/mod.rs", 3),
+    ("region/source.rs", 1),
+    ("replica/fork.rs", 2),
+    ("report/run.rs", 1),
+    ("simulation/estimate.rs", 6),
+    ("simulation/life.rs", 8),
+    ("simulation/mod.rs", 4),
+    ("simulation/run.rs", 1),
+    ("sweep/capacity/mod.rs", 2),
+    ("sweep/capacity/probe.rs", 4),
+    ("sweep/capacity/search.rs", 1),
+    ("sweep/capacity/unit.rs", 2),
+    ("sweep/deploy/search.rs", 1),
+    ("tenancy/mod.rs", 2),
+    ("tenancy/source.rs", 1),
+];
+
+#[test]
+fn raw_scenario_reads_outside_the_plan_only_shrink() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let tests = test_only(&files);
+    let mut found = BTreeMap::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
+        let top = rel.components().next().and_then(|c| c.as_os_str().to_str());
+        if matches!(top, Some("scenario") | Some("config"))
+            || rel.file_name().is_some_and(|n| n == "tests.rs")
+            || path.ancestors().any(|a| tests.contains(a))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("source file");
+        let n = scenario_file_reads(&library_code(&text));
+        if n > 0 {
+            found.insert(rel.display().to_string(), n);
+        }
+    }
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        for (file, n) in &found {
+            println!("    (\"{file}\", {n}),");
+        }
+    }
+    let listed: BTreeMap<String, usize> = FILE_READS
+        .iter()
+        .map(|&(f, n)| (f.to_string(), n))
+        .collect();
+    let mut wrong = Vec::new();
+    for (file, &n) in &found {
+        match listed.get(file) {
+            None => wrong.push(format!(
+                "{file}: {n} new read(s) of `s.file` (take it from the plan)"
+            )),
+            Some(&max) if n > max => {
+                wrong.push(format!("{file}: {n} reads of `s.file`, {max} listed"))
+            }
+            Some(&max) if n < max => wrong.push(format!(
+                "{file}: {n} reads of `s.file` now, lower its line from {max}"
+            )),
+            _ => {}
+        }
+    }
+    for file in listed.keys().filter(|f| !found.contains_key(*f)) {
+        wrong.push(format!("{file}: no read of `s.file` left, delete its line"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "raw scenario reads outside scenario/:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn the_file_read_counter_sees_scenario_receivers_only() {
+    let code = "let a = s.file.seed; let b = self.scenario\n    .file\n    .x;\n\
+                let c = self.file.flush(); let d = reader.file(); let e = p.scenario.file;";
+    assert_eq!(scenario_file_reads(code), 3);
 }
 
 #[test]

@@ -56,7 +56,8 @@ pub struct EngineCfg {
     pub deepep_mode: DeepEpMode,
     /// Runs of decode-only iterations advance in closed form
     /// (`replica::decode_run`); `false` steps them one by one. Outputs are
-    /// the same either way.
+    /// the same either way: a debugging switch (`--step-by-step`) to check
+    /// the closed form, not a model setting.
     #[serde(default = "yes")]
     pub decode_runs: bool,
 }

@@ -6,9 +6,11 @@
 mod atomic;
 mod fast_fmt;
 mod request_row;
+mod requests_file;
 mod row_writer;
 mod stream_file;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
+pub use requests_file::{RequestRows, StreamedRows};
 
 use crate::attribution;
 use crate::request::Request;

@@ -180,7 +180,7 @@ impl Replica {
         let st = &self.st;
         self.run.enabled
             && (st.waiting.is_empty()
-                || self.run.active && self.admits_in_runs && !st.waiting.preempts())
+                || self.run.active && self.admission.is_some() && !st.waiting.preempts())
             && st.swapped.is_empty()
             && st.handoff.arrived.is_empty()
             && !st.running.is_empty()

@@ -117,9 +117,9 @@ pub struct Replica {
     /// life: asked after every iteration, where the virtual call cost more
     /// than the answer.
     keeps_done: bool,
-    /// `policy.admits_beside_decodes()`, likewise fixed: whether decode
-    /// runs admit waiting requests without ending (`run_join`).
-    admits_in_runs: bool,
+    /// `policy.admission_after_decodes()`, likewise fixed: decode runs
+    /// admit waiting requests by it without ending (`run_join`).
+    admission: Option<policy::Admission>,
     speculation: Option<Speculation>,
     /// Start of the iteration in progress, if any.
     iteration_start: Option<SimTime>,
@@ -178,7 +178,7 @@ impl Replica {
         Replica {
             id,
             keeps_done: policy.keeps_finished_until_batch_ends(),
-            admits_in_runs: policy.admits_beside_decodes(),
+            admission: policy.admission_after_decodes(),
             st: SchedState::new(
                 cfg,
                 kv_blocks,

@@ -13,7 +13,7 @@
 //!
 //! - **Forming** the step, its decodes are taken in closed form (their
 //!   blocks from the run's histogram, their shape from its sums), then the
-//!   policy admits beside them ([`super::policy::BatchPolicy::admit_beside_decodes`])
+//!   policy admits beside them ([`super::policy::Admission::admit`])
 //!   against the same free blocks, budget and sequence slots the step by
 //!   step walk leaves it. The newcomers are appended to the batch, as the
 //!   policy always appends them, and are not yet in the run's sums.
@@ -57,7 +57,9 @@ impl Replica {
         st.attr.begin(now, reqs);
         let before = st.running.len();
         let budget = st.budget_after(self.run.n as u64);
-        self.policy.admit_beside_decodes(st, budget, now, reqs);
+        if let Some(admission) = self.admission {
+            admission.admit(st, budget, now, reqs);
+        }
         let joining = st.running.len() - before;
         // No swap (none swapped out, none preempted): `acc` as it stands.
         let shape = st.shape(None);

@@ -6,7 +6,8 @@
 mod run;
 mod write;
 
-pub use run::{RunResult, StreamedRows};
+pub use crate::output::StreamedRows;
+pub use run::RunResult;
 pub use write::write_all;
 
 use crate::request::Request;

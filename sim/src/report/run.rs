@@ -27,28 +27,10 @@ pub struct RunResult {
     pub pool_series: Vec<crate::cluster::pool_series::PoolSample>,
     /// Where `requests.csv`'s rows are: in `requests`, or (a streamed run,
     /// whose `requests` is empty) in the file written while the run went.
-    /// Behind a lock because writing the result files takes it from a
-    /// shared result.
-    pub streamed_requests: std::sync::Mutex<StreamedRows>,
+    pub streamed_requests: crate::output::RequestRows,
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
-}
-
-/// Where a run's `requests.csv` rows are. A streamed run writes its rows
-/// while it goes and holds none, so a second write of its result copies the
-/// finished file rather than writing a file of only its header.
-#[derive(Default)]
-pub enum StreamedRows {
-    /// The run kept its requests (`RunResult::requests`).
-    #[default]
-    Kept,
-    /// Written while the run went; only the rest and the rename are left.
-    Pending(crate::output::RequestsCsv),
-    /// Finished at this path by an earlier write.
-    Written(std::path::PathBuf),
-    /// An earlier write failed part-way, and the rows went with it.
-    Lost,
 }
 
 impl RunResult {
@@ -103,10 +85,7 @@ impl Simulation<'_> {
             attribution: parts.attribution,
             fleet_series: parts.fleet_series,
             pool_series: parts.pool_series,
-            streamed_requests: std::sync::Mutex::new(match parts.streamed_requests {
-                Some(csv) => StreamedRows::Pending(csv),
-                None => StreamedRows::Kept,
-            }),
+            streamed_requests: crate::output::RequestRows::new(parts.streamed_requests),
             scenario_hash: parts.scenario_hash,
         })
     }

@@ -2,10 +2,10 @@
 //! `timeseries.csv` and (with pools) `pools.csv`, each written whole through
 //! `output`'s atomic rename, the summary last.
 
-use super::{RunResult, StreamedRows};
+use super::RunResult;
 use crate::output::{self, write_atomic, write_bytes_atomic, RunIdentity};
 use std::fs;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// `summary.json`: the run's summary (whatever the run reports) and its
@@ -53,62 +53,18 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
 /// write, a copy of that file), or the whole file from the requests a run
 /// kept.
 fn write_requests_file(dir: &Path, result: &RunResult) -> std::io::Result<()> {
-    let path = dir.join("requests.csv");
-    let mut rows = result
-        .streamed_requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    match &*rows {
-        StreamedRows::Kept => {
-            drop(rows);
-            write_atomic(&path, |w| {
-                let disagg = result.summary.kv_transfer.is_some();
-                let regions: Vec<&str> = result
-                    .summary
-                    .regions
-                    .iter()
-                    .map(|r| r.name.as_str())
-                    .collect();
-                output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
-            })
-        }
-        StreamedRows::Pending(_) => {
-            let StreamedRows::Pending(csv) = std::mem::replace(&mut *rows, StreamedRows::Lost)
-            else {
-                unreachable!("matched as pending")
-            };
-            csv.finish(dir)?;
-            *rows = StreamedRows::Written(path);
-            Ok(())
-        }
-        StreamedRows::Written(first) => copy_rows(first, &path),
-        StreamedRows::Lost => Err(io::Error::other(format!(
-            "{}: this run's rows were streamed to a file whose writing failed; run again",
-            path.display()
-        ))),
-    }
-}
-
-/// A streamed run's finished `requests.csv` at `first`, copied to `path`
-/// unless that is the same file.
-fn copy_rows(first: &Path, path: &Path) -> io::Result<()> {
-    if let (Ok(a), Ok(b)) = (fs::canonicalize(first), fs::canonicalize(path)) {
-        if a == b {
-            return Ok(());
-        }
-    }
-    fs::File::open(first)
-        .and_then(|mut src| write_atomic(path, |w| io::copy(&mut src, w).map(drop)))
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "{}: this run's rows were streamed to {} and cannot be copied: {e}",
-                    path.display(),
-                    first.display()
-                ),
-            )
+    result.streamed_requests.write(dir, |path| {
+        write_atomic(path, |w| {
+            let disagg = result.summary.kv_transfer.is_some();
+            let regions: Vec<&str> = result
+                .summary
+                .regions
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect();
+            output::write_requests(w, result.rows(), result.attribution, disagg, &regions)
         })
+    })
 }
 
 /// `timeseries.csv`, and `pools.csv` when the fleet has pools.

@@ -6,8 +6,7 @@
 
 use super::{RejectReason, Request, Status};
 use crate::scenario::SloTargets;
-use crate::stats::{Counts, Dist, Latency, SloReport, Throughput};
-use crate::store::{f64_key, f64_of_key, SpillSort};
+use crate::stats::{Counts, Dist, Latency, Samples, SloReport, Throughput};
 use crate::time::{nanos_to_ms, SimTime};
 
 /// What [`RequestsSummary::finish`] gives.
@@ -24,17 +23,16 @@ pub struct RequestStats {
 /// time (in any order: every statistic is a count, an integer sum, or a
 /// distribution whose samples are sorted before they are summed).
 ///
-/// The latency samples go to [`SpillSort`]s: a bounded buffer, sorted runs
-/// on disk beyond it, merged at the end; memory does not grow with the
-/// number of requests.
+/// The latency samples go to [`Samples`], whose memory does not grow with
+/// the number of requests.
 #[derive(Debug, Default)]
 pub struct RequestsSummary {
     slo: Option<SloTargets>,
     counts: Counts,
-    ttft: SpillSort<u64>,
-    tpot: SpillSort<u64>,
-    e2e: SpillSort<u64>,
-    wait: SpillSort<u64>,
+    ttft: Samples,
+    tpot: Samples,
+    e2e: Samples,
+    wait: Samples,
     in_tok: u64,
     out_tok: u64,
     good: u64,
@@ -69,10 +67,10 @@ impl RequestsSummary {
                 // Every sample's tokens (vLLM counts n × tokens for `n`).
                 self.out_tok += r.generated as u64 * samples as u64;
                 let t = nanos_to_ms(r.ttft().unwrap_or(0));
-                self.ttft.push(f64_key(t));
-                self.e2e.push(f64_key(nanos_to_ms(r.e2e().unwrap_or(0))));
+                self.ttft.push(t);
+                self.e2e.push(nanos_to_ms(r.e2e().unwrap_or(0)));
                 if let Some(p) = r.tpot().map(|x| x / 1e6) {
-                    self.tpot.push(f64_key(p));
+                    self.tpot.push(p);
                 }
                 if let Some(slo) = &self.slo {
                     let [a, b, c] = slo.judge(r);
@@ -94,7 +92,7 @@ impl RequestsSummary {
             Status::Failed => counts.failed += 1,
         }
         if let Some(w) = r.queue_wait() {
-            self.wait.push(f64_key(nanos_to_ms(w)));
+            self.wait.push(nanos_to_ms(w));
         }
         self.preempted += (r.preemptions > 0) as u64;
     }
@@ -139,12 +137,11 @@ impl RequestsSummary {
                 percentiles_met: None,
             });
         }
-        let [wait, ttft, tpot, e2e] = latency_dists([
-            &mut self.wait,
-            &mut self.ttft,
-            &mut self.tpot,
-            &mut self.e2e,
-        ])?;
+        // The first distribution that cannot be read back is the error.
+        let wait = self.wait.dist()?;
+        let ttft = self.ttft.dist()?;
+        let tpot = self.tpot.dist()?;
+        let e2e = self.e2e.dist()?;
         s.latency = Latency {
             queue_wait_ms: wait,
             ttft_ms: ttft,
@@ -172,42 +169,6 @@ impl RequestsSummary {
     }
 }
 
-/// The distributions of `samples`, each from its own sorted stream (a
-/// k-way merge of its runs spilled to disk, on a large run). The first
-/// spilled run that cannot be read back is the error.
-fn latency_dists(samples: [&mut SpillSort<u64>; 4]) -> Result<[Dist; 4], String> {
-    let [a, b, c, d] = samples.map(|v| {
-        let d = Dist::of_sorted(v.len(), v.sorted().map(f64_of_key));
-        v.error().map_or(Ok(d), |e| Err(e.to_string()))
-    });
-    Ok([a?, b?, c?, d?])
-}
-
 fn reason_key(r: RejectReason) -> String {
     r.as_str().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latency_samples_that_cannot_be_read_back_are_an_error() {
-        use crate::store::CHUNK;
-        // Past two spilled runs.
-        let n = 2 * CHUNK + 3;
-        let mut sets: [SpillSort<u64>; 4] = Default::default();
-        for (k, set) in sets.iter_mut().enumerate() {
-            for i in 0..n as u64 {
-                set.push(f64_key((i * 7919 % 1009 + k as u64) as f64));
-            }
-        }
-        sets[2].lose_all_but_the_first_run();
-        let [a, b, c, d] = &mut sets;
-        let got = latency_dists([a, b, c, d]);
-        assert!(
-            got.as_ref().is_err_and(|e| e.contains("cannot read")),
-            "{got:?}"
-        );
-    }
 }

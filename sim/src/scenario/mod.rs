@@ -29,6 +29,8 @@ pub mod ranges;
 mod regions_cfg;
 mod resolve;
 pub use resolve::Overrides;
+mod run_plan;
+pub use run_plan::RunPlan;
 mod slo_cfg;
 mod tenants_cfg;
 mod trace_cfg;

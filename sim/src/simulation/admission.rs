@@ -3,8 +3,12 @@
 //! away), its block hashes in the engine's block size, routing, and its
 //! place in the chosen replica's waiting queue.
 
-use super::*;
+use super::{unservable, Event, Simulation};
 use crate::kv::prefix_cache::engine_block_hashes;
+use crate::request::{RejectReason, Request, RequestId, Status};
+use crate::tenancy::Tenancy;
+use crate::time::SimTime;
+use crate::workload::RequestSpec;
 
 impl Simulation<'_> {
     /// Why a request can never be served, if so. Replicas are identical, so
@@ -43,7 +47,6 @@ impl Simulation<'_> {
             if let Some(next) = self.source.next_request() {
                 if self.deadline.is_none_or(|d| next.arrival <= d) {
                     self.queue.schedule(next.arrival.max(now), Event::Arrival);
-                    self.ahead.scheduled(next.arrival.max(now), &Event::Arrival);
                     self.pending = Some(next);
                 }
             }
@@ -70,12 +73,12 @@ impl Simulation<'_> {
             .or_else(|| self.tenancy.admit(&spec, now, &self.replicas).err());
         let retry = reason.and_then(|r| self.tenancy.retry(&spec, r, now, self.deadline));
         let mut req = Request::from_spec(spec);
-        if self.scenario.file.engine.prefix_caching {
+        if self.plan.prefix_caching {
             // The cache works in engine blocks; the workload's hashes may use
             // another block size (Mooncake: 512 tokens). A rejected
             // request's are never looked
             // up (emptied below), so they are not derived.
-            let bs = self.scenario.file.engine.block_size;
+            let bs = self.plan.block_size;
             if reason.is_some() {
                 req.prefix_hashes = Vec::new();
             } else {

@@ -33,6 +33,14 @@ use super::{Event, RunError, Simulation};
 use crate::guard::RunGuard;
 use crate::time::SimTime;
 
+/// A decode run's next step, held aside while its replica's iteration end
+/// is handled (`owner`), when it may skip the queue (`step`).
+#[derive(Debug, Default)]
+pub(super) struct HeldStep {
+    owner: Option<usize>,
+    step: Option<SimTime>,
+}
+
 /// What may reach a replica from outside while it runs: the times of the
 /// queued events of the kinds that can (none in the queue: `u64::MAX`), in
 /// a fleet where only those kinds can (`enabled`).
@@ -86,32 +94,54 @@ impl RunAhead {
 }
 
 impl Simulation<'_> {
+    /// Replica `r`'s iteration ended at `now` (its `IterationEnd` event):
+    /// the general path, or a decode run's step handed over inline, and the
+    /// run continued while its steps come first. `end`: the run's last
+    /// iteration end so far, which a run stepping ahead moves past `now`.
+    pub(super) fn on_iteration_event(
+        &mut self,
+        r: usize,
+        now: SimTime,
+        deadline: Option<SimTime>,
+        guard: &mut RunGuard,
+        end: &mut SimTime,
+    ) -> Result<(), RunError> {
+        if self.fleet_stale_end(r, now) {
+            return Ok(());
+        }
+        let inline = self.runs_inline();
+        let through = inline && self.step_through(r, now);
+        if !through {
+            self.runs.owner = inline.then_some(r);
+            self.on_iteration_end(r, now);
+            self.runs.owner = None;
+            self.fleet_after_iteration(r, now);
+        }
+        self.continue_run(r, deadline, guard, end, through)
+    }
+
     /// Whether runs may skip the event queue in this fleet.
     pub(super) fn runs_inline(&self) -> bool {
-        self.scenario.file.engine.decode_runs && self.life.is_none() && !self.fleet.disaggregated()
+        self.plan.decode_runs && self.life.is_none() && !self.fleet.disaggregated()
     }
 
     /// Decides once whether runs may step ahead (see [`RunAhead`]): only
     /// arrivals from the source, ticks and load reports reach a replica
     /// from outside, and no request's end creates another event.
     pub(super) fn init_run_ahead(&mut self) {
-        let f = &self.scenario.file;
-        self.ahead.enabled = self.runs_inline()
-            && self.source.open_loop()
-            && f.tenants.is_empty()
-            && f.fleet.regions.is_empty()
-            && f.canary.is_none();
+        self.queue.ahead.enabled =
+            self.runs_inline() && self.source.open_loop() && self.plan.workload_arrivals_only;
     }
 
     /// Called by `start_iteration` for replica `r`'s iteration ending at
     /// `end`: keeps it aside, instead of scheduling it, when it is a run's
     /// step formed while `r`'s own iteration end is being handled.
     pub(super) fn defer_run_step(&mut self, r: usize, end: SimTime) -> bool {
-        if self.run_owner != Some(r) || !self.replicas[r].in_decode_run() {
+        if self.runs.owner != Some(r) || !self.replicas[r].in_decode_run() {
             return false;
         }
-        self.run_owner = None;
-        self.run_step = Some(end);
+        self.runs.owner = None;
+        self.runs.step = Some(end);
         true
     }
 
@@ -126,7 +156,7 @@ impl Simulation<'_> {
         let Some(end) = self.hand_over(r, self.fleet.pool_of(r), now) else {
             return false;
         };
-        self.run_step = Some(end);
+        self.runs.step = Some(end);
         true
     }
 
@@ -167,8 +197,8 @@ impl Simulation<'_> {
     ) -> Result<(), RunError> {
         let pool = self.fleet.pool_of(r);
         let deadline = deadline.map_or(u64::MAX, |d| d.0);
-        let mut next = self.run_step.take();
-        let (mut queued, mut outside) = (self.queue.peek_time(), self.ahead.outside());
+        let mut next = self.runs.step.take();
+        let (mut queued, mut outside) = (self.queue.peek_time(), self.queue.ahead.outside());
         while let Some(t) = next {
             let queued_first = queued.is_some_and(|q| q <= t);
             let ahead = queued_first && t.0 < outside && !self.replicas[r].run_step_completes();
@@ -177,7 +207,7 @@ impl Simulation<'_> {
                 break;
             }
             if ahead {
-                self.ahead.events += 1;
+                self.queue.ahead.events += 1;
             } else {
                 self.queue.skip_to(t);
             }
@@ -193,14 +223,14 @@ impl Simulation<'_> {
                 continue;
             }
             unobserved = false;
-            self.run_owner = Some(r);
+            self.runs.owner = Some(r);
             self.on_iteration_end(r, t);
-            self.run_owner = None;
+            self.runs.owner = None;
             // No life cycle here (`runs_inline`): nothing drains, so the
             // main loop's `fleet_after_iteration` has nothing to do.
             debug_assert!(self.life.is_none());
-            next = self.run_step.take();
-            (queued, outside) = (self.queue.peek_time(), self.ahead.outside());
+            next = self.runs.step.take();
+            (queued, outside) = (self.queue.peek_time(), self.queue.ahead.outside());
         }
         // Nothing outside the replica looked at it between its steps (they
         // ended before every event that could), so the router's view needs

@@ -5,6 +5,7 @@
 use super::tests::scenario;
 use super::*;
 use crate::report::RunResult;
+use crate::request::Status;
 
 const SERVING: &str = r#"
 [engine]

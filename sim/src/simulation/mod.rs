@@ -1,16 +1,23 @@
 //! One run: the workload feeds arrivals, the router places them, replicas run
 //! iterations priced by the cost model, and the run ends with its records,
 //! summary and a conservation check.
+//!
+//! This module holds the run's types and its construction; the loop
+//! (`run`) pops each event from the `agenda` and hands it
+//! to the handlers of the model that owns it, each in a module of its own:
+//! `admission` (arrivals, tenancy, routing), `replicas` (iterations),
+//! `decode_runs` (closed-form decode steps behind a replica's iteration
+//! end), `pools` (KV transfers between pools), `life` (life cycle and
+//! autoscaling), `canary_run`, `regions`, `sampling` (load reports, time
+//! series), `request_ends` and `records` (a request's way out, its slot).
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
-use crate::engine::EventQueue;
-use crate::kv::prefix_cache::PrefixCacheReport;
 use crate::kv::BlockAllocator;
 use crate::records::timeseries::TimeseriesRow;
 use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
-use crate::request::{RejectReason, Request, RequestId, Status};
+use crate::request::{RejectReason, Request, RequestId};
 use crate::scenario::Scenario;
 use crate::store::SpillLog;
 use crate::tenancy::Tenancy;
@@ -134,6 +141,8 @@ pub struct RunParts {
 /// A configured run.
 pub struct Simulation<'a> {
     scenario: &'a Scenario,
+    /// What the handlers read of the scenario, resolved once.
+    plan: crate::scenario::RunPlan,
     /// One cost model per pool (one in all without pools).
     costs: Vec<Box<dyn CostModel + 'a>>,
     replicas: Vec<Replica>,
@@ -141,7 +150,8 @@ pub struct Simulation<'a> {
     fleet: Fleet,
     actions: Actions,
     requests: Vec<Request>,
-    queue: EventQueue<Event>,
+    /// The event queue, and what decode runs read of it.
+    queue: agenda::Agenda,
     source: Box<dyn RequestSource>,
     /// The workload could not be built; `run` reports it.
     init_error: Option<WorkloadError>,
@@ -173,12 +183,9 @@ pub struct Simulation<'a> {
     canary: Option<crate::canary::Canary>,
     /// Regions and the global router (`[[fleet.regions]]`).
     regions: Option<crate::region::Regions>,
-    /// Decode runs (`decode_runs`): the replica whose iteration end is being
-    /// handled, and its run's next step, held aside while it may skip the queue.
-    run_owner: Option<usize>,
-    run_step: Option<SimTime>,
-    /// Where runs may step ahead of other replicas' events (`decode_runs`).
-    ahead: decode_runs::RunAhead,
+    /// Decode runs (`decode_runs`): the step held aside while its
+    /// replica's iteration end is handled.
+    runs: decode_runs::HeldStep,
     /// The cost model's terms kept from each replica's last step.
     step_terms: Vec<crate::cost::StepTerms>,
 }
@@ -268,27 +275,22 @@ impl<'a> Simulation<'a> {
             ),
         };
         let first = source.next_request();
-        let mut queue = EventQueue::new();
-        if replicas.len() >= WHEEL_FROM {
-            queue.set_wheel(WHEEL_SHIFT, WHEEL_SLOTS);
-        }
-        let mut ahead = decode_runs::RunAhead::default();
+        let mut queue = agenda::Agenda::new(
+            (replicas.len() >= WHEEL_FROM).then_some((WHEEL_SHIFT, WHEEL_SLOTS)),
+        );
         let mut pending = None;
         if let Some(spec) = first {
             if max_requests > 0 && deadline.is_none_or(|d| spec.arrival <= d) {
                 queue.schedule(spec.arrival, Event::Arrival);
-                ahead.scheduled(spec.arrival, &Event::Arrival);
                 pending = Some(spec);
             }
         }
         if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
-            ahead.scheduled(SimTime::ZERO, &Event::Sample);
         }
         let fleet = Fleet::new(scenario, &replicas);
         if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
-            ahead.scheduled(t, &Event::LoadReport);
         }
         // A capacity hint; traces and closed loops have no rate to go by.
         let expected = max_requests.min(
@@ -307,6 +309,7 @@ impl<'a> Simulation<'a> {
         let step_terms = vec![Default::default(); replicas.len()];
         let mut sim = Simulation {
             scenario,
+            plan: scenario.run_plan(),
             costs,
             replicas,
             fleet,
@@ -344,9 +347,7 @@ impl<'a> Simulation<'a> {
             slab: records::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
-            run_owner: None,
-            run_step: None,
-            ahead,
+            runs: Default::default(),
             step_terms,
         };
         sim.fleet_init();
@@ -356,396 +357,26 @@ impl<'a> Simulation<'a> {
         sim
     }
 
-    fn start_iteration(&mut self, r: usize, now: SimTime) {
-        if let Some(shape) = self.replicas[r].form_batch(now, &mut self.requests) {
-            let cost = &self.costs[self.fleet.pool_of(r)];
-            let dt = cost
-                .iteration_time_with(&shape, &mut self.step_terms[r])
-                .max(1);
-            crate::replica::attribution::price_decode_alone(
-                &mut self.replicas[r],
-                &shape,
-                cost.as_ref(),
-            );
-            if !self.defer_run_step(r, now.plus(dt)) {
-                self.queue
-                    .schedule(now.plus(dt), Event::IterationEnd(r as u32));
-            }
-        }
-    }
-
-    /// Tells the tenancy and the source a request ended (`admitted`: it had
-    /// passed admission, so its tenant counted it in flight); schedules its
-    /// follow-up, if any. An unserved request's slot is free at once; a
-    /// completed one's once its replica lets go (`on_iteration_end`).
-    fn request_ended(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
-        self.notify_end(id, now, completed, admitted);
-        if !completed {
-            self.release(id, now);
-        }
-    }
-
-    fn notify_end(&mut self, id: RequestId, now: SimTime, completed: bool, admitted: bool) {
-        if completed {
-            self.canary_completed(id);
-        }
-        self.tenancy
-            .on_end(&self.requests[id as usize], now, admitted);
-        let Some(mut next) =
-            self.source
-                .on_request_end(&self.requests[id as usize], now, completed)
-        else {
-            return;
-        };
-        next.arrival = next.arrival.max(now);
-        if self.deadline.is_some_and(|d| next.arrival > d) {
-            return;
-        }
-        let at = next.arrival;
-        let slot = match self.deferred_free.pop() {
-            Some(i) => {
-                self.deferred[i as usize] = Some(next);
-                i
-            }
-            None => {
-                self.deferred.push(Some(next));
-                (self.deferred.len() - 1) as u32
-            }
-        };
-        self.queue.schedule(at, Event::FollowUp(slot));
-    }
-
-    fn on_iteration_end(&mut self, r: usize, now: SimTime) {
-        let mut done = std::mem::take(&mut self.completed_buf);
-        self.gaps.gaps.clear();
-        self.replicas[r].finish_iteration(now, &mut self.requests, &mut done, &mut self.gaps);
-        self.itl.add_all(&self.gaps.gaps);
-        for &id in &done {
-            self.request_ended(id, now, true, true);
-        }
-        self.release_completed(r, &done, now);
-        done.clear();
-        self.completed_buf = done;
-        if self.fleet.disaggregated() {
-            self.fleet_step(Some(r), None, now);
-        }
-        if self.replicas[r].has_work() && !self.replicas[r].is_busy() {
-            self.start_iteration(r, now);
-        }
-        self.fleet.observe(r, &self.replicas[r]);
-    }
-
-    /// The disaggregated data path after replica `r`'s iteration or the
-    /// arrival of transfer `slot`: transfers to schedule, replicas to start.
-    fn fleet_step(&mut self, r: Option<usize>, slot: Option<u32>, now: SimTime) {
-        let mut act = std::mem::take(&mut self.actions);
-        let (reps, reqs) = (&mut self.replicas, &mut self.requests);
-        if let Some(r) = r {
-            self.fleet.step(r, now, reps, reqs, &mut act);
-        }
-        if let Some(slot) = slot {
-            self.fleet.transfer_done(slot, now, reps, reqs, &mut act);
-        }
-        for (at, slot) in act.transfers.drain(..) {
-            self.queue.schedule(at, Event::TransferDone(slot));
-        }
-        for k in act.kick.drain(..) {
-            if self.replicas[k].has_work() && !self.replicas[k].is_busy() {
-                self.start_iteration(k, now);
-            }
-            self.fleet.observe(k, &self.replicas[k]);
-        }
-        self.actions = act;
-    }
-
-    fn on_load_report(&mut self, now: SimTime) {
-        let next = self.fleet.report(now, &self.replicas);
-        // Reports stop when nothing is left to happen but reports and samples.
-        let work_ahead = self.fleet.busy()
-            || self.pending.is_some()
-            || self.deferred.iter().any(Option::is_some)
-            || self.replicas.iter().any(Replica::is_busy);
-        if work_ahead && self.deadline.is_none_or(|d| next <= d) {
-            self.queue.schedule(next, Event::LoadReport);
-            self.ahead.scheduled(next, &Event::LoadReport);
-        }
-    }
-
-    fn on_sample(&mut self, now: SimTime) {
-        self.fleet.sample(now, &self.replicas);
-        if self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::Fleet {
-            self.timeseries
-                .push(crate::guard::fleet_row(now, &self.replicas));
-        }
-        let per_replica =
-            self.scenario.file.metrics.timeseries == crate::scenario::TimeseriesMode::PerReplica;
-        for rep in self.replicas.iter().filter(|_| per_replica) {
-            self.timeseries.push(TimeseriesRow {
-                time: now,
-                replica: rep.id,
-                waiting: rep.waiting_len() as u32,
-                running: rep.running_len() as u32,
-                kv_blocks_used: rep.active_kv_blocks(),
-                kv_blocks_total: rep.kv().total(),
-            });
-        }
-        self.fleet_sample(now);
-        // Keep sampling while anything else is still to happen.
-        if !self.queue.is_empty() {
-            let next = now.plus(self.sample_every);
-            if self.deadline.is_none_or(|d| next <= d) {
-                self.queue.schedule(next, Event::Sample);
-                self.ahead.scheduled(next, &Event::Sample);
-            }
-        }
-    }
-
     /// The scenario this run simulates.
     pub fn scenario(&self) -> &'a Scenario {
         self.scenario
     }
-
-    /// Runs to the horizon and returns the run's parts (`report`'s
-    /// `Simulation::run` gathers them into a summary). `progress` is called
-    /// every few thousand events.
-    pub fn simulate(mut self, mut progress: impl FnMut(Progress)) -> Result<RunParts, RunError> {
-        if let Some(e) = self.init_error.take() {
-            return Err(e.into());
-        }
-        crate::guard::check_estimate_with(self.scenario, self.slab.recycle)
-            .map_err(RunError::Guard)?;
-        let mut guard = crate::guard::RunGuard::new();
-        let total_hint = self.max_requests;
-        let deadline = self.deadline;
-        let mut end = SimTime::ZERO;
-        let limit = deadline.unwrap_or(SimTime(u64::MAX));
-        while let Some((now, ev)) = self.queue.pop_through(limit) {
-            guard.on_event(now.0).map_err(|m| {
-                RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
-            })?;
-            // Sampling ticks do not extend the run: it ends with its last
-            // arrival or iteration.
-            if !matches!(
-                ev,
-                Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
-            ) {
-                // Runs may have stepped past `now` (`decode_runs`).
-                end = end.max(now);
-            }
-            self.ahead.popped(&ev);
-            match ev {
-                Event::Arrival => self.on_arrival(now),
-                Event::FollowUp(slot) => self.on_follow_up(slot, now),
-                Event::IterationEnd(r) => {
-                    if !self.fleet_stale_end(r as usize, now) {
-                        let r = r as usize;
-                        let inline = self.runs_inline();
-                        let through = inline && self.step_through(r, now);
-                        if !through {
-                            self.run_owner = inline.then_some(r);
-                            self.on_iteration_end(r, now);
-                            self.run_owner = None;
-                            self.fleet_after_iteration(r, now);
-                        }
-                        self.continue_run(r, deadline, &mut guard, &mut end, through)?;
-                    }
-                }
-                Event::Retry(slot) => {
-                    let spec = self.tenancy.take_retry(slot);
-                    self.admit(spec, now);
-                }
-                Event::Sample => self.on_sample(now),
-                Event::LoadReport => self.on_load_report(now),
-                Event::Fleet(e) => self.on_fleet_event(e, now),
-                Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
-                Event::Canary => self.on_canary(now),
-                Event::Overflow => self.on_overflow(now),
-            }
-            let events = self.queue.events_processed();
-            if events & 0xFFF == 0 {
-                guard
-                    .check_memory(
-                        &self.scenario.origin,
-                        self.requests.len(),
-                        self.timeseries.len(),
-                        self.fleet.series_len() + self.life_series_len(),
-                    )
-                    .map_err(RunError::Guard)?;
-                let by_time = deadline.map(|d| now.as_secs_f64() / d.as_secs_f64().max(1e-9));
-                let by_reqs =
-                    (total_hint != u64::MAX).then(|| self.slab.arrived as f64 / total_hint as f64);
-                let fraction = match (by_time, by_reqs) {
-                    (Some(a), Some(b)) => a.max(b),
-                    (Some(a), None) | (None, Some(a)) => a,
-                    (None, None) => 0.0,
-                };
-                progress(Progress {
-                    fraction: fraction.min(1.0),
-                    now,
-                    events,
-                });
-            }
-        }
-        // A duration horizon is the measurement window, whether or not the
-        // fleet drained before it.
-        if let Some(d) = deadline {
-            end = d;
-        }
-        self.finish(end)
-    }
-
-    fn finish(mut self, end: SimTime) -> Result<RunParts, RunError> {
-        let s = self.scenario;
-        let workload = self.source.finish()?;
-        for rep in &mut self.replicas {
-            rep.close(end);
-        }
-        self.check_invariants()?;
-
-        let f = &s.file;
-        let cost_source = self.costs[0].source();
-        let events = self.queue.events_processed() + self.ahead.events;
-        let mut eng = EngineReport::default();
-        let (mut seqs, mut toks, mut busy, mut kv_ns) = (0u64, 0u64, 0u64, 0u128);
-        let (mut spec_steps, mut spec_tokens) = (0u64, 0u64);
-        let mut prefix: Option<PrefixCacheReport> = None;
-        for rep in &self.replicas {
-            let st = &rep.stats;
-            eng.iterations += st.iterations;
-            eng.preemptions += rep.preemptions();
-            eng.swap_outs += rep.swap_outs();
-            spec_steps += st.spec_steps;
-            spec_tokens += st.spec_tokens;
-            seqs += st.batch_seqs;
-            toks += st.batch_tokens;
-            busy += st.busy_ns;
-            kv_ns += st.kv_block_ns;
-            let total = rep.kv().total().max(1) as f64;
-            eng.kv_util_max = eng.kv_util_max.max(st.kv_peak_blocks as f64 / total);
-            if let Some(c) = rep.prefix_cache() {
-                let p = prefix.get_or_insert_with(Default::default);
-                p.lookup_tokens += c.stats.lookup_tokens;
-                p.hit_tokens += c.stats.hit_tokens;
-                p.lookup_blocks += c.stats.lookup_blocks;
-                p.hit_blocks += c.stats.hit_blocks;
-                p.inserted_blocks += c.stats.inserted_blocks;
-                p.evicted_blocks += c.stats.evicted_blocks;
-                p.cached_blocks_at_end += c.blocks();
-                p.pinned_blocks_at_end += c.pinned_blocks();
-            }
-        }
-        let its = eng.iterations.max(1) as f64;
-        eng.mean_batch_size = seqs as f64 / its;
-        eng.mean_batch_tokens = toks as f64 / its;
-        let span = end.0.max(1) as f64 * self.replicas.len() as f64;
-        eng.busy_fraction = busy as f64 / span;
-        eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
-        if !s.pools.is_empty() {
-            // Pools may differ in KV blocks: weigh by each replica's own.
-            let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
-            eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
-        }
-        eng.policy = f.engine.policy.name().to_string();
-        eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
-        eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
-        if let Some(p) = &mut prefix {
-            p.token_hit_rate = p.hit_tokens as f64 / p.lookup_tokens.max(1) as f64;
-            p.block_hit_rate = p.hit_blocks as f64 / p.lookup_blocks.max(1) as f64;
-        }
-        eng.prefix_cache = prefix;
-        let ended = self.flush_records();
-        if let Some(v) = self.stream.violation.take() {
-            return Err(InvariantViolation(v).into());
-        }
-        let itl = self.itl.dist();
-        if let Some(e) = self
-            .stream
-            .spill_error()
-            .or(self.itl.error().map(str::to_string))
-            .or(self.timeseries.error().map(str::to_string))
-        {
-            return Err(RunError::Output(std::io::Error::other(e)));
-        }
-        let streamed = self.stream.take_csv().map_err(RunError::Output)?;
-        let st = std::mem::replace(
-            &mut self.stream,
-            crate::records::RecordStream::new(None, None, None),
-        );
-        // Each region draws the whole `[workload]`: the fleet is offered it
-        // once per region.
-        let offered = f
-            .offered_rate()
-            .map(|r| r * f.fleet.regions.len().max(1) as f64);
-        let (requests, load) = (st.summary, &st.load);
-        // What was spilled to disk is read back only now, so a run whose
-        // spilled records cannot be read fails here rather than reporting
-        // on part of its requests.
-        let read_error = |e: String| RunError::Output(std::io::Error::other(e));
-        let dists = requests.finish(itl, end, s.gpus());
-        let load_report =
-            crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
-        let request_stats = dists.map_err(read_error)?;
-        if let Some(e) = load.error() {
-            return Err(read_error(e.to_string()));
-        }
-        let tenancy = match st.tenants {
-            Some(t) => self
-                .tenancy
-                .report_from(t, end, s.gpus())
-                .map_err(read_error)?,
-            None => None,
-        };
-        let dip = st.dip.map(|(d, _)| d.finish());
-        let lifecycle = self.fleet_report(end, &st.completed_output_tokens, dip);
-        let fleet_series = self.fleet_series();
-        let pools = self.fleet.pool_reports(s, &self.replicas, end);
-        let kv_transfer = self
-            .fleet
-            .transfer_report_from(st.transfers, end)
-            .map_err(read_error)?;
-        let canary = self.canary.as_ref().map(crate::canary::Canary::report);
-        let regions = self
-            .region_report(st.regions, lifecycle.as_ref(), end)
-            .map_err(read_error)?;
-        Ok(RunParts {
-            end,
-            cost_source,
-            events,
-            workload,
-            engine: eng,
-            request_stats,
-            load: load_report,
-            tenancy,
-            lifecycle,
-            pools,
-            kv_transfer,
-            canary,
-            regions,
-            // A streamed run's slab holds only vacant slots by now.
-            requests: if self.slab.recycle {
-                Vec::new()
-            } else {
-                self.requests
-            },
-            ended,
-            timeseries: self.timeseries,
-            attribution: f.metrics.attribution,
-            fleet_series,
-            pool_series: self.fleet.take_series(),
-            streamed_requests: streamed,
-            scenario_hash: crate::output::scenario_hash(s),
-        })
-    }
 }
 
 mod admission;
+mod agenda;
 mod canary_run;
 mod decode_runs;
 pub mod estimate;
 mod invariants;
 mod life;
+mod pools;
 mod records;
 mod regions;
+mod replicas;
+mod request_ends;
+mod run;
+mod sampling;
 
 #[cfg(test)]
 mod tests;

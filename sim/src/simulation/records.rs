@@ -104,15 +104,9 @@ impl<'a> Simulation<'a> {
         if let Some(dir) = dir {
             let csv = crate::output::RequestsCsv::create(
                 dir,
-                self.scenario.file.metrics.attribution,
+                self.plan.attribution,
                 self.fleet.disaggregated(),
-                self.scenario
-                    .file
-                    .fleet
-                    .regions
-                    .iter()
-                    .map(|g| g.name.clone())
-                    .collect(),
+                self.plan.regions.clone(),
             )?;
             self.stream.set_csv(csv);
         }

@@ -63,13 +63,7 @@ impl Simulation<'_> {
     /// request into the per-region report.
     pub(super) fn region_init(&mut self) {
         if let Some(rg) = &self.regions {
-            let slo = self
-                .scenario
-                .file
-                .slo
-                .as_ref()
-                .map(crate::scenario::SloCfg::targets);
-            self.stream.regions = Some(rg.records(slo));
+            self.stream.regions = Some(rg.records(self.plan.slo));
         }
     }
 

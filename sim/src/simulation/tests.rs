@@ -1,6 +1,7 @@
 use super::*;
 use crate::cost::{BatchShape, Roofline};
 use crate::report::{RunResult, Summary};
+use crate::request::Status;
 
 pub(super) fn scenario(extra: &str) -> Scenario {
     let text = format!(

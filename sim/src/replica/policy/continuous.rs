@@ -1,4 +1,4 @@
-use super::{admit_whole_prompts, BatchPolicy};
+use super::{admit_whole_prompts, Admission, BatchPolicy};
 use crate::cost::BatchShape;
 use crate::replica::SchedState;
 use crate::request::Request;
@@ -23,17 +23,7 @@ impl BatchPolicy for Continuous {
         st.shape(None)
     }
 
-    fn admits_beside_decodes(&self) -> bool {
-        true
-    }
-
-    fn admit_beside_decodes(
-        &mut self,
-        st: &mut SchedState,
-        budget: u64,
-        now: SimTime,
-        reqs: &mut [Request],
-    ) {
-        admit_whole_prompts(st, budget, false, now, reqs);
+    fn admission_after_decodes(&self) -> Option<Admission> {
+        Some(Admission::WholePrompts)
     }
 }

@@ -41,29 +41,38 @@ pub trait BatchPolicy: Send {
         false
     }
 
-    /// Whether [`Self::admit_beside_decodes`] decides an iteration the way
-    /// [`Self::schedule`] does when every running sequence decodes: a
-    /// policy that schedules its decodes first and then admits from the
-    /// waiting queue with what is left of the budget (Orca's
-    /// iteration-level scheduling as vLLM and Sarathi-Serve run it). Decode
-    /// runs (`replica::decode_run`) then admit without ending.
-    fn admits_beside_decodes(&self) -> bool {
-        false
+    /// How the policy admits waiting prompts when it decodes every running
+    /// sequence first and then admits with what is left of the token budget
+    /// (Orca's iteration-level scheduling as vLLM runs it; Sarathi-Serve):
+    /// with nothing swapped out, preempted or prefilling, its
+    /// [`Self::schedule`] is the decodes followed by [`Admission::admit`].
+    /// `None` for a policy whose admissions depend on more than that
+    /// (prefill-first, whole-request reservations, static batches).
+    fn admission_after_decodes(&self) -> Option<Admission> {
+        None
     }
+}
 
-    /// The admissions [`Self::schedule`] would make at `now` with `budget`
-    /// tokens left after the running sequences were each given a decode
-    /// (and its KV slot) without preempting anything, none being swapped
-    /// out or prefilling: the caller has done the decodes' part in closed
-    /// form. Only called when [`Self::admits_beside_decodes`].
-    fn admit_beside_decodes(
-        &mut self,
-        _st: &mut SchedState,
-        _budget: u64,
-        _now: SimTime,
-        _reqs: &mut [Request],
-    ) {
-        unreachable!("the policy does not admit beside decode runs")
+/// The admission rule of a decode-first policy
+/// ([`BatchPolicy::admission_after_decodes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Whole prompts FCFS while the budget allows (continuous batching).
+    WholePrompts,
+    /// Each new prompt a chunk of what is left of the budget (Sarathi-Serve).
+    Chunks,
+}
+
+impl Admission {
+    /// Admits from the waiting queue at `now` with `budget` tokens left
+    /// after the running sequences' decodes, as the policy's `schedule` does.
+    pub fn admit(self, st: &mut SchedState, budget: u64, now: SimTime, reqs: &mut [Request]) {
+        match self {
+            Admission::WholePrompts => {
+                admit_whole_prompts(st, budget, false, now, reqs);
+            }
+            Admission::Chunks => sarathi::admit_chunks(st, budget, now, reqs),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-use super::BatchPolicy;
+use super::{Admission, BatchPolicy};
 use crate::cost::BatchShape;
 use crate::replica::SchedState;
 use crate::request::Request;
@@ -53,20 +53,10 @@ impl BatchPolicy for Sarathi {
         st.shape(None)
     }
 
-    fn admits_beside_decodes(&self) -> bool {
-        true
-    }
-
     /// With nothing prefilling, `schedule`'s continuing chunks are none:
     /// what is left of the budget after the decodes goes to new prompts.
-    fn admit_beside_decodes(
-        &mut self,
-        st: &mut SchedState,
-        budget: u64,
-        now: SimTime,
-        reqs: &mut [Request],
-    ) {
-        admit_chunks(st, budget, now, reqs);
+    fn admission_after_decodes(&self) -> Option<Admission> {
+        Some(Admission::Chunks)
     }
 
     fn splits_prefills(&self) -> bool {
@@ -75,7 +65,12 @@ impl BatchPolicy for Sarathi {
 }
 
 /// Admits new prompts FCFS, each with a chunk of what is left of `budget`.
-fn admit_chunks(st: &mut SchedState, mut budget: u64, now: SimTime, reqs: &mut [Request]) {
+pub(super) fn admit_chunks(
+    st: &mut SchedState,
+    mut budget: u64,
+    now: SimTime,
+    reqs: &mut [Request],
+) {
     while budget > 0 {
         let Some(n) = st.head_prefill_tokens(reqs) else {
             break;
