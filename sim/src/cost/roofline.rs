@@ -212,7 +212,7 @@ impl Roofline {
         let (experts, k) = (model.num_experts as f64, model.experts_per_token as f64);
         // Whether the chip multiplies the weight dtype on units of its own.
         let native = match weight_dtype {
-            Dtype::Fp8Block => hw.fp8_tflops.is_some(),
+            Dtype::Fp8 | Dtype::Fp8Block => hw.fp8_tflops.is_some(),
             Dtype::Nvfp4 | Dtype::Mxfp4 => hw.fp4_tflops.is_some(),
             _ => true,
         };
@@ -717,7 +717,9 @@ mod tests {
         };
         // A 4096-token prefill is compute-bound: 2 × 4096 × 70e9 / 4 FLOP per
         // GPU = 143.7 TFLOP; at 0.75 × 989 TFLOP/s that is ~194 ms of GEMMs
-        // in bf16 and half at H100's fp8 rate. Weight-only formats multiply at
+        // in bf16; H100's fp8 rate is twice that, of which per-tensor FP8
+        // GEMMs reach 0.47 (`gemm::FP8_GEMM_EFFICIENCY`): 0.8 of the bf16
+        // GEMM time, and attention does not change (0.86 in all). Weight-only formats multiply at
         // the bf16 rate: only their smaller weight reads (the memory roof,
         // which the rounded corner still counts a little) differ.
         let (h_bf16, h_fp8, h_int4) = (
@@ -725,7 +727,7 @@ mod tests {
             at("h100", Dtype::Fp8),
             at("h100", Dtype::Int4),
         );
-        assert!(h_fp8 < 0.65 * h_bf16, "{h_fp8} {h_bf16}");
+        assert!(h_fp8 < 0.9 * h_bf16 && h_fp8 > 0.75 * h_bf16, "{h_fp8} {h_bf16}");
         assert!(
             h_int4 < h_bf16 && h_int4 > 0.98 * h_bf16,
             "int4 dequantizes to bf16 GEMMs"
