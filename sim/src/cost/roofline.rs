@@ -447,14 +447,15 @@ impl Roofline {
     /// per micro-batch, so PP raises throughput per GPU, not per-token speed.
     #[inline]
     pub fn iteration_secs(&self, b: &BatchShape) -> f64 {
-        let host = self.host(b).total();
-        self.runtime.step_secs(self.forward_secs(b), host)
+        self.runtime.wall_secs(self.forward_secs(b), self.host(b))
     }
 
     /// The engine's host time for this batch (see `runtime`).
     #[inline]
     pub fn host(&self, b: &BatchShape) -> HostTime {
-        self.runtime.host(b.seqs(), self.tp_gpus)
+        let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
+        self.runtime
+            .host_for(b.seqs(), b.tokens(), layers, self.tp_gpus)
     }
 
     /// One forward pass on the GPU without the engine's host time (a draft
@@ -727,7 +728,10 @@ mod tests {
             at("h100", Dtype::Fp8),
             at("h100", Dtype::Int4),
         );
-        assert!(h_fp8 < 0.9 * h_bf16 && h_fp8 > 0.75 * h_bf16, "{h_fp8} {h_bf16}");
+        assert!(
+            h_fp8 < 0.9 * h_bf16 && h_fp8 > 0.75 * h_bf16,
+            "{h_fp8} {h_bf16}"
+        );
         assert!(
             h_int4 < h_bf16 && h_int4 > 0.98 * h_bf16,
             "int4 dequantizes to bf16 GEMMs"
