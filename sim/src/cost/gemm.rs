@@ -89,6 +89,22 @@ pub const FP8_GEMM_EFFICIENCY: f64 = 0.47;
 /// |log error| 0.17). Large FP4 GEMMs run at about 2.9 of 9 PFLOP/s there:
 /// the scale handling and the epilogue, not the tensor cores, bound them.
 pub const FP4_GEMM_EFFICIENCY: f64 = 0.40;
+/// Fraction of peak HBM bandwidth an MoE layer's routed-expert grouped
+/// GEMMs stream the touched experts' weights at, and ...
+///
+/// Fitted on aiconfigurator's vLLM 0.24.0 MoE tables
+/// (`../shared/data/aiconfigurator/kernels/data/{h100_sxm,h200_sxm,b200_sxm}/moe`,
+/// `balanced` routing, hidden ≥ 2048, `fp8_block` on the three chips and
+/// `nvfp4` on B200: 20 312 rows; `scripts/fit_moe_efficiency.py`): with
+/// 0.65 and [`MOE_EXPERT_COMPUTE_SCALE`] 0.35 the expert model's median
+/// |log error| is 0.23, against 0.41 with plain GEMMs' 0.85 and 1. The
+/// fused-MoE kernels' token permutation, per-expert tiles and scale handling
+/// are what the plain roofline misses.
+pub const MOE_EXPERT_MEMORY_EFFICIENCY: f64 = 0.65;
+/// ... the share of the weight dtype's GEMM efficiency their FLOPs reach
+/// (0.35: at thousands of tokens the grouped GEMMs run at about a third of
+/// a dense GEMM's rate).
+pub const MOE_EXPERT_COMPUTE_SCALE: f64 = 0.35;
 /// Extra time per low-precision GEMM for quantizing its activations (one
 /// small kernel per GEMM): 2 µs fits the same B200 table's one- to 16-row
 /// NVFP4 GEMMs best (median log error −0.23 without it, −0.03 with it).
