@@ -35,7 +35,7 @@ pub struct CostArgs {
     /// KV-cache dtype (`model.kv_dtype`).
     #[arg(long)]
     pub kv_dtype: Option<String>,
-    /// Engine runtime whose host time is added (`engine.runtime`: cuda-graph, eager-2023).
+    /// Engine runtime whose host time is added (`engine.runtime`: cuda-graph, eager-2023, vllm, sglang, trtllm).
     #[arg(long)]
     pub runtime: Option<String>,
     /// A prefill in the batch: TOKENS, or TOKENS@CACHED for a chunk on top of
@@ -193,7 +193,7 @@ fn resolve(args: &CostArgs) -> Result<Scenario> {
     }
     if let Some(r) = &args.runtime {
         if !cost::EngineRuntime::ALL.iter().any(|k| k.name() == r) {
-            bail!("--runtime: unknown runtime '{r}'; allowed: cuda-graph, eager-2023");
+            bail!("--runtime: unknown runtime '{r}'; allowed: cuda-graph, eager-2023, vllm, sglang, trtllm");
         }
     }
     let (mut table, origin) = match &args.scenario {

@@ -110,11 +110,13 @@ fn fp8_twin_of_the_70b_example_holds_more_tokens_and_decodes_faster() {
         blocks(&bf16)
     );
     // FP8 halves every byte a decode step streams and doubles the tensor
-    // rate; the all-reduces, kernel floors and host time do not shrink, so
-    // the step lands a little above half (19.8 against 39.3 ms p50).
+    // peak, of which per-tensor FP8 GEMMs reach 0.47 against BF16's 0.75
+    // (`cost::gemm::FP8_GEMM_EFFICIENCY`); the all-reduces, kernel floors
+    // and host time do not shrink, so the step lands near 0.6 of BF16's
+    // (23.3 against 39.3 ms p50).
     let tpot = |s: &serde_json::Value| s["latency"]["tpot_ms"]["p50"].as_f64().unwrap();
     assert!(
-        tpot(&fp8) < 0.55 * tpot(&bf16),
+        tpot(&fp8) < 0.65 * tpot(&bf16) && tpot(&fp8) > 0.5 * tpot(&bf16),
         "{} {}",
         tpot(&fp8),
         tpot(&bf16)

@@ -210,6 +210,15 @@ fn stat_of(d: &Dist, s: Stat) -> Option<f64> {
     })
 }
 
+/// Whether every request of the expressed workload has the same prompt and
+/// output length.
+fn fixed_lengths(t: &toml::Table) -> bool {
+    use crate::config::keypath;
+    ["workload.prompt_tokens.dist", "workload.output_tokens.dist"]
+        .iter()
+        .all(|k| keypath::get(t, k).and_then(|v| v.as_str()) == Some("fixed"))
+}
+
 /// A closed loop of identical requests started together stays in
 /// lockstep: every user's request ends in the same iteration and all of
 /// them prefill together again, a burst each round that real benchmarks do
@@ -217,7 +226,9 @@ fn stat_of(d: &Dist, s: Stat) -> Option<f64> {
 /// `--random-range-ratio`) spread the users apart within a few requests.
 /// Starting the users spread over one request's duration (measured by a
 /// pilot run of one request per user) gives that spread-out steady state.
-/// A base scenario that sets its own `ramp_up_s` keeps it.
+/// A base scenario that sets its own `ramp_up_s` keeps it. Requests of
+/// random lengths start together, as the benchmark sends them (its first
+/// round a burst), and spread apart by themselves.
 fn stagger(mut e: Expressed, point: &MeasuredPoint) -> Result<Expressed, String> {
     use crate::config::keypath;
     let Some(Load::Concurrency { users }) = point.load else {
@@ -227,6 +238,7 @@ fn stagger(mut e: Expressed, point: &MeasuredPoint) -> Result<Expressed, String>
     // is measured from its simultaneous start.
     let once = point.requests.is_some_and(|n| n <= u64::from(users));
     if point.own_workload
+        || !fixed_lengths(&e.table)
         || once
         || users < 2
         || keypath::get(&e.table, "workload.arrival.ramp_up_s").is_some()

@@ -10,7 +10,7 @@
 //! gave, never a silent drop.
 
 use super::{Deployment, Lengths, Load, MeasuredPoint, WorkerLayout};
-use crate::config::keypath;
+use crate::config::{keypath, EngineRuntime};
 use crate::{Scenario, ScenarioError};
 use serde::Serialize;
 use toml::{Table, Value};
@@ -173,6 +173,10 @@ fn set(t: &mut Table, key: &str, v: impl Into<Value>) {
     keypath::set(t, key, v.into()).expect("accuracy sets tables it created");
 }
 
+/// The share of a recorded length the shortest request has in a benchmark
+/// that draws random lengths (`--random-range-ratio`; see `workload`).
+pub const RANDOM_RANGE_RATIO: f64 = 0.8;
+
 fn lengths(l: &Lengths) -> Value {
     let mut d = Table::new();
     match l {
@@ -313,6 +317,23 @@ fn fleet_layout(l: &WorkerLayout) -> Result<FleetLayout, Unexpressible> {
     })
 }
 
+/// How an engine batches by default (`[engine] policy`):
+/// - vLLM V1 always chunks prefills under `max_num_batched_tokens`,
+///   running requests (decodes) first, then waiting ones in what budget is
+///   left (`vllm/v1/core/sched/scheduler.py`): Sarathi-Serve;
+/// - SGLang runs a waiting prefill batch before decoding and does not mix
+///   the two unless `--enable-mixed-chunk` (`Scheduler.get_next_batch_to_run`
+///   in `sglang/srt/managers/scheduler.py`): prefill-first, never mixed;
+/// - TensorRT-LLM's in-flight batching puts context and generation
+///   requests in one step under `max_num_tokens`: mixed.
+fn engine_batching(rt: EngineRuntime) -> &'static str {
+    match rt {
+        EngineRuntime::Vllm => "sarathi",
+        EngineRuntime::Sglang => "vllm",
+        _ => "continuous",
+    }
+}
+
 /// The scenario table for `point` over `base`, before resolution.
 fn table_for(
     base: Option<&Table>,
@@ -359,6 +380,25 @@ fn table_for(
     }
     if keypath::get(&t, "metrics.timeseries").is_none() {
         set(&mut t, "metrics.timeseries", "off");
+    }
+    // The engine's own runtime (`cost::runtime`) and batching, unless the
+    // scenario names them.
+    let rt = point.engine.as_deref().and_then(EngineRuntime::of_engine);
+    if let Some(rt) = rt {
+        if keypath::get(&t, "engine.runtime").is_none() {
+            set(&mut t, "engine.runtime", rt.name());
+            notes.push(format!(
+                "engine.runtime = {} (the file's engine)",
+                rt.name()
+            ));
+        }
+        if keypath::get(&t, "engine.policy").is_none() {
+            let policy = engine_batching(rt);
+            set(&mut t, "engine.policy", policy);
+            notes.push(format!(
+                "engine.policy = {policy} (the engine's default batching)"
+            ));
+        }
     }
     Ok(t)
 }
@@ -412,8 +452,31 @@ fn workload(
         }
     };
     w.insert("arrival".into(), Value::Table(arrival));
-    w.insert("prompt_tokens".into(), lengths(prompt));
-    w.insert("output_tokens".into(), lengths(output));
+    // aiconfigurator's silicon rows were measured with random-token
+    // prompts whose lengths the harness draws uniformly from
+    // [ratio · isl, isl] (and the same for the output): InferenceX's
+    // `benchmark_serving.py --random-range-ratio 0.8` (`RANDOM_RANGE_RATIO`
+    // in SemiAnalysisAI/InferenceX `.github/workflows/benchmark-tmpl.yml`).
+    let spread = point.format == super::Format::Aiconfigurator;
+    let dist = |l: &Lengths| match l {
+        Lengths::Fixed { tokens } if spread && *tokens > 1 => {
+            let mut d = Table::new();
+            d.insert("dist".into(), "uniform".into());
+            let lo = (f64::from(*tokens) * RANDOM_RANGE_RATIO).ceil().max(1.0) as i64;
+            d.insert("min".into(), lo.into());
+            d.insert("max".into(), i64::from(*tokens).into());
+            Value::Table(d)
+        }
+        other => lengths(other),
+    };
+    w.insert("prompt_tokens".into(), dist(prompt));
+    w.insert("output_tokens".into(), dist(output));
+    if spread {
+        notes.push(format!(
+            "lengths uniform in [{RANDOM_RANGE_RATIO} × recorded, recorded] (InferenceX's \
+             --random-range-ratio)"
+        ));
+    }
     t.insert("workload".into(), Value::Table(w));
     t.remove("tenants");
     let mut h = Table::new();
@@ -677,6 +740,48 @@ mod tests {
         let e = fleet_layout(&l(8, 1, 2, 8)).unwrap_err();
         assert_eq!(e.kind, ReasonKind::Layout);
         assert!(e.reason.contains("MoE TP 2 × EP 8"), "{}", e.reason);
+    }
+
+    #[test]
+    fn silicon_rows_run_their_engines_runtime_and_batching_with_spread_lengths() {
+        let text = include_str!("testdata/aiconfigurator.csv");
+        let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
+        let settings = Settings {
+            max_requests: 16,
+            ..Settings::default()
+        };
+        let e = express(None, "test", &settings, &points[0]).unwrap();
+        let get = |k: &str| keypath::get(&e.table, k).cloned();
+        let engine = points[0].engine.as_deref().unwrap();
+        let rt = EngineRuntime::of_engine(engine).unwrap();
+        assert_eq!(e.scenario.file.engine.runtime, rt, "{engine}");
+        assert_eq!(
+            get("engine.policy").and_then(|v| v.as_str().map(str::to_string)),
+            Some(engine_batching(rt).to_string())
+        );
+        // The recorded isl is the longest prompt; the shortest is 0.8 of it.
+        let isl = match points[0].prompt {
+            Some(Lengths::Fixed { tokens }) => i64::from(tokens),
+            ref p => panic!("{p:?}"),
+        };
+        assert_eq!(
+            get("workload.prompt_tokens.dist").and_then(|v| v.as_str().map(str::to_string)),
+            Some("uniform".into())
+        );
+        let lo = get("workload.prompt_tokens.min").and_then(|v| v.as_integer());
+        assert_eq!(lo, Some((isl as f64 * RANDOM_RANGE_RATIO).ceil() as i64));
+        assert_eq!(
+            get("workload.prompt_tokens.max").and_then(|v| v.as_integer()),
+            Some(isl)
+        );
+        // A scenario's own runtime and policy win.
+        let mut base = default_base();
+        set(&mut base, "engine.runtime", "eager-2023");
+        set(&mut base, "engine.policy", "continuous");
+        let e = express(Some(&base), "test", &settings, &points[0]).unwrap();
+        assert_eq!(e.scenario.file.engine.runtime, EngineRuntime::Eager2023);
+        assert_eq!(engine_batching(EngineRuntime::Sglang), "vllm");
+        assert_eq!(engine_batching(EngineRuntime::Vllm), "sarathi");
     }
 
     #[test]

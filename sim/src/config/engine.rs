@@ -45,9 +45,10 @@ pub struct EngineCfg {
     /// Whose host overhead the roofline adds per step (`cost::runtime`).
     #[serde(default)]
     pub runtime: EngineRuntime,
-    /// Tensor-parallel all-reduce implementation (`cost::comm`).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub all_reduce: AllReduceKind,
+    /// Tensor-parallel all-reduce implementation (`cost::comm`); when
+    /// absent, the runtime's own (`EngineRuntime::all_reduce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_reduce: Option<AllReduceKind>,
     /// MoE dispatch/combine implementation with expert parallelism.
     #[serde(default, skip_serializing_if = "is_default")]
     pub moe_a2a: MoeA2aKind,
@@ -191,6 +192,19 @@ pub enum EngineRuntime {
     /// and TP 1–4). The host runs between GPU steps, so its time adds.
     #[serde(rename = "eager-2023")]
     Eager2023,
+    /// vLLM V1 as served by `vllm serve`: async scheduling overlaps the
+    /// host with the GPU as in `CudaGraph`; steps of more tokens than the
+    /// largest captured CUDA graph run without one and pay the kernel
+    /// launches of every layer on the host
+    /// (`cost::runtime::VLLM_EAGER_LAUNCH_S_PER_LAYER`); tensor parallelism
+    /// uses vLLM's custom all-reduce.
+    Vllm,
+    /// SGLang (`sglang.launch_server`): the overlapped "zero-overhead"
+    /// scheduler, CUDA graphs for decode batches, custom all-reduce.
+    Sglang,
+    /// TensorRT-LLM (`trtllm-serve`, PyTorch backend): the overlap
+    /// scheduler, CUDA graphs for decode batches, its custom all-reduce.
+    Trtllm,
 }
 
 /// Which all-reduce the engine runs for tensor parallelism (`[engine]

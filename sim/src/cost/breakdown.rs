@@ -220,10 +220,17 @@ impl Roofline {
             ms: ms(host.seqs),
             detail: format!("{} sequences", b.seqs()),
         });
+        if host.launch > 0.0 {
+            terms.push(Term {
+                name: "host kernel launches",
+                ms: ms(host.launch),
+                detail: format!("{} tokens: past the captured CUDA graphs", b.tokens()),
+            });
+        }
         if runtime.overlaps() {
             terms.push(Term {
                 name: "host hidden behind GPU",
-                ms: -ms(host.total().min(gpu)),
+                ms: -ms(host.overlappable().min(gpu)),
                 detail: "scheduled while the previous step runs".into(),
             });
         }

@@ -119,7 +119,10 @@ impl crate::cost::runtime::EngineRuntime {
     pub fn elementwise_form(self) -> ElementwiseForm {
         match self {
             crate::cost::runtime::EngineRuntime::CudaGraph
-            | crate::cost::runtime::EngineRuntime::Eager2023 => ElementwiseForm::Fused,
+            | crate::cost::runtime::EngineRuntime::Eager2023
+            | crate::cost::runtime::EngineRuntime::Vllm
+            | crate::cost::runtime::EngineRuntime::Sglang
+            | crate::cost::runtime::EngineRuntime::Trtllm => ElementwiseForm::Fused,
         }
     }
 }

@@ -73,12 +73,38 @@ pub const GEMMS_PER_LAYER: f64 = 4.0;
 /// both Hopper chips. BF16 rows of the same tables fit [`GEMM_EFFICIENCY`]
 /// (0.75) best, which the Vidur fit had found.
 pub const FP8_BLOCK_GEMM_EFFICIENCY: f64 = 0.55;
+/// Fraction of the chip's FP8 peak per-tensor-scaled FP8 GEMMs (vLLM's
+/// CUTLASS `cutlass_scaled_mm`, TensorRT-LLM's FP8 GEMMs) reach on large row
+/// counts. Fitted on aiconfigurator's vLLM 0.24.0 GEMM tables
+/// (`../shared/data/aiconfigurator/kernels/data/{h100_sxm,h200_sxm,b200_sxm}/gemm`,
+/// `gemm_dtype = fp8`, m ≥ 1024 and n, k ≥ 512, 10 013 shapes per chip)
+/// with the model here (`scripts/fit_fp8_gemm_efficiency.py`): 0.47 on
+/// H100-SXM (median |log error| 0.21), 0.50 on H200 (0.24), 0.41 on B200
+/// (0.34); the middle one is taken. Small-row GEMMs stay memory-bound on
+/// their FP8 weight bytes, so only prefill and large decode batches slow.
+pub const FP8_GEMM_EFFICIENCY: f64 = 0.47;
 /// Fraction of the chip's FP4 peak NVFP4 GEMMs (FlashInfer's CuTe-DSL
 /// kernel in vLLM) reach on large row counts: 0.40 on aiconfigurator's
 /// B200 table (`b200_sxm/gemm`, `gemm_dtype = nvfp4`, m ≥ 1024: median
 /// |log error| 0.17). Large FP4 GEMMs run at about 2.9 of 9 PFLOP/s there:
 /// the scale handling and the epilogue, not the tensor cores, bound them.
 pub const FP4_GEMM_EFFICIENCY: f64 = 0.40;
+/// Fraction of peak HBM bandwidth an MoE layer's routed-expert grouped
+/// GEMMs stream the touched experts' weights at, and ...
+///
+/// Fitted on aiconfigurator's vLLM 0.24.0 MoE tables
+/// (`../shared/data/aiconfigurator/kernels/data/{h100_sxm,h200_sxm,b200_sxm}/moe`,
+/// `balanced` routing, hidden ≥ 2048, `fp8_block` on the three chips and
+/// `nvfp4` on B200: 20 312 rows; `scripts/fit_moe_efficiency.py`): with
+/// 0.65 and [`MOE_EXPERT_COMPUTE_SCALE`] 0.35 the expert model's median
+/// |log error| is 0.23, against 0.41 with plain GEMMs' 0.85 and 1. The
+/// fused-MoE kernels' token permutation, per-expert tiles and scale handling
+/// are what the plain roofline misses.
+pub const MOE_EXPERT_MEMORY_EFFICIENCY: f64 = 0.65;
+/// ... the share of the weight dtype's GEMM efficiency their FLOPs reach
+/// (0.35: at thousands of tokens the grouped GEMMs run at about a third of
+/// a dense GEMM's rate).
+pub const MOE_EXPERT_COMPUTE_SCALE: f64 = 0.35;
 /// Extra time per low-precision GEMM for quantizing its activations (one
 /// small kernel per GEMM): 2 µs fits the same B200 table's one- to 16-row
 /// NVFP4 GEMMs best (median log error −0.23 without it, −0.03 with it).
@@ -88,10 +114,11 @@ pub const FP4_ACTIVATION_QUANT_S: f64 = 2e-6;
 /// row counts on a chip whose native low-precision units are `native` (FP8
 /// units for block-scaled FP8, FP4 units for NVFP4/MXFP4). Weight-only
 /// kernels (no such units) dequantize and multiply in BF16 at
-/// [`GEMM_EFFICIENCY`]; per-tensor FP8, INT8 and INT4 keep it too.
+/// [`GEMM_EFFICIENCY`]; INT8 and INT4 keep it too.
 pub fn compute_efficiency(dtype: Dtype, native: bool) -> f64 {
     match dtype {
         Dtype::Fp8Block if native => FP8_BLOCK_GEMM_EFFICIENCY,
+        Dtype::Fp8 if native => FP8_GEMM_EFFICIENCY,
         Dtype::Nvfp4 | Dtype::Mxfp4 if native => FP4_GEMM_EFFICIENCY,
         _ => GEMM_EFFICIENCY,
     }
@@ -209,7 +236,8 @@ mod tests {
     #[test]
     fn low_precision_efficiency_depends_on_native_units() {
         assert_eq!(compute_efficiency(Dtype::Bf16, true), GEMM_EFFICIENCY);
-        assert_eq!(compute_efficiency(Dtype::Fp8, true), GEMM_EFFICIENCY);
+        assert_eq!(compute_efficiency(Dtype::Fp8, true), FP8_GEMM_EFFICIENCY);
+        assert_eq!(compute_efficiency(Dtype::Fp8, false), GEMM_EFFICIENCY);
         assert_eq!(compute_efficiency(Dtype::Nvfp4, true), 0.40);
         assert_eq!(compute_efficiency(Dtype::Mxfp4, false), GEMM_EFFICIENCY);
         assert_eq!(compute_efficiency(Dtype::Fp8Block, true), 0.55);

@@ -3,6 +3,7 @@
 //! processing and the round trip to tensor-parallel workers, and whether it
 //! overlaps the GPU's work or adds to it.
 
+use crate::config::AllReduceKind;
 pub use crate::config::EngineRuntime;
 
 /// Host time of one overlapped step of the CUDA-graph runtime, seconds (the
@@ -22,43 +23,109 @@ pub const EAGER_SEQ_S: f64 = 0.0920e-3;
 pub const EAGER_TP_STEP_S: f64 = 1.113e-3;
 pub const EAGER_TP_SEQ_S: f64 = 0.1667e-3;
 
-/// Host time of one step, split into the per-step and per-sequence parts.
+/// The most tokens a vLLM V1 step runs as a captured CUDA graph: vLLM's
+/// `CompilationConfig` captures batch sizes up to
+/// `max_cudagraph_capture_size`, by default `min(2 × max_num_seqs, 512)`
+/// (`vllm/config/compilation.py`, `vllm/config/vllm.py`), and a step of
+/// more tokens (any prefill chunk of a long prompt) runs the compiled
+/// model without a graph, launching every kernel from the host.
+pub const VLLM_MAX_CAPTURE_TOKENS: u64 = 512;
+/// Host time per layer of a vLLM step run without a CUDA graph, seconds:
+/// the kernel launches and Python dispatch of each layer, which the GPU
+/// waits on. aiconfigurator calibrates 0.8 ms per layer against its whole
+/// silicon corpus for vLLM's prefill (`VLLMBackend._prefill_dispatch_overhead_ms`,
+/// `aic-core/src/aiconfigurator_core/sdk/backends/vllm_backend.py`:
+/// "CPU-side dispatch overhead scales with layer count and is not captured
+/// in silicon benchmarks").
+pub const VLLM_EAGER_LAUNCH_S_PER_LAYER: f64 = 0.8e-3;
+
+/// Host time of one step, split into the per-step and per-sequence parts,
+/// which an overlapping runtime hides behind the GPU's step, and the
+/// kernel launches of a step run without a CUDA graph, which it cannot.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HostTime {
     pub step: f64,
     pub seqs: f64,
+    /// Launches of a step too large for the captured graphs (0 otherwise).
+    pub launch: f64,
 }
 
 impl HostTime {
     pub fn total(&self) -> f64 {
+        self.step + self.seqs + self.launch
+    }
+
+    /// The part an overlapping runtime prepares while the GPU runs the
+    /// previous step.
+    pub fn overlappable(&self) -> f64 {
         self.step + self.seqs
     }
 }
 
 impl EngineRuntime {
-    pub const ALL: [EngineRuntime; 2] = [EngineRuntime::CudaGraph, EngineRuntime::Eager2023];
+    pub const ALL: [EngineRuntime; 5] = [
+        EngineRuntime::CudaGraph,
+        EngineRuntime::Eager2023,
+        EngineRuntime::Vllm,
+        EngineRuntime::Sglang,
+        EngineRuntime::Trtllm,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             EngineRuntime::CudaGraph => "cuda-graph",
             EngineRuntime::Eager2023 => "eager-2023",
+            EngineRuntime::Vllm => "vllm",
+            EngineRuntime::Sglang => "sglang",
+            EngineRuntime::Trtllm => "trtllm",
         }
     }
 
-    /// Host time of a step running `seqs` sequences on a `tp`-way group.
+    /// The runtime of a serving engine by the name benchmark files give
+    /// it (`vllm`, `sglang`, `trtllm`, and their common spellings).
+    pub fn of_engine(engine: &str) -> Option<EngineRuntime> {
+        let e = engine.to_ascii_lowercase().replace(['-', '_', ' '], "");
+        match e.as_str() {
+            "vllm" | "openai" | "vllmv1" => Some(EngineRuntime::Vllm),
+            "sglang" | "sglangoai" => Some(EngineRuntime::Sglang),
+            "trtllm" | "tensorrtllm" | "trt" => Some(EngineRuntime::Trtllm),
+            _ => None,
+        }
+    }
+
+    /// Host time of a step running `seqs` sequences on a `tp`-way group
+    /// within the captured graphs.
     #[inline]
     pub fn host(self, seqs: u32, tp: u32) -> HostTime {
+        self.host_for(seqs, 0, 0.0, tp)
+    }
+
+    /// [`Self::host`] of a step of `step_tokens` tokens through `layers`
+    /// layers (what a step too large for the captured graphs launches).
+    #[inline]
+    pub fn host_for(self, seqs: u32, step_tokens: u64, layers: f64, tp: u32) -> HostTime {
         let s = seqs as f64;
         match self {
-            EngineRuntime::CudaGraph => HostTime {
+            EngineRuntime::CudaGraph | EngineRuntime::Sglang | EngineRuntime::Trtllm => HostTime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
+                launch: 0.0,
+            },
+            EngineRuntime::Vllm => HostTime {
+                step: CUDA_GRAPH_STEP_S,
+                seqs: CUDA_GRAPH_SEQ_S * s,
+                launch: if step_tokens > VLLM_MAX_CAPTURE_TOKENS {
+                    VLLM_EAGER_LAUNCH_S_PER_LAYER * layers
+                } else {
+                    0.0
+                },
             },
             EngineRuntime::Eager2023 => {
                 let ray = tp > 1;
                 HostTime {
                     step: EAGER_STEP_S + if ray { EAGER_TP_STEP_S } else { 0.0 },
                     seqs: s * (EAGER_SEQ_S + if ray { EAGER_TP_SEQ_S } else { 0.0 }),
+                    launch: 0.0,
                 }
             }
         }
@@ -66,7 +133,30 @@ impl EngineRuntime {
 
     /// Whether host work runs concurrently with the GPU's step.
     pub fn overlaps(self) -> bool {
-        matches!(self, EngineRuntime::CudaGraph)
+        !matches!(self, EngineRuntime::Eager2023)
+    }
+
+    /// The tensor-parallel all-reduce the engine runs unless told otherwise:
+    /// vLLM (`vllm/distributed/device_communicators/custom_all_reduce.py`),
+    /// SGLang (`sgl_kernel` custom all-reduce) and TensorRT-LLM
+    /// (`AllReduceStrategy.AUTO`, one-shot/two-shot kernels for small
+    /// messages) all use their own kernels for small messages on NVLink;
+    /// the generic runtimes keep NCCL.
+    pub fn all_reduce(self) -> AllReduceKind {
+        match self {
+            EngineRuntime::Vllm | EngineRuntime::Sglang | EngineRuntime::Trtllm => {
+                AllReduceKind::Custom
+            }
+            EngineRuntime::CudaGraph | EngineRuntime::Eager2023 => AllReduceKind::Nccl,
+        }
+    }
+
+    /// The step's wall time from its GPU part and its host time `h`: the
+    /// overlappable host work hidden (or added) as [`Self::step_secs`]
+    /// says, the launches of an ungraphed step added.
+    #[inline]
+    pub fn wall_secs(self, gpu: f64, h: HostTime) -> f64 {
+        self.step_secs(gpu, h.step + h.seqs) + h.launch
     }
 
     /// The step's wall time from its GPU and host parts.
@@ -95,5 +185,45 @@ mod tests {
         let r = EngineRuntime::CudaGraph;
         assert_eq!(r.step_secs(0.01, r.host(8, 1).total()), 0.01);
         assert_eq!(r.step_secs(0.0001, 0.0006), 0.0006);
+    }
+
+    #[test]
+    fn vllm_pays_launches_only_on_steps_past_its_captured_graphs() {
+        let r = EngineRuntime::Vllm;
+        let small = r.host_for(64, 64, 80.0, 4);
+        assert_eq!(small.launch, 0.0);
+        assert_eq!(r.wall_secs(0.01, small), 0.01);
+        let big = r.host_for(4, 1024, 80.0, 4);
+        assert!((big.launch - 0.064).abs() < 1e-12, "{big:?}");
+        // The launches add to the GPU's time; the rest stays hidden.
+        assert!((r.wall_secs(0.03, big) - 0.094).abs() < 1e-12);
+        // SGLang and TensorRT-LLM capture decode and price like cuda-graph.
+        for rt in [EngineRuntime::Sglang, EngineRuntime::Trtllm] {
+            assert_eq!(
+                rt.host_for(4, 1024, 80.0, 4),
+                EngineRuntime::CudaGraph.host(4, 4)
+            );
+            assert!(rt.overlaps());
+        }
+    }
+
+    #[test]
+    fn engine_runtimes_use_custom_all_reduce_and_are_found_by_engine_name() {
+        assert_eq!(EngineRuntime::of_engine("vLLM"), Some(EngineRuntime::Vllm));
+        assert_eq!(
+            EngineRuntime::of_engine("sglang"),
+            Some(EngineRuntime::Sglang)
+        );
+        assert_eq!(
+            EngineRuntime::of_engine("TensorRT-LLM"),
+            Some(EngineRuntime::Trtllm)
+        );
+        assert_eq!(
+            EngineRuntime::of_engine("trtllm"),
+            Some(EngineRuntime::Trtllm)
+        );
+        assert_eq!(EngineRuntime::of_engine("llama.cpp"), None);
+        assert_eq!(EngineRuntime::Vllm.all_reduce(), AllReduceKind::Custom);
+        assert_eq!(EngineRuntime::CudaGraph.all_reduce(), AllReduceKind::Nccl);
     }
 }

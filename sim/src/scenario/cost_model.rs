@@ -32,7 +32,7 @@ impl Scenario {
     pub fn comm_choice(&self) -> CommChoice {
         let e = &self.file.engine;
         CommChoice {
-            all_reduce: e.all_reduce,
+            all_reduce: e.all_reduce.unwrap_or(e.runtime.all_reduce()),
             moe_a2a: e.moe_a2a,
             deepep_mode: e.deepep_mode,
         }

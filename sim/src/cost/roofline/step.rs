@@ -41,7 +41,7 @@ pub struct StepTerms {
     moe: f64,
     moe_comm: f64,
     lm_head: f64,
-    host: f64,
+    host: crate::cost::runtime::HostTime,
     /// The swap time of a step that swaps nothing (`0 / pcie_bw`: zero, or
     /// NaN on a host without a link, as the plain price has it).
     no_swap: f64,
@@ -74,7 +74,7 @@ impl StepTerms {
             layers += self.moe_layers * per_moe;
         }
         let forward = fixed + layers + self.lm_head;
-        crate::time::secs_to_nanos(self.runtime.step_secs(forward, self.host)).max(1)
+        crate::time::secs_to_nanos(self.runtime.wall_secs(forward, self.host)).max(1)
     }
 }
 
@@ -176,7 +176,7 @@ impl Roofline {
             lm_head: self.memo.get(super::Term::LmHead, b.logit_rows(), || {
                 self.lm_head(logit_rows)
             }),
-            host: self.host(b).total(),
+            host: self.host(b),
             no_swap: 0.0 / self.pcie_bw,
             attention: self.decode_attention(),
             dense_layers: self.dense_layers,
