@@ -6,11 +6,11 @@
 
 use crate::cli::{PlanAction, PlanArgs};
 use anyhow::{bail, Context, Result};
-use sim::sweep::capacity::Probe;
-use sim::sweep::checkpoint::Checkpoint;
-use sim::sweep::deploy::{
+use sim::deployment::{
     check_space, estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
 };
+use sim::sweep::capacity::Probe;
+use sim::sweep::checkpoint::Checkpoint;
 use sim::sweep::{Grid, Shard};
 use sim::Scenario;
 use std::path::{Path, PathBuf};

@@ -46,9 +46,8 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("load", 4, "run"),
     ("simulation", 4, "run"),
     ("report", 5, "results"),
-    ("report", 5, "results"),
     ("sweep", 5, "results"),
-    ("plan", 5, "results"),
+    ("deployment", 5, "results"),
     ("accuracy", 5, "results"),
     ("breakeven", 5, "results"),
 ];
