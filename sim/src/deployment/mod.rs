@@ -30,6 +30,7 @@
 //! count up to a bound with the same probes and judgement, for comparison:
 //! the same answer from far fewer simulations is the point of the search.
 
+pub mod bound;
 pub mod merge;
 mod read_back;
 pub mod search;
@@ -48,6 +49,10 @@ use serde::{Deserialize, Serialize};
 
 /// The light load of the first probe of an option: the demand over this.
 const LIGHT_LOAD_DIVISOR: f64 = 1000.0;
+
+/// How the reason of an option the bounds ruled out begins: its least
+/// cost is above the cheapest option's, so it was not simulated.
+pub const CANNOT_WIN: &str = "cannot beat the cheapest";
 
 /// Format tag of `plan.json`.
 pub const FORMAT: &str = "servesim-plan/2";

@@ -286,7 +286,7 @@ pub fn plan_capacity(
 }
 
 /// The largest fleet a search may try (the scenario's own limit).
-pub(super) const MAX_REPLICAS: u32 = crate::bounds::REPLICAS.hi as u32;
+pub const MAX_REPLICAS: u32 = crate::bounds::REPLICAS.hi as u32;
 
 pub(crate) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
     use crate::bounds;
