@@ -15,7 +15,8 @@
 //!   holds at the shortest context), each step taking at least what the
 //!   cost model charges for `b` decodes at that context, and computes at
 //!   most `engine.max_batched_tokens` prompt tokens a step, each such step
-//!   taking at least a prefill of that many tokens with no attention. Its
+//!   taking at least a prefill of that many tokens with no attention,
+//!   spread over as many sequences as the batch allows. Its
 //!   requests per second are at most the tokens it can produce over the
 //!   tokens a mean request needs, on the side (prompt or answer) that
 //!   binds. A unit of pools adds its colocated replicas' ceilings and
@@ -186,10 +187,17 @@ impl Ceiling {
                 b as f64 * per_step / secs(cost.as_ref(), &shape)
             })
             .fold(0.0, f64::max);
-        let prefill_tps = doublings(u64::from(e.max_batched_tokens.max(1)))
-            .map(|t| {
+        // A step's prompt tokens, spread over as many sequences as the
+        // batch allows (data-parallel attention groups each take their
+        // share), with no attention: no real step of that many tokens is
+        // cheaper.
+        let budget = u64::from(e.max_batched_tokens.max(1));
+        let seqs = u64::from(e.max_num_seqs.max(1)).min((budget / least_prompt).max(1));
+        let prefill_tps = doublings(budget)
+            .flat_map(|t| doublings(seqs.min(t)).map(move |k| (t, k)))
+            .map(|(t, k)| {
                 let shape = BatchShape {
-                    prefill_seqs: 1,
+                    prefill_seqs: k as u32,
                     prefill_tokens: t,
                     prefill_kv_tokens: t,
                     ..BatchShape::default()

@@ -150,7 +150,7 @@ pub fn plan_deployment(
     let mut order = Vec::new();
     for (i, p) in prepared.into_iter().enumerate() {
         match p {
-            Prepared::Settled(st) => staged.push(Some(st)),
+            Prepared::Settled(st) => staged.push(Some(*st)),
             Prepared::Open(floor) => {
                 staged.push(None);
                 order.push((i, floor));
@@ -323,7 +323,7 @@ impl Floor {
 /// An option after resolution and its bounds: settled (pruned without a
 /// run), or open with the least it can cost.
 enum Prepared {
-    Settled(StagedOption),
+    Settled(Box<StagedOption>),
     Open(Floor),
 }
 
@@ -335,10 +335,10 @@ fn prepare(
     rate: f64,
 ) -> Prepared {
     let pruned = |hardware, why| {
-        Prepared::Settled(StagedOption {
+        Prepared::Settled(Box::new(StagedOption {
             result: OptionResult::pruned(c.index, c.settings.clone(), hardware, 0, why),
             found: None,
-        })
+        }))
     };
     let (s, p) = match resolve(&c.table, origin, price) {
         Ok(x) => x,
