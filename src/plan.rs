@@ -6,11 +6,11 @@
 
 use crate::cli::{PlanAction, PlanArgs};
 use anyhow::{bail, Context, Result};
-use sim::sweep::capacity::Probe;
-use sim::sweep::checkpoint::Checkpoint;
-use sim::sweep::deploy::{
+use sim::deployment::{
     check_space, estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
 };
+use sim::sweep::capacity::Probe;
+use sim::sweep::checkpoint::Checkpoint;
 use sim::sweep::{Grid, Shard};
 use sim::Scenario;
 use std::path::{Path, PathBuf};
@@ -122,9 +122,17 @@ pub fn run(args: PlanArgs) -> Result<()> {
 /// (every option pruned before a simulation) answers nothing: an error
 /// with the first option's reason, not "no option meets the SLOs".
 fn refuse_all_invalid(plan: &DeployPlan, space: &str) -> Result<()> {
+    // An option pruned by its latency floor is valid: it answers that no
+    // fleet of it meets the SLOs.
     let all_invalid = plan.best.is_none()
         && !plan.options.is_empty()
-        && plan.options.iter().all(|o| o.simulations == 0);
+        && plan.options.iter().all(|o| {
+            o.simulations == 0
+                && !o
+                    .pruned
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(sim::deployment::bound::LATENCY_FLOOR))
+        });
     if let (true, Some(first)) = (all_invalid, plan.options.first()) {
         bail!(
             "{space}: no option of the space is a valid scenario on this base, so none was simulated; option {} ({}): {}",

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim::sweep::objective::{self, Analysis, Objective};
 use sim::sweep::results::cell;
-use sim::sweep::{run as runner, shard, Grid, Plan, Shard, SweepResults};
+use sim::sweep::{run as runner, shard, CheckedSweep, Grid, Shard, SweepResults};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -50,7 +50,7 @@ fn sweep(
     let grid = Grid::load(grid)?;
     let origin = scenario.display().to_string();
     let text = sim::input_file::read_config(scenario, "scenario file")?;
-    let plan = Plan::new(&text, &origin, grid)?;
+    let plan = CheckedSweep::new(&text, &origin, grid)?;
     let shard = shard.unwrap_or(Shard::ALL);
     let out = out.unwrap_or_else(|| Path::new("out").join(format!("{}-sweep", plan.scenario_name)));
     let mine = plan.points.iter().filter(|p| shard.holds(p.index)).count();
@@ -117,7 +117,7 @@ fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
     let grid = Grid::from_toml_str(&merged.grid_toml, &format!("{from} (grid)"))?;
     // The scenario's own path, so files it names (traces) resolve as in the
     // shards' runs; its text comes from the shards.
-    let plan = Plan::new(&merged.scenario_toml, &merged.scenario_path, grid)?;
+    let plan = CheckedSweep::new(&merged.scenario_toml, &merged.scenario_path, grid)?;
     merged.write(out)?;
     eprintln!(
         "merged {} shards: {} points",
@@ -129,7 +129,7 @@ fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
 
 /// Chooses the operating point, reruns it in full into `operating-point/`,
 /// and prints the front and the choice.
-fn finish(plan: &Plan, results: &SweepResults, out: &Path, report: bool) -> Result<()> {
+fn finish(plan: &CheckedSweep, results: &SweepResults, out: &Path, report: bool) -> Result<()> {
     let obj = plan.grid.objective.resolve();
     let a = objective::analyze(results, &obj);
     let mut json = serde_json::to_string_pretty(&a)?;
@@ -176,7 +176,7 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
 /// Front points printed; the rest are in `operating-point.json`.
 const MAX_ROWS: usize = 30;
 
-fn print_decision(plan: &Plan, r: &SweepResults, obj: &Objective, a: &Analysis) {
+fn print_decision(plan: &CheckedSweep, r: &SweepResults, obj: &Objective, a: &Analysis) {
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(r.axes.iter().cloned());
     header.extend([

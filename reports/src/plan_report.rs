@@ -5,7 +5,7 @@
 
 use crate::chart::{self, BarPlot, Chart, GREY, PALETTE};
 use crate::document::Section;
-use sim::sweep::deploy::DeployPlan;
+use sim::deployment::DeployPlan;
 use std::path::Path;
 
 /// Reads `dir/plan.json`.
@@ -163,7 +163,7 @@ fn cost_chart(p: &DeployPlan) -> Chart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sim::sweep::deploy::{OptionResult, PlanInputs, SizedFleet};
+    use sim::deployment::{OptionResult, PlanInputs, SizedFleet};
 
     fn option(index: usize, usd: f64, rechecked: bool) -> OptionResult {
         OptionResult {
@@ -199,7 +199,7 @@ mod tests {
         pruned.fleet = None;
         pruned.pruned = Some("3 does not divide 32 heads".into());
         let plan = DeployPlan {
-            format: sim::sweep::deploy::FORMAT.into(),
+            format: sim::deployment::FORMAT.into(),
             scenario: "q".into(),
             demand_rps: 70.0,
             headroom: 0.0,

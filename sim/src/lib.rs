@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+pub mod deployment;
 pub mod engine;
 pub mod figures;
 pub mod guard;

@@ -23,10 +23,10 @@
 
 use proptest::prelude::*;
 use serde_json::json;
+use sim::deployment::{DeployPlan, OptionResult, PlanInputs, SizedFleet};
 use sim::sweep::capacity::{CapacityReport, MaxLoad, Probe};
-use sim::sweep::deploy::{DeployPlan, OptionResult, PlanInputs, SizedFleet};
 use sim::sweep::grid::Grid;
-use sim::sweep::plan::Plan;
+use sim::sweep::CheckedSweep;
 use sim::sweep::SweepResults;
 use sim::{Scenario, Simulation};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -360,7 +360,7 @@ proptest! {
         let grid = toml::to_string(&t).unwrap_or_default();
         assert_clean(&format!("grid {picks:?}:\n{grid}"), || {
             let g = Grid::from_toml_str(&grid, "g.toml").map_err(|e| e.to_string())?;
-            Plan::new(&scenario, "q.toml", g).map(|_| ()).map_err(|e| e.to_string())
+            CheckedSweep::new(&scenario, "q.toml", g).map(|_| ()).map_err(|e| e.to_string())
         });
     }
 }
@@ -473,7 +473,7 @@ fn result_files() -> [(&'static str, serde_json::Value); 3] {
         max_load_rps: Some(48.0),
     };
     let plan = DeployPlan {
-        format: sim::sweep::deploy::FORMAT.into(),
+        format: sim::deployment::FORMAT.into(),
         scenario: "quickstart".into(),
         demand_rps: 30.0,
         headroom: 0.0,
@@ -586,7 +586,7 @@ proptest! {
         let space = toml::to_string(&t).unwrap_or_default();
         assert_clean(&format!("space {picks:?}:\n{space}"), || {
             let g = Grid::from_toml_str(&space, "space.toml").map_err(|e| e.to_string())?;
-            sim::sweep::deploy::check_space(&scenario, "q.toml", &g)
+            sim::deployment::check_space(&scenario, "q.toml", &g)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         });

@@ -52,7 +52,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("simulation", 4, "run"),
     ("report", 5, "results"),
     ("sweep", 5, "results"),
-    ("plan", 5, "results"),
+    ("deployment", 5, "results"),
     ("accuracy", 5, "results"),
     ("breakeven", 5, "results"),
 ];

@@ -131,7 +131,7 @@ impl<T: Checkpointed> Checkpoint<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::plan::tests::plan;
+    use crate::sweep::checked::tests::plan;
     use crate::sweep::run::{run, run_resumable};
     use crate::sweep::Shard;
 

@@ -8,31 +8,31 @@
 //!   Latin hypercube);
 //! * `config::keypath` applies a point to a clone of the scenario's TOML table, so
 //!   every point goes through the normal scenario validation;
-//! * [`plan`] checks every point before anything runs; [`run`] runs them with
+//! * [`checked`] checks every point before anything runs; [`run`] runs them with
 //!   rayon, one simulation per thread, in any order, and returns results in
 //!   point order;
 //! * [`results`] and [`shard`] write, read and merge `sweep.json` /
 //!   `sweep.csv`, so a sweep can be split over a job array;
 //! * [`pareto`] and [`objective`] pick the operating point; [`capacity`]
-//!   searches the arrival rate and the replica count; [`deploy`] finds the
-//!   cheapest option of a declared space that meets the SLOs at a demand.
+//!   searches the arrival rate and the replica count (the `plan` command's
+//!   search over a declared space of deployments builds on it, in
+//!   `deployment`).
 
 pub mod capacity;
+pub mod checked;
 pub mod checkpoint;
-pub mod deploy;
 pub mod grid;
 pub mod objective;
 pub mod pareto;
-pub mod plan;
 pub mod read_back;
 pub mod results;
 pub mod run;
 pub mod sample;
 pub mod shard;
 
+pub use checked::CheckedSweep;
 pub use grid::Grid;
 pub use objective::{Analysis, Objective};
-pub use plan::Plan;
 pub use results::SweepResults;
 pub use shard::Shard;
 

@@ -3,8 +3,8 @@
 //! rayon pool one simulation per thread. Results are collected in point
 //! order, so they are identical at any thread count and on any shard.
 
+use super::checked::CheckedSweep;
 use super::checkpoint::Checkpoint;
-use super::plan::Plan;
 use super::results::{PointResult, SweepResults, FORMAT};
 use super::sample::Point;
 use super::shard::Shard;
@@ -16,7 +16,7 @@ use rayon::prelude::*;
 /// `on_point_done` is called from worker threads after each point, for
 /// progress bars.
 pub fn run(
-    plan: &Plan,
+    plan: &CheckedSweep,
     shard: Shard,
     on_point_done: &(dyn Fn() + Sync),
 ) -> Result<SweepResults, SweepError> {
@@ -26,7 +26,7 @@ pub fn run(
 /// As [`run`], taking finished points from `checkpoint` and saving each new
 /// one there as soon as it finishes (see `checkpoint`).
 pub fn run_resumable(
-    plan: &Plan,
+    plan: &CheckedSweep,
     shard: Shard,
     on_point_done: &(dyn Fn() + Sync),
     checkpoint: Option<&Checkpoint>,
@@ -69,7 +69,7 @@ pub fn run_resumable(
 
 /// Runs one point in full (records and time series too), e.g. to write the
 /// chosen operating point's result files.
-pub fn run_full(plan: &Plan, p: &Point) -> Result<RunResult, SweepError> {
+pub fn run_full(plan: &CheckedSweep, p: &Point) -> Result<RunResult, SweepError> {
     let scenario = plan.scenario_for(p)?;
     Simulation::new(&scenario).run(|_| {}).map_err(|e| {
         SweepError::new(format!(
@@ -81,7 +81,7 @@ pub fn run_full(plan: &Plan, p: &Point) -> Result<RunResult, SweepError> {
     })
 }
 
-fn run_point(plan: &Plan, p: &Point) -> Result<PointResult, SweepError> {
+fn run_point(plan: &CheckedSweep, p: &Point) -> Result<PointResult, SweepError> {
     let result = run_full(plan, p)?;
     let summary = serde_json::to_value(&result.summary)
         .map_err(|e| SweepError::new(format!("point {}: cannot encode summary: {e}", p.index)))?;
@@ -101,7 +101,7 @@ fn run_point(plan: &Plan, p: &Point) -> Result<PointResult, SweepError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::plan::tests::plan;
+    use crate::sweep::checked::tests::plan;
 
     #[test]
     fn results_do_not_depend_on_threads_or_shards() {

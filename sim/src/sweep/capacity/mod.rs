@@ -286,9 +286,9 @@ pub fn plan_capacity(
 }
 
 /// The largest fleet a search may try (the scenario's own limit).
-pub(super) const MAX_REPLICAS: u32 = crate::bounds::REPLICAS.hi as u32;
+pub const MAX_REPLICAS: u32 = crate::bounds::REPLICAS.hi as u32;
 
-pub(super) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
+pub(crate) fn check_query(q: &CapacityQuery) -> Result<(), SweepError> {
     use crate::bounds;
     let checks = [
         bounds::ATTAINMENT.check_named("--attainment", q.attainment),

@@ -17,14 +17,20 @@ pub type Found = (u32, Probe, Option<Probe>);
 /// bisected to `tolerance`, then the fewest replicas meeting the SLOs at
 /// `rate`, galloping from the estimate it gives. Returns the find and the
 /// number of probes run. The long re-check is [`verify_long`].
+///
+/// With `within`, the count search stops once a count of `within` (or
+/// more) is simulated and misses the SLOs: the fleet needs more than
+/// `within`, and the find is `None` (a plan passes the most replicas at
+/// which an option could still be the cheapest).
 pub fn size_short(
     scenario_toml: &str,
     origin: &str,
     attainment: f64,
     tolerance: f64,
     rate: f64,
+    within: Option<u32>,
     on_probe: &(dyn Fn(&Probe) + Sync),
-) -> Result<(Found, usize), SweepError> {
+) -> Result<(Option<Found>, usize), SweepError> {
     let (p, s, base_rate) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
     let written = if p.unit.is_some() {
         1
@@ -34,8 +40,19 @@ pub fn size_short(
     let mut probes = Vec::new();
     let max_load = max_rate(&p, 1, base_rate / written as f64, tolerance, &mut probes)?;
     let guess = guess_replicas(origin, rate, max_load.per_replica_rps)?;
-    let (n, at, below, more) = min_replicas(&p, "demand", rate, guess)?;
-    Ok(((n, at, below), probes.len() + more.len()))
+    let (seen, order) = (&mut BTreeMap::new(), &mut Vec::new());
+    let ok = remembered(seen, order, |n| p.probe("demand", n, rate));
+    let found = match fewest_meeting(guess, within, ok)? {
+        Some((lo, hi)) => Some((hi, seen[&hi].clone(), (lo > 0).then(|| seen[&lo].clone()))),
+        None if within.is_some() => None,
+        None => {
+            return Err(SweepError::new(format!(
+                "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
+                p.origin
+            )))
+        }
+    };
+    Ok((found, probes.len() + order.len()))
 }
 
 /// The long-horizon re-check of a short find (see [`verify`]): the
@@ -185,7 +202,7 @@ pub(super) fn verify(
     }
     // Otherwise the short probes passed a fleet that a long run fails:
     // the gallop goes up.
-    let Some((lo, hi)) = fewest_meeting(n, meets)? else {
+    let Some((lo, hi)) = fewest_meeting(n, None, meets)? else {
         return Err(SweepError::new(format!(
             "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s over a long horizon",
             p.origin
@@ -221,9 +238,12 @@ fn remembered<'a>(
 /// then bisect the bracket. Returns `(lo, hi)`: `hi` meets, `lo` does not
 /// (0: no smaller count does), or `None` when [`MAX_REPLICAS`] do not.
 /// `meets(start)` is asked first; `meets` may be asked a count again (its
-/// caller keeps what it ran).
+/// caller keeps what it ran). With `within`, the search ends (`None`) as
+/// soon as a count of at least `within` does not meet it: its probes are
+/// then the first of those it would run without.
 fn fewest_meeting<E>(
     start: u32,
+    within: Option<u32>,
     mut meets: impl FnMut(u32) -> Result<bool, E>,
 ) -> Result<Option<(u32, u32)>, E> {
     // Invariant once bracketed: `hi` meets, `lo` does not (0 = none).
@@ -247,6 +267,9 @@ fn fewest_meeting<E>(
     } else {
         lo = start;
         loop {
+            if within.is_some_and(|w| lo >= w) {
+                return Ok(None);
+            }
             let cand = lo.saturating_add(step);
             if cand > MAX_REPLICAS {
                 return Ok(None);
@@ -260,6 +283,9 @@ fn fewest_meeting<E>(
         }
     }
     while hi - lo > 1 {
+        if within.is_some_and(|w| lo >= w) {
+            return Ok(None);
+        }
         let mid = lo + (hi - lo) / 2;
         if meets(mid)? {
             hi = mid;
@@ -278,7 +304,7 @@ pub(super) type ReplicaSearch = Result<(u32, Probe, Option<Probe>, Vec<Probe>), 
 pub(super) fn min_replicas(p: &Prober, search: &str, rate: f64, guess: u32) -> ReplicaSearch {
     let (mut seen, mut order) = (BTreeMap::new(), Vec::new());
     let ok = remembered(&mut seen, &mut order, |n| p.probe(search, n, rate));
-    let Some((lo, hi)) = fewest_meeting(guess, ok)? else {
+    let Some((lo, hi)) = fewest_meeting(guess, None, ok)? else {
         return Err(SweepError::new(format!(
             "{}: {MAX_REPLICAS} replicas do not meet the SLOs at {rate} req/s",
             p.origin

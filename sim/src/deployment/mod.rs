@@ -30,23 +30,29 @@
 //! count up to a bound with the same probes and judgement, for comparison:
 //! the same answer from far fewer simulations is the point of the search.
 
+pub mod bound;
 pub mod merge;
+mod read_back;
 pub mod search;
 
 pub use merge::merge;
 pub use search::{plan_deployment, StagedOption};
 
-use super::capacity::{self, FleetUnit, HOURS_PER_MONTH};
-use super::grid::{Grid, SampleKind};
-use super::objective::GpuHourPrice;
-use super::sample;
-use super::{Shard, SweepError};
 use crate::config::keypath;
+use crate::sweep::capacity::{self, FleetUnit, HOURS_PER_MONTH};
+use crate::sweep::grid::{AxisValues, Grid, SampleKind};
+use crate::sweep::objective::GpuHourPrice;
+use crate::sweep::{checked, sample};
+use crate::sweep::{Shard, SweepError};
 use crate::Scenario;
 use serde::{Deserialize, Serialize};
 
 /// The light load of the first probe of an option: the demand over this.
 const LIGHT_LOAD_DIVISOR: f64 = 1000.0;
+
+/// How the reason of an option the bounds ruled out begins: its least
+/// cost is above the cheapest option's, so it was not simulated.
+pub const CANNOT_WIN: &str = "cannot beat the cheapest";
 
 /// Format tag of `plan.json`.
 pub const FORMAT: &str = "servesim-plan/2";
@@ -154,7 +160,7 @@ pub struct PlanInputs {
 
 impl PlanInputs {
     /// The inputs of a plan of `scenario_toml` (named `origin`) over `grid`.
-    pub(super) fn of(scenario_toml: &str, origin: &str, grid: &Grid) -> PlanInputs {
+    pub(crate) fn of(scenario_toml: &str, origin: &str, grid: &Grid) -> PlanInputs {
         PlanInputs {
             scenario_toml: scenario_toml.to_string(),
             scenario_origin: origin.to_string(),
@@ -230,8 +236,8 @@ pub struct PlanSize {
 pub fn estimate(grid: &Grid, shard: Shard, exhaustive: Option<u32>) -> PlanSize {
     let total = grid.dims().iter().fold(1usize, |acc, d| {
         let n = match &grid.axes[d[0]].values {
-            super::grid::AxisValues::List(v) => v.len(),
-            super::grid::AxisValues::Continuous { .. } => 1,
+            AxisValues::List(v) => v.len(),
+            AxisValues::Continuous { .. } => 1,
         };
         acc.saturating_mul(n)
     });
@@ -301,7 +307,7 @@ fn options(
                 .map_err(|m| SweepError::new(format!("{}: axes.{}: {m}", grid.origin, a.key)))?;
             words.push(format!("{} = {}", a.key, describe_value(&a.path, v)));
         }
-        super::plan::drop_inherited_link(&mut t, grid.axes.iter().map(|a| a.path.as_str()));
+        checked::drop_inherited_link(&mut t, grid.axes.iter().map(|a| a.path.as_str()));
         let settings = words.join(", ");
         // Keys, types, enum names and value ranges are the space's to get
         // right: refused before anything runs, as a sweep's grid is. Only

@@ -24,11 +24,12 @@
 //! checkpoint is given, so a plan interrupted in either stage resumes
 //! where it stopped.
 
+use super::bound::{self, OptionBound};
 use super::{
     finish, options, price_of, rederive, resolve, sized, DeployPlan, OptionResult, PlanInputs,
-    PlanQuery, LIGHT_LOAD_DIVISOR,
+    PlanQuery, CANNOT_WIN, LIGHT_LOAD_DIVISOR,
 };
-use crate::sweep::capacity::{self, plan_capacity, CapacityQuery, Found, Probe};
+use crate::sweep::capacity::{self, plan_capacity, CapacityQuery, FleetUnit, Found, Probe};
 use crate::sweep::checkpoint::{Checkpoint, Checkpointed};
 use crate::sweep::{Grid, Shard, SweepError};
 use crate::Scenario;
@@ -138,31 +139,100 @@ pub fn plan_deployment(
         })
     };
 
-    let mut staged = cands
+    // Every option resolved and bounded first (no simulation): the pruned
+    // ones settle here, the rest wait in order of the least they can cost.
+    let rate = q.sized_for_rps();
+    let prepared = cands
         .par_iter()
-        .map(|c| {
-            if let Some(done) = reuse(c) {
-                return Ok(done);
+        .map(|c| prepare(c, origin, price, rate))
+        .collect::<Vec<_>>();
+    let mut staged: Vec<Option<StagedOption>> = Vec::with_capacity(cands.len());
+    let mut order = Vec::new();
+    for (i, p) in prepared.into_iter().enumerate() {
+        match p {
+            Prepared::Settled(st) => staged.push(Some(*st)),
+            Prepared::Open(floor) => {
+                staged.push(None);
+                order.push((i, floor));
             }
-            let st = short_stage(c, origin, price, q, on_probe)?;
-            save(&st)?;
-            Ok(st)
-        })
-        .collect::<Result<Vec<_>, SweepError>>()?;
+        }
+    }
+    order.sort_by(|a, b| a.1.usd.total_cmp(&b.1.usd).then(a.0.cmp(&b.0)));
 
-    while let Some(round) = next_round(&staged, q.attainment) {
-        let done = round
+    // Waves of options, least cost first: each wave's short stages, then
+    // the long re-checks that can change the cheapest; an option whose
+    // least cost is above the cheapest re-checked one is not simulated.
+    let mut next = 0;
+    loop {
+        let best = cheapest_rechecked(staged.iter().flatten());
+        let wave: Vec<usize> = order[next..]
+            .iter()
+            .take(WAVE)
+            .take_while(|(_, f)| f.usd <= best)
+            .map(|&(i, _)| i)
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        next += wave.len();
+        let done = wave
             .par_iter()
             .map(|&i| {
-                let st = long_stage(&staged[i], &cands[i], origin, price, q, on_probe);
+                let c = &cands[i];
+                if let Some(done) = reuse(c) {
+                    return Ok(done);
+                }
+                let st = short_stage(c, origin, price, q, best, on_probe)?;
                 save(&st)?;
                 Ok(st)
             })
             .collect::<Result<Vec<_>, SweepError>>()?;
-        for (i, st) in round.into_iter().zip(done) {
-            staged[i] = st;
+        for (i, st) in wave.into_iter().zip(done) {
+            staged[i] = Some(st);
+        }
+        loop {
+            let known: Vec<usize> = (0..staged.len()).filter(|&i| staged[i].is_some()).collect();
+            let view: Vec<StagedOption> = known
+                .iter()
+                .map(|&i| staged[i].clone().expect("known"))
+                .collect();
+            let Some(round) = next_round(&view, q.attainment) else {
+                break;
+            };
+            let round: Vec<usize> = round.into_iter().map(|k| known[k]).collect();
+            let done = round
+                .par_iter()
+                .map(|&i| {
+                    let st = staged[i].as_ref().expect("staged");
+                    let st = long_stage(st, &cands[i], origin, price, q, on_probe);
+                    save(&st)?;
+                    Ok(st)
+                })
+                .collect::<Result<Vec<_>, SweepError>>()?;
+            for (i, st) in round.into_iter().zip(done) {
+                staged[i] = Some(st);
+            }
         }
     }
+    let best = cheapest_rechecked(staged.iter().flatten());
+    for (i, f) in &order[next..] {
+        let i = *i;
+        let c = &cands[i];
+        staged[i] = Some(StagedOption {
+            result: OptionResult::pruned(
+                c.index,
+                c.settings.clone(),
+                Some(f.hardware.clone()),
+                0,
+                f.cannot_win(best),
+            ),
+            found: None,
+        });
+    }
+    let staged: Vec<StagedOption> = staged
+        .into_iter()
+        .map(|s| s.expect("every option settled"))
+        .collect();
 
     let results = staged.into_iter().map(|s| s.result).collect();
     let mut plan = finish(
@@ -183,11 +253,7 @@ pub fn plan_deployment(
 /// The positions (in `staged`) of the next round of long re-checks, or
 /// `None` when no option left can beat the cheapest re-checked one.
 fn next_round(staged: &[StagedOption], attainment: f64) -> Option<Vec<usize>> {
-    let best = staged
-        .iter()
-        .filter(|s| s.result.rechecked)
-        .filter_map(StagedOption::cost)
-        .fold(f64::INFINITY, f64::min);
+    let best = cheapest_rechecked(staged.iter());
     let shaky = |s: &StagedOption| {
         s.found
             .as_ref()
@@ -209,6 +275,95 @@ fn next_round(staged: &[StagedOption], attainment: f64) -> Option<Vec<usize>> {
     (!round.is_empty()).then_some(round)
 }
 
+/// Options simulated together, least cost first. Fixed rather than the
+/// thread count, so that which options a plan simulates (and so its
+/// table) is the same on any machine.
+const WAVE: usize = 16;
+
+/// The cost of the cheapest option re-checked by a long run so far.
+fn cheapest_rechecked<'a>(staged: impl Iterator<Item = &'a StagedOption>) -> f64 {
+    staged
+        .filter(|s| s.result.rechecked)
+        .filter_map(StagedOption::cost)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The least an option can cost, from its bounds.
+#[derive(Clone, Debug)]
+struct Floor {
+    /// Its fleet at `fewest` replicas (or units), per month.
+    usd: f64,
+    fewest: u32,
+    gpus: u32,
+    ceiling_rps: Option<f64>,
+    unit: Option<String>,
+    hardware: String,
+}
+
+impl Floor {
+    /// Why an option is not simulated: its least cost is above `best`.
+    fn cannot_win(&self, best: f64) -> String {
+        let count = match &self.unit {
+            Some(u) => format!("{} unit(s) of {u}", self.fewest),
+            None => format!("{} replica(s)", self.fewest),
+        };
+        let ceiling = self.ceiling_rps.map_or(String::new(), |c| {
+            format!(
+                " at its throughput ceiling of {} req/s each",
+                crate::figures::rate(c)
+            )
+        });
+        format!(
+            "{CANNOT_WIN}: the demand needs at least {count}{ceiling} ({} GPUs), at least ${:.0} per month, above the cheapest option's ${best:.0}; not simulated",
+            self.gpus, self.usd
+        )
+    }
+}
+
+/// An option after resolution and its bounds: settled (pruned without a
+/// run), or open with the least it can cost.
+enum Prepared {
+    Settled(Box<StagedOption>),
+    Open(Floor),
+}
+
+/// Resolves and bounds one option (see `bound`).
+fn prepare(
+    c: &Candidate,
+    origin: &str,
+    price: &crate::sweep::objective::GpuHourPrice,
+    rate: f64,
+) -> Prepared {
+    let pruned = |hardware, why| {
+        Prepared::Settled(Box::new(StagedOption {
+            result: OptionResult::pruned(c.index, c.settings.clone(), hardware, 0, why),
+            found: None,
+        }))
+    };
+    let (s, p) = match resolve(&c.table, origin, price) {
+        Ok(x) => x,
+        Err((hardware, why)) => return pruned(hardware, why),
+    };
+    let hardware = s.hardware.name.clone();
+    let (fewest, ceiling_rps) = match bound::bound(&s, rate) {
+        OptionBound::Unservable(why) => return pruned(Some(hardware), why),
+        OptionBound::Count {
+            fewest,
+            ceiling_rps,
+        } => (fewest, Some(ceiling_rps)),
+        OptionBound::Unbounded => (1, None),
+    };
+    let f = sized(&s, fewest, p, 0.0, 0.0);
+    Prepared::Open(Floor {
+        usd: f.usd_per_month,
+        fewest,
+        gpus: f.gpus,
+        ceiling_rps,
+        unit: f.unit,
+        hardware,
+    })
+}
+
 /// The short stage of one option: pruned with its reason, or sized by the
 /// short-horizon search.
 fn short_stage(
@@ -216,6 +371,7 @@ fn short_stage(
     origin: &str,
     price: &crate::sweep::objective::GpuHourPrice,
     q: &PlanQuery,
+    best: f64,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<StagedOption, SweepError> {
     let pruned = |hardware, sims, why| StagedOption {
@@ -250,17 +406,46 @@ fn short_stage(
             ),
         ));
     }
+    // The most replicas (or units) at which this option could still cost
+    // no more than the cheapest re-checked one: its count search stops
+    // once that many miss the SLOs.
+    let cost = |n: u32| sized(&s, n, p, 0.0, 0.0).usd_per_month;
+    let within = best.is_finite().then(|| {
+        let mut n = (best / cost(1))
+            .floor()
+            .clamp(0.0, capacity::MAX_REPLICAS as f64) as u32;
+        while n < capacity::MAX_REPLICAS && cost(n + 1) <= best {
+            n += 1;
+        }
+        while n > 0 && cost(n) > best {
+            n -= 1;
+        }
+        n
+    });
     let found = capacity::size_short(
         &c.text,
         origin,
         q.attainment,
         q.tolerance,
         q.sized_for_rps(),
+        within,
         &log,
     );
     let sims = runs.load(Ordering::Relaxed);
     Ok(match found {
-        Ok(((n, at, below), _)) => StagedOption {
+        Ok((None, _)) => {
+            let n = within.unwrap_or(0);
+            pruned(
+                hardware,
+                sims,
+                format!(
+                    "{CANNOT_WIN}: {} miss the SLOs at the demand, so its fleet costs at least ${:.0} per month, above the cheapest option's ${best:.0}; its count search stopped there",
+                    capacity::fleet_count(FleetUnit::of(&s).as_ref(), n),
+                    cost(n + 1)
+                ),
+            )
+        }
+        Ok((Some((n, at, below)), _)) => StagedOption {
             result: OptionResult {
                 index: c.index,
                 settings: c.settings.clone(),
@@ -525,5 +710,152 @@ mod tests {
         assert!(e.contains("option 999 is not in the space"), "{e}");
         let e = edited(&|o| o.fleet.as_mut().unwrap().attainment = 0.5);
         assert!(e.contains("below the 99.00 % target"), "{e}");
+    }
+
+    /// The space's text with its longest axis cut by its last value, again
+    /// and again, until it has at most `budget` options (a `zip` group is
+    /// one axis).
+    fn sub_space(text: &str, budget: usize) -> String {
+        let mut t: toml::Table = text.parse().unwrap();
+        let axes = t.get_mut("axes").unwrap().as_table_mut().unwrap();
+        // A dimension's lists: one axis, or a zip group's axes together.
+        fn lists(v: &mut toml::Value) -> Vec<&mut Vec<toml::Value>> {
+            match v {
+                toml::Value::Array(a) => vec![a],
+                toml::Value::Table(z) => {
+                    z.iter_mut().filter_map(|(_, l)| l.as_array_mut()).collect()
+                }
+                _ => Vec::new(),
+            }
+        }
+        loop {
+            let lens: Vec<usize> = axes
+                .iter_mut()
+                .map(|(_, v)| lists(v).first().map_or(1, |l| l.len()))
+                .collect();
+            if lens.iter().product::<usize>() <= budget {
+                break;
+            }
+            let longest = *lens.iter().max().unwrap();
+            let i = lens.iter().position(|&l| l == longest).unwrap();
+            let (_, v) = axes.iter_mut().nth(i).unwrap();
+            for l in lists(v) {
+                l.pop();
+            }
+        }
+        toml::to_string(&t).unwrap()
+    }
+
+    /// The bounded search against the exhaustive grid on a sub-space of
+    /// every example space (at most four options, a 300-request horizon,
+    /// a quarter of the demand of its usage line): the same winner with the
+    /// same fleet,
+    /// the same options pruned for not working, and every option the
+    /// bounds left unsimulated dearer than the winner in the grid too.
+    #[test]
+    fn the_bounded_plan_equals_the_exhaustive_grid_on_every_example_space() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut spaces: Vec<_> = std::fs::read_dir(root.join("scenarios/spaces"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        spaces.sort();
+        let quiet = |_: usize, _: &Probe| {};
+        for space in spaces {
+            let text = std::fs::read_to_string(&space).unwrap();
+            let usage = text
+                .lines()
+                .find_map(|l| l.split("servesim plan ").nth(1))
+                .unwrap();
+            let words: Vec<&str> = usage.split_whitespace().collect();
+            let demand: f64 = words[words.iter().position(|w| *w == "--demand").unwrap() + 1]
+                .parse()
+                .unwrap();
+            let scenario = std::fs::read_to_string(root.join(words[0])).unwrap();
+            let scenario: String = scenario
+                .lines()
+                .map(|l| match l.trim_start().strip_prefix("requests = ") {
+                    Some(_) => "requests = 300".to_string(),
+                    None => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let grid = Grid::from_toml_str(&sub_space(&text, 4), "space.toml").unwrap();
+            // A quarter of the usage line's demand keeps the fleets, and so
+            // the grid's counts, small.
+            let q = PlanQuery {
+                demand_rps: demand / 4.0,
+                ..query()
+            };
+            let name = space.display();
+            let searched =
+                plan_deployment(&scenario, "s.toml", &grid, &q, Shard::ALL, None, &quiet).unwrap();
+            let most = searched
+                .options
+                .iter()
+                .filter_map(|o| o.fleet.as_ref())
+                .map(|f| f.units.unwrap_or(f.replicas))
+                .max()
+                .unwrap_or(1);
+            let all = super::super::exhaustive(&scenario, "s.toml", &grid, &q, most + 1).unwrap();
+            assert_eq!(searched.best, all.best, "{name}");
+            let of = |p: &DeployPlan, i: usize| {
+                p.options.iter().find(|o| o.index == i).cloned().unwrap()
+            };
+            if let Some(b) = searched.best {
+                assert_eq!(
+                    of(&searched, b).fleet.map(|f| f.replicas),
+                    of(&all, b).fleet.map(|f| f.replicas),
+                    "{name}"
+                );
+            }
+            let best = searched.options[0].fleet.as_ref().map(|f| f.usd_per_month);
+            for o in &searched.options {
+                let grid = of(&all, o.index);
+                let skipped = o
+                    .pruned
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(CANNOT_WIN));
+                if skipped {
+                    if let (Some(g), Some(best)) = (&grid.fleet, best) {
+                        assert!(g.usd_per_month > best, "{name}: {o:?} against {grid:?}");
+                    }
+                } else if o.pruned.is_some() {
+                    assert!(grid.fleet.is_none(), "{name}: {o:?} against {grid:?}");
+                }
+            }
+        }
+    }
+
+    /// The throughput ceiling is a bound: no option the exhaustive grid
+    /// sizes needs fewer replicas than the bound's least count, at demands
+    /// from one replica's worth to several.
+    #[test]
+    fn the_least_count_never_exceeds_the_exhaustive_grids() {
+        let (text, grid) = inputs();
+        for demand in [5.0, 20.0, 60.0] {
+            let q = PlanQuery {
+                demand_rps: demand,
+                ..query()
+            };
+            let all = super::super::exhaustive(&text, "q.toml", &grid, &q, 8).unwrap();
+            let base: toml::Table = text.parse().unwrap();
+            let space = options(&base, &grid).unwrap();
+            let price = price_of(&grid).unwrap();
+            let mut bounded = 0;
+            for o in &all.options {
+                let Some(f) = &o.fleet else { continue };
+                let (_, _, t) = space.iter().find(|(i, _, _)| *i == o.index).unwrap();
+                let (s, _) = resolve(t, "q.toml", price).unwrap();
+                if let OptionBound::Count { fewest, .. } = bound::bound(&s, q.sized_for_rps()) {
+                    assert!(
+                        fewest <= f.replicas,
+                        "{demand} req/s: {o:?}: bound {fewest}"
+                    );
+                    bounded += 1;
+                }
+            }
+            assert!(bounded > 0, "no option bounded at {demand} req/s");
+        }
     }
 }

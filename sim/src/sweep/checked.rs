@@ -1,4 +1,4 @@
-//! A sweep plan: the base scenario, the grid, and every point — each one
+//! A checked sweep: the base scenario, the grid, and every point — each one
 //! checked by the scenario's own validation before anything runs, so an
 //! unknown key path or a value of the wrong type fails fast with the grid
 //! file and the key named.
@@ -12,7 +12,7 @@ use crate::Scenario;
 
 /// A checked sweep, ready to run.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct CheckedSweep {
     /// The base scenario's name.
     pub scenario_name: String,
     /// The base scenario's origin (its path), for messages.
@@ -29,15 +29,19 @@ fn show(v: &toml::Value) -> String {
     v.to_string()
 }
 
-impl Plan {
+impl CheckedSweep {
     /// Parses the base scenario, expands the grid and validates every point.
-    pub fn new(scenario_toml: &str, scenario_origin: &str, grid: Grid) -> Result<Plan, SweepError> {
+    pub fn new(
+        scenario_toml: &str,
+        scenario_origin: &str,
+        grid: Grid,
+    ) -> Result<CheckedSweep, SweepError> {
         let base_scenario = Scenario::from_toml_str(scenario_toml, scenario_origin)?;
         let base: toml::Table = scenario_toml
             .parse()
             .map_err(|e| SweepError::new(format!("{scenario_origin}: {e}")))?;
         let points = sample::points(&grid, base_scenario.seed());
-        let plan = Plan {
+        let plan = CheckedSweep {
             scenario_name: base_scenario.name().to_string(),
             scenario_origin: scenario_origin.to_string(),
             scenario_toml: scenario_toml.to_string(),
@@ -170,7 +174,7 @@ impl Plan {
 /// so the base scenario's `[fleet.kv_transfer]` is not inherited: it would
 /// do nothing there, which a scenario file is refused for. A link key the
 /// grid sets itself stays, and is refused as in a file.
-pub(super) fn drop_inherited_link<'a>(
+pub(crate) fn drop_inherited_link<'a>(
     t: &mut toml::Table,
     axis_paths: impl Iterator<Item = &'a str>,
 ) {
@@ -196,9 +200,9 @@ pub(crate) mod tests {
     use super::*;
     use crate::scenario::tests::MINIMAL;
 
-    pub fn plan(grid: &str) -> Result<Plan, SweepError> {
+    pub fn plan(grid: &str) -> Result<CheckedSweep, SweepError> {
         let g = Grid::from_toml_str(grid, "g.toml")?;
-        Plan::new(MINIMAL, "s.toml", g)
+        CheckedSweep::new(MINIMAL, "s.toml", g)
     }
 
     #[test]
