@@ -148,11 +148,21 @@ impl KvGroups {
         self.full_groups.saturating_sub(1) * rows + samples.max(1) * (windowed + self.state_groups)
     }
 
-    /// Blocks one sequence of `tokens` tokens holds in decode, all groups:
-    /// what a sequence of `max_model_len` must find in the pool.
+    /// The most blocks one sequence holds, all groups, on its way to
+    /// `tokens` tokens in decode: its full rows, each windowed group's
+    /// blocks up to the window's `⌈window / block_size⌉ + 1`, a block per
+    /// linear group. What a sequence of `max_model_len` must find in the
+    /// pool; it never falls as the sequence grows (the blocks a windowed
+    /// group holds at one length rise and fall by a block between steps).
     pub fn sequence_blocks(&self, tokens: u32) -> u64 {
-        let rows = tokens.div_ceil(self.block_size);
-        rows as u64 + self.extra_blocks(tokens.saturating_sub(1), tokens, rows, 1) as u64
+        let bs = self.block_size;
+        let rows = tokens.div_ceil(bs) as u64;
+        let windowed: u64 = [self.sliding, self.chunked]
+            .iter()
+            .flatten()
+            .map(|w| w.groups as u64 * rows.min(w.window.div_ceil(bs) as u64 + 1))
+            .sum();
+        self.full_groups.max(1) as u64 * rows + windowed + self.state_groups as u64
     }
 
     /// Layers of the stage `[first, first + n)` in the fullest group: the
@@ -276,9 +286,14 @@ mod tests {
                 block_size: bs,
             };
             let cap = w.div_ceil(bs) as u64 + 1 + state as u64;
-            let extra = |t: u32| g.sequence_blocks(t) - t.div_ceil(bs) as u64;
-            prop_assert!(extra(ctx + 1) <= cap, "{} > {cap}", extra(ctx + 1));
-            prop_assert!(extra(ctx + more) <= cap);
+            // In decode (token t with t − 1 cached) what the groups hold
+            // beside the full rows stays within the window and the state,
+            // and within the plan's bound.
+            let extra = |t: u32| g.extra_blocks(t - 1, t, t.div_ceil(bs), 1) as u64;
+            for t in [ctx + 1, ctx + more] {
+                prop_assert!(extra(t) <= cap, "{} > {cap}", extra(t));
+                prop_assert!(t.div_ceil(bs) as u64 + extra(t) <= g.sequence_blocks(t));
+            }
             prop_assert!(g.sequence_blocks(ctx + more) >= g.sequence_blocks(ctx + 1));
             // Within the window nothing has been freed yet.
             if ctx < w && !chunked {

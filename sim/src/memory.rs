@@ -772,11 +772,10 @@ mod tests {
         let g = p.kv_groups.unwrap();
         assert_eq!((g.group_size, g.full_groups, g.block_size), (18, 1, 16));
         assert_eq!(p.sequence_reserve_bytes, 0.0);
-        // Token 10,000 with 9,999 cached: 625 full rows; the sliding group
-        // has freed the blocks before (9,999 − 128 + 1) / 16 = 617, so it
-        // holds 8 (the window is block-aligned here); one more mid-block.
-        assert_eq!(p.sequence_blocks(10_000), 625 + 8);
-        assert_eq!(p.sequence_blocks(10_008), 626 + 9);
+        // A 10,000-token sequence: 625 full rows and at most ⌈128/16⌉ + 1
+        // = 9 blocks of the sliding group (which frees what leaves the window).
+        assert_eq!(p.sequence_blocks(10_000), 625 + 9);
+        assert_eq!(p.sequence_blocks(100), 7 + 7);
         let experts = 36.0 * 128.0 * 3.0 * 2880.0 * 2880.0 * (0.5 + 1.0 / 32.0);
         let attention = 36.0 * (2.0 * 2880.0 * 4096.0 + 2.0 * 2880.0 * 512.0) * 2.0;
         let rest =
@@ -874,10 +873,10 @@ mod tests {
         let chunk = 36.0 * (8192.0 + 16.0) * 2.0 * 128.0 * 2.0;
         assert_eq!(kinds(&p), vec![(12, 6144.0, 0.0), (36, 0.0, chunk)]);
         // Three chunked groups of 12: a 20,000-token sequence holds 1250
-        // full rows and, in its third chunk, ⌈(20,000 − 16,384) / 16⌉ = 226
-        // blocks in each chunked group.
+        // full rows and at most 8192/16 + 1 = 513 blocks in each chunked
+        // group on its way there.
         assert_eq!(p.kv_groups.unwrap().chunked.unwrap().groups, 3);
-        assert_eq!(p.sequence_blocks(20_000), 1250 + 3 * 226);
+        assert_eq!(p.sequence_blocks(20_000), 1250 + 3 * 513);
         let (m, _) = catalog::model("llama-4-scout").unwrap();
         let routers = 48.0 * 5120.0 * 16.0;
         close(
@@ -905,11 +904,9 @@ mod tests {
         let window = 52.0 * (1024.0 + 16.0) * 2.0 * 8.0 * 128.0 * 2.0;
         assert_eq!(kinds(&p), vec![(10, 40_960.0, 0.0), (52, 0.0, window)]);
         // Groups of 10: one full, six sliding (the last 2 layers and 8
-        // padding slots); in decode each holds 1024/16 = 64 blocks at a block
-        // boundary, 65 within one.
+        // padding slots); in decode each holds at most ⌈1024/16⌉ + 1 = 65.
         assert_eq!(p.kv_groups.unwrap().sliding.unwrap().groups, 6);
-        assert_eq!(p.sequence_blocks(4000), 250 + 6 * 64);
-        assert_eq!(p.sequence_blocks(4008), 251 + 6 * 65);
+        assert_eq!(p.sequence_blocks(4000), 250 + 6 * 65);
         let layer = 5376.0 * 4096.0 * 2.0 + 2.0 * 5376.0 * 2048.0 + 3.0 * 5376.0 * 21504.0;
         let total = 62.0 * layer + 262_208.0 * 5376.0 + 125.0 * 5376.0;
         close(p.weight_bytes, total * 2.0 / 2.0);

@@ -45,7 +45,7 @@ pub struct HardwareSpec {
     /// Host link (PCIe) bandwidth per direction, GB/s.
     pub pcie_gbps: f64,
     /// GPUs one node joins with the `interconnect` link (the NVLink / Infinity
-    /// Fabric domain). A tensor-parallel group must fit in one node; pipeline
+    /// Fabric domain). A tensor-parallel group wider than one node all-reduces over the network; pipeline
     /// stages may span nodes.
     #[serde(default = "default_gpus_per_node")]
     pub gpus_per_node: u32,
