@@ -152,6 +152,14 @@ pub const MODELS: &[ModelPreset] = &[
         "MIT (code) / DeepSeek Model License; quantization_config left out: the preset keeps the scenario's weight_dtype (bf16 by default)"
     ),
     preset!(
+        "deepseek-v3.1",
+        "DeepSeek-V3.1",
+        ["deepseek-ai/deepseek-v3.1", "deepseek-ai/deepseek-v3.1-base"],
+        "deepseek-ai/DeepSeek-V3.1 config.json (MTP module excluded): the architecture of DeepSeek-V3, as its config shows; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--DeepSeek-V3.1-NVFP4_config.json (identical to DeepSeek-V3's but for quantization_config)",
+        "https://huggingface.co/deepseek-ai/DeepSeek-V3.1/blob/main/config.json",
+        "MIT; quantization_config left out: the preset keeps the scenario's weight_dtype (bf16 by default)"
+    ),
+    preset!(
         "deepseek-r1",
         "DeepSeek-R1",
         ["deepseek-ai/deepseek-r1", "deepseek-ai/deepseek-r1-0528"],
