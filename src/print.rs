@@ -238,6 +238,32 @@ pub fn resolved(s: &Scenario) {
             gib(mem.sequence_reserve_bytes)
         );
     }
+    if let Some(g) = &mem.kv_groups {
+        // vLLM's hybrid KV cache manager: one pool, groups of layers.
+        let mut per_seq = Vec::new();
+        for w in [g.sliding, g.chunked].iter().flatten() {
+            per_seq.push(format!(
+                "{} {} group(s) free the blocks outside their {}-token {}",
+                w.groups,
+                if w.chunked { "chunked" } else { "sliding" },
+                w.window,
+                if w.chunked { "chunk" } else { "window" }
+            ));
+        }
+        if g.state_groups > 0 {
+            per_seq.push(format!(
+                "{} linear group(s) hold one block of state each per sequence",
+                g.state_groups
+            ));
+        }
+        outln!(
+            "kv groups  a block spans {} layers; {} full group(s) grow a block per {} tokens; {}",
+            g.group_size,
+            g.full_groups,
+            g.block_size,
+            per_seq.join("; ")
+        );
+    }
     let h = &f.horizon;
     if h.requests.is_none() && h.duration_s.is_none() {
         outln!("horizon    until the workload ends (all its requests, drained)");

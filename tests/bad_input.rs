@@ -210,8 +210,12 @@ fn parallel_layouts_that_cannot_work_are_rejected() {
         "tensor_parallel = 1\npipeline_parallel = 33",
     );
     assert_key(&t, "fleet.pipeline_parallel", "32 layers");
-    let t = base().replace("tensor_parallel = 1", "tensor_parallel = 16");
-    assert_key(&t, "fleet.tensor_parallel", "8 GPUs of one H100-SXM node");
+    // TP 16 leaves an 8-GPU node: over the network on H100 servers, refused
+    // on L4 servers, which have none.
+    let t = base()
+        .replace("tensor_parallel = 1", "tensor_parallel = 16")
+        .replace("preset = \"h100-sxm\"", "preset = \"l4\"");
+    assert_key(&t, "fleet.tensor_parallel", "no scale-out network");
     let t = base().replace(
         "tensor_parallel = 1",
         "tensor_parallel = 2\nexpert_parallel = 2",

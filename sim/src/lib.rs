@@ -17,6 +17,7 @@ pub mod figures;
 pub mod guard;
 pub mod input_file;
 pub mod kv;
+pub mod kv_groups;
 pub mod lifecycle;
 pub mod load;
 pub mod memory;

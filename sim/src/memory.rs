@@ -11,20 +11,22 @@
 //! groups keeps its own cache for its share of the sequences, so the replica
 //! holds EP times one group's blocks.
 //!
-//! Layer kinds (see `catalog::layers`): the paged blocks hold the caches
-//! that grow with every token — the full-attention layers' keys and values
-//! (or MLA latents, with DeepSeek Sparse Attention's indexer keys beside
-//! them). What a sequence holds whatever its length — a sliding-window or
-//! chunked-local layer's window of blocks, a linear-attention layer's
-//! recurrent and convolution state — is set aside for `max_num_seqs`
-//! sequences before the blocks are counted, as SGLang sizes its separate
-//! sliding-window and Mamba/linear-state pools (`SWAKVPool`,
-//! `HybridReqToTokenPool`), and as vLLM's hybrid allocator holds at most a
-//! window of blocks per sliding layer. A model of only windowed layers
-//! (no full layer) keeps its windowed layers in the blocks instead.
+//! Layer kinds (see `catalog::layers`): a model whose layers all attend
+//! fully keeps one paged cache of every layer's keys and values (or MLA
+//! latents, with DeepSeek Sparse Attention's indexer keys beside them). A
+//! hybrid model — sliding-window, chunked-local or linear-attention layers
+//! beside full ones — shares one block pool among groups of layers as vLLM's
+//! hybrid KV cache manager does ([`crate::kv_groups`]): a block spans
+//! `group_size` layers' pages, full-attention groups grow a block per
+//! `block_size` tokens, windowed groups free the blocks that leave the
+//! window, linear groups hold one block of state per sequence. Nothing is
+//! set aside per sequence: a sequence's windows and state come out of the
+//! pool while it runs. A model of only windowed layers (no full layer)
+//! keeps its windowed layers in the blocks as if they were full.
 
 use crate::catalog::{Dtype, HardwareSpec, LayerKind, ModelArch, GIB};
 use crate::config::EngineCfg;
+use crate::kv_groups::KvGroups;
 use crate::parallel::{self, Parallelism, Stage};
 use serde::Serialize;
 
@@ -123,6 +125,11 @@ pub struct MemoryPlan {
     /// every layer is plain full attention).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layer_kinds: Vec<LayerKindMemory>,
+    /// How a hybrid model's layer groups share the blocks (`None`: one group
+    /// of every layer). With it a block spans `group_size` layers, and
+    /// `kv_bytes_per_token` is one block's bytes per token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_groups: Option<KvGroups>,
 }
 
 impl MemoryPlan {
@@ -138,14 +145,19 @@ impl MemoryPlan {
         let usable_bytes = device_bytes * engine.gpu_memory_utilization;
         let overhead_bytes = NON_TORCH_OVERHEAD_BYTES;
         let atp = par.attention_tp();
+        let groups =
+            KvGroups::new(model, atp, kv_dtype, engine.block_size).filter(|g| g.full_groups > 0);
+        let block_size = groups.map_or(engine.block_size, |g| g.block_size);
         let stages: Vec<StageMemory> = parallel::stages(model, par.pipeline)
             .iter()
             .map(|st| {
                 let weight_bytes = stage_weight_bytes(model, st, par, weight_dtype);
                 let activation_bytes = activation_peak(model, st, par, engine);
-                let (kv_bytes_per_token, sequence_bytes) = if model.uniform_attention()
-                    && model.sparse_attention.is_none()
-                {
+                let (kv_bytes_per_token, sequence_bytes) = if let Some(g) = &groups {
+                    // One block: a page of each of the stage's slots.
+                    let slots = g.stage_slots(model, st.first_layer, st.layers) as f64;
+                    (slots * model.kv_bytes_per_token_layer(atp, kv_dtype), 0.0)
+                } else if model.uniform_attention() && model.sparse_attention.is_none() {
                     let kv =
                         st.layers as f64 * model.kv_elems_per_token_layer(atp) * kv_dtype.bytes();
                     (kv, 0.0)
@@ -167,7 +179,7 @@ impl MemoryPlan {
                 let reserve = sequence_bytes * sequences;
                 let kv_cache_bytes =
                     usable_bytes - weight_bytes - activation_bytes - overhead_bytes - reserve;
-                let block_bytes = kv_bytes_per_token * engine.block_size as f64;
+                let block_bytes = kv_bytes_per_token * block_size as f64;
                 let kv_blocks = if kv_cache_bytes > 0.0 {
                     (kv_cache_bytes / block_bytes).floor() as u64
                 } else {
@@ -195,14 +207,7 @@ impl MemoryPlan {
             Vec::new()
         } else {
             let st = &parallel::stages(model, par.pipeline)[stage];
-            stage_kinds(
-                model,
-                st.first_layer,
-                st.layers,
-                atp,
-                kv_dtype,
-                engine.block_size,
-            )
+            stage_kinds(model, st.first_layer, st.layers, atp, kv_dtype, block_size)
         };
         MemoryPlan {
             tensor_parallel: par.tensor,
@@ -217,12 +222,13 @@ impl MemoryPlan {
             overhead_bytes,
             kv_cache_bytes: b.kv_cache_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
-            block_size: engine.block_size,
+            block_size,
             kv_blocks_per_group: b.kv_blocks,
             kv_blocks,
-            kv_tokens: kv_blocks * engine.block_size as u64,
+            kv_tokens: kv_blocks * block_size as u64,
             sequence_reserve_bytes: b.sequence_bytes * sequences,
             layer_kinds,
+            kv_groups: groups,
         }
     }
 
@@ -245,6 +251,37 @@ impl MemoryPlan {
         };
         self.kv_blocks = self.kv_blocks_per_group * groups;
         self.kv_tokens = self.kv_blocks * self.block_size as u64;
+    }
+
+    /// The most tokens one sequence can hold in one group's blocks: every
+    /// block a row of its tokens, or, for a hybrid model, its full rows
+    /// beside its windows' and state's blocks.
+    pub fn longest_sequence(&self) -> u64 {
+        let blocks = self.kv_blocks_per_group;
+        let Some(g) = &self.kv_groups else {
+            return blocks * self.block_size as u64;
+        };
+        // `sequence_blocks` grows with the length: the last length that fits.
+        let (mut lo, mut hi) = (0u64, blocks * self.block_size as u64);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if g.sequence_blocks(mid.min(u32::MAX as u64) as u32) <= blocks {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// Blocks one sequence of `tokens` tokens holds in decode: a row per
+    /// `block_size` tokens, and for a hybrid model its windows' and state's
+    /// blocks beside them.
+    pub fn sequence_blocks(&self, tokens: u64) -> u64 {
+        match &self.kv_groups {
+            Some(g) => g.sequence_blocks(tokens.min(u32::MAX as u64) as u32),
+            None => tokens.div_ceil(self.block_size.max(1) as u64),
+        }
     }
 
     /// Bytes of one KV block on one GPU.
@@ -326,7 +363,7 @@ impl MemoryPlan {
                 ),
             ));
         }
-        let per_sequence = self.kv_blocks_per_group * self.block_size as u64;
+        let per_sequence = self.longest_sequence();
         if per_sequence < max_model_len as u64 {
             let key = if max_model_len_given {
                 "engine.max_model_len"
@@ -725,23 +762,31 @@ mod tests {
     #[test]
     fn gpt_oss_plan_by_hand() {
         let p = family_plan("gpt-oss-120b", "h200", 1, None, Dtype::Bf16);
-        let seqs = EngineCfg::default().max_num_seqs as f64;
         // 18 full layers × K and V × 8 heads × 64 × 2 B; 18 sliding layers
         // hold ⌈128/16⌉·16 + 16 = 144 tokens each, per sequence.
         assert_eq!(p.kv_bytes_per_token, 18.0 * 2.0 * 8.0 * 64.0 * 2.0);
         let window = 18.0 * 144.0 * 2.0 * 8.0 * 64.0 * 2.0;
         assert_eq!(kinds(&p), vec![(18, 36_864.0, 0.0), (18, 0.0, window)]);
-        close(p.sequence_reserve_bytes, window * seqs);
+        // vLLM's groups: 18 full and 18 sliding layers, a block spans 18
+        // layers' pages; the windows come out of the pool, nothing is set aside.
+        let g = p.kv_groups.unwrap();
+        assert_eq!((g.group_size, g.full_groups, g.block_size), (18, 1, 16));
+        assert_eq!(p.sequence_reserve_bytes, 0.0);
+        // A 10,000-token sequence: 625 full rows and at most ⌈128/16⌉ + 1
+        // = 9 blocks of the sliding group (which frees what leaves the window).
+        assert_eq!(p.sequence_blocks(10_000), 625 + 9);
+        assert_eq!(p.sequence_blocks(100), 7 + 7);
         let experts = 36.0 * 128.0 * 3.0 * 2880.0 * 2880.0 * (0.5 + 1.0 / 32.0);
         let attention = 36.0 * (2.0 * 2880.0 * 4096.0 + 2.0 * 2880.0 * 512.0) * 2.0;
         let rest =
             (36.0 * 2880.0 * 128.0 + 2.0 * 201_088.0 * 2880.0 + 73.0 * 2880.0 + 36.0 * 64.0) * 2.0;
         close(p.weight_bytes, experts + attention + rest);
-        // The blocks get what the weights, activations, runtime and windows leave.
+        // The blocks get what the weights, activations and runtime leave.
         close(
             p.kv_cache_bytes,
-            p.usable_bytes - p.weight_bytes - p.activation_bytes - p.overhead_bytes - window * seqs,
+            p.usable_bytes - p.weight_bytes - p.activation_bytes - p.overhead_bytes,
         );
+        assert_eq!(p.kv_blocks, (p.kv_cache_bytes / (36_864.0 * 16.0)) as u64);
     }
 
     /// qwen3_5: 45 Gated DeltaNet layers (fixed state) and 15 full layers of
@@ -760,6 +805,13 @@ mod tests {
         // × (2·2048 + 8192) BF16 convolution inputs, a quarter per GPU.
         let state = 45.0 * (64.0 * 128.0 * 128.0 * 4.0 + 3.0 * 12_288.0 * 2.0) / 4.0;
         assert_eq!(kinds(&p), vec![(15, 7680.0, 0.0), (45, 0.0, state)]);
+        // vLLM's block: 16 × ⌈(state of one layer per GPU) / (16 × 512 B)⌉
+        // = 16 × ⌈1 067 008 / 8192⌉ = 2096 tokens; three linear groups of
+        // 15 layers hold a block each per sequence.
+        let g = p.kv_groups.unwrap();
+        assert_eq!((g.group_size, g.state_groups, g.block_size), (15, 3, 2096));
+        assert_eq!(p.block_size, 2096);
+        assert_eq!(p.sequence_blocks(5000), 3 + 3);
         // Weights per GPU: full attention (Q with its gate and O split, the
         // one KV head replicated), linear projections split, 513 experts of
         // 3 × 4096 × 1024 split; routers whole, embeddings and norms split.
@@ -807,6 +859,9 @@ mod tests {
         assert_eq!(p.kv_bytes_per_token, 12.0 * 1.0 * 256.0 * 2.0 * 2.0);
         let state = 36.0 * (32.0 * 128.0 * 128.0 * 4.0 + 3.0 * (2.0 * 2048.0 + 4096.0) * 2.0) / 2.0;
         assert_eq!(kinds(&p), vec![(12, 12_288.0, 0.0), (36, 0.0, state)]);
+        // 16 × ⌈1 073 152 / (16 × 1024)⌉ = 1056 tokens a block (the figure
+        // vLLM logs for this state-to-page ratio).
+        assert_eq!(p.block_size, 1056);
     }
 
     /// llama4: three chunked-local layers (8192) of four, MoE on every layer
@@ -817,6 +872,11 @@ mod tests {
         assert_eq!(p.kv_bytes_per_token, 12.0 * 2.0 * 1.0 * 128.0 * 2.0);
         let chunk = 36.0 * (8192.0 + 16.0) * 2.0 * 128.0 * 2.0;
         assert_eq!(kinds(&p), vec![(12, 6144.0, 0.0), (36, 0.0, chunk)]);
+        // Three chunked groups of 12: a 20,000-token sequence holds 1250
+        // full rows and at most 8192/16 + 1 = 513 blocks in each chunked
+        // group on its way there.
+        assert_eq!(p.kv_groups.unwrap().chunked.unwrap().groups, 3);
+        assert_eq!(p.sequence_blocks(20_000), 1250 + 3 * 513);
         let (m, _) = catalog::model("llama-4-scout").unwrap();
         let routers = 48.0 * 5120.0 * 16.0;
         close(
@@ -843,6 +903,10 @@ mod tests {
         assert_eq!(p.kv_bytes_per_token, 10.0 * 2.0 * 8.0 * 128.0 * 2.0);
         let window = 52.0 * (1024.0 + 16.0) * 2.0 * 8.0 * 128.0 * 2.0;
         assert_eq!(kinds(&p), vec![(10, 40_960.0, 0.0), (52, 0.0, window)]);
+        // Groups of 10: one full, six sliding (the last 2 layers and 8
+        // padding slots); in decode each holds at most ⌈1024/16⌉ + 1 = 65.
+        assert_eq!(p.kv_groups.unwrap().sliding.unwrap().groups, 6);
+        assert_eq!(p.sequence_blocks(4000), 250 + 6 * 65);
         let layer = 5376.0 * 4096.0 * 2.0 + 2.0 * 5376.0 * 2048.0 + 3.0 * 5376.0 * 21504.0;
         let total = 62.0 * layer + 262_208.0 * 5376.0 + 125.0 * 5376.0;
         close(p.weight_bytes, total * 2.0 / 2.0);

@@ -267,18 +267,19 @@ impl Parallelism {
     pub fn validate(&self, model: &ModelArch, hw: &HardwareSpec) -> Result<(), Invalid> {
         let (tp, pp, ep) = (self.tensor, self.pipeline, self.expert);
         let g = hw.gpus_per_node;
-        // A stage may leave its node only with DP attention: every
-        // attention group and every expert's MoE-TP slice stays in one
-        // NVLink domain, and only the all-to-all crosses the network.
+        // A stage leaves its node over the scale-out network: TensorRT-LLM
+        // and SGLang run tensor parallelism across nodes (TP 16 on two
+        // 8-GPU nodes), its all-reduces hierarchical (`cost::comm`); with
+        // DP attention only the all-to-all crosses the network.
         let wide = self.attention_data.is_some() && tp > g;
-        if tp > g && !wide {
+        if tp > g && hw.network_gbps.is_none() {
             return Err((
                 "fleet.tensor_parallel".into(),
                 format!(
-                    "{tp} exceeds the {g} GPUs of one {} node (gpus_per_node): a tensor-parallel \
-                     group must share one NVLink domain; split the model further with \
-                     fleet.pipeline_parallel, or serve it with DP attention and wide expert \
-                     parallelism (fleet.attention_data_parallel, fleet.expert_parallel)",
+                    "{tp} exceeds the {g} GPUs of one {} node (gpus_per_node), and the spec has \
+                     no scale-out network for a tensor-parallel group across nodes; split the \
+                     model further with fleet.pipeline_parallel, or give [hardware.spec] with \
+                     network_gbps and network_latency_us",
                     hw.name
                 ),
             ));
@@ -442,7 +443,9 @@ impl Parallelism {
             ));
         }
         let atp = self.attention_tp();
-        if atp > g {
+        // An attention group across nodes all-reduces over the network
+        // (`cost::comm::AcrossNodes`), which needs one.
+        if atp > g && hw.network_gbps.is_none() {
             return Err((
                 key.into(),
                 format!(
@@ -628,8 +631,12 @@ mod tests {
         };
         let key = |r: Result<(), Invalid>| r.unwrap_err().0;
         assert!(par(8, 2, 1).validate(&llama, &h100).is_ok());
+        // TP 16 spans two 8-GPU nodes: over the scale-out network where
+        // the spec has one (TensorRT-LLM, SGLang multi-node TP), refused
+        // where it has none.
+        assert!(par(16, 1, 1).validate(&llama, &h100).is_ok());
         assert_eq!(
-            key(par(16, 1, 1).validate(&llama, &h100)),
+            key(par(16, 1, 1).validate(&llama, &l4)),
             "fleet.tensor_parallel"
         );
         assert_eq!(
@@ -733,12 +740,13 @@ mod tests {
                 &h200,
                 "fleet.attention_data_parallel",
             ),
-            // An attention group of 16 GPUs leaves the 8-GPU node.
+            // A stage of 32 GPUs leaves the node of a chip without a
+            // scale-out network.
             (
                 Parallelism::moe(32, 2, 32),
                 &ds,
-                &h200,
-                "fleet.attention_data_parallel",
+                &l4,
+                "fleet.tensor_parallel",
             ),
             // Each expert sliced over 16 GPUs leaves the node.
             (
@@ -754,15 +762,15 @@ mod tests {
                 &h200,
                 "fleet.tensor_parallel",
             ),
-            // No scale-out network on L4 servers.
+            // No scale-out network on L4 servers: neither wide EP nor TP
+            // leaves the node.
             (
                 Parallelism::moe(16, 16, 16),
                 &ds,
                 &l4,
-                "fleet.pipeline_parallel",
+                "fleet.tensor_parallel",
             ),
-            // Without DP attention a stage stays in one node.
-            (Parallelism::tensor(16), &ds, &h200, "fleet.tensor_parallel"),
+            (Parallelism::tensor(16), &ds, &l4, "fleet.tensor_parallel"),
             // Redundant experts need EP, and slots that split evenly.
             (
                 with_redundant(Parallelism::moe(8, 8, 1), 8),
@@ -780,6 +788,8 @@ mod tests {
         for (p, m, h, want) in cases {
             assert_eq!(key(p, m, h), want, "{p:?}");
         }
+        // TP 16 across two H200 nodes, all-reduces over the network.
+        assert!(Parallelism::tensor(16).validate(&ds, &h200).is_ok());
         let ok = with_redundant(Parallelism::moe(32, 32, 32), 32);
         assert!(ok.validate(&ds, &h200).is_ok());
         assert_eq!(ok.expert_slots(&ds), 288);

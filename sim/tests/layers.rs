@@ -30,6 +30,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("config", 1, "knowledge"),
     ("parallel", 1, "knowledge"),
     ("memory", 1, "knowledge"),
+    ("kv_groups", 1, "knowledge"),
     ("cost", 1, "knowledge"),
     ("profile", 1, "knowledge"),
     ("profiled", 1, "knowledge"),

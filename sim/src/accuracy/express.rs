@@ -294,6 +294,21 @@ fn fleet_layout(l: &WorkerLayout) -> Result<FleetLayout, Unexpressible> {
     if moe_split == 1 {
         return Ok(plain(l.tp, l.attention_dp));
     }
+    // Experts tensor-sliced over more GPUs than attention TP with no
+    // attention DP recorded (vLLM rows of TP 1 or 2 with MoE TP 2 or 4):
+    // vLLM's data parallelism, whose attention ranks share experts sliced
+    // over DP × TP when expert parallelism is off
+    // (`vllm/model_executor/layers/fused_moe/config.py`,
+    // `FusedMoEParallelConfig.make`).
+    if l.attention_dp == 1 && l.moe_ep == 1 && moe_split > gpus && moe_split % l.tp == 0 {
+        return Ok(FleetLayout {
+            tensor_parallel: moe_split,
+            pipeline_parallel: l.pp,
+            expert_parallel: 1,
+            attention_data_parallel: Some(moe_split / l.tp),
+            replicas_per_worker: 1,
+        });
+    }
     if moe_split != gpus {
         return Err(Unexpressible::new(
             ReasonKind::Layout,
@@ -736,6 +751,10 @@ mod tests {
         assert_eq!(fleet_layout(&l(4, 1, 4, 1)).unwrap(), dense(4, 1));
         assert_eq!(fleet_layout(&l(4, 1, 1, 1)).unwrap(), dense(4, 1));
         assert_eq!(fleet_layout(&l(2, 4, 1, 1)).unwrap(), dense(2, 4));
+        // Experts tensor-sliced wider than attention TP, no attention DP
+        // recorded: vLLM's data parallelism over tensor-sliced experts.
+        assert_eq!(fleet_layout(&l(1, 1, 2, 1)).unwrap(), moe(2, 1, 2));
+        assert_eq!(fleet_layout(&l(2, 1, 4, 1)).unwrap(), moe(4, 1, 2));
         // Attention and experts on different GPU counts.
         let e = fleet_layout(&l(8, 1, 2, 8)).unwrap_err();
         assert_eq!(e.kind, ReasonKind::Layout);

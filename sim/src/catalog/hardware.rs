@@ -45,8 +45,8 @@ pub struct HardwareSpec {
     /// Host link (PCIe) bandwidth per direction, GB/s.
     pub pcie_gbps: f64,
     /// GPUs one node joins with the `interconnect` link (the NVLink / Infinity
-    /// Fabric domain). A tensor-parallel group must fit in one node; pipeline
-    /// stages may span nodes.
+    /// Fabric domain). A tensor-parallel group wider than one node
+    /// all-reduces over the network; pipeline stages may span nodes.
     #[serde(default = "default_gpus_per_node")]
     pub gpus_per_node: u32,
     /// Scale-out network per GPU and direction, GB/s (the GPU's NIC), used by

@@ -59,7 +59,7 @@ pub const MODELS: &[ModelPreset] = &[
         "llama-3.1-8b",
         "Llama-3.1-8B",
         ["meta-llama/llama-3.1-8b", "meta-llama/llama-3.1-8b-instruct"],
-        "meta-llama/Llama-3.1-8B config.json",
+        "meta-llama/Llama-3.1-8B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/meta-llama--Meta-Llama-3.1-8B_config.json",
         "https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json",
         "Llama 3.1 Community License"
     ),
@@ -67,7 +67,7 @@ pub const MODELS: &[ModelPreset] = &[
         "llama-3.1-70b",
         "Llama-3.1-70B",
         ["meta-llama/llama-3.1-70b", "meta-llama/llama-3.1-70b-instruct"],
-        "meta-llama/Llama-3.1-70B config.json",
+        "meta-llama/Llama-3.1-70B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/meta-llama--Meta-Llama-3.1-70B_config.json",
         "https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json",
         "Llama 3.1 Community License"
     ),
@@ -75,7 +75,7 @@ pub const MODELS: &[ModelPreset] = &[
         "llama-3.1-405b",
         "Llama-3.1-405B",
         ["meta-llama/llama-3.1-405b", "meta-llama/llama-3.1-405b-instruct"],
-        "meta-llama/Llama-3.1-405B config.json",
+        "meta-llama/Llama-3.1-405B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/meta-llama--Meta-Llama-3.1-405B_config.json",
         "https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json",
         "Llama 3.1 Community License"
     ),
@@ -139,7 +139,7 @@ pub const MODELS: &[ModelPreset] = &[
         "mixtral-8x7b",
         "Mixtral-8x7B",
         ["mistralai/mixtral-8x7b-v0.1", "mistralai/mixtral-8x7b-instruct-v0.1"],
-        "mistralai/Mixtral-8x7B-v0.1 config.json",
+        "mistralai/Mixtral-8x7B-v0.1 config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/mistralai--Mixtral-8x7B-v0.1_config.json",
         "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -147,15 +147,23 @@ pub const MODELS: &[ModelPreset] = &[
         "deepseek-v3",
         "DeepSeek-V3",
         ["deepseek-ai/deepseek-v3", "deepseek-ai/deepseek-v3-base"],
-        "deepseek-ai/DeepSeek-V3 config.json (MTP module excluded)",
+        "deepseek-ai/DeepSeek-V3 config.json (MTP module excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/deepseek-ai--DeepSeek-V3_config.json",
         "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
         "MIT (code) / DeepSeek Model License; quantization_config left out: the preset keeps the scenario's weight_dtype (bf16 by default)"
+    ),
+    preset!(
+        "deepseek-v3.1",
+        "DeepSeek-V3.1",
+        ["deepseek-ai/deepseek-v3.1", "deepseek-ai/deepseek-v3.1-base"],
+        "deepseek-ai/DeepSeek-V3.1 config.json (MTP module excluded): the architecture of DeepSeek-V3, as its config shows; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--DeepSeek-V3.1-NVFP4_config.json (identical to DeepSeek-V3's but for quantization_config)",
+        "https://huggingface.co/deepseek-ai/DeepSeek-V3.1/blob/main/config.json",
+        "MIT; quantization_config left out: the preset keeps the scenario's weight_dtype (bf16 by default)"
     ),
     preset!(
         "deepseek-r1",
         "DeepSeek-R1",
         ["deepseek-ai/deepseek-r1", "deepseek-ai/deepseek-r1-0528"],
-        "deepseek-ai/DeepSeek-R1 config.json (MTP module excluded)",
+        "deepseek-ai/DeepSeek-R1 config.json (MTP module excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/deepseek-ai--DeepSeek-R1_config.json",
         "https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json",
         "MIT"
     ),
@@ -163,7 +171,7 @@ pub const MODELS: &[ModelPreset] = &[
         "deepseek-v3.2",
         "DeepSeek-V3.2",
         ["deepseek-ai/deepseek-v3.2", "deepseek-v32"],
-        "deepseek-ai/DeepSeek-V3.2 config.json (MTP module excluded)",
+        "deepseek-ai/DeepSeek-V3.2 config.json (MTP module excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/deepseek-ai--DeepSeek-V3.2_config.json",
         "https://huggingface.co/deepseek-ai/DeepSeek-V3.2/blob/main/config.json",
         "MIT"
     ),
@@ -171,7 +179,7 @@ pub const MODELS: &[ModelPreset] = &[
         "kimi-k2.5",
         "Kimi-K2.5",
         ["moonshotai/kimi-k2.5"],
-        "moonshotai/Kimi-K2.5 config.json (text model; vision tower excluded)",
+        "moonshotai/Kimi-K2.5 config.json (text model; vision tower excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K2.5_config.json",
         "https://huggingface.co/moonshotai/Kimi-K2.5/blob/main/config.json",
         "Modified MIT; INT4 experts with group-32 scales are counted at int4's group-128 bytes"
     ),
@@ -179,7 +187,7 @@ pub const MODELS: &[ModelPreset] = &[
         "glm-5",
         "GLM-5",
         ["zai-org/glm-5"],
-        "zai-org/GLM-5 config.json (MTP layer excluded)",
+        "zai-org/GLM-5 config.json (MTP layer excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/zai-org--GLM-5_config.json",
         "https://huggingface.co/zai-org/GLM-5/blob/main/config.json",
         "MIT"
     ),
@@ -187,7 +195,7 @@ pub const MODELS: &[ModelPreset] = &[
         "minimax-m2.5",
         "MiniMax-M2.5",
         ["minimaxai/minimax-m2.5"],
-        "MiniMaxAI/MiniMax-M2.5 config.json (MTP modules excluded)",
+        "MiniMaxAI/MiniMax-M2.5 config.json (MTP modules excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/MiniMaxAI--MiniMax-M2.5_config.json",
         "https://huggingface.co/MiniMaxAI/MiniMax-M2.5/blob/main/config.json",
         "Modified MIT"
     ),
@@ -195,7 +203,7 @@ pub const MODELS: &[ModelPreset] = &[
         "gpt-oss-20b",
         "gpt-oss-20b",
         ["openai/gpt-oss-20b"],
-        "openai/gpt-oss-20b config.json",
+        "openai/gpt-oss-20b config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/openai--gpt-oss-20b_config.json",
         "https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -203,7 +211,7 @@ pub const MODELS: &[ModelPreset] = &[
         "gpt-oss-120b",
         "gpt-oss-120b",
         ["openai/gpt-oss-120b"],
-        "openai/gpt-oss-120b config.json",
+        "openai/gpt-oss-120b config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/openai--gpt-oss-120b_config.json",
         "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -211,7 +219,7 @@ pub const MODELS: &[ModelPreset] = &[
         "qwen3-8b",
         "Qwen3-8B",
         ["qwen/qwen3-8b"],
-        "Qwen/Qwen3-8B config.json",
+        "Qwen/Qwen3-8B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-8B_config.json",
         "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -219,7 +227,7 @@ pub const MODELS: &[ModelPreset] = &[
         "qwen3-32b",
         "Qwen3-32B",
         ["qwen/qwen3-32b"],
-        "Qwen/Qwen3-32B config.json",
+        "Qwen/Qwen3-32B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-32B_config.json",
         "https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -227,7 +235,7 @@ pub const MODELS: &[ModelPreset] = &[
         "qwen3-235b-a22b",
         "Qwen3-235B-A22B",
         ["qwen/qwen3-235b-a22b", "qwen/qwen3-235b-a22b-instruct-2507"],
-        "Qwen/Qwen3-235B-A22B config.json",
+        "Qwen/Qwen3-235B-A22B config.json; checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-235B-A22B_config.json",
         "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -235,7 +243,7 @@ pub const MODELS: &[ModelPreset] = &[
         "qwen3.5-397b-a17b",
         "Qwen3.5-397B-A17B",
         ["qwen/qwen3.5-397b-a17b"],
-        "Qwen/Qwen3.5-397B-A17B config.json (text model; vision tower and MTP layer excluded)",
+        "Qwen/Qwen3.5-397B-A17B config.json (text model; vision tower and MTP layer excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-397B-A17B_config.json",
         "https://huggingface.co/Qwen/Qwen3.5-397B-A17B/blob/main/config.json",
         "Apache-2.0"
     ),
@@ -243,7 +251,7 @@ pub const MODELS: &[ModelPreset] = &[
         "llama-4-scout",
         "Llama-4-Scout-17B-16E",
         ["meta-llama/llama-4-scout-17b-16e", "meta-llama/llama-4-scout-17b-16e-instruct"],
-        "meta-llama/Llama-4-Scout-17B-16E-Instruct config.json (text model; vision tower excluded)",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct config.json (text model; vision tower excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json",
         "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E-Instruct/blob/main/config.json",
         "Llama 4 Community License"
     ),
@@ -251,7 +259,7 @@ pub const MODELS: &[ModelPreset] = &[
         "llama-4-maverick",
         "Llama-4-Maverick-17B-128E",
         ["meta-llama/llama-4-maverick-17b-128e", "meta-llama/llama-4-maverick-17b-128e-instruct"],
-        "meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json (text model; vision tower excluded)",
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json (text model; vision tower excluded); checked against ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json",
         "https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct/blob/main/config.json",
         "Llama 4 Community License"
     ),

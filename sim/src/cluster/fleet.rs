@@ -81,13 +81,15 @@ impl Fleet {
     pub fn replicas(scenario: &Scenario, slots: Option<u32>) -> Vec<Replica> {
         let f = &scenario.file;
         let build = |s: &Scenario, i: u32| {
-            Replica::new(
+            let mut r = Replica::new(
                 i,
                 &s.file.engine,
                 s.memory.kv_blocks,
                 s.memory.block_bytes(),
                 f.seed,
-            )
+            );
+            r.set_kv_groups(s.memory.kv_groups);
+            r
         };
         if scenario.pools.is_empty() {
             let n = slots.unwrap_or(f.fleet.replicas);

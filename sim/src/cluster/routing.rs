@@ -35,7 +35,7 @@ impl Routing {
         let env = RouterEnv {
             replicas: replicas.len(),
             seed: f.seed,
-            kv_tokens_per_replica: scenario.memory.kv_blocks * f.engine.block_size as u64,
+            kv_tokens_per_replica: scenario.memory.kv_tokens,
         };
         Routing {
             router: router::build(&f.fleet, env),

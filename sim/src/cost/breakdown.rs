@@ -142,7 +142,7 @@ impl Roofline {
                     let a2a = &self.layer_comm.a2a;
                     format!(
                         "all-reduces over {} GPUs (latency {:.1} µs, bus {:.0} GB/s{}){}",
-                        self.allreduce.workers,
+                        self.allreduce.gpus(),
                         self.allreduce.latency_s * 1e6,
                         self.allreduce.busbw / 1e9,
                         if self.allreduce.custom.is_some() {

@@ -41,7 +41,7 @@ pub const MULTI_GPU_LATENCY_FACTOR: f64 = 3.5;
 /// for small messages the engine's custom kernel when it has one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AllReduce {
-    /// GPUs in the group.
+    /// GPUs in the group inside one node (all of them unless `across`).
     pub workers: f64,
     /// Fixed start-up time, seconds.
     pub latency_s: f64,
@@ -49,6 +49,35 @@ pub struct AllReduce {
     pub busbw: f64,
     /// The engine's one-shot/two-shot kernels, where they apply.
     pub custom: Option<CustomAllReduce>,
+    /// A group wider than one node: the stage across the scale-out network.
+    pub across: Option<AcrossNodes>,
+}
+
+/// The inter-node stage of an all-reduce whose group spans `nodes` nodes of
+/// `per_node` GPUs: NCCL's hierarchical schedule (reduce-scatter inside each
+/// node over NVLink, an all-reduce of each GPU's 1/`per_node` shard with its
+/// peers in the other nodes over its own NIC, all-gather inside the node;
+/// NCCL's tree/ring across nodes, Jia et al. 2018 "Highly Scalable Deep
+/// Learning Training System with Mixed-Precision" §3.3 hierarchical
+/// all-reduce). TensorRT-LLM and SGLang run attention TP 16 across two
+/// 8-GPU nodes this way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AcrossNodes {
+    pub nodes: f64,
+    pub per_node: f64,
+    /// One network hop's latency, seconds.
+    pub latency_s: f64,
+    /// NIC bandwidth per GPU and direction, bytes/s.
+    pub nic_bw: f64,
+}
+
+impl AcrossNodes {
+    /// Seconds of the inter-node ring over each GPU's shard of `bytes`.
+    fn secs(&self, bytes: f64) -> f64 {
+        let shard = bytes / self.per_node;
+        2.0 * (self.nodes - 1.0) * self.latency_s
+            + 2.0 * (self.nodes - 1.0) / self.nodes * shard / self.nic_bw
+    }
 }
 
 impl AllReduce {
@@ -63,11 +92,22 @@ impl AllReduce {
             .allreduce_busbw_gbps
             .map(|g| g * 1e9)
             .unwrap_or(hw.interconnect_bytes_per_s() * ALLREDUCE_BW_EFFICIENCY);
+        let g = hw.gpus_per_node.max(1);
+        let across = match (hw.network_gbps, workers > g) {
+            (Some(net), true) => Some(AcrossNodes {
+                nodes: workers.div_ceil(g) as f64,
+                per_node: g as f64,
+                latency_s: hw.network_latency_us.unwrap_or(hw.interconnect_latency_us) * 1e-6,
+                nic_bw: net * 1e9,
+            }),
+            _ => None,
+        };
         AllReduce {
-            workers: workers as f64,
+            workers: workers.min(if across.is_some() { g } else { workers }) as f64,
             latency_s: latency_us * 1e-6,
             busbw,
             custom: None,
+            across,
         }
     }
 
@@ -76,15 +116,22 @@ impl AllReduce {
     pub fn with_kind(mut self, hw: &HardwareSpec, kind: AllReduceKind) -> AllReduce {
         self.custom = match kind {
             AllReduceKind::Nccl => None,
+            // The custom kernels map peers' buffers over NVLink: one node only.
+            AllReduceKind::Custom if self.across.is_some() => None,
             AllReduceKind::Custom => CustomAllReduce::new(hw, self.workers as u32, self.busbw),
         };
         self
     }
 
+    /// GPUs in the whole group (every node's).
+    pub fn gpus(&self) -> f64 {
+        self.workers * self.across.map_or(1.0, |a| a.nodes)
+    }
+
     /// Seconds to all-reduce `bytes` per GPU (0 for one GPU).
     #[inline]
     pub fn secs(&self, bytes: f64) -> f64 {
-        if self.workers <= 1.0 {
+        if self.workers <= 1.0 && self.across.is_none() {
             return 0.0;
         }
         if let Some(c) = &self.custom {
@@ -95,10 +142,20 @@ impl AllReduce {
         self.nccl_secs(bytes)
     }
 
-    /// NCCL's ring: latency plus 2(g − 1)/g of the bytes at the bus bandwidth.
+    /// NCCL's ring: latency plus 2(g − 1)/g of the bytes at the bus
+    /// bandwidth; across nodes, the node's ring (reduce-scatter and
+    /// all-gather) plus the inter-node stage over each GPU's shard.
     #[inline]
     pub fn nccl_secs(&self, bytes: f64) -> f64 {
-        self.latency_s + 2.0 * (self.workers - 1.0) / self.workers * bytes / self.busbw
+        let inside = if self.workers > 1.0 {
+            self.latency_s + 2.0 * (self.workers - 1.0) / self.workers * bytes / self.busbw
+        } else {
+            0.0
+        };
+        match &self.across {
+            None => inside,
+            Some(a) => inside + a.secs(bytes),
+        }
     }
 }
 
@@ -453,6 +510,26 @@ mod tests {
         assert!((big - 0.3635e-3).abs() < 0.01e-3, "{big}");
         assert!(AllReduce::new(&h, 2).secs(4096.0) < 10e-6);
         assert_eq!(AllReduce::new(&h, 1).secs(1e9), 0.0);
+    }
+
+    #[test]
+    fn all_reduce_across_nodes_adds_the_network_stage_over_each_gpus_shard() {
+        // TP 16 over two 8-GPU H100 nodes: the node's ring (28 µs + 1.75 ×
+        // S / 700 GB/s), then each GPU's S / 8 shard all-reduced with its
+        // peer node over its 50 GB/s NIC (2 × 1 hop × 20 µs + 2 · 1/2 · S/8 / 50 GB/s).
+        let h = catalog::hardware("h100-sxm").unwrap();
+        let ar = AllReduce::new(&h, 16).with_kind(&h, AllReduceKind::Custom);
+        assert!(ar.custom.is_none(), "custom kernels stay inside a node");
+        assert_eq!(ar.gpus(), 16.0);
+        let s = 1_048_576.0;
+        let want = 28e-6 + 1.75 * s / 700e9 + 2.0 * 20e-6 + s / 8.0 / 50e9;
+        assert!(
+            (ar.secs(s) - want).abs() < 1e-12,
+            "{} vs {want}",
+            ar.secs(s)
+        );
+        // Slower than one node's all-reduce, by the network's share.
+        assert!(ar.secs(s) > AllReduce::new(&h, 8).secs(s));
     }
 
     #[test]

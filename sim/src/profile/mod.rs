@@ -600,6 +600,7 @@ impl Profile {
             kv_blocks,
             kv_tokens: kv_blocks * engine.block_size as u64,
             sequence_reserve_bytes: 0.0,
+            kv_groups: None,
             layer_kinds: Vec::new(),
         }
     }

@@ -188,6 +188,7 @@ impl Replica {
             && !st.forked
             && self.speculation.is_none()
             && !st.cfg.prefill_only
+            && st.cfg.kv_groups.is_none()
             && !self.keeps_done
             && !st.waiting.charges_decode()
     }

@@ -171,7 +171,7 @@ pub fn exceeds_kv(s: &Scenario, prompt: u32, output: u32, samples: u32) -> bool 
     if samples <= 1 {
         return false;
     }
-    let bs = s.file.engine.block_size;
+    let bs = s.memory.block_size;
     let kv_total = s
         .memory
         .kv_blocks

@@ -38,7 +38,7 @@ impl HandoffState {
             .iter()
             .chain(&self.inbound)
             .chain(&self.arrived)
-            .map(|s| s.blocks as u64)
+            .map(|s| (s.blocks + s.extra) as u64)
             .sum()
     }
 
@@ -158,13 +158,18 @@ impl Replica {
             r.prompt_tokens
         };
         let blocks = BlockAllocator::blocks_for(tokens as u64, self.st.cfg.block_size as u64);
+        let extra = self.st.cfg.kv_groups.map_or(0, |g| {
+            g.extra_blocks(r.prompt_tokens, tokens, blocks as u32, r.samples)
+        });
+        let blocks_and_extra = blocks + extra as u64;
         let reserve = if self.st.running.is_empty() && inbound == 0 {
             0
         } else {
             self.st.cfg.watermark_blocks
         };
         self.account_kv(now);
-        if !self.st.make_free(blocks + reserve) || !self.st.kv.allocate(blocks) {
+        if !self.st.make_free(blocks_and_extra + reserve) || !self.st.kv.allocate(blocks_and_extra)
+        {
             return false;
         }
         self.st.forked |= r.samples > 1;
@@ -175,6 +180,7 @@ impl Replica {
             kv_tokens: r.prompt_tokens,
             blocks: blocks as u32,
             shared: 0,
+            extra,
             prefill_target: r.prompt_tokens,
             chunk: 0,
             decode: false,

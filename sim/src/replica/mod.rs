@@ -173,6 +173,7 @@ impl Replica {
             block_bytes,
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
             prefill_only: false,
+            kv_groups: None,
         };
         let policy = policy::build(engine.policy);
         Replica {
@@ -194,6 +195,18 @@ impl Replica {
             stats: ReplicaStats::default(),
             run: Default::default(),
         }
+    }
+
+    /// Gives this replica a hybrid model's layer groups (the memory plan's
+    /// `kv_groups`): its blocks are then `groups.block_size` tokens, and each
+    /// sequence holds its windows' and state's blocks beside its rows. Decode
+    /// runs stay off, since a windowed group's blocks do not follow a run's
+    /// one-block-per-`block_size` steps.
+    pub fn set_kv_groups(&mut self, groups: Option<crate::kv_groups::KvGroups>) {
+        if let Some(g) = groups {
+            self.st.cfg.block_size = g.block_size;
+        }
+        self.st.cfg.kv_groups = groups;
     }
 
     pub fn enqueue(&mut self, id: RequestId) {
@@ -276,7 +289,12 @@ impl Replica {
     /// Blocks held by running sequences and the prefix cache (for the
     /// conservation check: must equal the allocator's used blocks).
     pub fn blocks_held(&self) -> u64 {
-        let private: u64 = self.st.running.iter().map(|s| s.blocks as u64).sum();
+        let private: u64 = self
+            .st
+            .running
+            .iter()
+            .map(|s| (s.blocks + s.extra) as u64)
+            .sum();
         private + self.st.cache.as_ref().map_or(0, |c| c.blocks()) + self.st.handoff.blocks()
     }
 
@@ -534,5 +552,7 @@ impl Replica {
 #[cfg(test)]
 pub(crate) mod tests;
 
+#[cfg(test)]
+mod hybrid_props;
 #[cfg(test)]
 mod ledger_props;

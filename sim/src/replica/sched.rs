@@ -17,6 +17,9 @@ pub struct RunningSeq {
     pub blocks: u32,
     /// Leading blocks shared through the prefix cache (referenced, not owned).
     pub shared: u32,
+    /// Blocks of a hybrid model's other layer groups (windows, linear
+    /// state) it holds privately, beside its rows (`kv_groups`); 0 otherwise.
+    pub extra: u32,
     /// Cached tokens needed before the next token can be sampled: prompt +
     /// generated at (re)admission. Below it the sequence is still prefilling.
     pub prefill_target: u32,
@@ -80,6 +83,9 @@ pub struct SchedConfig {
     /// A disaggregated prefill replica: requests stop after their first
     /// token and hand their KV off (`cluster::disagg`).
     pub prefill_only: bool,
+    /// A hybrid model's layer groups (`memory::MemoryPlan::kv_groups`): each
+    /// sequence then holds `extra` blocks beside its rows.
+    pub kv_groups: Option<crate::kv_groups::KvGroups>,
 }
 
 /// Queues and memory of one replica: what batch policies manipulate.
@@ -172,10 +178,20 @@ impl SchedState {
         let bs = self.cfg.block_size;
         let s = &self.running[i];
         let need = s.group_blocks(tokens, bs).saturating_sub(s.shared);
+        let extra = self.extra_blocks(s, s.kv_tokens, tokens, need + s.shared);
         while self.running[i].blocks < need {
-            let more = (need - self.running[i].blocks) as u64;
+            let s = &self.running[i];
+            let more = (need - s.blocks + extra) as u64;
+            // A windowed group may have let go of blocks since it last grew.
+            let (more, back) = (
+                more.saturating_sub(s.extra as u64),
+                (s.extra as u64).saturating_sub(more),
+            );
             if self.allocate(more) {
-                self.running[i].blocks = need;
+                self.kv.release(back);
+                let s = &mut self.running[i];
+                s.blocks = need;
+                s.extra = extra;
                 return true;
             }
             let victim_is_self = self.preempt_last_unreserved(now, reqs) == Some(i);
@@ -187,6 +203,22 @@ impl SchedState {
             }
         }
         true
+    }
+
+    /// Blocks `s` holds beside its `rows` once it has slots for `tokens`
+    /// tokens with `computed` of them cached (a hybrid model's windows and
+    /// state, [`crate::kv_groups::KvGroups::extra_blocks`]); 0 for a plain model.
+    #[inline]
+    pub(super) fn extra_blocks(
+        &self,
+        s: &RunningSeq,
+        computed: u32,
+        tokens: u32,
+        rows: u32,
+    ) -> u32 {
+        self.cfg
+            .kv_groups
+            .map_or(0, |g| g.extra_blocks(computed, tokens, rows, s.samples))
     }
 
     /// Grants `n` blocks, evicting unreferenced cached prefixes (LRU) first
@@ -222,8 +254,9 @@ impl SchedState {
             cache.release(&r.prefix_hashes[..s.shared as usize]);
             s.shared = 0;
         }
-        self.kv.release(s.blocks as u64);
+        self.kv.release((s.blocks + s.extra) as u64);
         s.blocks = 0;
+        s.extra = 0;
     }
 
     /// Called when a sequence's prefill completes: its full prompt blocks
@@ -262,6 +295,14 @@ impl SchedState {
         self.attr.mix.charge_prefilling(s, &mut reqs[s.id as usize]);
         s.kv_tokens += s.chunk;
         s.chunk = 0;
+        if s.extra > 0 {
+            // Windowed groups let go of the blocks the chunk pushed out of
+            // the window (vLLM frees them before the sequence's next step).
+            let rows = s.shared + s.blocks;
+            let now_held = self.extra_blocks(s, s.kv_tokens, s.kv_tokens, rows);
+            self.kv.release(s.extra.saturating_sub(now_held) as u64);
+            s.extra = s.extra.min(now_held);
+        }
         if s.prefilling() {
             return 0; // a middle chunk: no token yet
         }
@@ -488,6 +529,8 @@ impl SchedState {
             // The whole KV (its shared prefix included) is copied to host
             // memory; on the device the sequence lets go of everything, so
             // swapped sequences can never pin the memory they need to return.
+            // (Hybrid models do not swap: see `scenario::resolve`.)
+            debug_assert_eq!(s.extra, 0);
             self.kv.release(s.blocks as u64);
             if let Some(cache) = &mut self.cache {
                 cache.release(&reqs[s.id as usize].prefix_hashes[..s.shared as usize]);
@@ -689,6 +732,9 @@ impl SchedState {
         let (samples, fork_tokens) = (r.samples, r.prompt_tokens);
         self.forked |= samples > 1;
         let group = fork::group_blocks(tokens.max(cached + chunk), bs, samples, fork_tokens);
+        let extra = self.cfg.kv_groups.map_or(0, |g| {
+            g.extra_blocks(cached, tokens.max(cached + chunk), group, samples)
+        });
         let blocks = (group - shared) as u64;
         // The watermark guards running sequences; an empty replica has none.
         let reserve = if self.running.is_empty() {
@@ -696,7 +742,9 @@ impl SchedState {
         } else {
             self.cfg.watermark_blocks
         };
-        if !self.make_free(blocks + reserve) || !self.kv.allocate(blocks) {
+        if !self.make_free(blocks + extra as u64 + reserve)
+            || !self.kv.allocate(blocks + extra as u64)
+        {
             if let Some(cache) = &mut self.cache {
                 cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
             }
@@ -729,6 +777,7 @@ impl SchedState {
             kv_tokens: cached,
             blocks: blocks as u32,
             shared,
+            extra,
             prefill_target: target,
             chunk,
             decode: false,

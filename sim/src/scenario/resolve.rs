@@ -448,6 +448,19 @@ impl Scenario {
                 &file.engine,
             ),
         };
+        if memory.kv_groups.is_some()
+            && file.engine.preemption == crate::config::PreemptionMode::Swap
+        {
+            // vLLM's hybrid KV cache manager is a V1 engine's, and V1
+            // preempts by recomputation only.
+            return Err(err(
+                "engine.preemption",
+                format!(
+                    "{} has sliding-window, chunked or linear-attention layers, whose blocks                      vLLM's hybrid KV cache manager (V1) keeps; V1 preempts by recomputation                      only. Set engine.preemption = \"recompute\"",
+                    model.name
+                ),
+            ));
+        }
         let mut resident_draft: Option<(String, f64)> = None;
         if let Some(sp) = &file.engine.speculative {
             // A draft model runs beside the target on its tensor-parallel

@@ -166,10 +166,10 @@ fn bad_parallel_layouts_name_their_key() {
         ),
         (
             "llama-3.1-70b",
-            "h100",
+            "l4",
             "tensor_parallel = 16",
             "fleet.tensor_parallel",
-            "8 GPUs of one H100-SXM node",
+            "no scale-out network",
         ),
         (
             "llama-3.1-70b",

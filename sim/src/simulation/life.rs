@@ -489,6 +489,7 @@ impl Simulation<'_> {
             s.memory.block_bytes(),
             self.scenario.file.seed,
         );
+        fresh.set_kv_groups(s.memory.kv_groups);
         // The replacement runs under the same run-wide switches as the
         // replicas built at the start (`Simulation::with_cost_model`).
         let run = &self.scenario.file;

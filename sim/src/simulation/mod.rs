@@ -13,7 +13,6 @@
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
-use crate::kv::BlockAllocator;
 use crate::records::timeseries::TimeseriesRow;
 use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
@@ -202,7 +201,6 @@ pub fn unservable(
 ) -> Option<RejectReason> {
     let p = prompt as u64;
     let o = output as u64;
-    let bs = s.file.engine.block_size as u64;
     if p + o > s.max_model_len as u64 {
         return Some(RejectReason::ExceedsMaxModelLen);
     }
@@ -216,7 +214,7 @@ pub fn unservable(
         .memory
         .kv_blocks
         .saturating_sub(s.file.engine.pinned_prefix_blocks);
-    if BlockAllocator::blocks_for((p + o).saturating_sub(1), bs) > kv_total {
+    if s.memory.sequence_blocks((p + o).saturating_sub(1)) > kv_total {
         return Some(RejectReason::ExceedsKvCapacity);
     }
     None
