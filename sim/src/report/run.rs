@@ -33,6 +33,8 @@ pub struct RunResult {
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
+    /// The routing trace (`[metrics] routing_trace`): `routing.csv`.
+    pub routing_trace: Option<crate::cluster::routing_trace::RoutingTrace>,
 }
 
 /// Where a run's `requests.csv` rows are. A streamed run writes its rows
@@ -92,6 +94,7 @@ impl Simulation<'_> {
             regions: parts.regions,
             kv_transfer: parts.kv_transfer,
             canary: parts.canary,
+            routing: parts.routing_trace.as_ref().map(|t| t.report()),
             ..Summary::default()
         };
         summary.absorb(parts.request_stats);
@@ -108,6 +111,7 @@ impl Simulation<'_> {
                 None => StreamedRows::Kept,
             }),
             scenario_hash: parts.scenario_hash,
+            routing_trace: parts.routing_trace,
         })
     }
 }
