@@ -93,6 +93,29 @@ pub struct Highlight {
     pub color: RGBColor,
 }
 
+/// A second scale on the right of an x/y chart, the reciprocal of the
+/// left one times `numerator` (dollars per million tokens beside tokens per
+/// second per GPU: price / throughput).
+#[derive(Clone, Debug)]
+pub struct ReciprocalScale {
+    pub label: String,
+    pub numerator: f64,
+    /// Put before each value ("$").
+    pub prefix: String,
+}
+
+impl ReciprocalScale {
+    /// The right-hand value at left-hand `y`; `None` at or below zero.
+    pub fn at(&self, y: f64) -> Option<f64> {
+        (y > 0.0).then(|| self.numerator / y)
+    }
+
+    /// The label of the right-hand value at left-hand `y`.
+    pub fn label_at(&self, y: f64) -> Option<String> {
+        self.at(y).map(|v| format!("{}{}", self.prefix, tick(v)))
+    }
+}
+
 /// Where the legend sits.
 #[derive(Clone, Copy, Debug)]
 pub enum Legend {
@@ -121,6 +144,8 @@ pub struct XyPlot {
     pub x_range: Option<(f64, f64)>,
     pub y_range: Option<(f64, f64)>,
     pub legend: Legend,
+    /// A second scale on the right, derived from the left one.
+    pub y2: Option<ReciprocalScale>,
 }
 
 impl XyPlot {
@@ -144,6 +169,7 @@ impl XyPlot {
             x_range: None,
             y_range: None,
             legend: Legend::UpperRight,
+            y2: None,
         }
     }
 
@@ -383,6 +409,7 @@ where
         .margin(18)
         .x_label_area_size(58)
         .y_label_area_size(78)
+        .right_y_label_area_size(if p.y2.is_some() { 96 } else { 0 })
         .build_cartesian_2d(xr, yr)?;
     let (xs, ys) = (chart.x_range(), chart.y_range());
     let x_tick = |v: &f64| {
@@ -411,6 +438,37 @@ where
         .x_label_formatter(&x_tick)
         .y_label_formatter(&|v| tick(*v))
         .draw()?;
+    if let Some(y2) = &p.y2 {
+        // Labels at six evenly spaced heights (in the axis's own scale).
+        let style = TextStyle::from((FONT, 14)).pos(Pos::new(HPos::Left, VPos::Center));
+        for k in 0..=5 {
+            let f = k as f64 / 5.0;
+            let y = if p.y_log {
+                (ys.start.ln() + f * (ys.end.ln() - ys.start.ln())).exp()
+            } else {
+                ys.start + f * (ys.end - ys.start)
+            };
+            if let Some(label) = y2.label_at(y) {
+                let (px, py) = chart.backend_coord(&(xs.end, y));
+                root.draw(&PathElement::new(
+                    vec![(px, py), (px + 5, py)],
+                    RGBColor(120, 120, 120),
+                ))?;
+                root.draw(&Text::new(label, (px + 8, py), style.clone()))?;
+            }
+        }
+        let (px, _) = chart.backend_coord(&(xs.end, ys.start));
+        let (_, top) = chart.backend_coord(&(xs.end, ys.end));
+        let (_, bottom) = chart.backend_coord(&(xs.end, ys.start));
+        let desc = TextStyle::from((FONT, 17))
+            .transform(FontTransform::Rotate90)
+            .pos(Pos::new(HPos::Center, VPos::Center));
+        root.draw(&Text::new(
+            y2.label.clone(),
+            (px + 78, (top + bottom) / 2),
+            desc,
+        ))?;
+    }
     let mut labelled = false;
     for s in &p.series {
         let line = s.color.stroke_width(s.width);
