@@ -407,9 +407,11 @@ where
     let mut chart = ChartBuilder::on(root)
         .caption(&p.title, (FONT, 22))
         .margin(18)
+        // Room on the right for the second scale's labels (a label area
+        // there would repeat the left axis's).
+        .margin_right(if p.y2.is_some() { 110 } else { 18 })
         .x_label_area_size(58)
         .y_label_area_size(78)
-        .right_y_label_area_size(if p.y2.is_some() { 96 } else { 0 })
         .build_cartesian_2d(xr, yr)?;
     let (xs, ys) = (chart.x_range(), chart.y_range());
     let x_tick = |v: &f64| {
@@ -465,7 +467,7 @@ where
             .pos(Pos::new(HPos::Center, VPos::Center));
         root.draw(&Text::new(
             y2.label.clone(),
-            (px + 78, (top + bottom) / 2),
+            (px + 96, (top + bottom) / 2),
             desc,
         ))?;
     }
