@@ -112,7 +112,15 @@ impl ReciprocalScale {
 
     /// The label of the right-hand value at left-hand `y`.
     pub fn label_at(&self, y: f64) -> Option<String> {
-        self.at(y).map(|v| format!("{}{}", self.prefix, tick(v)))
+        // Three significant figures: a derived scale's values are not round.
+        self.at(y).map(|v| {
+            let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+            if v.abs() >= 1000.0 {
+                format!("{}{}", self.prefix, tick(v))
+            } else {
+                format!("{}{v:.digits$}", self.prefix)
+            }
+        })
     }
 }
 
@@ -616,6 +624,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reciprocal_scale_labels_three_figures() {
+        let s = ReciprocalScale {
+            label: "$ per 1M output tokens".into(),
+            numerator: 2.49e6 / 3600.0,
+            prefix: "$".into(),
+        };
+        assert_eq!(s.label_at(5000.0).as_deref(), Some("$0.138"));
+        assert_eq!(s.label_at(250.0).as_deref(), Some("$2.77"));
+        assert_eq!(s.label_at(0.5).as_deref(), Some("$1383"));
+        assert_eq!(s.label_at(0.0), None);
+    }
 
     #[test]
     fn ticks_are_short() {

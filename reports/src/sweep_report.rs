@@ -168,13 +168,18 @@ fn frontier_charts(r: &SweepResults, f: &Frontier) -> Vec<Chart> {
         let mut c = XyPlot::new(
             name,
             format!(
-                "Throughput per GPU vs {} — {}",
+                "Throughput per GPU vs {} — {}{}",
                 if name == "frontier-ttft" {
                     "TTFT"
                 } else {
                     "interactivity"
                 },
-                r.scenario
+                r.scenario,
+                if f.curve_axes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; a curve per {}", f.curve_axes.join(", "))
+                }
             ),
             if x_log {
                 format!("{x_label}, log scale")
@@ -209,6 +214,12 @@ fn frontier_charts(r: &SweepResults, f: &Frontier) -> Vec<Chart> {
         s.tips = tips;
         c.series.push(s);
         for (k, conf) in f.configurations.iter().enumerate() {
+            let curve = f
+                .points
+                .iter()
+                .find(|p| &p.configuration == conf)
+                .map(|p| p.curve.clone())
+                .unwrap_or_default();
             let mut pts: Vec<(f64, f64, String)> = f
                 .points
                 .iter()
@@ -218,7 +229,7 @@ fn frontier_charts(r: &SweepResults, f: &Frontier) -> Vec<Chart> {
             pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
             // Past seven curves the legend stops helping: the rest are grey.
             let (label, color) = if k < 7 {
-                (conf.clone(), PALETTE[k])
+                (curve, PALETTE[k])
             } else {
                 (String::new(), GREY)
             };

@@ -67,7 +67,11 @@ pub fn render(e: &Explanation) -> String {
         }
     }
     if let Some(r) = &e.routing {
-        let _ = writeln!(o, "\nRouting (estimated from the routing trace)\n  {}", r.statement);
+        let _ = writeln!(
+            o,
+            "\nRouting (estimated from the routing trace)\n  {}",
+            r.statement
+        );
     }
     if !e.hypotheses.is_empty() {
         o.push_str("\nHypotheses the data supports (best first)\n");

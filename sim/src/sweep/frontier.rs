@@ -45,6 +45,9 @@ pub struct FrontierPoint {
     /// The values of the axes other than the load ("all points" when the
     /// grid varies the load alone).
     pub configuration: String,
+    /// The same values without their keys (a chart's legend, whose title
+    /// names the keys: [`Frontier::curve_axes`]).
+    pub curve: String,
     /// The load axis's value, when the grid has one.
     pub load: Option<f64>,
     pub gpus: f64,
@@ -74,6 +77,8 @@ pub struct Frontier {
     pub points: Vec<FrontierPoint>,
     /// Configurations, in order of first appearance.
     pub configurations: Vec<String>,
+    /// The axes that tell the curves apart (all but the load).
+    pub curve_axes: Vec<String>,
     /// The one price per GPU-hour every point is billed at, when there is
     /// one: cost per million tokens is then `price / (per_gpu × 3600 / 1e6)`,
     /// a second scale on the per-GPU throughput axis.
@@ -111,17 +116,20 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
                 .flatten()
         };
         let tpot = stat("tpot_ms", "p50");
-        let configuration = {
-            let parts: Vec<String> = (0..results.axes.len())
-                .filter(|&i| Some(i) != load)
-                .map(|i| format!("{} = {}", results.axes[i], cell(&p.values[i])))
-                .collect();
+        let others = || (0..results.axes.len()).filter(|&i| Some(i) != load);
+        let joined = |parts: Vec<String>| {
             if parts.is_empty() {
                 "all points".to_string()
             } else {
                 parts.join(", ")
             }
         };
+        let configuration = joined(
+            others()
+                .map(|i| format!("{} = {}", results.axes[i], cell(&p.values[i])))
+                .collect(),
+        );
+        let curve = joined(others().map(|i| cell(&p.values[i])).collect());
         if !configurations.contains(&configuration) {
             configurations.push(configuration.clone());
         }
@@ -135,6 +143,7 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
         points.push(FrontierPoint {
             index: p.index,
             configuration,
+            curve,
             load: load.and_then(|i| p.values[i].as_f64()),
             gpus,
             output_tokens_per_s: tps,
@@ -194,6 +203,10 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
         load_axis: load.map(|i| results.axes[i].clone()),
         points,
         configurations,
+        curve_axes: (0..results.axes.len())
+            .filter(|&i| Some(i) != load)
+            .map(|i| results.axes[i].clone())
+            .collect(),
         usd_per_gpu_hour,
     }
 }
@@ -301,6 +314,8 @@ mod tests {
             f.configurations,
             ["fleet.replicas = 1", "fleet.replicas = 2"]
         );
+        assert_eq!(f.curve_axes, ["fleet.replicas"]);
+        assert_eq!(f.points[3].curve, "2");
         let p = &f.points[1];
         assert_eq!((p.per_gpu, p.per_user), (1800.0, Some(50.0)));
         // $2 per GPU-hour at 1,800 tokens/s per GPU: 2 / 6.48 $ per M.
