@@ -102,24 +102,36 @@ fn the_routing_trace_shows_what_herding_costs() {
         "router = \"least-outstanding\"\nreport_interval_s = 2.0",
     );
     let traced = tmp.path().join("traced.toml");
-    std::fs::write(&traced, format!("{text}\n[metrics]\nrouting_trace = true\n")).unwrap();
+    std::fs::write(
+        &traced,
+        format!("{text}\n[metrics]\nrouting_trace = true\n"),
+    )
+    .unwrap();
     let out = tmp.path().join("out");
     simulate(&traced, &out, &[]);
     let s: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
     assert_eq!(f(&s, "routing.decisions"), 3000.0);
     assert!(f(&s, "routing.regret_ms_total") > 0.0);
     let csv = read(&out.join("routing.csv"));
-    assert!(csv.starts_with("request,time_s,replica,score,outstanding,est_ttft_ms,picked,regret_ms\n"));
+    assert!(
+        csv.starts_with("request,time_s,replica,score,outstanding,est_ttft_ms,picked,regret_ms\n")
+    );
     // 4 candidates per decision.
     assert_eq!(csv.lines().count(), 1 + 4 * 3000);
-    let o = bin().args(["explain", out.to_str().unwrap()]).output().unwrap();
+    let o = bin()
+        .args(["explain", out.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let text_out = stdout(&o);
     let line = text_out
         .lines()
         .find(|l| l.contains("lost an estimated"))
         .unwrap_or_else(|| panic!("no routing finding:\n{text_out}"));
-    assert!(line.contains("least-outstanding") && line.contains("on replica"), "{line}");
+    assert!(
+        line.contains("least-outstanding") && line.contains("on replica"),
+        "{line}"
+    );
     // The same folder rewritten without the trace: no routing.csv.
     let plain = tmp.path().join("plain.toml");
     std::fs::write(&plain, &text).unwrap();

@@ -183,10 +183,12 @@ impl RoutingTrace {
         budget: impl Fn(usize) -> u32,
     ) {
         self.est.clear();
-        for r in d.first..d.first + d.len {
-            if r == picked || (d.routable)(r - d.first) {
-                let t = estimate_ttft_ns(&replicas[r], req, budget(r), cost(r));
-                self.est.push((r, t));
+        let group = &replicas[d.first..d.first + d.len];
+        for (k, rep) in group.iter().enumerate() {
+            let r = d.first + k;
+            if r == picked || (d.routable)(k) {
+                self.est
+                    .push((r, estimate_ttft_ns(rep, req, budget(r), cost(r))));
             }
         }
         let best = self
