@@ -96,7 +96,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let f = frontier(&r, obj.gpu_hour_usd.as_ref());
     if !f.points.is_empty() {
         sec.para(frontier_text(&f));
-        for c in frontier_charts(&r, &f) {
+        for c in frontier_charts(&f) {
             sec.figure(chart::render(&c, charts)?);
         }
     }
@@ -128,7 +128,7 @@ fn frontier_text(f: &Frontier) -> String {
 }
 
 /// Per-GPU throughput against per-user rate and against median TTFT.
-fn frontier_charts(r: &SweepResults, f: &Frontier) -> Vec<Chart> {
+fn frontier_charts(f: &Frontier) -> Vec<Chart> {
     type Axis = (
         &'static str,
         &'static str,
@@ -167,18 +167,24 @@ fn frontier_charts(r: &SweepResults, f: &Frontier) -> Vec<Chart> {
         let x_log = chart::wants_log(f.points.iter().filter_map(x_of));
         let mut c = XyPlot::new(
             name,
+            // The section names the scenario; the title names the curves'
+            // keys (their last part: the legend gives the values).
             format!(
-                "Throughput per GPU vs {} — {}{}",
+                "Throughput per GPU vs {}{}",
                 if name == "frontier-ttft" {
                     "TTFT"
                 } else {
                     "interactivity"
                 },
-                r.scenario,
                 if f.curve_axes.is_empty() {
                     String::new()
                 } else {
-                    format!("; a curve per {}", f.curve_axes.join(", "))
+                    let keys: Vec<&str> = f
+                        .curve_axes
+                        .iter()
+                        .map(|k| k.rsplit('.').next().unwrap_or(k))
+                        .collect();
+                    format!(" — curves by {}", keys.join(", "))
                 }
             ),
             if x_log {
