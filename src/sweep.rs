@@ -152,9 +152,13 @@ fn finish(plan: &CheckedSweep, results: &SweepResults, out: &Path, report: bool)
         sim::report::write_all(&op_dir, &run)
             .with_context(|| format!("cannot write {}", op_dir.display()))?;
     }
+    // The throughput–interactivity frontier, one curve per configuration.
+    sim::sweep::frontier::frontier(results, obj.gpu_hour_usd.as_ref())
+        .write(out)
+        .with_context(|| format!("cannot write {}", out.join("frontier.csv").display()))?;
     print_decision(plan, results, &obj, &a);
     outln!(
-        "results: {}/{{sweep.csv,sweep.json,operating-point.json{}}}",
+        "results: {}/{{sweep.csv,sweep.json,frontier.csv,operating-point.json{}}}",
         out.display(),
         if a.best.is_some() {
             ",operating-point/"

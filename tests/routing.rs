@@ -90,3 +90,53 @@ fn prefix_affinity_beats_round_robin_on_the_mooncake_trace() {
         "prefix-affinity {pa:.3} vs round-robin {rr:.3}"
     );
 }
+
+/// `[metrics] routing_trace`: herding between stale reports shows up as
+/// regret on the replica it herded onto, `explain` says so, and a run
+/// without the trace writes no `routing.csv` (and leaves none behind).
+#[test]
+fn the_routing_trace_shows_what_herding_costs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = read(&repo().join("scenarios/hot-prefix.toml")).replace(
+        "router = \"prefix-affinity\"",
+        "router = \"least-outstanding\"\nreport_interval_s = 2.0",
+    );
+    let traced = tmp.path().join("traced.toml");
+    std::fs::write(
+        &traced,
+        format!("{text}\n[metrics]\nrouting_trace = true\n"),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    simulate(&traced, &out, &[]);
+    let s: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(f(&s, "routing.decisions"), 3000.0);
+    assert!(f(&s, "routing.regret_ms_total") > 0.0);
+    let csv = read(&out.join("routing.csv"));
+    assert!(
+        csv.starts_with("request,time_s,replica,score,outstanding,est_ttft_ms,picked,regret_ms\n")
+    );
+    // 4 candidates per decision.
+    assert_eq!(csv.lines().count(), 1 + 4 * 3000);
+    let o = bin()
+        .args(["explain", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text_out = stdout(&o);
+    let line = text_out
+        .lines()
+        .find(|l| l.contains("lost an estimated"))
+        .unwrap_or_else(|| panic!("no routing finding:\n{text_out}"));
+    assert!(
+        line.contains("least-outstanding") && line.contains("on replica"),
+        "{line}"
+    );
+    // The same folder rewritten without the trace: no routing.csv.
+    let plain = tmp.path().join("plain.toml");
+    std::fs::write(&plain, &text).unwrap();
+    simulate(&plain, &out, &[]);
+    assert!(!out.join("routing.csv").exists());
+    let s: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert!(s.get("routing").is_none());
+}

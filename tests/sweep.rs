@@ -9,9 +9,10 @@ use std::path::Path;
 const GRID: &str = "scenarios/grids/quickstart-sizing.toml";
 
 /// The files a finished sweep writes.
-const OUTPUTS: [&str; 6] = [
+const OUTPUTS: [&str; 7] = [
     "sweep.csv",
     "sweep.json",
+    "frontier.csv",
     "operating-point.json",
     "operating-point/summary.json",
     "operating-point/requests.csv",

@@ -93,6 +93,37 @@ pub struct Highlight {
     pub color: RGBColor,
 }
 
+/// A second scale on the right of an x/y chart, the reciprocal of the
+/// left one times `numerator` (dollars per million tokens beside tokens per
+/// second per GPU: price / throughput).
+#[derive(Clone, Debug)]
+pub struct ReciprocalScale {
+    pub label: String,
+    pub numerator: f64,
+    /// Put before each value ("$").
+    pub prefix: String,
+}
+
+impl ReciprocalScale {
+    /// The right-hand value at left-hand `y`; `None` at or below zero.
+    pub fn at(&self, y: f64) -> Option<f64> {
+        (y > 0.0).then(|| self.numerator / y)
+    }
+
+    /// The label of the right-hand value at left-hand `y`.
+    pub fn label_at(&self, y: f64) -> Option<String> {
+        // Three significant figures: a derived scale's values are not round.
+        self.at(y).map(|v| {
+            let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+            if v.abs() >= 1000.0 {
+                format!("{}{}", self.prefix, tick(v))
+            } else {
+                format!("{}{v:.digits$}", self.prefix)
+            }
+        })
+    }
+}
+
 /// Where the legend sits.
 #[derive(Clone, Copy, Debug)]
 pub enum Legend {
@@ -121,6 +152,8 @@ pub struct XyPlot {
     pub x_range: Option<(f64, f64)>,
     pub y_range: Option<(f64, f64)>,
     pub legend: Legend,
+    /// A second scale on the right, derived from the left one.
+    pub y2: Option<ReciprocalScale>,
 }
 
 impl XyPlot {
@@ -144,6 +177,7 @@ impl XyPlot {
             x_range: None,
             y_range: None,
             legend: Legend::UpperRight,
+            y2: None,
         }
     }
 
@@ -381,6 +415,9 @@ where
     let mut chart = ChartBuilder::on(root)
         .caption(&p.title, (FONT, 22))
         .margin(18)
+        // Room on the right for the second scale's labels (a label area
+        // there would repeat the left axis's).
+        .margin_right(if p.y2.is_some() { 110 } else { 18 })
         .x_label_area_size(58)
         .y_label_area_size(78)
         .build_cartesian_2d(xr, yr)?;
@@ -411,6 +448,37 @@ where
         .x_label_formatter(&x_tick)
         .y_label_formatter(&|v| tick(*v))
         .draw()?;
+    if let Some(y2) = &p.y2 {
+        // Labels at six evenly spaced heights (in the axis's own scale).
+        let style = TextStyle::from((FONT, 14)).pos(Pos::new(HPos::Left, VPos::Center));
+        for k in 0..=5 {
+            let f = k as f64 / 5.0;
+            let y = if p.y_log {
+                (ys.start.ln() + f * (ys.end.ln() - ys.start.ln())).exp()
+            } else {
+                ys.start + f * (ys.end - ys.start)
+            };
+            if let Some(label) = y2.label_at(y) {
+                let (px, py) = chart.backend_coord(&(xs.end, y));
+                root.draw(&PathElement::new(
+                    vec![(px, py), (px + 5, py)],
+                    RGBColor(120, 120, 120),
+                ))?;
+                root.draw(&Text::new(label, (px + 8, py), style.clone()))?;
+            }
+        }
+        let (px, _) = chart.backend_coord(&(xs.end, ys.start));
+        let (_, top) = chart.backend_coord(&(xs.end, ys.end));
+        let (_, bottom) = chart.backend_coord(&(xs.end, ys.start));
+        let desc = TextStyle::from((FONT, 17))
+            .transform(FontTransform::Rotate90)
+            .pos(Pos::new(HPos::Center, VPos::Center));
+        root.draw(&Text::new(
+            y2.label.clone(),
+            (px + 96, (top + bottom) / 2),
+            desc,
+        ))?;
+    }
     let mut labelled = false;
     for s in &p.series {
         let line = s.color.stroke_width(s.width);
@@ -556,6 +624,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reciprocal_scale_labels_three_figures() {
+        let s = ReciprocalScale {
+            label: "$ per 1M output tokens".into(),
+            numerator: 2.49e6 / 3600.0,
+            prefix: "$".into(),
+        };
+        assert_eq!(s.label_at(5000.0).as_deref(), Some("$0.138"));
+        assert_eq!(s.label_at(250.0).as_deref(), Some("$2.77"));
+        assert_eq!(s.label_at(0.5).as_deref(), Some("$1383"));
+        assert_eq!(s.label_at(0.0), None);
+    }
 
     #[test]
     fn ticks_are_short() {

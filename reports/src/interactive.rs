@@ -184,6 +184,29 @@ pub fn xy_svg(p: &XyPlot) -> String {
             tick(v)
         );
     }
+    // The second scale, inside the plot's right edge (the margin is the
+    // script's zoom frame).
+    if let Some(y2) = &p.y2 {
+        for v in ya.ticks(false) {
+            if let Some(label) = y2.label_at(v) {
+                let y = py(&ya, v);
+                let _ = write!(
+                    s,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{}</text>",
+                    r - 4.0,
+                    y - 3.0,
+                    esc(&label)
+                );
+            }
+        }
+        let _ = write!(
+            s,
+            "<text transform=\"translate({:.1},{:.1}) rotate(90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>",
+            W - 8.0,
+            (t + b) / 2.0,
+            esc(&y2.label)
+        );
+    }
     // X ticks: redrawn by the script on zoom.
     s.push_str("<g class=\"xticks\">");
     for v in xa.ticks(p.x_integer) {

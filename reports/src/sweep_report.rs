@@ -1,6 +1,7 @@
 //! The report of a sweep (`sweep.json`): the objective, the Pareto front of
 //! cost against latency with the chosen operating point, and latency against
-//! offered load per replica for each combination of the other axes.
+//! offered load per replica for each combination of the other axes; and
+//! the throughput–interactivity frontier (`sim::sweep::frontier`).
 
 use crate::chart::{
     self, Chart, Highlight, Legend, Mark, RefLine, Series, XyPlot, GREY, PALETTE, TARGET,
@@ -8,6 +9,7 @@ use crate::chart::{
 use crate::data::num;
 use crate::document::Section;
 use sim::config::keypath;
+use sim::sweep::frontier::{frontier, Frontier, FrontierPoint};
 use sim::sweep::objective::{analyze, Analysis, Objective};
 use sim::sweep::results::{cell, PointResult};
 use sim::sweep::{Grid, SweepResults};
@@ -91,7 +93,161 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
             sec.figure(chart::render(&c, charts)?);
         }
     }
+    let f = frontier(&r, obj.gpu_hour_usd.as_ref());
+    if !f.points.is_empty() {
+        sec.para(frontier_text(&f));
+        for c in frontier_charts(&f) {
+            sec.figure(chart::render(&c, charts)?);
+        }
+    }
     Ok(sec)
+}
+
+/// What the frontier charts show, in words.
+fn frontier_text(f: &Frontier) -> String {
+    let on = |pick: fn(&FrontierPoint) -> bool| f.points.iter().filter(|p| pick(p)).count();
+    let cost = match f.usd_per_gpu_hour {
+        Some(p) => format!(
+            " The right-hand scale is the cost per million output tokens at ${p:.2} per GPU-hour."
+        ),
+        None if f.points.iter().any(|p| p.usd_per_m.is_some()) => {
+            " Prices differ by hardware, so the cost per million output tokens is in each point's details and frontier.csv, not on a scale.".into()
+        }
+        None => String::new(),
+    };
+    format!(
+        "Throughput against interactivity, as InferenceX draws it: output tokens per second per GPU against tokens per second per user (1000 / median TPOT) and against median TTFT, one curve per configuration{}. The frontier joins the points no other point beats on both ({} and {} of {} points); hover a point for its settings. The same figures are in frontier.csv.{cost}",
+        f.load_axis
+            .as_ref()
+            .map(|a| format!(" over {a}"))
+            .unwrap_or_default(),
+        on(|p| p.on_interactivity_front),
+        on(|p| p.on_ttft_front),
+        f.points.len()
+    )
+}
+
+/// Per-GPU throughput against per-user rate and against median TTFT.
+fn frontier_charts(f: &Frontier) -> Vec<Chart> {
+    type Axis = (
+        &'static str,
+        &'static str,
+        fn(&FrontierPoint) -> Option<f64>,
+        fn(&FrontierPoint) -> bool,
+    );
+    let axes: [Axis; 2] = [
+        (
+            "frontier-interactivity",
+            "interactivity (tokens/s per user)",
+            |p| p.per_user,
+            |p| p.on_interactivity_front,
+        ),
+        (
+            "frontier-ttft",
+            "TTFT p50 (ms)",
+            |p| p.ttft_ms_p50,
+            |p| p.on_ttft_front,
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, x_label, x_of, on_front) in axes {
+        let tip = |p: &FrontierPoint| {
+            let mut t = format!(
+                "point {}: {}; TTFT p50 {} ms, p99 {} ms",
+                p.index,
+                p.settings,
+                fmt(p.ttft_ms_p50, 1),
+                fmt(p.ttft_ms_p99, 1)
+            );
+            if let Some(c) = p.usd_per_m {
+                t.push_str(&format!("; ${c:.3} per 1M output tokens"));
+            }
+            t
+        };
+        let x_log = chart::wants_log(f.points.iter().filter_map(x_of));
+        let mut c = XyPlot::new(
+            name,
+            // The section names the scenario; the title names the curves'
+            // keys (their last part: the legend gives the values).
+            format!(
+                "Throughput per GPU vs {}{}",
+                if name == "frontier-ttft" {
+                    "TTFT"
+                } else {
+                    "interactivity"
+                },
+                if f.curve_axes.is_empty() {
+                    String::new()
+                } else {
+                    let keys: Vec<&str> = f
+                        .curve_axes
+                        .iter()
+                        .map(|k| k.rsplit('.').next().unwrap_or(k))
+                        .collect();
+                    format!(" — curves by {}", keys.join(", "))
+                }
+            ),
+            if x_log {
+                format!("{x_label}, log scale")
+            } else {
+                x_label.to_string()
+            },
+            "output tokens/s per GPU",
+        );
+        c.x_log = x_log;
+        c.y2 = f.usd_per_gpu_hour.map(|p| chart::ReciprocalScale {
+            label: "$ per 1M output tokens".into(),
+            // $/h over (tokens/s × 3600 / 1e6) M tokens/h.
+            numerator: p * 1e6 / 3600.0,
+            prefix: "$".into(),
+        });
+        c.legend = if name == "frontier-ttft" {
+            Legend::LowerRight
+        } else {
+            Legend::UpperRight
+        };
+        let mut front: Vec<(f64, f64, String)> = f
+            .points
+            .iter()
+            .filter(|p| on_front(p))
+            .filter_map(|p| Some((x_of(p)?, p.per_gpu, tip(p))))
+            .collect();
+        front.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let (pts, tips): (Vec<(f64, f64)>, Vec<String>) =
+            front.into_iter().map(|(x, y, t)| ((x, y), t)).unzip();
+        let mut s = Series::new("Pareto frontier", pts, Mark::Line, GREY);
+        s.width = 5;
+        s.tips = tips;
+        c.series.push(s);
+        for (k, conf) in f.configurations.iter().enumerate() {
+            let curve = f
+                .points
+                .iter()
+                .find(|p| &p.configuration == conf)
+                .map(|p| p.curve.clone())
+                .unwrap_or_default();
+            let mut pts: Vec<(f64, f64, String)> = f
+                .points
+                .iter()
+                .filter(|p| &p.configuration == conf)
+                .filter_map(|p| Some((x_of(p)?, p.per_gpu, tip(p))))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            // Past seven curves the legend stops helping: the rest are grey.
+            let (label, color) = if k < 7 {
+                (curve, PALETTE[k])
+            } else {
+                (String::new(), GREY)
+            };
+            let (xy, tips): (Vec<(f64, f64)>, Vec<String>) =
+                pts.into_iter().map(|(x, y, t)| ((x, y), t)).unzip();
+            let mut s = Series::new(label, xy, Mark::LinePoints, color);
+            s.tips = tips;
+            c.series.push(s);
+        }
+        out.push(Chart::Xy(c));
+    }
+    out
 }
 
 /// Points are stored in index order, but a shard holds a subset.

@@ -786,6 +786,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
         pool_series: Vec::new(),
         streamed_requests: Default::default(),
         scenario_hash: sim::output::scenario_hash(s),
+        routing_trace: None,
     })
 }
 

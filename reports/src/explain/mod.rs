@@ -11,6 +11,7 @@
 //! past run that recorded the components.
 
 pub mod load;
+pub mod routing;
 mod text;
 
 pub use load::{Row, Sample};
@@ -212,6 +213,9 @@ pub struct Explanation {
     pub tail_e2e: Vec<Timeline>,
     pub replicas: Vec<ReplicaRow>,
     pub hypotheses: Vec<Hypothesis>,
+    /// What the router's picks cost (a run with `[metrics] routing_trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::RoutingFinding>,
 }
 
 /// Points a sweep folder's error lists at most.
@@ -297,6 +301,8 @@ pub fn run_dir(dir: &Path) -> Result<(std::path::PathBuf, Option<String>), Strin
 pub struct Run {
     pub rows: Vec<Row>,
     pub samples: Vec<Vec<Sample>>,
+    /// Per request, its routing regret (`routing.csv`, traced runs only).
+    pub routing: Option<routing::Regrets>,
 }
 
 impl Run {
@@ -319,7 +325,12 @@ impl Run {
         } else {
             Vec::new()
         };
-        Ok(Run { rows, samples })
+        let routing = routing::load(dir)?;
+        Ok(Run {
+            rows,
+            samples,
+            routing,
+        })
     }
 
     fn row(&self, id: u64) -> Option<&Row> {
@@ -616,7 +627,25 @@ pub fn analyze(run: &Run) -> Explanation {
             .collect()
     };
     let replicas = replicas(run);
-    let hypotheses = hypotheses::rank(run, &metrics, &replicas);
+    let mut hypotheses = hypotheses::rank(run, &metrics, &replicas);
+    let routing = run.routing.as_ref().map(|g| routing::analyze(&run.rows, g));
+    if let Some(f) = routing.as_ref().filter(|f| f.tail_regret_ms > 0.0) {
+        // Ranked by the share of the tail's TTFT the picks lost.
+        hypotheses.push(Hypothesis {
+            statement: f.statement.clone(),
+            try_change: "lower fleet.report_interval_s (a stale view herds), or set fleet.router = \"power-of-two\" (its candidates differ per request) or a prefix router's load bound".into(),
+            // The regret is an estimate that can pass the measured TTFT.
+            score: f.tail_regret_share.min(1.0),
+            evidence: [
+                ("routing_regret_ms_tail".to_string(), f.tail_regret_ms),
+                ("routing_regret_ms_total".to_string(), f.regret_ms_total),
+                ("routing_regret_share_tail".to_string(), f.tail_regret_share),
+            ]
+            .into_iter()
+            .collect(),
+        });
+        hypotheses.sort_by(|a, b| b.score.total_cmp(&a.score));
+    }
     Explanation {
         requests: run.rows.len(),
         attributed: run.rows.iter().filter(|r| r.attributed()).count(),
@@ -625,6 +654,7 @@ pub fn analyze(run: &Run) -> Explanation {
         metrics,
         replicas,
         hypotheses,
+        routing,
     }
 }
 

@@ -66,6 +66,13 @@ pub fn render(e: &Explanation) -> String {
             o.push('\n');
         }
     }
+    if let Some(r) = &e.routing {
+        let _ = writeln!(
+            o,
+            "\nRouting (estimated from the routing trace)\n  {}",
+            r.statement
+        );
+    }
     if !e.hypotheses.is_empty() {
         o.push_str("\nHypotheses the data supports (best first)\n");
         for (i, h) in e.hypotheses.iter().enumerate() {

@@ -8,6 +8,7 @@
 use super::disagg::{Link, LinkModel, TransferReport};
 use super::pool_series::PoolSample;
 use super::routing::Routing;
+use super::routing_trace::{Decision, RoutingTrace};
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status, TransferRecord};
 use crate::scenario::PoolPlan;
@@ -330,6 +331,41 @@ impl Fleet {
     pub fn route_in(&mut self, k: usize, req: &Request) -> usize {
         let g = &mut self.groups[k];
         g.first + g.routing.route(req)
+    }
+
+    /// Records in `trace` the decision that just placed request `id` on
+    /// replica `r`: the candidates are the replicas of `r`'s routing group
+    /// (the group whose router made the last pick), scored by its router.
+    #[allow(clippy::too_many_arguments)]
+    pub fn trace_decision<'c>(
+        &self,
+        trace: &mut RoutingTrace,
+        now: SimTime,
+        id: u64,
+        req: &Request,
+        r: usize,
+        replicas: &[Replica],
+        cost: impl Fn(usize) -> &'c dyn crate::cost::CostModel,
+        budget: impl Fn(usize) -> u32,
+    ) {
+        let g = self
+            .groups
+            .iter()
+            .find(|g| g.contains(r))
+            .expect("every replica is in a group");
+        let routable = |i: usize| g.routing.is_routable(i);
+        let d = Decision {
+            first: g.first,
+            len: g.len,
+            routable: &routable,
+            scores: g.routing.last_scores(),
+        };
+        trace.record(now, id, req, r, &d, replicas, cost, budget);
+    }
+
+    /// What the (first group's) router's scores mean.
+    pub fn score_meaning(&self) -> &'static str {
+        self.groups[0].routing.score_meaning()
     }
 
     fn group_of(&mut self, r: usize) -> &mut Group {

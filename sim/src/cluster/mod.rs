@@ -8,6 +8,7 @@ pub mod min_tree;
 pub mod pool_series;
 pub mod router;
 pub mod routing;
+pub mod routing_trace;
 pub mod view;
 
 #[cfg(test)]

@@ -15,6 +15,11 @@ pub struct Routing {
     view: FleetView,
     /// Nanoseconds between load reports; `None`: the view is live.
     report_every: Option<Nanos>,
+    /// The router's scores are kept for the routing trace
+    /// (`[metrics] routing_trace`).
+    trace: bool,
+    /// The scores of the last decision (traced runs only).
+    scores: Vec<f64>,
 }
 
 impl Routing {
@@ -44,6 +49,8 @@ impl Routing {
                 None => FleetView::new(replicas, report_every.is_none()),
             },
             report_every,
+            trace: f.metrics.routing_trace,
+            scores: Vec::new(),
         }
     }
 
@@ -57,6 +64,10 @@ impl Routing {
     /// is not ready (`lifecycle`); the request then goes to the least-loaded
     /// ready replica, as a gateway moves on from an endpoint that is gone.
     pub fn route(&mut self, req: &Request) -> usize {
+        if self.trace {
+            // Scored before the pick: a prefix router's pick updates its index.
+            self.router.scores(req, &self.view, &mut self.scores);
+        }
         let r = self.router.route(req, &self.view);
         let r = if self.view.is_routable(r) {
             r
@@ -65,6 +76,22 @@ impl Routing {
         };
         self.view.picked(r);
         r
+    }
+
+    /// The router's scores of its replicas at its last decision (empty
+    /// unless traced, or when the policy scores nothing).
+    pub fn last_scores(&self) -> &[f64] {
+        &self.scores
+    }
+
+    /// What the router's scores mean.
+    pub fn score_meaning(&self) -> &'static str {
+        self.router.score_meaning()
+    }
+
+    /// Whether the router may choose replica `r` (of its group).
+    pub fn is_routable(&self, r: usize) -> bool {
+        self.view.is_routable(r)
     }
 
     /// The routing stage of a disaggregated prefill pool: its view weighs

@@ -78,6 +78,10 @@ pub struct Summary {
     /// Only with `[canary]`: the rollout's gate decisions and outcome.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary: Option<crate::canary::report::CanaryReport>,
+    /// Only with `[metrics] routing_trace`: the router's decisions against
+    /// the fastest candidate of each (`cluster::routing_trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<crate::cluster::routing_trace::RoutingReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

@@ -31,6 +31,8 @@ pub struct RunResult {
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
+    /// The routing trace (`[metrics] routing_trace`): `routing.csv`.
+    pub routing_trace: Option<crate::cluster::routing_trace::RoutingTrace>,
 }
 
 impl RunResult {
@@ -74,6 +76,7 @@ impl Simulation<'_> {
             regions: parts.regions,
             kv_transfer: parts.kv_transfer,
             canary: parts.canary,
+            routing: parts.routing_trace.as_ref().map(|t| t.report()),
             ..Summary::default()
         };
         summary.absorb(parts.request_stats);
@@ -87,6 +90,7 @@ impl Simulation<'_> {
             pool_series: parts.pool_series,
             streamed_requests: crate::output::RequestRows::new(parts.streamed_requests),
             scenario_hash: parts.scenario_hash,
+            routing_trace: parts.routing_trace,
         })
     }
 }

@@ -32,6 +32,14 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
     }
     write_requests_file(dir, result)?;
     write_series(dir, result)?;
+    match &result.routing_trace {
+        Some(t) => write_atomic(&dir.join("routing.csv"), |w| t.write_csv(w))?,
+        // A routing.csv beside this summary would be read as this run's.
+        None => match fs::remove_file(dir.join("routing.csv")) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        },
+    }
     let size = |name: &str| fs::metadata(dir.join(name)).map(|m| m.len());
     let with_run = WithRun {
         summary: &result.summary,

@@ -597,6 +597,11 @@ pub struct MetricsCfg {
     /// columns, `servesim explain`); on by default, off saves its cost.
     #[serde(default = "yes")]
     pub attribution: bool,
+    /// The routing trace: `routing.csv` (every candidate's score and
+    /// estimated TTFT per decision) and the summary's `routing` section
+    /// (the regret against the fastest candidate); off by default.
+    #[serde(default)]
+    pub routing_trace: bool,
 }
 
 /// `[metrics] timeseries`: how the time series is kept (see `guard` for why
@@ -623,6 +628,7 @@ impl Default for MetricsCfg {
             timeseries_interval_s: default_ts_interval(),
             timeseries: TimeseriesMode::default(),
             attribution: true,
+            routing_trace: false,
         }
     }
 }

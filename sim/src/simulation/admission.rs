@@ -120,9 +120,34 @@ impl Simulation<'_> {
                     None => self.fleet.route(&mut req, &mut self.replicas),
                 };
                 self.put(id, req);
+                self.trace_route(id, r, now);
                 self.queue_on(r, id, now);
             }
         }
+    }
+
+    /// With `[metrics] routing_trace`: records the decision that routed
+    /// request `id` to replica `r`, before it joins that replica's queue.
+    pub(super) fn trace_route(&mut self, id: RequestId, r: usize, now: SimTime) {
+        let Some(trace) = &mut self.routing_trace else {
+            return;
+        };
+        let (s, costs, fleet) = (self.scenario, &self.costs, &self.fleet);
+        fleet.trace_decision(
+            trace,
+            now,
+            self.slab.id_of(id),
+            &self.requests[id as usize],
+            r,
+            &self.replicas,
+            |c| costs[fleet.pool_of(c)].as_ref(),
+            |c| {
+                crate::cluster::fleet::pool_scenario(s, fleet.pool_of(c))
+                    .file
+                    .engine
+                    .max_batched_tokens
+            },
+        );
     }
 
     /// Queues request `id` (already routed to replica `r`) there, starts the

@@ -462,6 +462,7 @@ impl Simulation<'_> {
         let r = self
             .fleet
             .route(&mut self.requests[id as usize], &mut self.replicas);
+        self.trace_route(id, r, now);
         self.queue_on(r, id, now);
     }
 

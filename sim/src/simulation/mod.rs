@@ -135,6 +135,8 @@ pub struct RunParts {
     /// A digest of the scenario the run resolved ([`crate::output::scenario_hash`]),
     /// part of the run's identity in `summary.json`.
     pub scenario_hash: u64,
+    /// The routing trace (`[metrics] routing_trace`).
+    pub routing_trace: Option<crate::cluster::routing_trace::RoutingTrace>,
 }
 
 /// A configured run.
@@ -187,6 +189,8 @@ pub struct Simulation<'a> {
     runs: decode_runs::HeldStep,
     /// The cost model's terms kept from each replica's last step.
     step_terms: Vec<crate::cost::StepTerms>,
+    /// `[metrics] routing_trace`: each routing decision and its regret.
+    routing_trace: Option<crate::cluster::routing_trace::RoutingTrace>,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -305,6 +309,9 @@ impl<'a> Simulation<'a> {
         let users = crate::guard::closed_loop_users(scenario);
         let expected = if expected == u64::MAX { 4096 } else { expected }.max(users + 16);
         let step_terms = vec![Default::default(); replicas.len()];
+        let routing_trace = f.metrics.routing_trace.then(|| {
+            crate::cluster::routing_trace::RoutingTrace::new(replicas.len(), fleet.score_meaning())
+        });
         let mut sim = Simulation {
             scenario,
             plan: scenario.run_plan(),
@@ -347,6 +354,7 @@ impl<'a> Simulation<'a> {
             regions: crate::region::Regions::new(scenario),
             runs: Default::default(),
             step_terms,
+            routing_trace,
         };
         sim.fleet_init();
         sim.canary_init();

@@ -43,6 +43,13 @@ pub(super) struct Slab {
     recent_base: u64,
 }
 
+impl Slab {
+    /// The id (`requests.csv`'s) of the request in `slot`.
+    pub(super) fn id_of(&self, slot: RequestId) -> u64 {
+        self.ids[slot as usize]
+    }
+}
+
 /// A recent arrival: in its slot still, or ended on `replica`.
 #[derive(Clone, Copy, Debug)]
 enum Recent {

@@ -48,6 +48,7 @@ impl Simulation<'_> {
             return;
         }
         let r = self.fleet.route_in(g as usize, &self.requests[id as usize]);
+        self.trace_route(id, r, now);
         self.queue_on(r, id, now);
     }
 

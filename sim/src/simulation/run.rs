@@ -224,6 +224,7 @@ impl Simulation<'_> {
             pool_series: self.fleet.take_series(),
             streamed_requests: streamed,
             scenario_hash: crate::output::scenario_hash(s),
+            routing_trace: self.routing_trace,
         })
     }
 }

@@ -13,6 +13,8 @@
 //!   point order;
 //! * [`results`] and [`shard`] write, read and merge `sweep.json` /
 //!   `sweep.csv`, so a sweep can be split over a job array;
+//! * [`frontier`] draws throughput per GPU against interactivity (tokens
+//!   per second per user) and TTFT, one curve per configuration;
 //! * [`pareto`] and [`objective`] pick the operating point; [`capacity`]
 //!   searches the arrival rate and the replica count (the `plan` command's
 //!   search over a declared space of deployments builds on it, in
@@ -21,6 +23,7 @@
 pub mod capacity;
 pub mod checked;
 pub mod checkpoint;
+pub mod frontier;
 pub mod grid;
 pub mod objective;
 pub mod pareto;

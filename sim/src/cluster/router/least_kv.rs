@@ -14,6 +14,15 @@ impl Router for LeastKv {
     fn route(&mut self, _req: &Request, view: &FleetView) -> usize {
         view.most_free_kv()
     }
+
+    fn scores(&mut self, _req: &Request, view: &FleetView, out: &mut Vec<f64>) {
+        out.clear();
+        out.extend(view.loads().iter().map(|l| l.kv_free() as f64));
+    }
+
+    fn score_meaning(&self) -> &'static str {
+        "free KV blocks as last reported (most wins; fewest outstanding on ties)"
+    }
 }
 
 #[cfg(test)]

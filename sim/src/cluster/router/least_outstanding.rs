@@ -14,6 +14,14 @@ impl Router for LeastOutstanding {
     fn route(&mut self, _req: &Request, view: &FleetView) -> usize {
         view.least_outstanding()
     }
+
+    fn scores(&mut self, _req: &Request, view: &FleetView, out: &mut Vec<f64>) {
+        super::outstanding_scores(view, out);
+    }
+
+    fn score_meaning(&self) -> &'static str {
+        "outstanding requests as last reported (lowest wins)"
+    }
 }
 
 #[cfg(test)]

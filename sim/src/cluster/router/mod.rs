@@ -38,6 +38,27 @@ use crate::scenario::{FleetCfg, RouterKind};
 pub trait Router: Send {
     /// Index of the replica that takes `req`.
     fn route(&mut self, req: &Request, view: &FleetView) -> usize;
+
+    /// The policy's score of every replica of `view` for `req`, as it
+    /// stands before the pick, into `out` (one per replica): what the
+    /// routing trace (`[metrics] routing_trace`) records beside the pick.
+    /// Left empty by a policy that scores nothing (round robin, random).
+    /// Must not change what the next `route` does.
+    fn scores(&mut self, _req: &Request, _view: &FleetView, out: &mut Vec<f64>) {
+        out.clear();
+    }
+
+    /// What [`Self::scores`] means, in words, for the summary.
+    fn score_meaning(&self) -> &'static str {
+        "none (the policy does not score replicas)"
+    }
+}
+
+/// Every replica's outstanding requests as the view reports them: the score
+/// of the load-based policies.
+fn outstanding_scores(view: &FleetView, out: &mut Vec<f64>) {
+    out.clear();
+    out.extend(view.loads().iter().map(|l| l.outstanding() as f64));
 }
 
 /// What building a router needs besides its settings.

@@ -38,6 +38,14 @@ impl Router for PowerOfTwo {
             a
         }
     }
+
+    fn scores(&mut self, _req: &Request, view: &FleetView, out: &mut Vec<f64>) {
+        super::outstanding_scores(view, out);
+    }
+
+    fn score_meaning(&self) -> &'static str {
+        "outstanding requests as last reported (the lower of two random replicas wins)"
+    }
 }
 
 #[cfg(test)]

@@ -81,6 +81,18 @@ impl Router for PrefixAffinity {
             .insert(chosen, hashes, req.hash_block_tokens.max(1));
         chosen
     }
+
+    fn scores(&mut self, req: &Request, view: &FleetView, out: &mut Vec<f64>) {
+        let hashes = prompt_hashes(req);
+        self.index.match_lengths(hashes, &mut self.holders);
+        out.clear();
+        out.extend(self.holders.iter().map(|&m| m as f64));
+        out.resize(view.len(), 0.0);
+    }
+
+    fn score_meaning(&self) -> &'static str {
+        "prompt blocks matched in the router's prefix index (longest wins, within the load bound)"
+    }
 }
 
 #[cfg(test)]

@@ -33,24 +33,35 @@ impl Weighted {
     }
 }
 
-impl Router for Weighted {
-    fn route(&mut self, req: &Request, view: &FleetView) -> usize {
-        let hashes = prompt_hashes(req);
+impl Weighted {
+    /// Every replica's weighted score for a prompt of `hashes`, in turn.
+    fn each_score<'a>(
+        &'a mut self,
+        hashes: &[u64],
+        view: &'a FleetView,
+    ) -> impl Iterator<Item = f64> + 'a {
         self.index.match_lengths(hashes, &mut self.matched);
         let loads = view.loads();
         let qmin = loads.iter().map(|l| l.outstanding()).min().unwrap_or(0);
         let qmax = loads.iter().map(|l| l.outstanding()).max().unwrap_or(0);
         let blocks = hashes.len().max(1) as f64;
-        let mut best = (f64::NEG_INFINITY, 0usize);
-        for (i, l) in loads.iter().enumerate() {
+        let (w, matched) = (&self.w, &self.matched);
+        loads.iter().enumerate().map(move |(i, l)| {
             let queue = if qmax > qmin {
                 (qmax - l.outstanding()) as f64 / (qmax - qmin) as f64
             } else {
                 1.0
             };
-            let score = self.w.prefix * self.matched[i] as f64 / blocks
-                + self.w.queue * queue
-                + self.w.kv * (1.0 - l.kv_use());
+            w.prefix * matched[i] as f64 / blocks + w.queue * queue + w.kv * (1.0 - l.kv_use())
+        })
+    }
+}
+
+impl Router for Weighted {
+    fn route(&mut self, req: &Request, view: &FleetView) -> usize {
+        let hashes = prompt_hashes(req);
+        let mut best = (f64::NEG_INFINITY, 0usize);
+        for (i, score) in self.each_score(hashes, view).enumerate() {
             if score > best.0 {
                 best = (score, i);
             }
@@ -58,6 +69,16 @@ impl Router for Weighted {
         self.index
             .insert(best.1, hashes, req.hash_block_tokens.max(1));
         best.1
+    }
+
+    fn scores(&mut self, req: &Request, view: &FleetView, out: &mut Vec<f64>) {
+        out.clear();
+        let hashes = prompt_hashes(req);
+        out.extend(self.each_score(hashes, view));
+    }
+
+    fn score_meaning(&self) -> &'static str {
+        "weighted sum of prefix match, queue and KV scorers (highest wins)"
     }
 }
 
