@@ -11,6 +11,8 @@ pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+
+pub mod energy;
 pub mod engine;
 pub mod figures;
 pub mod guard;

@@ -77,6 +77,10 @@ pub struct Summary {
     /// Only with `[canary]`: the rollout's gate decisions and outcome.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary: Option<crate::canary::report::CanaryReport>,
+    /// Power and energy of the fleet's GPUs (`energy`), when every pool's
+    /// hardware has a TDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyReport>,
 }
 
 /// What a load generator offered a real server and what it got back.
