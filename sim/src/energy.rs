@@ -180,7 +180,12 @@ output_tokens = {{ dist = "fixed", value = 10 }}
         assert!((e.busy_gpu_hours - 1.0).abs() < 1e-12);
         // 1.015 kWh = 3,654,000 J over a million tokens.
         assert!((e.joules_per_output_token.unwrap() - 3.654).abs() < 1e-9);
-        assert_eq!(energy_of(&s, 3600.0, 0.25, &[], None, 0.0).unwrap().joules_per_output_token, None);
+        assert_eq!(
+            energy_of(&s, 3600.0, 0.25, &[], None, 0.0)
+                .unwrap()
+                .joules_per_output_token,
+            None
+        );
     }
 
     #[test]
@@ -207,7 +212,9 @@ pcie_gbyte_s = 32.0
         assert!((e.avg_power_w_per_gpu - 300.0).abs() < 1e-9, "{e:?}");
         let err = with("idle_w = 100.0").unwrap_err().to_string();
         assert!(err.contains("hardware.spec.idle_w"), "{err}");
-        let err = with("tdp_w = 100.0\nidle_w = 200.0").unwrap_err().to_string();
+        let err = with("tdp_w = 100.0\nidle_w = 200.0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("from 0 to tdp_w"), "{err}");
     }
 }

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+pub mod emit;
 
 pub mod energy;
 pub mod engine;

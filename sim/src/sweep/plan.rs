@@ -170,7 +170,7 @@ impl Plan {
 /// so the base scenario's `[fleet.kv_transfer]` is not inherited: it would
 /// do nothing there, which a scenario file is refused for. A link key the
 /// grid sets itself stays, and is refused as in a file.
-pub(super) fn drop_inherited_link<'a>(
+pub(crate) fn drop_inherited_link<'a>(
     t: &mut toml::Table,
     axis_paths: impl Iterator<Item = &'a str>,
 ) {
