@@ -189,6 +189,38 @@ output_tokens = {{ dist = "fixed", value = 10 }}
     }
 
     #[test]
+    fn a_one_replica_run_draws_what_hand_arithmetic_gives() {
+        let text = r#"
+name = "one"
+seed = 3
+horizon = { requests = 200 }
+model = { preset = "llama-3.1-8b" }
+hardware = { preset = "l4" }
+engine = { max_model_len = 4096 }
+[workload]
+arrival = { process = "poisson", rate = 4.0 }
+prompt_tokens = { dist = "fixed", value = 500 }
+output_tokens = { dist = "fixed", value = 100 }
+"#;
+        let s = Scenario::from_toml_str(text, "<test>").unwrap();
+        let r = crate::simulation::Simulation::new(&s).run(|_| {}).unwrap();
+        let sum = &r.summary;
+        let e = sum.energy.as_ref().expect("the L4 has a TDP");
+        // One L4 (72 W, idle 10.8 W): 10.8 + 61.2 × busy, for the run.
+        let busy = sum.engine.busy_fraction;
+        assert!(busy > 0.05 && busy < 1.0, "{busy}");
+        let watts = 10.8 + 61.2 * busy;
+        let secs = sum.duration_s;
+        assert!((e.avg_power_w_per_gpu - watts).abs() < 1e-9, "{e:?}");
+        assert!((e.fleet_avg_power_w - watts).abs() < 1e-9);
+        assert!((e.energy_kwh - watts * secs / 3.6e6).abs() < 1e-12);
+        // Every request completes: 200 × 100 output tokens.
+        assert_eq!(sum.counts.completed, 200);
+        let j = e.joules_per_output_token.unwrap();
+        assert!((j - watts * secs / 20_000.0).abs() < 1e-9, "{j}");
+    }
+
+    #[test]
     fn an_inline_chip_without_a_tdp_reports_no_energy_and_its_idle_figure_is_used() {
         let spec = |power: &str| {
             format!(
