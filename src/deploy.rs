@@ -52,21 +52,6 @@ pub fn write(s: &Scenario, formats: &[Format], out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a price or an intensity that is not a finite number ≥ 0.
-pub fn check_energy_figures(price: Option<f64>, carbon: Option<f64>) -> Result<()> {
-    for (flag, v) in [
-        ("--energy-price-kwh", price),
-        ("--carbon-g-per-kwh", carbon),
-    ] {
-        if let Some(v) = v {
-            if !(v.is_finite() && v >= 0.0) {
-                bail!("{flag}: must be a number ≥ 0, got {v}");
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The chosen fleet's energy at the demand, per month, priced and with its
 /// carbon when the figures are given (`energy.json` and printed).
 #[derive(serde::Serialize)]

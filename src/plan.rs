@@ -43,7 +43,6 @@ pub fn run(args: PlanArgs) -> Result<()> {
     };
     // Before the output folder is locked or a checkpoint opened.
     q.check()?;
-    crate::deploy::check_energy_figures(args.energy_price_kwh, args.carbon_g_per_kwh)?;
     let emit = crate::deploy::formats(&args.emit);
     let shard = args.shard.unwrap_or(Shard::ALL);
     if args.exhaustive.is_some() && shard != Shard::ALL {
