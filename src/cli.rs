@@ -308,6 +308,10 @@ pub struct SweepArgs {
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
     pub report: bool,
+    /// Write the operating point's deployment into <out>/deploy/: vllm,
+    /// sglang, kubernetes, dynamo or all (comma-separated; see docs/deploy.md).
+    #[arg(long, value_name = "FORMAT", value_delimiter = ',')]
+    pub emit: Vec<EmitFormat>,
 }
 
 /// `servesim breakeven`.
@@ -366,6 +370,34 @@ pub struct PlanArgs {
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
     pub report: bool,
+    /// Write the cheapest option's deployment into <out>/deploy/: vllm,
+    /// sglang, kubernetes, dynamo or all (comma-separated; see docs/deploy.md).
+    #[arg(long, value_name = "FORMAT", value_delimiter = ',')]
+    pub emit: Vec<EmitFormat>,
+    /// Price of electricity, US dollars per kWh: the cheapest option's fleet
+    /// is simulated at the demand and its GPUs' energy added to its cost
+    /// (no price is assumed).
+    #[arg(long, value_name = "USD")]
+    pub energy_price_kwh: Option<f64>,
+    /// Carbon intensity of the electricity, grams of CO2 per kWh: the
+    /// cheapest option's emissions per month (none without it).
+    #[arg(long, value_name = "G_PER_KWH")]
+    pub carbon_g_per_kwh: Option<f64>,
+}
+
+/// What `--emit` writes (docs/deploy.md).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmitFormat {
+    /// `vllm serve …` per pool (vllm.sh).
+    Vllm,
+    /// `python -m sglang.launch_server …` per pool (sglang.sh).
+    Sglang,
+    /// Deployment or LeaderWorkerSet, Service and HPA (kubernetes.yaml).
+    Kubernetes,
+    /// A Dynamo DynamoGraphDeployment (dynamo.yaml).
+    Dynamo,
+    /// Every format.
+    All,
 }
 
 #[derive(Subcommand, Debug)]

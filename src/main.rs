@@ -20,6 +20,7 @@ mod calibration;
 mod capacity;
 mod cli;
 mod cost;
+mod deploy;
 mod engine_calibration;
 mod explain;
 mod fleet_print;

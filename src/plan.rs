@@ -43,6 +43,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
     };
     // Before the output folder is locked or a checkpoint opened.
     q.check()?;
+    let emit = crate::deploy::formats(&args.emit);
     let shard = args.shard.unwrap_or(Shard::ALL);
     if args.exhaustive.is_some() && shard != Shard::ALL {
         bail!("--exhaustive runs the whole space for comparison; it takes no --shard");
@@ -112,6 +113,16 @@ pub fn run(args: PlanArgs) -> Result<()> {
             "this is shard {s}: the cheapest option of the whole space and its headroom come from `servesim plan merge` over every shard's folder"
         );
     }
+    let wants_energy = args.energy_price_kwh.is_some() || args.carbon_g_per_kwh.is_some();
+    if !emit.is_empty() || wants_energy {
+        chosen(
+            &plan,
+            &emit,
+            args.energy_price_kwh,
+            args.carbon_g_per_kwh,
+            &out,
+        )?;
+    }
     if args.report {
         crate::write_report(&out)?;
     }
@@ -140,6 +151,34 @@ fn refuse_all_invalid(plan: &DeployPlan, space: &str) -> Result<()> {
             first.settings,
             first.pruned.as_deref().unwrap_or("")
         );
+    }
+    Ok(())
+}
+
+/// The cheapest option's deployment written (`--emit`) and its energy
+/// priced (`--energy-price-kwh`, `--carbon-g-per-kwh`).
+fn chosen(
+    plan: &DeployPlan,
+    emit: &[sim::emit::Format],
+    price: Option<f64>,
+    carbon: Option<f64>,
+    out: &Path,
+) -> Result<()> {
+    let Some(s) = sim::emit::chosen::chosen_scenario(plan)? else {
+        outln!("no option meets the SLOs, so there is no deployment to write or energy to price");
+        return Ok(());
+    };
+    if !emit.is_empty() {
+        crate::deploy::write(&s, emit, out)?;
+    }
+    if price.is_some() || carbon.is_some() {
+        let gpu_usd = plan
+            .options
+            .iter()
+            .find(|o| Some(o.index) == plan.best)
+            .and_then(|o| o.fleet.as_ref())
+            .map_or(0.0, |f| f.usd_per_month);
+        crate::deploy::energy(&s, gpu_usd, price, carbon, out)?;
     }
     Ok(())
 }

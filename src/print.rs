@@ -602,6 +602,17 @@ pub fn summary(s: &Scenario, sum: &Summary) {
         e.swap_outs,
         e.preempted_requests
     );
+    if let Some(en) = &sum.energy {
+        outln!(
+            "energy       {} kWh: {:.0} W per GPU on average, {:.0} W for the fleet{} (TDP when busy, idle power otherwise)",
+            sim::figures::sig(en.energy_kwh, 3),
+            en.avg_power_w_per_gpu,
+            en.fleet_avg_power_w,
+            en.joules_per_output_token
+                .map(|j| format!(", {} J per output token", sim::figures::sig(j, 3)))
+                .unwrap_or_default()
+        );
+    }
     if let Some(l) = &sum.lifecycle {
         crate::fleet_print::lifecycle(l);
     }

@@ -30,10 +30,28 @@ pub fn decimal(id: &str) -> Option<Bound> {
         "cancel_share" => bounds::SHARE,
         "max_regression" => MAX_REGRESSION_PERCENT,
         "temperature" => TEMPERATURE,
+        "energy_price_kwh" => ENERGY_PRICE_USD_PER_KWH,
+        "carbon_g_per_kwh" => CARBON_G_PER_KWH,
         _ => return None,
     })
 }
 
+/// A price of electricity, US dollars per kWh (retail prices are cents).
+const ENERGY_PRICE_USD_PER_KWH: Bound = Bound {
+    lo: 0.0,
+    lo_open: false,
+    hi: 1000.0,
+    hi_open: false,
+    unit: "$/kWh",
+};
+/// A grid's carbon intensity, grams of CO2 per kWh (coal is about 1,000).
+const CARBON_G_PER_KWH: Bound = Bound {
+    lo: 0.0,
+    lo_open: false,
+    hi: 10_000.0,
+    hi_open: false,
+    unit: "g/kWh",
+};
 /// A quality regression allowed, percent.
 const MAX_REGRESSION_PERCENT: Bound = Bound {
     lo: 0.0,

@@ -15,12 +15,13 @@ use std::time::Instant;
 /// Runs `servesim sweep` or `servesim sweep merge`.
 pub fn run(args: SweepArgs) -> Result<()> {
     match args.action {
-        Some(SweepAction::Merge(m)) => merge(&m.shards, &m.out, m.report),
+        Some(SweepAction::Merge(m)) => merge(&m.shards, &m.out, m.report, &[]),
         None => {
             let (Some(scenario), Some(grid)) = (args.scenario, args.grid) else {
                 return Err(anyhow!("sweep needs a scenario and --grid"));
             };
-            sweep(&scenario, &grid, args.out, args.shard, args.report)
+            let emit = crate::deploy::formats(&args.emit);
+            sweep(&scenario, &grid, args.out, args.shard, args.report, &emit)
         }
     }
 }
@@ -46,12 +47,18 @@ fn sweep(
     out: Option<PathBuf>,
     shard: Option<Shard>,
     report: bool,
+    emit: &[sim::emit::Format],
 ) -> Result<()> {
     let grid = Grid::load(grid)?;
     let origin = scenario.display().to_string();
     let text = sim::input_file::read_config(scenario, "scenario file")?;
     let plan = CheckedSweep::new(&text, &origin, grid)?;
     let shard = shard.unwrap_or(Shard::ALL);
+    if !emit.is_empty() && shard != Shard::ALL {
+        return Err(anyhow!(
+            "--emit writes the operating point, which only a whole sweep has; run it without --shard"
+        ));
+    }
     let out = out.unwrap_or_else(|| Path::new("out").join(format!("{}-sweep", plan.scenario_name)));
     let mine = plan.points.iter().filter(|p| shard.holds(p.index)).count();
     let threads = rayon::current_num_threads();
@@ -103,10 +110,10 @@ fn sweep(
         }
         return Ok(());
     }
-    finish(&plan, &results, &out, report)
+    finish(&plan, &results, &out, report, emit)
 }
 
-fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
+fn merge(dirs: &[PathBuf], out: &Path, report: bool, emit: &[sim::emit::Format]) -> Result<()> {
     let parts = dirs
         .iter()
         .map(|d| SweepResults::read(&d.join("sweep.json")))
@@ -124,12 +131,18 @@ fn merge(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
         dirs.len(),
         merged.points.len()
     );
-    finish(&plan, &merged, out, report)
+    finish(&plan, &merged, out, report, emit)
 }
 
 /// Chooses the operating point, reruns it in full into `operating-point/`,
 /// and prints the front and the choice.
-fn finish(plan: &CheckedSweep, results: &SweepResults, out: &Path, report: bool) -> Result<()> {
+fn finish(
+    plan: &CheckedSweep,
+    results: &SweepResults,
+    out: &Path,
+    report: bool,
+    emit: &[sim::emit::Format],
+) -> Result<()> {
     let obj = plan.grid.objective.resolve();
     let a = objective::analyze(results, &obj);
     let mut json = serde_json::to_string_pretty(&a)?;
@@ -157,6 +170,16 @@ fn finish(plan: &CheckedSweep, results: &SweepResults, out: &Path, report: bool)
         .write(out)
         .with_context(|| format!("cannot write {}", out.join("frontier.csv").display()))?;
     print_decision(plan, results, &obj, &a);
+    match a.best {
+        Some(best) if !emit.is_empty() => {
+            let s = plan.scenario_for(&plan.points[best])?;
+            crate::deploy::write(&s, emit, out)?;
+        }
+        None if !emit.is_empty() => {
+            outln!("no operating point, so there is no deployment to write")
+        }
+        _ => {}
+    }
     outln!(
         "results: {}/{{sweep.csv,sweep.json,frontier.csv,operating-point.json{}}}",
         out.display(),

@@ -12,6 +12,8 @@ pub mod cluster;
 pub mod config;
 pub mod cost;
 pub mod deployment;
+pub mod emit;
+pub mod energy;
 pub mod engine;
 pub mod figures;
 pub mod guard;

@@ -51,11 +51,13 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("guard", 4, "run"),
     ("load", 4, "run"),
     ("simulation", 4, "run"),
+    ("energy", 4, "run"),
     ("report", 5, "results"),
     ("sweep", 5, "results"),
     ("deployment", 5, "results"),
     ("accuracy", 5, "results"),
     ("breakeven", 5, "results"),
+    ("emit", 5, "results"),
 ];
 
 /// Upward imports allowed, as `file (relative to src) -> module`: none. A

@@ -56,6 +56,15 @@ pub struct HardwareSpec {
     /// Latency of one small send/recv across nodes, microseconds.
     #[serde(default)]
     pub network_latency_us: Option<f64>,
+    /// Board power under full load, W: the datasheet's TDP (maximum
+    /// thermal design power) of the form factor the preset describes
+    /// (`energy` prices a busy GPU at it). Absent: the run reports no energy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdp_w: Option<f64>,
+    /// Board power of an idle GPU holding a loaded model, W (absent with a
+    /// TDP: [`IDLE_FRACTION_OF_TDP`] of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_w: Option<f64>,
     /// Where the numbers come from.
     #[serde(default)]
     pub source: String,
@@ -93,6 +102,29 @@ impl HardwareSpec {
     pub fn interconnect_bytes_per_s(&self) -> f64 {
         self.interconnect_gbps * 1e9
     }
+
+    /// (load, idle) board power per GPU, W, when the spec gives a TDP; the
+    /// idle figure defaults to [`IDLE_FRACTION_OF_TDP`] of it.
+    pub fn power_w(&self) -> Option<(f64, f64)> {
+        let tdp = self.tdp_w?;
+        Some((tdp, self.idle_w.unwrap_or_else(|| idle_w(tdp))))
+    }
+}
+
+/// Idle board power as a share of TDP: a GPU in its performance state with
+/// weights and KV cache resident and no kernel running. Vendors publish no
+/// idle figure; this is the measured ratio on a DGX A100 serving with vLLM
+/// (62 W idle against the A100-SXM's 400 W TDP, nvidia-smi, the
+/// chuyishang/inference-energy measurements), which also matches the
+/// 60–75 W that nvidia-smi shows for an idle H100-SXM (700 W) in published
+/// runs. One ratio for every chip keeps the figure a stated assumption a
+/// scenario can replace with `[hardware.spec] idle_w`, not a number per
+/// chip that no datasheet backs.
+pub const IDLE_FRACTION_OF_TDP: f64 = 0.15;
+
+/// The idle power of a chip of `tdp` watts (see [`IDLE_FRACTION_OF_TDP`]).
+pub fn idle_w(tdp: f64) -> f64 {
+    tdp * IDLE_FRACTION_OF_TDP
 }
 
 fn default_gpus_per_node() -> u32 {
@@ -139,6 +171,13 @@ const DGX_H100_ALLREDUCE_LATENCY_US: f64 = 28.0;
 const DGX_H100_ALLREDUCE_BUSBW_GBPS: f64 = 700.0;
 const NETWORK_LATENCY_US: f64 = 20.0;
 
+// Board power (TDP, W) from each datasheet's maximum thermal design power
+// for the form factor above: H100 SXM5 and H200 SXM up to 700 W; A100 SXM
+// (40 and 80 GB) 400 W; L40S 350 W; L4 72 W; B200 in HGX B200 1,000 W;
+// MI300X 750 W; B300 in HGX B300 1,100 W; GB200 NVL72 1,200 W and GB300
+// NVL72 1,400 W per Blackwell GPU; H20 400 W; MI325X 1,000 W; MI355X
+// 1,400 W; RTX PRO 6000 Blackwell Server Edition 600 W (configurable down to
+// 400 W).
 fn h100_sxm() -> HardwareSpec {
     HardwareSpec {
         name: "H100-SXM".into(),
@@ -156,6 +195,8 @@ fn h100_sxm() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(700.0),
+        idle_w: Some(idle_w(700.0)),
         source: "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column; sparse figures halved)".into(),
     }
 }
@@ -177,6 +218,8 @@ fn h200() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(700.0),
+        idle_w: Some(idle_w(700.0)),
         source: "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column; sparse figures halved)"
             .into(),
     }
@@ -199,6 +242,8 @@ fn a100_80gb() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(25.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(400.0),
+        idle_w: Some(idle_w(400.0)),
         source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column; dense figures)"
             .into(),
     }
@@ -221,6 +266,8 @@ fn a100_40gb() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(25.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(400.0),
+        idle_w: Some(idle_w(400.0)),
         source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column; dense figures)"
             .into(),
     }
@@ -243,6 +290,8 @@ fn l40s() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: None,
         network_latency_us: None,
+        tdp_w: Some(350.0),
+        idle_w: Some(idle_w(350.0)),
         source: "NVIDIA L40S datasheet (sparse figures halved; no NVLink, PCIe Gen4 x16)".into(),
     }
 }
@@ -264,6 +313,8 @@ fn l4() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: None,
         network_latency_us: None,
+        tdp_w: Some(72.0),
+        idle_w: Some(idle_w(72.0)),
         source: "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved; PCIe Gen4 x16)".into(),
     }
 }
@@ -285,6 +336,8 @@ fn b200() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1000.0),
+        idle_w: Some(idle_w(1000.0)),
         source:
             "NVIDIA HGX B200 datasheet, per-GPU share of the 8-GPU board (sparse figures halved)"
                 .into(),
@@ -308,6 +361,8 @@ fn mi300x() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(750.0),
+        idle_w: Some(idle_w(750.0)),
         source: "AMD Instinct MI300X accelerator datasheet (dense figures; Infinity Fabric 896 GB/s aggregate)"
             .into(),
     }
@@ -342,6 +397,8 @@ fn b300() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(100.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1100.0),
+        idle_w: Some(idle_w(1100.0)),
         source:
             "NVIDIA HGX B300 datasheet, per-GPU share of the 8-GPU board (sparse BF16/FP8/INT8 \
                  halved; FP4 dense 108 PFLOPS / 8; 62 TB/s HBM3e / 8; NVLink 5 1.8 TB/s; \
@@ -367,6 +424,8 @@ fn gb200() -> HardwareSpec {
         gpus_per_node: NVL72_GPUS,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1200.0),
+        idle_w: Some(idle_w(1200.0)),
         source: "NVIDIA GB200 NVL72 datasheet, per-GPU share of the 72-GPU rack (sparse figures \
                  halved; 8 TB/s HBM3e; NVLink 5 1.8 TB/s in one 72-GPU domain; NVLink-C2C to \
                  Grace; ConnectX-7 400 Gb/s per GPU)"
@@ -391,6 +450,8 @@ fn gb300() -> HardwareSpec {
         gpus_per_node: NVL72_GPUS,
         network_gbps: Some(100.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1400.0),
+        idle_w: Some(idle_w(1400.0)),
         source: "NVIDIA GB300 NVL72 datasheet, per-GPU share of the 72-GPU rack (sparse BF16/FP8/\
                  INT8 halved; FP4 dense 1,080 PFLOPS / 72; 8 TB/s HBM3e; NVLink 5 1.8 TB/s in one \
                  72-GPU domain; NVLink-C2C to Grace; ConnectX-8 800 Gb/s per GPU)"
@@ -415,6 +476,8 @@ fn h20() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(400.0),
+        idle_w: Some(idle_w(400.0)),
         source: "NVIDIA H20 product specification (dense figures; 96 GB HBM3 at 4.0 TB/s; \
                  NVLink 4 900 GB/s bidirectional and NVSwitch as HGX H100, whose measured \
                  all-reduce it takes; PCIe Gen5 x16)"
@@ -439,6 +502,8 @@ fn mi325x() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1000.0),
+        idle_w: Some(idle_w(1000.0)),
         source:
             "AMD Instinct MI325X accelerator datasheet (dense figures; 256 GB HBM3E at 6 TB/s; \
                  7 Infinity Fabric links, 896 GB/s aggregate)"
@@ -463,6 +528,8 @@ fn mi355x() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: Some(50.0),
         network_latency_us: Some(NETWORK_LATENCY_US),
+        tdp_w: Some(1400.0),
+        idle_w: Some(idle_w(1400.0)),
         source: "AMD Instinct MI355X accelerator datasheet (dense figures; MXFP4 10.1 PFLOPS; \
                  288 GB HBM3E at 8 TB/s; 7 Infinity Fabric links of 153.6 GB/s, 1,075 GB/s \
                  aggregate)"
@@ -487,6 +554,8 @@ fn rtx_pro_6000() -> HardwareSpec {
         gpus_per_node: GPUS_PER_NODE,
         network_gbps: None,
         network_latency_us: None,
+        tdp_w: Some(600.0),
+        idle_w: Some(idle_w(600.0)),
         source: "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (96 GB GDDR7 at 1.6 TB/s; \
                  no NVLink, PCIe Gen5 x16; dense tensor rates at the 2,430 MHz boost clock, FP4 \
                  4 PFLOPS sparse halved)"

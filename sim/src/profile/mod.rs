@@ -544,6 +544,9 @@ impl Profile {
             gpus_per_node: 1,
             network_gbps: None,
             network_latency_us: None,
+            // A calibration measures time, not power.
+            tdp_w: None,
+            idle_w: None,
             source: format!(
                 "calibration profile {origin}: effective figures measured by `servesim calibrate` on {} ({}), not a datasheet",
                 self.device.spec, self.device.driver

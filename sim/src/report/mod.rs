@@ -82,6 +82,10 @@ pub struct Summary {
     /// the fastest candidate of each (`cluster::routing_trace`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<crate::cluster::routing_trace::RoutingReport>,
+    /// Power and energy of the fleet's GPUs (`energy`), when every pool's
+    /// hardware has a TDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyReport>,
 }
 
 /// What a load generator offered a real server and what it got back.

@@ -80,6 +80,14 @@ impl Simulation<'_> {
             ..Summary::default()
         };
         summary.absorb(parts.request_stats);
+        summary.energy = crate::energy::energy_of(
+            s,
+            summary.duration_s,
+            summary.engine.busy_fraction,
+            &summary.pools,
+            summary.lifecycle.as_ref(),
+            (summary.throughput.output_tokens_per_s * summary.duration_s).round(),
+        );
         Ok(RunResult {
             summary,
             requests: parts.requests,

@@ -243,8 +243,17 @@ pub fn hardware(key: &str, s: &HardwareSpec) -> Result<(), Invalid> {
             "µs",
         )?;
     }
+    if let Some(w) = s.tdp_w {
+        within(&format!("{key}.tdp_w"), w, 1e-3, MAX_BOARD_W, "W")?;
+    }
+    if let Some(w) = s.idle_w {
+        within(&format!("{key}.idle_w"), w, 0.0, MAX_BOARD_W, "W")?;
+    }
     Ok(())
 }
+
+/// Board power, W: a thousand times today's largest accelerator.
+pub const MAX_BOARD_W: f64 = 1e6;
 
 fn arrival(key: &str, a: &ArrivalCfg) -> Result<(), Invalid> {
     let k = |f: &str| format!("{key}.{f}");

@@ -377,5 +377,27 @@ pub(super) fn validate_hw(s: &HardwareSpec) -> Result<(), Invalid> {
             ))
         }
     }
-    Ok(())
+    validate_power(s)
+}
+
+/// Board power: a positive TDP, and an idle figure from 0 up to it (given
+/// only with a TDP, which it is the floor of).
+fn validate_power(s: &HardwareSpec) -> Result<(), Invalid> {
+    match (s.tdp_w, s.idle_w) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err((
+            "idle_w".into(),
+            "give it together with tdp_w (idle power is the floor of the load power)".into(),
+        )),
+        (Some(tdp), idle) => {
+            positive("tdp_w", tdp)?;
+            match idle {
+                Some(i) if !(i.is_finite() && (0.0..=tdp).contains(&i)) => Err((
+                    "idle_w".into(),
+                    format!("must be from 0 to tdp_w ({tdp}), got {i}"),
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
 }
