@@ -359,7 +359,7 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
     }
 
     // Kernels and runtime.
-    if p.tensor > 1 && e.all_reduce == AllReduceKind::Nccl {
+    if p.tensor > 1 && e.all_reduce.unwrap_or(e.runtime.all_reduce()) == AllReduceKind::Nccl {
         // The simulation priced every all-reduce through NCCL.
         b.switch("--disable-custom-all-reduce");
     }

@@ -36,7 +36,7 @@ pub fn write_all(dir: &Path, result: &RunResult) -> std::io::Result<()> {
         Some(t) => write_atomic(&dir.join("routing.csv"), |w| t.write_csv(w))?,
         // A routing.csv beside this summary would be read as this run's.
         None => match fs::remove_file(dir.join("routing.csv")) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         },
     }
