@@ -732,8 +732,11 @@ mod tests {
         let e = error_of(&["simulate", "s.toml", "--out", "--json"]);
         assert!(e.contains("--out"), "{e}");
         // A name is not taken from the next flag either.
-        let e = error_of(&["accuracy", "f.csv", "--model", "--json"]);
-        assert!(e.contains("--model") && e.contains("value is required"), "{e}");
+        let e = error_of(&["cost", "--model", "--json"]);
+        assert!(
+            e.contains("--model") && e.contains("value is required"),
+            "{e}"
+        );
     }
 
     /// Durations, counts and sizes past their range are refused by the

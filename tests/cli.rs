@@ -27,7 +27,7 @@ fn every_subcommand_has_help_with_an_example() {
         let o = run(&[cmd, "--help"]);
         assert!(o.status.success(), "{cmd}");
         assert!(
-            stdout(&o).contains("Example:"),
+            stdout(&o).contains("Example:") || stdout(&o).contains("Examples:"),
             "{cmd} --help lacks an example"
         );
     }

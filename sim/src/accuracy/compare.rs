@@ -306,6 +306,29 @@ fn run_point(
         Err(err) => PointOutcome::Failed {
             reason: err.to_string(),
         },
+        Ok(r) if r.summary.counts.completed == 0 => {
+            // No latency to compare: say why rather than list a point with
+            // no prediction.
+            let c = &r.summary.counts;
+            let reasons: Vec<String> = c
+                .rejected_by_reason
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            PointOutcome::Failed {
+                reason: format!(
+                    "the simulated run completed no request: {} arrived, {} rejected{}, {} in flight at the horizon",
+                    c.arrived,
+                    c.rejected,
+                    if reasons.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", reasons.join(", "))
+                    },
+                    c.in_flight
+                ),
+            }
+        }
         Ok(r) => {
             let l = &r.summary.latency;
             let comparisons = point
