@@ -413,6 +413,26 @@ fn table_for(
             notes.push(format!(
                 "engine.policy = {policy} (the engine's default batching)"
             ));
+            // Without chunked context a whole prompt must fit one step's
+            // token budget: TensorRT-LLM's benchmark recipes raise
+            // `max_num_tokens` to the prompt length when it passes the
+            // default (8,192), or the engine would refuse every request.
+            let longest = point.prompt.as_ref().map(|l| match l {
+                Lengths::Recorded { tokens } => tokens.iter().copied().max().unwrap_or(1) as u64,
+                other => other.mean().ceil() as u64,
+            });
+            if let Some(longest) = longest.filter(|&p| policy == "continuous" && p > 8192) {
+                if keypath::get(&t, "engine.max_batched_tokens").is_none() {
+                    set(
+                        &mut t,
+                        "engine.max_batched_tokens",
+                        longest.min(1 << 24) as i64,
+                    );
+                    notes.push(format!(
+                        "engine.max_batched_tokens = {longest} (the longest prompt: unchunked prefills need it)"
+                    ));
+                }
+            }
         }
     }
     Ok(t)
