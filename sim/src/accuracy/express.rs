@@ -824,6 +824,33 @@ mod tests {
     }
 
     #[test]
+    fn unchunked_prompts_past_the_default_budget_get_a_budget_that_holds_them() {
+        let text = include_str!("testdata/aiconfigurator.csv");
+        let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
+        let settings = Settings {
+            max_requests: 16,
+            ..Settings::default()
+        };
+        let mut p = points[0].clone();
+        p.engine = Some("trtllm".into());
+        let budget = |p: &MeasuredPoint| {
+            let e = express(None, "test", &settings, p).unwrap();
+            (
+                e.scenario.file.engine.max_batched_tokens,
+                e.notes.iter().any(|n| n.contains("max_batched_tokens")),
+            )
+        };
+        p.prompt = Some(Lengths::Fixed { tokens: 15_000 });
+        assert_eq!(budget(&p), (15_000, true));
+        // Within the default, and under vLLM's chunked prefill, it stays.
+        p.prompt = Some(Lengths::Fixed { tokens: 4_000 });
+        assert_eq!(budget(&p), (8192, false));
+        p.engine = Some("vllm".into());
+        p.prompt = Some(Lengths::Fixed { tokens: 15_000 });
+        assert!(!budget(&p).1);
+    }
+
+    #[test]
     fn recorded_names_have_catalog_spellings() {
         assert_eq!(
             chip_candidates("h100_sxm"),
