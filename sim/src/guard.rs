@@ -162,7 +162,8 @@ pub fn estimate_with(s: &Scenario, streamed: bool) -> MemoryEstimate {
         (Some(n), Some(r)) => Some(
             n.saturating_mul(CSV_BYTES_PER_REQUEST)
                 .saturating_add(r.saturating_mul(CSV_BYTES_PER_ROW))
-                .saturating_add(series.unwrap_or(0).saturating_mul(CSV_BYTES_PER_POOL_ROW)),
+                .saturating_add(series.unwrap_or(0).saturating_mul(CSV_BYTES_PER_POOL_ROW))
+                .saturating_add(routing_bytes(s, n)),
         ),
         _ => None,
     };
@@ -183,6 +184,21 @@ pub const CSV_BYTES_PER_REQUEST: u64 = 220;
 pub const CSV_BYTES_PER_ROW: u64 = 30;
 /// Typical bytes of one `pools.csv` line.
 pub const CSV_BYTES_PER_POOL_ROW: u64 = 80;
+/// Typical bytes of one `routing.csv` line (one per candidate replica per
+/// routing decision).
+pub const CSV_BYTES_PER_ROUTING_ROW: u64 = 40;
+
+/// Bytes of `routing.csv` for `requests` routed requests: with `[metrics]
+/// routing_trace`, a row per candidate (every replica slot) per decision.
+fn routing_bytes(s: &Scenario, requests: u64) -> u64 {
+    if !s.file.metrics.routing_trace {
+        return 0;
+    }
+    requests
+        .saturating_mul(replica_slots(s))
+        .saturating_mul(CSV_BYTES_PER_ROUTING_ROW)
+}
+
 /// Result files beyond this many bytes get a warning before the run
 /// (`check` and `simulate` state the estimate).
 pub const LARGE_DISK_BYTES: u64 = 1 << 30;
@@ -198,7 +214,12 @@ pub fn disk_warning(s: &Scenario, e: &MemoryEstimate) -> Option<String> {
         .timeseries_rows
         .unwrap_or(0)
         .saturating_mul(CSV_BYTES_PER_ROW);
-    let hint = if rows >= d / 2 {
+    let routing = routing_bytes(s, e.requests.unwrap_or(0));
+    let hint = if routing >= d / 2 {
+        "most of it routing.csv (a row per replica per routing decision): \
+         metrics.routing_trace = false or a shorter horizon shrinks it"
+            .to_string()
+    } else if rows >= d / 2 {
         format!(
             "most of it timeseries.csv ({} rows): a larger metrics.timeseries_interval_s (now {} s), \
              metrics.timeseries = \"fleet\" or \"off\" shrinks it",
@@ -375,4 +396,39 @@ pub fn fleet_row(now: crate::time::SimTime, replicas: &[crate::replica::Replica]
         row.kv_blocks_total += rep.kv().total();
     }
     row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(extra_metrics: &str, replicas: u32) -> Scenario {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"),
+        )
+        .unwrap()
+        .replace("requests = 20000", "requests = 10000000")
+        .replace("replicas = 4", &format!("replicas = {replicas}"))
+            + &format!("\n[metrics]\n{extra_metrics}\n");
+        Scenario::from_toml_str(&text, "q.toml").unwrap()
+    }
+
+    #[test]
+    fn a_routing_trace_counts_a_row_per_replica_per_decision_on_disk() {
+        let off = scenario("", 16);
+        let on = scenario("routing_trace = true", 16);
+        let (a, b) = (estimate(&off), estimate(&on));
+        let n = b.requests.unwrap();
+        assert_eq!(
+            b.disk_bytes.unwrap() - a.disk_bytes.unwrap(),
+            n * 16 * CSV_BYTES_PER_ROUTING_ROW
+        );
+        // 10 M decisions × 16 candidates × 40 bytes: the trace is most of it.
+        let w = disk_warning(&on, &b).unwrap();
+        assert!(
+            w.contains("routing.csv") && w.contains("routing_trace"),
+            "{w}"
+        );
+        assert!(!disk_warning(&off, &a).unwrap().contains("routing.csv"));
+    }
 }
