@@ -191,7 +191,7 @@ pub const CSV_BYTES_PER_ROUTING_ROW: u64 = 40;
 /// Bytes of `routing.csv` for `requests` routed requests: with `[metrics]
 /// routing_trace`, a row per candidate (every replica slot) per decision.
 fn routing_bytes(s: &Scenario, requests: u64) -> u64 {
-    if !s.file.metrics.routing_trace {
+    if !s.run_plan().routing_trace {
         return 0;
     }
     requests

@@ -27,6 +27,9 @@ pub struct RunPlan {
     /// Requests reach the fleet only from the workload: no tenants (and so
     /// no retries), regions or canary split.
     pub workload_arrivals_only: bool,
+    /// `[metrics] routing_trace`: each routing decision is recorded, and
+    /// `routing.csv` written.
+    pub routing_trace: bool,
 }
 
 impl Scenario {
@@ -44,6 +47,7 @@ impl Scenario {
             workload_arrivals_only: f.tenants.is_empty()
                 && f.fleet.regions.is_empty()
                 && f.canary.is_none(),
+            routing_trace: f.metrics.routing_trace,
         }
     }
 }
