@@ -201,20 +201,9 @@ fn group_rows(groups: &[GroupError]) -> Vec<Vec<String>> {
     groups
         .iter()
         .map(|g| {
-            vec![
-                g.key.engine.clone(),
-                g.key.version.clone(),
-                g.key.chip.clone(),
-                g.key.model.clone(),
-                g.key.precision.clone(),
-                g.key.mode.clone(),
-                g.key.band.clone(),
-                g.metric.name().into(),
-                g.stat.name().into(),
-                g.count.to_string(),
-                abs_pct(g.median_abs_error),
-                pct(g.median_error),
-            ]
+            let mut row = g.label_cells();
+            row.extend([abs_pct(g.median_abs_error), pct(g.median_error)]);
+            row
         })
         .collect()
 }

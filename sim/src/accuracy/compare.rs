@@ -146,6 +146,26 @@ pub struct GroupError {
     pub median_error: f64,
 }
 
+impl GroupError {
+    /// The group's key, metric, statistic and count as table cells (the
+    /// columns `groups.csv` and the HTML page share before the errors).
+    pub fn label_cells(&self) -> Vec<String> {
+        let k = &self.key;
+        vec![
+            k.engine.clone(),
+            k.version.clone(),
+            k.chip.clone(),
+            k.model.clone(),
+            k.precision.clone(),
+            k.mode.clone(),
+            k.band.clone(),
+            self.metric.name().into(),
+            self.stat.name().into(),
+            self.count.to_string(),
+        ]
+    }
+}
+
 /// The whole comparison.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AccuracyResults {

@@ -49,20 +49,9 @@ fn load_cells(l: Option<&Load>) -> (String, String) {
 
 fn group_rows(groups: &[GroupError]) -> impl Iterator<Item = Vec<String>> + '_ {
     groups.iter().map(|g| {
-        vec![
-            g.key.engine.clone(),
-            g.key.version.clone(),
-            g.key.chip.clone(),
-            g.key.model.clone(),
-            g.key.precision.clone(),
-            g.key.mode.clone(),
-            g.key.band.clone(),
-            g.metric.name().into(),
-            g.stat.name().into(),
-            g.count.to_string(),
-            pct(g.median_abs_error),
-            pct(g.median_error),
-        ]
+        let mut row = g.label_cells();
+        row.extend([pct(g.median_abs_error), pct(g.median_error)]);
+        row
     })
 }
 
