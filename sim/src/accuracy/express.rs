@@ -416,12 +416,15 @@ fn table_for(
             // Without chunked context a whole prompt must fit one step's
             // token budget: TensorRT-LLM's benchmark recipes raise
             // `max_num_tokens` to the prompt length when it passes the
-            // default (8,192), or the engine would refuse every request.
+            // default (8,192, the scenario's default budget too), or the
+            // engine would refuse every request.
             let longest = point.prompt.as_ref().map(|l| match l {
                 Lengths::Recorded { tokens } => tokens.iter().copied().max().unwrap_or(1) as u64,
                 other => other.mean().ceil() as u64,
             });
-            if let Some(longest) = longest.filter(|&p| policy == "continuous" && p > 8192) {
+            let default_budget = u64::from(crate::config::EngineCfg::default().max_batched_tokens);
+            if let Some(longest) = longest.filter(|&p| policy == "continuous" && p > default_budget)
+            {
                 if keypath::get(&t, "engine.max_batched_tokens").is_none() {
                     set(
                         &mut t,
@@ -844,7 +847,8 @@ mod tests {
         assert_eq!(budget(&p), (15_000, true));
         // Within the default, and under vLLM's chunked prefill, it stays.
         p.prompt = Some(Lengths::Fixed { tokens: 4_000 });
-        assert_eq!(budget(&p), (8192, false));
+        let default = crate::config::EngineCfg::default().max_batched_tokens;
+        assert_eq!(budget(&p), (default, false));
         p.engine = Some("vllm".into());
         p.prompt = Some(Lengths::Fixed { tokens: 15_000 });
         assert!(!budget(&p).1);
