@@ -55,7 +55,7 @@ sed -e 's/^name = .*/name = "validate-gpu"/' \
   -e 's|^profile = .*|profile = "profile.toml"|' \
   "$ROOT/scenarios/validate/cpu.toml" >"$OUT_DIR/validate-gpu.toml"
 log "validate on $DEVICE"
-"$SERVESIM" validate --profile "$OUT_DIR/profile.toml" --scenario "$OUT_DIR/validate-gpu.toml" \
+"$SERVESIM" validate "$OUT_DIR/validate-gpu.toml" --profile "$OUT_DIR/profile.toml" \
   --out "$OUT_DIR/validate" 2>&1 | tee "$OUT_DIR/validate.txt" ||
   # Status 1 when batched and alone greedy tokens differ (bf16 kernels may
   # reduce in another order by batch size): the table is still written.

@@ -118,7 +118,7 @@ arrival = { process = "poisson", rate = ${RATE:-1.0} }
 prompt_tokens = { dist = "lognormal", mean = 180, cv = 0.8, min = 8, max = 900 }
 output_tokens = { dist = "lognormal", mean = 40, cv = 0.6, min = 4, max = 160 }
 EOF
-"$SERVESIM" observe "$url" --scenario heldout.toml --model smollm2-135m --max-requests "$REQUESTS" \
+"$SERVESIM" observe "$url" heldout.toml --served-model-name smollm2-135m --max-requests "$REQUESTS" \
   --out observed | tail -3
 "$SERVESIM" simulate heldout.toml --out simulated >/dev/null
 "$SERVESIM" compare observed simulated | tee compare.txt

@@ -3,6 +3,7 @@
 //! it, for coverage), write the result files and the HTML page, and print
 //! the summary tables.
 
+use crate::ranges;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -40,20 +41,20 @@ pub struct AccuracyArgs {
     #[arg(long)]
     pub weight_dtype: Option<String>,
     /// Tensor-parallel GPUs per replica, over the files'.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub tp: Option<u32>,
     /// Pipeline stages per replica, over the files'.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub pp: Option<u32>,
     /// Expert-parallel groups per replica, over the files'.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub ep: Option<u32>,
     /// Replicas, over the files'.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::REPLICAS, allow_negative_numbers = true)]
     pub replicas: Option<u32>,
     /// At most this many requests simulated per point (a closed loop of C
     /// users still gets 4 × C).
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS)]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = ranges::ITEMS_U64, allow_negative_numbers = true)]
     pub max_requests: u64,
     /// Group the per-group errors by these fields (comma-separated: engine,
     /// version, chip, model, precision, mode, band).
@@ -65,7 +66,7 @@ pub struct AccuracyArgs {
     pub group_by: Vec<String>,
     /// Keep every N-th point only (1, 1+N, 1+2N, … in file order): a
     /// deterministic subset of a large file.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = ranges::POSITIVE_U64, allow_negative_numbers = true)]
     pub every: u64,
 }
 

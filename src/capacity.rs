@@ -13,6 +13,9 @@ use std::path::Path;
 
 /// Runs `servesim capacity`.
 pub fn run(args: CapacityArgs) -> Result<()> {
+    if args.json {
+        crate::json_stdout();
+    }
     let origin = args.scenario.display().to_string();
     let text = sim::input_file::read_config(&args.scenario, "scenario file")?;
     let scenario = Scenario::from_toml_str(&text, &origin)?;
@@ -59,6 +62,9 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     outln!("results: {}/capacity.json", out.display());
     if args.report {
         crate::write_report(&out)?;
+    }
+    if args.json {
+        crate::print_json(&json);
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Command-line definitions (clap derive). Every flag is defined once here.
 
+use crate::ranges;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sim::sweep::Shard;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// servesim — simulate LLM serving fleets to pick a configuration and a size.
 #[derive(Parser, Debug)]
@@ -25,7 +26,7 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Override the scenario's seed.
-        #[arg(long)]
+        #[arg(long, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
         seed: Option<u64>,
         /// Print the summary as JSON instead of a table.
         #[arg(long)]
@@ -46,6 +47,10 @@ pub enum Command {
     Check {
         /// Scenario TOML file.
         scenario: PathBuf,
+        /// Print the resolved configuration and the estimates as JSON on
+        /// stdout (the text goes to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// List the hardware and model presets.
     #[command(after_help = "Example:\n  servesim catalog hardware")]
@@ -59,13 +64,13 @@ pub enum Command {
     )]
     Bench {
         /// Requests to simulate.
-        #[arg(long, default_value_t = 200_000)]
+        #[arg(long, default_value_t = 200_000, value_parser = ranges::ITEMS_U64, allow_negative_numbers = true)]
         requests: u64,
         /// Replicas in the fleet.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
         replicas: u32,
         /// Runs to time (the best is reported).
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
         repeat: u32,
         /// Run with `[metrics] attribution = false` (to measure its cost).
         #[arg(long)]
@@ -142,7 +147,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// Show one request's timeline instead.
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
         request: Option<u64>,
     },
     /// Measure a model on a device (candle), or a served engine through its
@@ -153,19 +158,19 @@ pub enum Command {
     Calibrate(CalibrateCmd),
     /// Serve a scenario's workload for real and compare with the simulation of the profile.
     #[command(
-        after_help = "Example:\n  servesim validate --profile cpu-profile.toml --scenario scenarios/validate/cpu.toml"
+        after_help = "Example:\n  servesim validate scenarios/validate/cpu.toml --profile cpu-profile.toml"
     )]
     Validate(ValidateCmd),
     /// Serve an OpenAI-compatible streaming endpoint backed by a scenario's
     /// simulated fleet (the twin), paced to the wall clock.
     #[command(
-        after_help = "Example:\n  servesim serve --engine sim --scenario scenarios/quickstart.toml --port 8000\n\nDetails: docs/serve-and-observe.md"
+        after_help = "Example:\n  servesim serve scenarios/quickstart.toml --engine sim --port 8000\n\nDetails: docs/serve-and-observe.md"
     )]
     Serve(crate::serve::ServeArgs),
     /// Send a scenario's workload to any OpenAI-compatible server and record
     /// what it answers (summary.json and requests.csv as `simulate` writes).
     #[command(
-        after_help = "Example:\n  servesim observe http://127.0.0.1:8000 --scenario scenarios/quickstart.toml --max-requests 200 --out out/observed"
+        after_help = "Example:\n  servesim observe http://127.0.0.1:8000 scenarios/quickstart.toml --max-requests 200 --out out/observed"
     )]
     Observe(crate::serve::ObserveArgs),
     /// Print two result folders side by side (TTFT/TPOT/ITL/E2E, throughput,
@@ -177,6 +182,9 @@ pub enum Command {
         a: PathBuf,
         /// Result folder compared with it.
         b: PathBuf,
+        /// Print the rows and the setup differences as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Compare servesim with measured benchmark results (vLLM bench serve,
     /// genai-perf, GuideLLM, inference-perf, aiconfigurator's silicon CSV,
@@ -219,10 +227,10 @@ pub enum TraceCommand {
     #[command(after_help = "Example:\n  cargo run --release -- trace bench --rows 1000000")]
     Bench {
         /// Formats to measure [default: every per-request format].
-        #[arg(long, value_parser = trace_format)]
+        #[arg(long, value_parser = trace_formats())]
         format: Vec<String>,
         /// Rows per synthetic file.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = ranges::ITEMS_U64, allow_negative_numbers = true)]
         rows: u64,
         /// Read this trace file instead of synthetic ones (one --format).
         #[arg(long)]
@@ -235,25 +243,25 @@ pub enum TraceCommand {
 pub struct TraceOpts {
     /// Trace format [default: detected from the file: a CSV header's
     /// columns, a JSON line's keys, a folder's files; said on stderr].
-    #[arg(long, value_parser = trace_format)]
+    #[arg(long, value_parser = trace_formats())]
     pub format: Option<String>,
     /// Skip and count lines that do not parse instead of stopping.
     #[arg(long)]
     pub lenient: bool,
     /// Replay at k× speed (arrival times divided by k).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::SPEED, allow_negative_numbers = true)]
     pub time_scale: Option<f64>,
     /// Rescale times to this mean rate, requests/s.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::RATE, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Start of the time window, seconds from the first row.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::OFFSET_SECONDS, allow_negative_numbers = true)]
     pub start: Option<f64>,
     /// End of the time window, seconds from the first row.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::OFFSET_SECONDS, allow_negative_numbers = true)]
     pub end: Option<f64>,
     /// Only the first N requests.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub limit: Option<u64>,
     /// Column naming each request's tenant.
     #[arg(long)]
@@ -270,21 +278,36 @@ pub struct TraceOpts {
     /// csv/jsonl: column mapping, e.g. arrival=ts,prompt=in,output=out[,session=s][,hashes=h].
     #[arg(long)]
     pub columns: Option<String>,
-    /// csv/jsonl: unit of the arrival column (s, ms, us, ns, datetime).
-    #[arg(long)]
+    /// csv/jsonl: unit of the arrival column.
+    #[arg(long, value_parser = ["s", "ms", "us", "ns", "datetime"])]
     pub time_unit: Option<String>,
     /// Tokens per hash block (ragpulse; csv/jsonl with a hashes column).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub block_tokens: Option<u32>,
 }
 
-fn trace_format(s: &str) -> Result<String, String> {
-    match sim::scenario::TraceFormat::from_name(s) {
-        Some(_) => Ok(s.to_string()),
-        None => Err(format!(
-            "unknown format {s:?}; known: {}",
-            sim::scenario::TraceFormat::ALL.map(|f| f.name()).join(", ")
-        )),
+/// The trace formats' names, as `workload.trace.format` takes them.
+fn trace_formats() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(sim::scenario::TraceFormat::ALL.map(|f| f.name()))
+}
+
+/// The dtypes candle runs a model in (no bf16 on cpu).
+pub const CANDLE_DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
+
+/// The weight formats of a quantized candidate's linear layers: per-channel
+/// INT8 (weight-only), GGML's Q8_0 and Q4_0 (one scale per 32 weights).
+pub const LINEAR_FORMATS: [&str; 3] = ["int8", "q8_0", "q4_0"];
+
+/// A device candle runs on: `cpu`, `cuda`, `cuda:N`, `metal` or `metal:N`.
+pub fn device(s: &str) -> Result<String, String> {
+    let ok = match s.split_once(':') {
+        Some((kind, n)) => matches!(kind, "cuda" | "metal") && n.parse::<usize>().is_ok(),
+        None => matches!(s, "cpu" | "cuda" | "metal"),
+    };
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("allowed: cpu, cuda, cuda:N, metal, metal:N".into())
     }
 }
 
@@ -303,7 +326,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only shard I of N: the points whose index is I modulo N (I from 0).
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", allow_hyphen_values = true)]
     pub shard: Option<Shard>,
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
@@ -312,6 +335,10 @@ pub struct SweepArgs {
     /// sglang, kubernetes, dynamo or all (comma-separated; see docs/deploy.md).
     #[arg(long, value_name = "FORMAT", value_delimiter = ',')]
     pub emit: Vec<EmitFormat>,
+    /// Print operating-point.json (a shard: sweep.json) on stdout (the
+    /// text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `servesim breakeven`.
@@ -320,13 +347,13 @@ pub struct BreakEvenArgs {
     /// Output folder of `servesim simulate` (holding summary.json).
     pub dir: PathBuf,
     /// Price of one GPU for one hour, US dollars.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = ranges::GPU_HOUR_USD, allow_negative_numbers = true)]
     pub gpu_hour_usd: f64,
     /// Hosted API price per million input tokens, US dollars.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = ranges::USD_PER_MTOK, allow_negative_numbers = true)]
     pub api_input_usd_per_mtok: f64,
     /// Hosted API price per million output tokens, US dollars.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = ranges::USD_PER_MTOK, allow_negative_numbers = true)]
     pub api_output_usd_per_mtok: f64,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -346,23 +373,23 @@ pub struct PlanArgs {
     #[arg(long, value_name = "FILE", required = true)]
     pub space: Option<PathBuf>,
     /// Peak demand, requests/s.
-    #[arg(long, value_name = "RATE", required = true)]
+    #[arg(long, value_name = "RATE", required = true, value_parser = ranges::DEMAND, allow_negative_numbers = true)]
     pub demand: Option<f64>,
     /// Extra load the fleet must absorb above the demand, percent.
-    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0, value_parser = ranges::HEADROOM, allow_negative_numbers = true)]
     pub headroom: f64,
     /// Share of requests that must meet the scenario's [slo].
-    #[arg(long, default_value_t = 0.99)]
+    #[arg(long, default_value_t = 0.99, value_parser = ranges::ATTAINMENT, allow_negative_numbers = true)]
     pub attainment: f64,
     /// Relative precision of the one-replica rate search.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = ranges::TOLERANCE, allow_negative_numbers = true)]
     pub tolerance: f64,
     /// Instead of searching, run every option at every replica count up to N
     /// (for comparison with the search).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = ranges::EXHAUSTIVE, allow_negative_numbers = true)]
     pub exhaustive: Option<u32>,
     /// Plan only shard I of N: the options whose index is I modulo N (I from 0).
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", allow_hyphen_values = true)]
     pub shard: Option<Shard>,
     /// Output folder for plan.json and plan.csv [default: out/<scenario name>-plan/].
     #[arg(long)]
@@ -377,12 +404,15 @@ pub struct PlanArgs {
     /// Price of electricity, US dollars per kWh: the cheapest option's fleet
     /// is simulated at the demand and its GPUs' energy added to its cost
     /// (no price is assumed).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = ranges::ENERGY_PRICE, allow_negative_numbers = true)]
     pub energy_price_kwh: Option<f64>,
     /// Carbon intensity of the electricity, grams of CO2 per kWh: the
     /// cheapest option's emissions per month (none without it).
-    #[arg(long, value_name = "G_PER_KWH")]
+    #[arg(long, value_name = "G_PER_KWH", value_parser = ranges::CARBON, allow_negative_numbers = true)]
     pub carbon_g_per_kwh: Option<f64>,
+    /// Print plan.json on stdout (the text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What `--emit` writes (docs/deploy.md).
@@ -420,6 +450,10 @@ pub struct MergeArgs {
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
     pub report: bool,
+    /// Print the merged result (operating-point.json, or plan.json) on
+    /// stdout (the text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `servesim capacity`.
@@ -428,25 +462,25 @@ pub struct CapacityArgs {
     /// Scenario TOML file (needs an [slo] table).
     pub scenario: PathBuf,
     /// Fleet size for the highest-load search.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = ranges::REPLICAS, allow_negative_numbers = true)]
     pub replicas: u32,
     /// Peak demand to size a fleet for, requests/s.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", value_parser = ranges::DEMAND, allow_negative_numbers = true)]
     pub demand: Option<f64>,
     /// Extra load the fleet must absorb above the demand, percent.
-    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0, value_parser = ranges::HEADROOM, allow_negative_numbers = true)]
     pub headroom: f64,
     /// Spare replicas added for failures (N+k).
-    #[arg(long, value_name = "K", default_value_t = 0)]
+    #[arg(long, value_name = "K", default_value_t = 0, value_parser = ranges::SPARE, allow_negative_numbers = true)]
     pub spare: u32,
     /// Price of one GPU for one hour, US dollars (no cost is reported without it).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = ranges::GPU_HOUR_USD, allow_negative_numbers = true)]
     pub gpu_hour_usd: Option<f64>,
     /// Share of requests that must meet the scenario's [slo].
-    #[arg(long, default_value_t = 0.99)]
+    #[arg(long, default_value_t = 0.99, value_parser = ranges::ATTAINMENT, allow_negative_numbers = true)]
     pub attainment: f64,
     /// Relative precision of the rate search.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = ranges::TOLERANCE, allow_negative_numbers = true)]
     pub tolerance: f64,
     /// Output folder for capacity.json [default: out/<scenario name>-capacity/].
     #[arg(long)]
@@ -454,6 +488,9 @@ pub struct CapacityArgs {
     /// Also write report.html, report.md and charts/ into the output folder.
     #[arg(long)]
     pub report: bool,
+    /// Print capacity.json on stdout (the text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -474,8 +511,8 @@ pub struct CalibrateCmd {
     /// instead of measuring candle on a device.
     #[arg(long, value_name = "URL", conflicts_with_all = ["device", "weights", "refit", "quick", "threads", "max_context", "attention"])]
     pub engine: Option<String>,
-    /// Device to measure: cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "cpu")]
+    /// Device to measure: cpu, cuda, cuda:N, metal, metal:N.
+    #[arg(long, default_value = "cpu", value_parser = device)]
     pub device: String,
     /// A Llama-style catalog preset (e.g. smollm2-135m) or a Hugging Face config.json;
     /// optional when --weights is a GGUF file. With --engine: the served
@@ -487,15 +524,17 @@ pub struct CalibrateCmd {
         long,
         value_name = "MINUTES",
         default_value_t = 4.0,
-        requires = "engine"
+        requires = "engine",
+        value_parser = ranges::MINUTES,
+        allow_negative_numbers = true
     )]
     pub budget: f64,
     /// --engine: most requests sent at once (also capped by the server's slots).
-    #[arg(long, default_value_t = 16, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 16, requires = "engine", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrency: u32,
     /// --engine: longest prompt to probe [default: the longest --scenario's
     /// workload sends, else half the server's context, at most 2048].
-    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(16..))]
+    #[arg(long, requires = "engine", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(16..))]
     pub max_prompt: Option<u32>,
     /// --engine: the scenario whose workload the profile is for: the probes
     /// reach its longest prompt (within the server's context).
@@ -505,19 +544,19 @@ pub struct CalibrateCmd {
     /// --max-num-batched-tokens, llama.cpp -b), recorded in the profile so
     /// that simulate batches the same way [default: what the server reports;
     /// llama.cpp's default 2048].
-    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    #[arg(long, requires = "engine", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     pub max_num_batched_tokens: Option<u32>,
     /// --engine: sequences per iteration as the server was started (vLLM
     /// --max-num-seqs, llama.cpp -np) [default: llama.cpp's slots in /props].
-    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long, requires = "engine", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_num_seqs: Option<u32>,
     /// --engine: llama.cpp's micro-batch as the server was started (-ub)
     /// [default: what /props reports, else llama.cpp's default 512].
-    #[arg(long, requires = "engine", value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    #[arg(long, requires = "engine", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     pub ubatch_size: Option<u32>,
     /// --engine: the server's KV capacity in tokens [default: what its
     /// /metrics or /props say, else its context × --max-concurrency].
-    #[arg(long, requires = "engine")]
+    #[arg(long, requires = "engine", value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub kv_tokens: Option<u64>,
     /// --engine: write the profile even when it cannot be trusted (no
     /// held-out shapes, a fit error past 15 %, a probe family missing, a
@@ -526,7 +565,12 @@ pub struct CalibrateCmd {
     #[arg(long, requires = "engine")]
     pub force: bool,
     /// --engine: the model name to request [default: the first /v1/models lists].
-    #[arg(long, requires = "engine")]
+    #[arg(
+        long = "served-model-name",
+        alias = "served-model",
+        value_name = "NAME",
+        requires = "engine"
+    )]
     pub served_model: Option<String>,
     /// --engine: bearer key for the server.
     #[arg(
@@ -541,19 +585,19 @@ pub struct CalibrateCmd {
     pub weights: Option<PathBuf>,
     /// Dtype the model runs in: f32, f16 or bf16 (no bf16 on cpu) [default:
     /// f32; with --engine: bf16, what the server holds weights and KV in].
-    #[arg(long)]
+    #[arg(long, value_parser = CANDLE_DTYPES)]
     pub dtype: Option<String>,
     /// Longest context to measure [default: 1024 with --quick, else 2048; at most the model's].
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub max_context: Option<usize>,
     /// The smaller grid (fewer shapes and repetitions).
     #[arg(long)]
     pub quick: bool,
     /// CPU worker threads [default: RAYON_NUM_THREADS, else the physical cores].
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Seed of random weights and token ids.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub seed: u64,
     /// How the model computes attention: `naive` (one score matrix per
     /// sequence, the faster at calibration contexts on CPU), `tiled` or
@@ -577,25 +621,73 @@ pub struct ValidateCmd {
     #[arg(long)]
     pub profile: PathBuf,
     /// Scenario whose [engine] and [workload] are served (its model and hardware are ignored).
-    #[arg(long)]
-    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub scenario: ScenarioArg,
     /// Run on another device than the profile's (e.g. cuda:1).
-    #[arg(long)]
+    #[arg(long, value_parser = device)]
     pub device: Option<String>,
     /// Output folder for validation.json [default: out/<scenario name>-validate/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Requests re-run alone to check batching leaves their greedy tokens unchanged.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub alone_checks: usize,
     /// Serve the workload live this many times: the table then compares the
     /// simulation with the runs' mean and shows how far the live runs differ
     /// from each other (the machine's own noise).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20), allow_negative_numbers = true)]
     pub live_runs: u32,
     /// Print the result as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The scenario a command reads, given as its first argument. `--scenario
+/// FILE` is a hidden, deprecated spelling of the same argument.
+#[derive(Args, Debug)]
+pub struct ScenarioArg {
+    /// Scenario TOML file.
+    #[arg(value_name = "SCENARIO", required_unless_present = "scenario_flag")]
+    scenario: Option<PathBuf>,
+    /// Deprecated spelling of SCENARIO.
+    #[arg(
+        long = "scenario",
+        id = "scenario_flag",
+        value_name = "FILE",
+        hide = true,
+        conflicts_with = "scenario"
+    )]
+    scenario_flag: Option<PathBuf>,
+}
+
+impl ScenarioArg {
+    /// The scenario file, however it was given.
+    pub fn path(&self) -> &Path {
+        self.scenario
+            .as_deref()
+            .or(self.scenario_flag.as_deref())
+            .expect("clap requires SCENARIO or --scenario")
+    }
+
+    /// Whether it was given with the deprecated `--scenario` flag.
+    pub fn deprecated_flag(&self) -> bool {
+        self.scenario_flag.is_some()
+    }
+}
+
+impl Cli {
+    /// A warning for a deprecated spelling on the command line, if any.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        let scenario = match &self.command {
+            Command::Validate(a) => &a.scenario,
+            Command::Serve(a) => &a.scenario,
+            Command::Observe(a) => &a.scenario,
+            _ => return None,
+        };
+        scenario
+            .deprecated_flag()
+            .then_some("--scenario FILE is deprecated: give the scenario as the command's argument")
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -604,67 +696,12 @@ pub enum CatalogWhat {
     Models,
 }
 
-/// Parses the command line with one rule for every flag that takes a value
-/// (so no flag needs its own): a value that starts with `-` is read as the
-/// flag's value, not as another flag, so `--demand -1` reaches the flag's
-/// check and is refused with its allowed range instead of clap's
-/// "unexpected argument '-1'" and its `-- -1` tip; every numeric flag is
-/// parsed with its range from [`crate::ranges`] (decimal flags refuse NaN
-/// and infinities), and whole-number flags with their own clap range keep
-/// it.
+/// Parses the command line. Numeric flags parse with their range from
+/// [`crate::ranges`] and accept a leading `-` (`--demand -1` reaches the
+/// range check, which names the flag); names and paths keep clap's rule, so
+/// `--model --json` says `--model` lacks its value.
 pub fn parse() -> Cli {
-    use clap::{CommandFactory, FromArgMatches};
-    let matches = numeric_flags(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
-}
-
-/// [`parse`]'s command: every value-taking argument of every subcommand
-/// under the shared rule.
-pub fn numeric_flags(cmd: clap::Command) -> clap::Command {
-    cmd.mut_args(value_rule).mut_subcommands(numeric_flags)
-}
-
-fn value_rule(a: clap::Arg) -> clap::Arg {
-    use crate::ranges::{self, Decimal, Whole};
-    use std::any::TypeId;
-    if !a.get_action().takes_values() {
-        return a;
-    }
-    let id = a.get_value_parser().type_id();
-    let option = !a.is_positional();
-    // Numbers and shards take a leading `-` (`--demand -1`, `--shard -1/4`),
-    // so the flag's own check names it; names and paths keep clap's rule, so
-    // `--out --seed 3` and `--model --json` still say the flag lacks its
-    // value instead of taking the next flag as one.
-    let numeric = [
-        TypeId::of::<f64>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<u64>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<u8>(),
-        TypeId::of::<sim::sweep::shard::Shard>(),
-    ];
-    let hyphen = option && numeric.iter().any(|t| id == *t);
-    let a = a.allow_negative_numbers(true).allow_hyphen_values(hyphen);
-    let name = a.get_id().as_str().to_string();
-    if id == TypeId::of::<f64>() {
-        return a.value_parser(Decimal(ranges::decimal(&name)));
-    }
-    let range = ranges::whole(&name);
-    // clap's u8/u16/u32 parsers check a range and name it (a flag's own
-    // `.range(1..=20)` included), so they stay unless the table gives one;
-    // its u64/usize ones only say "invalid digit found in string" for `-1`.
-    if id == TypeId::of::<u32>() && range.is_some() {
-        return a.value_parser(Whole::<u32>::new(range, u32::MAX as u64));
-    }
-    if id == TypeId::of::<u64>() {
-        return a.value_parser(Whole::<u64>::new(range, u64::MAX));
-    }
-    if id == TypeId::of::<usize>() {
-        return a.value_parser(Whole::<usize>::new(range, usize::MAX as u64));
-    }
-    a
+    Cli::parse()
 }
 
 #[cfg(test)]
@@ -684,7 +721,7 @@ mod tests {
         use clap::CommandFactory;
         let mut full = vec!["servesim"];
         full.extend_from_slice(args);
-        numeric_flags(Cli::command())
+        Cli::command()
             .try_get_matches_from(full)
             .unwrap_err()
             .to_string()
@@ -720,7 +757,7 @@ mod tests {
         let e = error_of(&["capacity", "s.toml", "--headroom", "-50"]);
         assert!(e.contains("--headroom") && e.contains("[0, 1000] %"), "{e}");
         use clap::{CommandFactory, FromArgMatches};
-        let m = numeric_flags(Cli::command())
+        let m = Cli::command()
             .try_get_matches_from(["servesim", "capacity", "s.toml", "--headroom", "50"])
             .unwrap();
         let cli = Cli::from_arg_matches(&m).unwrap();
@@ -836,28 +873,41 @@ mod tests {
     }
 
     /// Every decimal flag of every command has a range (so a new one cannot
-    /// reach `Duration::from_secs_f64` or a search unchecked).
+    /// reach `Duration::from_secs_f64` or a search unchecked): each refuses
+    /// 1e308 and NaN, and takes a leading `-` to its range check.
     #[test]
     fn every_decimal_flag_has_a_range() {
         use clap::CommandFactory;
-        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        fn walk(cmd: &clap::Command, path: &[String], missing: &mut Vec<String>) {
             for a in cmd.get_arguments() {
-                let id = a.get_value_parser().type_id();
-                if id == std::any::TypeId::of::<f64>()
-                    && crate::ranges::decimal(a.get_id().as_str()).is_none()
-                {
-                    missing.push(format!("{path} --{}", a.get_id()));
+                if a.get_value_parser().type_id() != std::any::TypeId::of::<f64>() {
+                    continue;
+                }
+                let flag = format!("--{}", a.get_long().expect("decimal flags are options"));
+                let refused = |v: &str| {
+                    let mut argv = vec!["servesim".to_string()];
+                    argv.extend(path.iter().cloned());
+                    argv.extend([flag.clone(), v.to_string()]);
+                    matches!(
+                        Cli::command().try_get_matches_from(argv),
+                        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation
+                    )
+                };
+                if !(refused("1e308") && refused("nan") && refused("-1000000000000")) {
+                    missing.push(format!("servesim {} {flag}", path.join(" ")));
                 }
             }
             for sub in cmd.get_subcommands() {
-                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+                let mut p = path.to_vec();
+                p.push(sub.get_name().to_string());
+                walk(sub, &p, missing);
             }
         }
         let mut missing = Vec::new();
-        walk(&Cli::command(), "servesim", &mut missing);
+        walk(&Cli::command(), &[], &mut missing);
         assert!(
             missing.is_empty(),
-            "decimal flags without a range: {missing:?}"
+            "decimal flags without a range from crate::ranges: {missing:?}"
         );
     }
 }

@@ -4,6 +4,7 @@
 //! public GPU measurements in the shared data. The pricing lives in
 //! `sim::cost`; this file parses flags and prints.
 
+use crate::ranges;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -24,19 +25,19 @@ pub struct CostArgs {
     #[arg(long)]
     pub hardware: Option<String>,
     /// Tensor-parallel GPUs per replica (`fleet.tensor_parallel`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub tp: Option<u32>,
     /// Pipeline stages per replica (`fleet.pipeline_parallel`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub pp: Option<u32>,
-    /// Weight dtype (`model.weight_dtype`: bf16, fp16, fp8, int8, int4, fp32).
-    #[arg(long)]
+    /// Weight dtype (`model.weight_dtype`).
+    #[arg(long, value_parser = dtypes())]
     pub dtype: Option<String>,
     /// KV-cache dtype (`model.kv_dtype`).
-    #[arg(long)]
+    #[arg(long, value_parser = dtypes())]
     pub kv_dtype: Option<String>,
-    /// Engine runtime whose host time is added (`engine.runtime`: cuda-graph, eager-2023, vllm, sglang, trtllm).
-    #[arg(long)]
+    /// Engine runtime whose host time is added (`engine.runtime`).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(sim::cost::runtime::EngineRuntime::ALL.map(|r| r.name())))]
     pub runtime: Option<String>,
     /// A prefill in the batch: TOKENS, or TOKENS@CACHED for a chunk on top of
     /// cached context. Repeatable: every --prefill and --decode joins one
@@ -55,10 +56,10 @@ pub struct CostArgs {
     #[arg(long, value_name = "PROMPT,OUTPUT")]
     pub lone_request: Option<String>,
     /// Context of every sequence in the decode sweep.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub context: u64,
     /// Largest batch of the sweep [default: the engine's max_num_seqs].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_batch: Option<u32>,
     /// Print JSON instead of tables.
     #[arg(long)]
@@ -70,6 +71,11 @@ pub struct CostArgs {
     /// Shared data folder for --fidelity [default: $SERVESIM_SHARED_DATA, else ../shared/data].
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+}
+
+/// The dtypes a scenario's `model.weight_dtype` and `model.kv_dtype` take.
+fn dtypes() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(sim::catalog::Dtype::ALL.map(|d| d.name()))
 }
 
 /// One priced batch, for printing and JSON.

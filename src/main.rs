@@ -4,13 +4,44 @@
 
 /// `println!` that treats a closed stdout (`servesim … | head`) as the end of
 /// the output rather than a panic: the process exits quietly with status 0.
+/// Under `--json` ([`json_stdout`]) stdout holds the JSON document alone,
+/// so these lines go to stderr.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if writeln!(std::io::stdout().lock(), $($arg)*).is_err() {
+        if crate::JSON_STDOUT.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!($($arg)*);
+        } else if writeln!(std::io::stdout().lock(), $($arg)*).is_err() {
             std::process::exit(0);
         }
     }};
+}
+
+/// Whether stdout is reserved for one JSON document (a command's `--json`).
+static JSON_STDOUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reserves stdout for the JSON document a command prints at its end with
+/// [`print_json`]: the text `outln!` prints meanwhile goes to stderr.
+pub fn json_stdout() {
+    JSON_STDOUT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints one JSON document on stdout (a closed stdout ends the process
+/// quietly, as `outln!`).
+pub fn print_json(json: &str) {
+    use std::io::Write as _;
+    if writeln!(std::io::stdout().lock(), "{}", json.trim_end()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+/// Prints a result file written by the command (`capacity.json`, …) as its
+/// JSON document.
+pub fn print_json_file(path: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    print_json(&text);
+    Ok(())
 }
 
 mod accuracy;
@@ -53,6 +84,9 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
+    if let Some(w) = cli.deprecation() {
+        eprintln!("warning: {w}");
+    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -70,41 +104,7 @@ fn run(cli: Cli) -> Result<()> {
             lenient,
             step_by_step,
         } => simulate(&scenario, out, seed, json, report, lenient, step_by_step),
-        Command::Check { scenario } => {
-            let s = Scenario::load(&scenario)?;
-            // `simulate` streams its records: only the time series stays.
-            let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
-            print::resolved(&s);
-            for line in sim::scenario::pool_plan::check_lines(&s) {
-                outln!("{line}");
-            }
-            for line in sim::scenario::canary_cfg::check_lines(&s.file) {
-                outln!("{line}");
-            }
-            if let Some(b) = &s.batching {
-                outln!("batching   {b}");
-            }
-            for n in &s.notes {
-                outln!("note       {n}");
-            }
-            print::memory_estimate(&est);
-            if let Some(w) = sim::guard::disk_warning(&s, &est) {
-                outln!("warning    {w}");
-            }
-            // Open the workload's files and read its first request, so a
-            // bad trace shows here rather than in a run.
-            let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
-            let first = sim::tenancy::probe(&s, &ctx)?;
-            print::first_request(first.as_ref());
-            for line in sim::cluster::budget::KvBudget::of(&s, &ctx)?.lines(&s) {
-                outln!("{line}");
-            }
-            let capacity = sim::simulation::estimate::CapacityEstimate::of(&s, &ctx)?;
-            for line in capacity.lines() {
-                outln!("{line}");
-            }
-            Ok(())
-        }
+        Command::Check { scenario, json } => check(&scenario, json),
         Command::Catalog { what } => {
             match what {
                 Some(CatalogWhat::Hardware) => print::hardware_catalog(),
@@ -137,11 +137,58 @@ fn run(cli: Cli) -> Result<()> {
         Command::Validate(args) => calibration::validate(args),
         Command::Serve(args) => serve::serve(args),
         Command::Observe(args) => serve::observe(args),
-        Command::Compare { a, b } => serve::compare(&a, &b),
+        Command::Compare { a, b, json } => serve::compare(&a, &b, json),
         Command::Accuracy(args) => accuracy::run(args),
         Command::Quality(args) => quality::quality(args),
         Command::Speculate(args) => quality::speculate(args),
     }
+}
+
+/// `servesim check`: the scenario resolved and its estimates, as text or
+/// (`--json`) as one JSON document.
+fn check(scenario: &Path, json: bool) -> Result<()> {
+    if json {
+        json_stdout();
+    }
+    let s = Scenario::load(scenario)?;
+    // `simulate` streams its records: only the time series stays.
+    let est = sim::guard::check_estimate_with(&s, true).map_err(anyhow::Error::msg)?;
+    print::resolved(&s);
+    for line in sim::scenario::pool_plan::check_lines(&s) {
+        outln!("{line}");
+    }
+    for line in sim::scenario::canary_cfg::check_lines(&s.file) {
+        outln!("{line}");
+    }
+    if let Some(b) = &s.batching {
+        outln!("batching   {b}");
+    }
+    for n in &s.notes {
+        outln!("note       {n}");
+    }
+    print::memory_estimate(&est);
+    if let Some(w) = sim::guard::disk_warning(&s, &est) {
+        outln!("warning    {w}");
+    }
+    // Open the workload's files and read its first request, so a
+    // bad trace shows here rather than in a run.
+    let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+    let first = sim::tenancy::probe(&s, &ctx)?;
+    print::first_request(first.as_ref());
+    for line in sim::cluster::budget::KvBudget::of(&s, &ctx)?.lines(&s) {
+        outln!("{line}");
+    }
+    let capacity = sim::simulation::estimate::CapacityEstimate::of(&s, &ctx)?;
+    for line in capacity.lines() {
+        outln!("{line}");
+    }
+    if json {
+        let warning = sim::guard::disk_warning(&s, &est);
+        print_json(&serde_json::to_string_pretty(&print::check_json(
+            &s, &est, &capacity, warning,
+        ))?);
+    }
+    Ok(())
 }
 
 /// A progress bar on stderr that appears only when the run lasts longer than

@@ -25,7 +25,17 @@ const LARGE_PLAN_SIMULATIONS: usize = 2_000;
 /// Runs `servesim plan` or `servesim plan merge`.
 pub fn run(args: PlanArgs) -> Result<()> {
     if let Some(PlanAction::Merge(m)) = args.action {
-        return merge_shards(&m.shards, &m.out, m.report);
+        if m.json {
+            crate::json_stdout();
+        }
+        merge_shards(&m.shards, &m.out, m.report)?;
+        if m.json {
+            crate::print_json_file(&m.out.join("plan.json"))?;
+        }
+        return Ok(());
+    }
+    if args.json {
+        crate::json_stdout();
     }
     let (Some(scenario), Some(space), Some(demand)) = (args.scenario, args.space, args.demand)
     else {
@@ -125,6 +135,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
     }
     if args.report {
         crate::write_report(&out)?;
+    }
+    if args.json {
+        crate::print_json_file(&out.join("plan.json"))?;
     }
     Ok(())
 }

@@ -748,3 +748,99 @@ fn slo_lines(slo: &sim::report::SloReport) {
         }
     );
 }
+
+/// `servesim check --json`: what the scenario resolves to and the
+/// estimates `check` prints, as one JSON document (bytes and seconds in
+/// base units).
+pub fn check_json(
+    s: &Scenario,
+    est: &sim::guard::MemoryEstimate,
+    capacity: &sim::simulation::estimate::CapacityEstimate,
+    disk_warning: Option<String>,
+) -> serde_json::Value {
+    let m = &s.model;
+    let h = &s.hardware;
+    let mem = &s.memory;
+    let f = &s.file;
+    let groups: Vec<serde_json::Value> = capacity
+        .groups
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "name": g.name,
+                "replicas": g.replicas,
+                "decode_batch": g.batch,
+                "kv_room_sequences": g.kv_room,
+                "max_num_seqs": g.max_num_seqs,
+                "decode_step_s": g.step_s,
+                "prefill_s": g.prefill_s,
+                "per_replica_rps": g.per_replica_rps,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "scenario": s.name(),
+        "origin": s.origin,
+        "seed": s.seed(),
+        "model": {
+            "name": m.name,
+            "params": m.total_params(),
+            "active_params": m.active_params(),
+            "layers": m.layers,
+            "max_context": m.max_context,
+            "source": s.model_source,
+            "weight_dtype": s.weight_dtype.name(),
+            "kv_dtype": s.kv_dtype.name(),
+        },
+        "hardware": {
+            "name": h.name,
+            "memory_gib": h.memory_gib,
+            "source": h.source,
+        },
+        "fleet": {
+            "shape": fleet_shape(s),
+            "replicas": f.fleet.replicas,
+            "gpus": s.gpus(),
+            "router": f.fleet.router.name(),
+            "parallel": s.parallel,
+            "pools": s.pools.len(),
+        },
+        "engine": {
+            "policy": f.engine.policy.name(),
+            "max_num_seqs": f.engine.max_num_seqs,
+            "max_batched_tokens": f.engine.max_batched_tokens,
+            "block_size": f.engine.block_size,
+            "max_model_len": s.max_model_len,
+        },
+        "memory_per_gpu": {
+            "device_bytes": mem.device_bytes,
+            "usable_bytes": mem.usable_bytes,
+            "weight_bytes": mem.weight_bytes,
+            "activation_bytes": mem.activation_bytes,
+            "overhead_bytes": mem.overhead_bytes,
+            "kv_cache_bytes": mem.kv_cache_bytes,
+            "kv_bytes_per_token": mem.kv_bytes_per_token,
+            "kv_blocks_per_replica": mem.kv_blocks,
+            "kv_tokens_per_replica": mem.kv_tokens,
+        },
+        "run_estimate": {
+            "requests": est.requests,
+            "timeseries_rows": est.timeseries_rows,
+            "memory_bytes": est.bytes,
+            "memory_budget_bytes": sim::guard::memory_budget(),
+            "disk_bytes": est.disk_bytes,
+        },
+        "capacity": {
+            "mean_prompt_tokens": capacity.mean_prompt,
+            "mean_output_tokens": capacity.mean_output,
+            "offered_rps": capacity.offered_rps,
+            "capacity_rps": capacity.capacity_rps,
+            "groups": groups,
+        },
+        "batching": s.batching,
+        "notes": s.notes,
+        "warnings": disk_warning.into_iter().chain(
+            capacity.lines().into_iter().filter_map(|l| l.trim_start().strip_prefix("warning").map(|w| w.trim().to_string()))
+        ).collect::<Vec<String>>(),
+    })
+}

@@ -2,6 +2,7 @@
 //! around the `calibrate` crate's quantization quality gate (`quality`) and
 //! speculative-decoding measurement (`spec_bench`).
 
+use crate::ranges;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -9,8 +10,8 @@ use std::path::PathBuf;
 /// `servesim quality` flags.
 #[derive(Args, Debug)]
 pub struct QualityCmd {
-    /// Device: cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "cpu")]
+    /// Device: cpu, cuda, cuda:N, metal, metal:N.
+    #[arg(long, default_value = "cpu", value_parser = crate::cli::device)]
     pub device: String,
     /// A Llama-style catalog preset or a Hugging Face config.json; optional with a GGUF.
     #[arg(long)]
@@ -23,28 +24,28 @@ pub struct QualityCmd {
     pub text: PathBuf,
     /// Weight format of the blocks' linear layers: int8 (per output channel,
     /// weight-only), q8_0 or q4_0 (GGML, per group of 32).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::LINEAR_FORMATS)]
     pub candidate: String,
-    /// Dtype of the baseline: f32, f16 or bf16 (no bf16 on cpu).
-    #[arg(long, default_value = "f32")]
+    /// Dtype of the baseline (no bf16 on cpu).
+    #[arg(long, default_value = "f32", value_parser = crate::cli::CANDLE_DTYPES)]
     pub baseline: String,
     /// Exit with status 1 when the perplexity increase exceeds this many percent.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::MAX_REGRESSION, allow_negative_numbers = true)]
     pub max_regression: Option<f64>,
     /// Tokens predicted per window (each window starts with an empty cache).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub window: usize,
     /// Bootstrap resamples of the windows for the confidence interval.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub bootstrap: usize,
     /// Timed repetitions per step shape; 0 skips the speed measurement.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub speed_reps: u32,
     /// CPU worker threads [default: RAYON_NUM_THREADS, else the physical cores].
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Seed of the bootstrap (and of random weights).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub seed: u64,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
@@ -54,8 +55,8 @@ pub struct QualityCmd {
 /// `servesim speculate` flags.
 #[derive(Args, Debug)]
 pub struct SpeculateCmd {
-    /// Device: cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "cpu")]
+    /// Device: cpu, cuda, cuda:N, metal, metal:N.
+    #[arg(long, default_value = "cpu", value_parser = crate::cli::device)]
     pub device: String,
     /// The target: a catalog preset or config.json; optional with a GGUF.
     #[arg(long)]
@@ -63,8 +64,8 @@ pub struct SpeculateCmd {
     /// The target's weights (.safetensors with --model, or .gguf).
     #[arg(long)]
     pub weights: Option<PathBuf>,
-    /// Draft = the target with its linear layers in this format: q4_0, q8_0 or int8.
-    #[arg(long)]
+    /// Draft = the target with its linear layers in this format.
+    #[arg(long, value_parser = crate::cli::LINEAR_FORMATS)]
     pub draft_format: Option<String>,
     /// Draft = another model (preset or config.json) …
     #[arg(long)]
@@ -76,30 +77,30 @@ pub struct SpeculateCmd {
     #[arg(long)]
     pub text: PathBuf,
     /// Draft tokens per verification (1–16).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub k: usize,
     /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = ranges::SAMPLING_TEMPERATURE, allow_negative_numbers = true)]
     pub temperature: f64,
     /// Prompts taken from the text.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub prompts: usize,
     /// Tokens per prompt.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub prompt_tokens: usize,
     /// Tokens generated per prompt.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub tokens: usize,
     /// Window of the teacher-forced α.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub window: usize,
     /// Timed repetitions per step shape (draft/target cost).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub speed_reps: u32,
     /// CPU worker threads [default: RAYON_NUM_THREADS, else the physical cores].
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_USIZE, allow_negative_numbers = true)]
     pub threads: Option<usize>,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub seed: u64,
     /// Print the report as JSON instead of a table.
     #[arg(long)]

@@ -1,40 +1,86 @@
-//! The range of every numeric flag, applied by one rule to the whole
-//! command tree ([`crate::cli::numeric_flags`]): a flag is looked up by its
-//! name here and parsed by [`Decimal`] or [`Whole`] with its range, so
-//! `--request-timeout-s 1e300` is refused by clap with the flag and the
-//! range named instead of panicking in `Duration::from_secs_f64`, and a
-//! new flag gets a range by adding a line, not a check in its command.
-//! The ranges themselves are `sim::bounds`'s, shared with the library's
-//! own checks and the environment's settings.
+//! The range of every numeric flag. Each numeric argument in `cli.rs` (and
+//! the argument types it pulls in) names its parser here, e.g.
+//! `#[arg(long, value_parser = ranges::DEMAND, allow_negative_numbers = true)]`,
+//! so `--request-timeout-s 1e300` is refused by clap with the flag and the
+//! range named instead of panicking in `Duration::from_secs_f64`, and
+//! `--demand -1` reaches the range check instead of clap's "unexpected
+//! argument" error. A test walks the command tree and fails on a decimal
+//! flag without a range. The ranges themselves are `sim::bounds`'s, shared
+//! with the library's own checks and the environment's settings.
 
 use sim::bounds::{self, Bound, Count};
 
-/// The range of the decimal flag `id` (its field name). Every decimal flag
-/// has one (a test walks the command tree): durations in seconds are the
-/// flags whose name ends in `_s`.
-pub fn decimal(id: &str) -> Option<Bound> {
-    if id.ends_with("_s") {
-        return Some(bounds::SECONDS);
-    }
-    Some(match id {
-        "demand" => bounds::DEMAND_RPS,
-        "rate" => bounds::RATE_RPS,
-        "headroom" => bounds::HEADROOM_PERCENT,
-        "attainment" => bounds::ATTAINMENT,
-        "tolerance" => bounds::TOLERANCE,
-        "gpu_hour_usd" => bounds::GPU_HOUR_USD,
-        "api_input_usd_per_mtok" | "api_output_usd_per_mtok" => bounds::USD_PER_MTOK,
-        "budget" => bounds::MINUTES,
-        "speed" | "time_scale" => bounds::SPEED,
-        "start" | "end" => bounds::OFFSET_SECONDS,
-        "cancel_share" => bounds::SHARE,
-        "max_regression" => MAX_REGRESSION_PERCENT,
-        "temperature" => TEMPERATURE,
-        "energy_price_kwh" => ENERGY_PRICE_USD_PER_KWH,
-        "carbon_g_per_kwh" => CARBON_G_PER_KWH,
-        _ => return None,
-    })
-}
+/// Durations, seconds (every flag whose name ends in `_s`).
+pub const SECONDS: Decimal = Decimal(bounds::SECONDS);
+/// A demand to size a fleet for, requests/s.
+pub const DEMAND: Decimal = Decimal(bounds::DEMAND_RPS);
+/// An arrival rate, requests/s.
+pub const RATE: Decimal = Decimal(bounds::RATE_RPS);
+/// Extra load above a demand, percent.
+pub const HEADROOM: Decimal = Decimal(bounds::HEADROOM_PERCENT);
+/// A share of requests that must meet the SLOs.
+pub const ATTAINMENT: Decimal = Decimal(bounds::ATTAINMENT);
+/// Relative precision of a rate search.
+pub const TOLERANCE: Decimal = Decimal(bounds::TOLERANCE);
+/// A price of one GPU for one hour, US dollars.
+pub const GPU_HOUR_USD: Decimal = Decimal(bounds::GPU_HOUR_USD);
+/// A hosted API's price per million tokens, US dollars.
+pub const USD_PER_MTOK: Decimal = Decimal(bounds::USD_PER_MTOK);
+/// A budget in minutes.
+pub const MINUTES: Decimal = Decimal(bounds::MINUTES);
+/// A speed-up of a replay or of the twin's clock.
+pub const SPEED: Decimal = Decimal(bounds::SPEED);
+/// Seconds from the first row of a trace (a window's ends).
+pub const OFFSET_SECONDS: Decimal = Decimal(bounds::OFFSET_SECONDS);
+/// A share of requests.
+pub const SHARE: Decimal = Decimal(bounds::SHARE);
+/// A quality regression allowed, percent.
+pub const MAX_REGRESSION: Decimal = Decimal(MAX_REGRESSION_PERCENT);
+/// A sampling temperature.
+pub const SAMPLING_TEMPERATURE: Decimal = Decimal(TEMPERATURE);
+/// A price of electricity, US dollars per kWh.
+pub const ENERGY_PRICE: Decimal = Decimal(ENERGY_PRICE_USD_PER_KWH);
+/// A grid's carbon intensity, grams of CO2 per kWh.
+pub const CARBON: Decimal = Decimal(CARBON_G_PER_KWH);
+
+/// Replicas of a fleet the searches consider.
+pub const REPLICAS: Whole<u32> = Whole::new(bounds::REPLICAS, u32::MAX as u64);
+/// Spare replicas added for failures.
+pub const SPARE: Whole<u32> = Whole::new(bounds::SPARE_REPLICAS, u32::MAX as u64);
+/// The largest fleet `plan --exhaustive` runs.
+pub const EXHAUSTIVE: Whole<u32> = Whole::new(bounds::EXHAUSTIVE_REPLICAS, u32::MAX as u64);
+/// Request bodies in bytes.
+pub const BODY_BYTES: Whole<usize> = Whole::new(BYTES, usize::MAX as u64);
+/// Requests and rows a command handles.
+pub const ITEMS_U64: Whole<u64> = Whole::new(ITEMS, u64::MAX);
+/// Connections a command opens.
+pub const ITEMS_USIZE: Whole<usize> = Whole::new(ITEMS, usize::MAX as u64);
+/// Queue lengths and per-client limits (0: none waiting).
+pub const QUEUE_LENGTH: Whole<usize> = Whole::new(QUEUE, usize::MAX as u64);
+/// At least one (a stride, a count that cannot be zero).
+pub const POSITIVE_U64: Whole<u64> = Whole::new(
+    Count {
+        lo: 1,
+        hi: u64::MAX,
+    },
+    u64::MAX,
+);
+/// Any `u64` (seeds, ids, token counts), with the range said on a bad value.
+pub const ANY_U64: Whole<u64> = Whole::new(
+    Count {
+        lo: 0,
+        hi: u64::MAX,
+    },
+    u64::MAX,
+);
+/// Any `usize` (sizes, thread counts), with the range said on a bad value.
+pub const ANY_USIZE: Whole<usize> = Whole::new(
+    Count {
+        lo: 0,
+        hi: u64::MAX,
+    },
+    usize::MAX as u64,
+);
 
 /// A price of electricity, US dollars per kWh (retail prices are cents).
 const ENERGY_PRICE_USD_PER_KWH: Bound = Bound {
@@ -82,44 +128,27 @@ const QUEUE: Count = Count {
     hi: 1_000_000_000,
 };
 
-/// The range of the whole-number flag `id`, when it has one beyond its
-/// type's.
-pub fn whole(id: &str) -> Option<Count> {
-    Some(match id {
-        "exhaustive" => bounds::EXHAUSTIVE_REPLICAS,
-        "replicas" => bounds::REPLICAS,
-        "spare" => bounds::SPARE_REPLICAS,
-        "max_body_bytes" => BYTES,
-        "requests" | "rows" | "max_requests" | "max_connections" => ITEMS,
-        "max_waiting" | "per_client_limit" => QUEUE,
-        _ => return None,
-    })
-}
-
-/// A decimal flag's parser: a finite number in the flag's range (any
-/// finite number when it has none).
-#[derive(Clone)]
-pub struct Decimal(pub Option<Bound>);
+/// A decimal flag's parser: a finite number in the flag's range.
+#[derive(Clone, Copy)]
+pub struct Decimal(pub Bound);
 
 /// A whole-number flag's parser: the error states the range.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub struct Whole<T> {
     pub range: Count,
     pub _type: std::marker::PhantomData<T>,
 }
 
 impl<T> Whole<T> {
-    /// The parser of a `T` flag in `range` (cut to what `T` holds).
-    pub fn new(range: Option<Count>, type_max: u64) -> Whole<T> {
-        let r = range.unwrap_or(Count {
-            lo: 0,
-            hi: type_max,
-        });
+    /// The parser of a `T` flag in `range` (cut to `type_max`, what `T` holds).
+    pub const fn new(range: Count, type_max: u64) -> Whole<T> {
+        let hi = if range.hi < type_max {
+            range.hi
+        } else {
+            type_max
+        };
         Whole {
-            range: Count {
-                lo: r.lo,
-                hi: r.hi.min(type_max),
-            },
+            range: Count { lo: range.lo, hi },
             _type: std::marker::PhantomData,
         }
     }
@@ -155,21 +184,15 @@ impl clap::builder::TypedValueParser for Decimal {
             .to_str()
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite());
-        match (v, self.0) {
-            (None, None) => Err(flag_error(
-                cmd,
-                arg,
-                value,
-                "must be a finite number".into(),
-            )),
-            (None, Some(b)) => Err(flag_error(
+        let b = self.0;
+        match v {
+            None => Err(flag_error(
                 cmd,
                 arg,
                 value,
                 format!("must be a finite number in {}", b.describe()),
             )),
-            (Some(v), None) => Ok(v),
-            (Some(v), Some(b)) => b.check(v).map_err(|m| flag_error(cmd, arg, value, m)),
+            Some(v) => b.check(v).map_err(|m| flag_error(cmd, arg, value, m)),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `servesim serve`, `observe` and `compare`: the command-line side of the
 //! `serve` crate (flags, printing); the HTTP work lives there.
 
+use crate::ranges;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serve::openai::Endpoint;
@@ -26,55 +27,55 @@ pub struct ServeArgs {
     pub engine: EngineKind,
     /// Scenario TOML file (fleet, engine, model, cost model; live: its
     /// [engine] only).
-    #[arg(long)]
-    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub scenario: crate::cli::ScenarioArg,
     /// Live engine: profile written by `servesim calibrate` (gives the model,
     /// its weights and the device).
     #[arg(long)]
     pub profile: Option<PathBuf>,
     /// Live engine: run on another device than the profile's (e.g. cuda:1).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::device)]
     pub device: Option<String>,
     /// Live engine: a GGUF file whose tokenizer to use (for a model whose
     /// weights carry none, e.g. random weights).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
     /// Simulated seconds per wall second.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = ranges::SPEED, allow_negative_numbers = true)]
     pub speed: f64,
     /// Address to bind (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
     /// Port (0: any free one; the address is printed).
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, allow_negative_numbers = true)]
     pub port: u16,
     /// Require `Authorization: Bearer <KEY>` on every route but /health.
     #[arg(long, env = "SERVESIM_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Model name clients ask for [default: the scenario's model].
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
     /// Most requests waiting across the fleet; more get 429.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = ranges::QUEUE_LENGTH, allow_negative_numbers = true)]
     pub max_waiting: usize,
     /// Most requests one client (API key, or address) may have open.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = ranges::QUEUE_LENGTH, allow_negative_numbers = true)]
     pub per_client_limit: usize,
     /// Largest max_tokens accepted.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true)]
     pub max_tokens: u32,
     /// Largest request body, bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 20, value_parser = ranges::BODY_BYTES, allow_negative_numbers = true)]
     pub max_body_bytes: usize,
     /// Seconds a client has to send its body.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = ranges::SECONDS, allow_negative_numbers = true)]
     pub body_timeout_s: f64,
     /// Seconds after which a response is ended and its sequence cancelled.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = ranges::SECONDS, allow_negative_numbers = true)]
     pub request_timeout_s: f64,
     /// Seconds a client may read nothing of its stream (while the server
     /// has data for it) before it is dropped and its sequence cancelled.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = ranges::SECONDS, allow_negative_numbers = true)]
     pub idle_timeout_s: f64,
 }
 
@@ -84,13 +85,13 @@ pub struct ObserveArgs {
     /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.
     pub url: String,
     /// Scenario whose workload is sent.
-    #[arg(long)]
-    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub scenario: crate::cli::ScenarioArg,
     /// Output folder [default: out/<scenario name>-observed/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Model name to request [default: the scenario's model].
-    #[arg(long)]
+    #[arg(long = "served-model-name", alias = "model", value_name = "NAME")]
     pub model: Option<String>,
     /// Endpoint: completions (prompts as token ids) or chat (words).
     #[arg(long, value_enum, default_value_t = EndpointArg::Completions)]
@@ -99,25 +100,25 @@ pub struct ObserveArgs {
     #[arg(long, env = "SERVESIM_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Most requests sent (also cut by the scenario's horizon).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = ranges::ITEMS_U64, allow_negative_numbers = true)]
     pub max_requests: u64,
     /// Seconds after which nothing more is sent and open requests are closed.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = ranges::SECONDS, allow_negative_numbers = true)]
     pub max_duration_s: f64,
     /// Most requests open at once.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = ranges::ITEMS_USIZE, allow_negative_numbers = true)]
     pub max_connections: usize,
     /// Seconds one request may take.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = ranges::SECONDS, allow_negative_numbers = true)]
     pub request_timeout_s: f64,
     /// Share of clients that disconnect after --cancel-after tokens.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = ranges::SHARE, allow_negative_numbers = true)]
     pub cancel_share: f64,
     /// Tokens a cancelling client reads before it goes away.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub cancel_after: u32,
     /// Override the scenario's seed (workload and cancellations).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::ANY_U64, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// What to write besides the results folder: nothing more (servesim),
     /// or also vLLM's benchmark result (`vllm bench serve --save-result`'s
@@ -173,7 +174,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if a.profile.is_some() || a.tokenizer.is_some() || a.device.is_some() {
         bail!("--profile, --device and --tokenizer are for --engine live");
     }
-    let scenario = Scenario::load(&a.scenario)?;
+    let scenario = Scenario::load(a.scenario.path())?;
     let model = a
         .served_model_name
         .clone()
@@ -234,7 +235,7 @@ fn serve_live(a: ServeArgs) -> Result<()> {
     if a.speed != 1.0 {
         bail!("--speed is for --engine sim: the live engine runs on the wall clock");
     }
-    let scenario = serve::live::scenario_with_profile(&a.scenario, profile)?;
+    let scenario = serve::live::scenario_with_profile(a.scenario.path(), profile)?;
     let lm = serve::live::load(profile, a.device.as_deref(), a.tokenizer.as_deref())?;
     let model = a
         .served_model_name
@@ -293,7 +294,7 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         seed: a.seed,
         ..Default::default()
     };
-    let scenario = Scenario::load_with(&a.scenario, &overrides)?;
+    let scenario = Scenario::load_with(a.scenario.path(), &overrides)?;
     let cfg = serve::observe::ObserveConfig {
         url: a.url.clone(),
         model: a
@@ -367,9 +368,32 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn compare(a: &Path, b: &Path) -> Result<()> {
+pub fn compare(a: &Path, b: &Path, json: bool) -> Result<()> {
     let rows = serve::compare::compare(a, b)?;
     let differences = serve::compare::differences(a, b)?;
+    if json {
+        // Unmeasured values (NaN: a run that completed no request) are null.
+        let finite = |v: f64| v.is_finite().then_some(v);
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "metric": r.metric,
+                    "a": finite(r.a),
+                    "b": finite(r.b),
+                    "error_pct": r.error_pct.and_then(finite),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "a": a.display().to_string(),
+            "b": b.display().to_string(),
+            "differences": differences,
+            "rows": rows,
+        });
+        crate::print_json(&serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
     if !differences.is_empty() {
         eprintln!(
             "warning: A and B come from different setups, so B vs A is not a model's error alone:"

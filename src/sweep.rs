@@ -14,16 +14,36 @@ use std::time::Instant;
 
 /// Runs `servesim sweep` or `servesim sweep merge`.
 pub fn run(args: SweepArgs) -> Result<()> {
-    match args.action {
-        Some(SweepAction::Merge(m)) => merge(&m.shards, &m.out, m.report, &[]),
+    let json = match &args.action {
+        Some(SweepAction::Merge(m)) => m.json,
+        None => args.json,
+    };
+    if json {
+        crate::json_stdout();
+    }
+    let out = match args.action {
+        Some(SweepAction::Merge(m)) => {
+            merge(&m.shards, &m.out, m.report, &[])?;
+            m.out
+        }
         None => {
             let (Some(scenario), Some(grid)) = (args.scenario, args.grid) else {
                 return Err(anyhow!("sweep needs a scenario and --grid"));
             };
             let emit = crate::deploy::formats(&args.emit);
-            sweep(&scenario, &grid, args.out, args.shard, args.report, &emit)
+            sweep(&scenario, &grid, args.out, args.shard, args.report, &emit)?
+        }
+    };
+    if json {
+        // A shard has no operating point: its own points instead.
+        let decision = out.join("operating-point.json");
+        if args.shard.is_some_and(|s| s != Shard::ALL) || !decision.exists() {
+            crate::print_json_file(&out.join("sweep.json"))?;
+        } else {
+            crate::print_json_file(&decision)?;
         }
     }
+    Ok(())
 }
 
 /// A bar with ETA on stderr when it is a terminal; hidden otherwise.
@@ -48,7 +68,7 @@ fn sweep(
     shard: Option<Shard>,
     report: bool,
     emit: &[sim::emit::Format],
-) -> Result<()> {
+) -> Result<PathBuf> {
     let grid = Grid::load(grid)?;
     let origin = scenario.display().to_string();
     let text = sim::input_file::read_config(scenario, "scenario file")?;
@@ -108,9 +128,10 @@ fn sweep(
         if report {
             crate::write_report(&out)?;
         }
-        return Ok(());
+        return Ok(out);
     }
-    finish(&plan, &results, &out, report, emit)
+    finish(&plan, &results, &out, report, emit)?;
+    Ok(out)
 }
 
 fn merge(dirs: &[PathBuf], out: &Path, report: bool, emit: &[sim::emit::Format]) -> Result<()> {
