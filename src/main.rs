@@ -55,6 +55,7 @@ mod deploy;
 mod engine_calibration;
 mod explain;
 mod fleet_print;
+mod help_markdown;
 mod plan;
 mod print;
 mod quality;
@@ -141,6 +142,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Accuracy(args) => accuracy::run(args),
         Command::Quality(args) => quality::quality(args),
         Command::Speculate(args) => quality::speculate(args),
+        Command::HelpMarkdown => {
+            print!("{}", help_markdown::markdown());
+            Ok(())
+        }
     }
 }
 

@@ -17,11 +17,22 @@ fn listed_verbs() -> Vec<String> {
         .collect()
 }
 
+/// The verbs a build without the `calibrate` feature lacks.
+const CALIBRATE_VERBS: [&str; 4] = ["calibrate", "validate", "quality", "speculate"];
+
 #[test]
 fn every_subcommand_has_help_with_an_example() {
-    let verbs = listed_verbs();
-    // The test build has the calibrate feature: every verb is listed.
-    assert!(verbs.len() >= 19, "{verbs:?}");
+    let mut verbs = listed_verbs();
+    if cfg!(feature = "calibrate") {
+        assert!(verbs.len() >= 19, "{verbs:?}");
+    } else {
+        // Hidden from the help of a build that cannot run them.
+        assert!(verbs.len() >= 15, "{verbs:?}");
+        for v in CALIBRATE_VERBS {
+            assert!(!verbs.iter().any(|l| l == v), "{v} listed: {verbs:?}");
+        }
+        verbs.extend(CALIBRATE_VERBS.map(String::from));
+    }
     for cmd in &verbs {
         let cmd = cmd.as_str();
         let o = run(&[cmd, "--help"]);
@@ -165,4 +176,142 @@ fn closed_stdout_is_not_a_panic() {
         assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
         assert_eq!(o.status.code(), Some(0), "{args:?}");
     }
+}
+
+/// A build without the `calibrate` feature says which feature adds the
+/// verbs it hides, when they are run anyway.
+#[test]
+#[cfg(not(feature = "calibrate"))]
+fn verbs_a_build_lacks_say_which_feature_adds_them() {
+    let o = run(&["calibrate", "--out", "p.toml"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--features calibrate"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// docs/cli.md is `servesim help-markdown`'s output: the reference cannot
+/// drift from the flags. `SERVESIM_BLESS=1` rewrites it.
+#[test]
+fn docs_cli_md_is_what_the_binary_generates() {
+    let o = run(&["help-markdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let generated = stdout(&o);
+    let path = repo().join("docs/cli.md");
+    if std::env::var_os("SERVESIM_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let kept = read(&path);
+    assert!(
+        kept == generated,
+        "docs/cli.md differs from `servesim help-markdown`; rerun with SERVESIM_BLESS=1 \
+         (first difference at line {})",
+        kept.lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .map_or(kept.lines().count().min(generated.lines().count()), |i| i)
+            + 1
+    );
+}
+
+/// The examples of `--help` that this test only parses (the binary's
+/// unit test `every_help_example_parses` does), each with why it cannot
+/// run here. Every other example runs.
+const PARSE_ONLY: &[(&str, &str)] = &[
+    ("cargo run --release -- bench --requests 200000 --replicas 16", "a timing run"),
+    ("cargo run --release -- trace bench --rows 1000000", "a timing run"),
+    ("servesim cost --fidelity", "needs ../shared/data"),
+    ("servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml", "minutes of measurement, with --features calibrate (tests/calibrate.rs runs a smaller one)"),
+    ("servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml", "needs a GPU"),
+    ("servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml", "needs a GGUF file"),
+    ("servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml", "needs a server"),
+    ("servesim validate scenarios/validate/cpu.toml --profile cpu-profile.toml", "serves live, with --features calibrate (tests/calibrate.rs)"),
+    ("servesim serve scenarios/quickstart.toml --engine sim --port 8000", "serves until stopped (tests/serve.rs)"),
+    ("servesim observe http://127.0.0.1:8000 scenarios/quickstart.toml --max-requests 200 --out out/observed", "needs a server (tests/serve.rs)"),
+    ("servesim compare out/quickstart out/observed", "needs an observe run"),
+    ("servesim accuracy bench-results/*.json --hardware h100-sxm --tp 1 --out out/accuracy", "needs benchmark result files"),
+    ("servesim accuracy ../shared/data/aiconfigurator/silicon/silicon_train.csv --out out/accuracy", "needs ../shared/data"),
+    ("servesim accuracy --coverage ../shared/data/aiconfigurator/silicon/silicon_train.csv", "needs ../shared/data"),
+    ("servesim accuracy out/observed --scenario scenarios/quickstart.toml", "needs an observe run"),
+    ("servesim quality --weights SmolLM2-135M-Instruct.Q4_1.gguf --text scenarios/text/dev.txt --candidate int8 --max-regression 1", "needs a GGUF file"),
+    ("servesim speculate --weights SmolLM2-135M-Instruct.Q4_1.gguf --draft-format q4_0 --text scenarios/text/dev.txt --k 4", "needs a GGUF file"),
+];
+
+/// The shell lines of every ```sh block of the generated reference: the
+/// `after_help` examples of every command, in order.
+fn help_examples() -> Vec<String> {
+    let o = run(&["help-markdown"]);
+    let text = stdout(&o);
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        match (in_block, line) {
+            (false, "```sh") => in_block = true,
+            (true, "```") => in_block = false,
+            (true, l) => out.push(l.to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every `--help` example runs as written, in order, in a folder holding the
+/// repository's `scenarios/` (with `quickstart.toml` cut to 200 requests so
+/// that sweeps and searches over it stay short), except the few in
+/// [`PARSE_ONLY`], which need a server, a GPU or files outside the
+/// repository.
+#[test]
+fn every_help_example_runs() {
+    let examples = help_examples();
+    assert!(examples.len() >= 40, "{examples:?}");
+    for (line, _) in PARSE_ONLY {
+        assert!(
+            examples
+                .iter()
+                .any(|e| e.split("   (").next() == Some(*line)),
+            "PARSE_ONLY names `{line}`, which no --help shows"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scenarios = tmp.path().join("scenarios");
+    std::fs::create_dir(&scenarios).unwrap();
+    for entry in std::fs::read_dir(repo().join("scenarios")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() == "quickstart.toml" {
+            continue;
+        }
+        std::os::unix::fs::symlink(entry.path(), scenarios.join(entry.file_name())).unwrap();
+    }
+    std::fs::write(scenarios.join("quickstart.toml"), small_quickstart(200)).unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_servesim"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for example in &examples {
+        let line = example.split("   (").next().unwrap();
+        if PARSE_ONLY.iter().any(|(l, _)| *l == line) {
+            continue;
+        }
+        let o = std::process::Command::new("bash")
+            .args(["-c", line])
+            .current_dir(tmp.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "the --help example `{line}` failed:\n{}",
+            stderr(&o)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 25, "{ran} examples ran");
 }

@@ -154,8 +154,8 @@ fn flags_override_keys_of_tables_the_scenario_does_not_have() {
     );
     let r = json(&["cost", s, "--tp", "4", "--pp", "2", "--json"]);
     assert_eq!(r["gpus"], 8);
-    // A closed-loop scenario without `[fleet]` (the flag used to be
-    // dropped only where the file wrote nothing).
+    // A closed-loop scenario without `[fleet]`: the flag applies where the
+    // file writes nothing too.
     let r = json(&["cost", "scenarios/closed-loop.toml", "--tp", "2", "--json"]);
     assert_eq!(r["gpus"], 2);
 }

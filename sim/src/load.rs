@@ -274,12 +274,12 @@ pub fn load_report_of<I: Iterator<Item = LoadRecord>>(
 /// the departures), so it is summed request by request in exact integer
 /// arithmetic, with no sorting and no memory: each request adds the part of
 /// the window after its arrival and takes away the part after its
-/// departure. This used to integrate N(t) in f64 over the time-sorted
-/// arrivals and departures (a sort of two events per request, spilled to
-/// disk past a bound); every partial sum there is an integer, so whenever
-/// the total stays below 2^53 (request-nanoseconds: 104 days of summed time
-/// in the system per half) both give the same bits, and beyond that this is
-/// the more exact (the exact sum rounded once).
+/// departure. Integrating N(t) in f64 over the time-sorted arrivals and
+/// departures instead would need a sort of two events per request; every
+/// partial sum there is an integer, so whenever the total stays below 2^53
+/// (request-nanoseconds: 104 days of summed time in the system per half)
+/// both give the same bits, and beyond that this is the more exact (the
+/// exact sum rounded once).
 fn backlog_halves(
     reqs: impl Iterator<Item = LoadRecord>,
     a: u64,

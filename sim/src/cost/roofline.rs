@@ -628,7 +628,7 @@ mod tests {
         b
     }
 
-    /// Issue 4's quantization figures: Llama-3.1-70B on 4 × H100 (TP 4) and
+    /// The quantization figures: Llama-3.1-70B on 4 × H100 (TP 4) and
     /// 2 × H200 (TP 2) with bf16 or fp8 weights and bf16 or fp8 KV cache. Run
     /// with `cargo test -p servesim-sim quantization -- --nocapture` to see the table.
     #[test]

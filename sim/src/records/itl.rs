@@ -2,11 +2,11 @@
 //!
 //! Every decode iteration yields (gap, tokens) pairs: the time its tokens
 //! waited since their sequence's previous token, and how many tokens waited
-//! that long. The run used to keep every pair to the end (16 bytes per
-//! iteration: 3.3 GB for the 1,000-replica autoscaled day of
-//! docs/autoscaling.md), then every distinct pair, sorted and merged
-//! (the Mooncake conversation trace on 16-token blocks: 2.31 M pairs,
-//! 355 k distinct). The summary needs far less: the total weight, the
+//! that long. Keeping every pair to the end would take 16 bytes per
+//! iteration (3.3 GB for the 1,000-replica autoscaled day of
+//! docs/autoscaling.md), and even the distinct pairs are many (the
+//! Mooncake conversation trace on 16-token blocks: 2.31 M pairs, 355 k
+//! distinct). The summary needs far less: the total weight, the
 //! largest gap and the weighted sum are kept as the gaps come, exactly (the
 //! sum in a u128), and each quantile is the smallest gap whose cumulative
 //! token weight reaches its rank, found in the one log-linear bucket that

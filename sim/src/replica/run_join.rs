@@ -1,10 +1,10 @@
 //! Admissions beside a decode run (DESIGN.md, "Performance").
 //!
-//! In a busy fleet a request reaches each replica every few steps, and
-//! every arrival used to end the replica's decode run (`decode_run`): the
-//! run's sequences were brought up to date, the policy walked the batch to
-//! decode it and admit the newcomer, the iteration's end walked it again,
-//! and the next run's start a fourth time. Yet a policy that schedules every
+//! In a busy fleet a request reaches each replica every few steps. Were
+//! every arrival to end the replica's decode run (`decode_run`), the run's
+//! sequences would be brought up to date, the policy would walk the batch
+//! to decode it and admit the newcomer, the iteration's end would walk it
+//! again, and the next run's start a fourth time. Yet a policy that schedules every
 //! running sequence's decode first and then admits from the waiting queue
 //! with what is left of the token budget (continuous batching, Orca's
 //! iteration-level scheduling as vLLM runs it; Sarathi-Serve's chunked

@@ -303,7 +303,7 @@ mod tests {
     use crate::Simulation;
 
     /// Prompts of 8,000 tokens at 20 req/s on two H100s: a fleet that
-    /// `simulate` finds overloaded (and `check` used to pass in silence).
+    /// `simulate` finds overloaded, which `check` must warn of.
     const LONG_PROMPTS: &str = r#"
 name = "long-prompts"
 [horizon]
