@@ -315,3 +315,78 @@ fn every_help_example_runs() {
     }
     assert!(ran >= 25, "{ran} examples ran");
 }
+
+/// `--json` prints the command's result as one JSON document on stdout
+/// (the text goes to stderr) on every verb that prints a result.
+#[test]
+fn json_prints_one_document_on_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("s.toml");
+    std::fs::write(&s, small_quickstart(200)).unwrap();
+    let s = s.to_str().unwrap();
+    let out = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let grid = repo().join("scenarios/grids/quickstart-sizing.toml");
+    let space = repo().join("scenarios/spaces/quickstart-hardware.toml");
+    simulate(
+        std::path::Path::new(s),
+        std::path::Path::new(&out("a")),
+        &[],
+    );
+    simulate(
+        std::path::Path::new(s),
+        std::path::Path::new(&out("b")),
+        &["--seed", "3"],
+    );
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["check".into(), s.into()], "capacity"),
+        (
+            vec![
+                "capacity".into(),
+                s.into(),
+                "--demand".into(),
+                "40".into(),
+                "--out".into(),
+                out("cap"),
+            ],
+            "sizing",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                s.into(),
+                "--grid".into(),
+                grid.to_str().unwrap().into(),
+                "--out".into(),
+                out("sweep"),
+            ],
+            "pareto_front",
+        ),
+        (
+            vec![
+                "plan".into(),
+                s.into(),
+                "--space".into(),
+                space.to_str().unwrap().into(),
+                "--demand".into(),
+                "70".into(),
+                "--out".into(),
+                out("plan"),
+            ],
+            "options",
+        ),
+        (vec!["compare".into(), out("a"), out("b")], "rows"),
+    ];
+    for (mut args, key) in cases {
+        args.push("--json".into());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&argv);
+        assert!(o.status.success(), "{argv:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| {
+            panic!(
+                "{argv:?}: stdout is not one JSON document ({e}):\n{}",
+                stdout(&o)
+            )
+        });
+        assert!(v.get(key).is_some(), "{argv:?}: no {key:?} in {v}");
+    }
+}
