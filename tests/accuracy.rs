@@ -375,7 +375,7 @@ output_tokens = { dist = "uniform", min = 16, max = 40 }
     .unwrap();
     let s = scenario.to_str().unwrap();
     let mut child = bin()
-        .args(["serve", "--engine", "sim", "--scenario", s, "--port", "0"])
+        .args(["serve", "--engine", "sim", s, "--port", "0"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -392,7 +392,6 @@ output_tokens = { dist = "uniform", min = 16, max = 40 }
     ok(&run(&[
         "observe",
         &url,
-        "--scenario",
         s,
         "--out",
         observed.to_str().unwrap(),

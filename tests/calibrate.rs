@@ -133,7 +133,6 @@ fn tiny_validation_prints_the_table_and_batching_keeps_greedy_tokens() {
         "validate",
         "--profile",
         profile.to_str().unwrap(),
-        "--scenario",
         s.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
@@ -189,7 +188,6 @@ fn repeated_live_runs_show_their_spread_beside_the_error() {
             "validate".to_string(),
             "--profile".into(),
             profile.to_str().unwrap().into(),
-            "--scenario".into(),
             s.to_str().unwrap().into(),
             "--out".into(),
             out.to_str().unwrap().into(),
@@ -259,7 +257,8 @@ fn bad_calibrate_input_is_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.toml");
     let out = out.to_str().unwrap();
-    let e = error_of(&[
+    // A device outside the closed set is the parser's refusal (exit 2).
+    let o = run(&[
         "calibrate",
         "--device",
         "tpu",
@@ -268,8 +267,10 @@ fn bad_calibrate_input_is_one_clear_line() {
         "--out",
         out,
     ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
-        e.contains("--device: unknown device \"tpu\"; allowed: cpu, cuda"),
+        e.contains("invalid value 'tpu' for '--device <DEVICE>': allowed: cpu, cuda"),
         "{e}"
     );
     let e = error_of(&[
@@ -337,13 +338,7 @@ fn bad_validate_input_is_one_clear_line() {
         dir.path(),
         &TINY_SCENARIO.replace("[engine]", "[fleet]\nreplicas = 2\n[engine]"),
     );
-    let e = error_of(&[
-        "validate",
-        "--profile",
-        p,
-        "--scenario",
-        s.to_str().unwrap(),
-    ]);
+    let e = error_of(&["validate", "--profile", p, s.to_str().unwrap()]);
     assert!(
         e.contains("fleet.replicas: the live engine is one replica"),
         "{e}"
@@ -352,13 +347,7 @@ fn bad_validate_input_is_one_clear_line() {
         dir.path(),
         &TINY_SCENARIO.replace("policy = \"sarathi\"", "policy = \"continuous\""),
     );
-    let e = error_of(&[
-        "validate",
-        "--profile",
-        p,
-        "--scenario",
-        s.to_str().unwrap(),
-    ]);
+    let e = error_of(&["validate", "--profile", p, s.to_str().unwrap()]);
     assert!(
         e.contains("would be rejected: the prompt exceeds engine.max_batched_tokens"),
         "{e}"
@@ -368,7 +357,6 @@ fn bad_validate_input_is_one_clear_line() {
         "validate",
         "--profile",
         "/nonexistent.toml",
-        "--scenario",
         s.to_str().unwrap(),
     ]);
     assert!(e.contains("/nonexistent.toml"), "{e}");
@@ -378,7 +366,6 @@ fn bad_validate_input_is_one_clear_line() {
         "validate",
         "--profile",
         broken.to_str().unwrap(),
-        "--scenario",
         s.to_str().unwrap(),
     ]);
     assert!(

@@ -271,30 +271,6 @@ fn bad_input_names_the_flag_or_key() {
                 "llama-3.1-8b",
                 "--hardware",
                 "h100",
-                "--runtime",
-                "turbo",
-            ],
-            "--runtime",
-        ),
-        (
-            &[
-                "cost",
-                "--model",
-                "llama-3.1-8b",
-                "--hardware",
-                "h100",
-                "--dtype",
-                "fp9",
-            ],
-            "model.weight_dtype",
-        ),
-        (
-            &[
-                "cost",
-                "--model",
-                "llama-3.1-8b",
-                "--hardware",
-                "h100",
                 "--tp",
                 "3",
             ],
@@ -310,6 +286,31 @@ fn bad_input_names_the_flag_or_key() {
             "{args:?}: {e}"
         );
         assert!(!e.contains("panicked"), "{e}");
+    }
+    // A value outside a closed set is the parser's refusal (exit 2), which
+    // lists the values allowed.
+    for (flag, value) in [
+        ("--runtime", "turbo"),
+        ("--dtype", "fp9"),
+        ("--kv-dtype", "fp9"),
+    ] {
+        let args = [
+            "cost",
+            "--model",
+            "llama-3.1-8b",
+            "--hardware",
+            "h100",
+            flag,
+            value,
+        ];
+        let o = run(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains(&format!("invalid value '{value}' for '{flag}"))
+                && e.contains("possible values"),
+            "{args:?}: {e}"
+        );
     }
     // A scenario key names the file and the key path.
     let dir = tempfile::tempdir().unwrap();

@@ -616,12 +616,12 @@ fn negative_numbers_on_flags_name_the_flag_and_what_is_allowed() {
             "I/N",
         ),
         (
-            vec!["serve", "--scenario", q, "--speed", "-2"],
+            vec!["serve", q, "--speed", "-2"],
             "--speed",
             "must be in [1e-6, 1000000]",
         ),
         (
-            vec!["serve", "--scenario", q, "--max-body-bytes", "0"],
+            vec!["serve", q, "--max-body-bytes", "0"],
             "--max-body-bytes",
             "1..=1073741824",
         ),
@@ -747,7 +747,6 @@ fn numeric_flags_past_their_range_are_refused_with_the_flag_named() {
             vec![
                 "observe",
                 "http://127.0.0.1:9",
-                "--scenario",
                 s,
                 "--max-duration-s",
                 "1e300",
@@ -758,7 +757,6 @@ fn numeric_flags_past_their_range_are_refused_with_the_flag_named() {
             vec![
                 "observe",
                 "http://127.0.0.1:9",
-                "--scenario",
                 s,
                 "--request-timeout-s",
                 "1e20",
@@ -766,7 +764,7 @@ fn numeric_flags_past_their_range_are_refused_with_the_flag_named() {
             "--request-timeout-s",
         ),
         (
-            vec!["serve", "--scenario", s, "--body-timeout-s", "1e300"],
+            vec!["serve", s, "--body-timeout-s", "1e300"],
             "--body-timeout-s",
         ),
         (

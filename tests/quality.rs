@@ -120,7 +120,8 @@ fn bad_quality_input_is_one_line_naming_it() {
         ),
         (
             vec!["--text".into(), text(), "--candidate".into(), "int3".into()],
-            "--candidate: unknown weight format \"int3\"",
+            // Closed sets are the parser's (exit 2).
+            "invalid value 'int3' for '--candidate <CANDIDATE>'",
         ),
         (
             vec![
@@ -131,7 +132,7 @@ fn bad_quality_input_is_one_line_naming_it() {
                 "--baseline".into(),
                 "f8".into(),
             ],
-            "--baseline: unknown dtype \"f8\"",
+            "invalid value 'f8' for '--baseline <BASELINE>'",
         ),
         (
             vec![

@@ -48,7 +48,7 @@ fn observe_the_twin_then_compare_with_simulate() {
     std::fs::write(&scenario, SCENARIO).unwrap();
     let s = scenario.to_str().unwrap();
     let mut child = bin()
-        .args(["serve", "--engine", "sim", "--scenario", s, "--port", "0"])
+        .args(["serve", "--engine", "sim", s, "--port", "0"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -68,7 +68,6 @@ fn observe_the_twin_then_compare_with_simulate() {
     let o = run(&[
         "observe",
         &url,
-        "--scenario",
         s,
         "--out",
         observed.to_str().unwrap(),
@@ -230,7 +229,6 @@ output_tokens = { dist = "uniform", min = 4, max = 16 }
         profile.to_str().unwrap(),
         "--device",
         "cpu",
-        "--scenario",
         s,
         "--port",
         "0",
@@ -241,7 +239,6 @@ output_tokens = { dist = "uniform", min = 4, max = 16 }
     let o = run(&[
         "observe",
         &url,
-        "--scenario",
         s,
         "--model",
         "tiny",
@@ -270,24 +267,13 @@ fn bad_flags_and_folders_are_one_line_errors() {
     let o = run(&["compare", "/nonexistent/a", "/nonexistent/b"]);
     assert!(!o.status.success());
     assert!(stderr(&o).starts_with("error: /nonexistent/a/summary.json: cannot read"));
-    let o = run(&[
-        "observe",
-        "ftp://x",
-        "--scenario",
-        "scenarios/quickstart.toml",
-    ]);
+    let o = run(&["observe", "ftp://x", "scenarios/quickstart.toml"]);
     assert!(
         stderr(&o).contains("must start with http://"),
         "{}",
         stderr(&o)
     );
-    let o = run(&[
-        "serve",
-        "--scenario",
-        "scenarios/quickstart.toml",
-        "--speed",
-        "0",
-    ]);
+    let o = run(&["serve", "scenarios/quickstart.toml", "--speed", "0"]);
     assert!(
         stderr(&o).contains("--speed") && stderr(&o).contains("must be in [1e-6, 1000000]"),
         "{}",
@@ -309,7 +295,6 @@ fn bad_flags_and_folders_are_one_line_errors() {
     ] {
         let o = run(&[
             "serve",
-            "--scenario",
             "scenarios/quickstart.toml",
             "--port",
             "0",
@@ -332,7 +317,6 @@ fn bad_flags_and_folders_are_one_line_errors() {
     let o = run(&[
         "observe",
         &url,
-        "--scenario",
         "scenarios/quickstart.toml",
         "--max-requests",
         "3",
@@ -353,13 +337,7 @@ fn bad_flags_and_folders_are_one_line_errors() {
         "{err}"
     );
     assert!(!out.exists());
-    let o = run(&[
-        "serve",
-        "--engine",
-        "live",
-        "--scenario",
-        "scenarios/validate/cpu.toml",
-    ]);
+    let o = run(&["serve", "--engine", "live", "scenarios/validate/cpu.toml"]);
     // A build without the live engine says so before reading any flag.
     let want = if cfg!(feature = "calibrate") {
         "error: --engine live needs --profile"
