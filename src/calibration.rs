@@ -196,7 +196,7 @@ mod with_calibrate {
     pub fn validate(a: ValidateCmd) -> Result<()> {
         let args = ValidateArgs {
             profile: a.profile.clone(),
-            scenario: a.scenario.path().to_path_buf(),
+            scenario: a.scenario.clone(),
             device: a.device.clone(),
             alone_checks: a.alone_checks,
             live_runs: a.live_runs as usize,

@@ -3,7 +3,7 @@
 use crate::ranges;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sim::sweep::Shard;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// servesim — simulate LLM serving fleets to pick a configuration and a size.
 #[derive(Parser, Debug)]
@@ -777,8 +777,7 @@ pub struct ValidateCmd {
     #[arg(long)]
     pub profile: PathBuf,
     /// Scenario whose [engine] and [workload] are served (its model and hardware are ignored).
-    #[command(flatten)]
-    pub scenario: ScenarioArg,
+    pub scenario: PathBuf,
     /// Run on another device than the profile's (e.g. cuda:1).
     #[arg(long, value_parser = device)]
     pub device: Option<String>,
@@ -796,54 +795,6 @@ pub struct ValidateCmd {
     /// Print the result as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The scenario a command reads, given as its first argument. `--scenario
-/// FILE` is a hidden, deprecated spelling of the same argument.
-#[derive(Args, Debug)]
-pub struct ScenarioArg {
-    /// Scenario TOML file.
-    #[arg(value_name = "SCENARIO", required_unless_present = "scenario_flag")]
-    scenario: Option<PathBuf>,
-    /// Deprecated spelling of SCENARIO.
-    #[arg(
-        long = "scenario",
-        id = "scenario_flag",
-        value_name = "FILE",
-        hide = true,
-        conflicts_with = "scenario"
-    )]
-    scenario_flag: Option<PathBuf>,
-}
-
-impl ScenarioArg {
-    /// The scenario file, however it was given.
-    pub fn path(&self) -> &Path {
-        self.scenario
-            .as_deref()
-            .or(self.scenario_flag.as_deref())
-            .expect("clap requires SCENARIO or --scenario")
-    }
-
-    /// Whether it was given with the deprecated `--scenario` flag.
-    pub fn deprecated_flag(&self) -> bool {
-        self.scenario_flag.is_some()
-    }
-}
-
-impl Cli {
-    /// A warning for a deprecated spelling on the command line, if any.
-    pub fn deprecation(&self) -> Option<&'static str> {
-        let scenario = match &self.command {
-            Command::Validate(a) => &a.scenario,
-            Command::Serve(a) => &a.scenario,
-            Command::Observe(a) => &a.scenario,
-            _ => return None,
-        };
-        scenario
-            .deprecated_flag()
-            .then_some("--scenario FILE is deprecated: give the scenario as the command's argument")
-    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -901,7 +852,6 @@ mod tests {
             "validate",
             "--profile",
             "p.toml",
-            "--scenario",
             "s.toml",
             "--live-runs",
             "0",
@@ -967,28 +917,21 @@ mod tests {
         assert!(seen >= 40, "{seen} examples");
     }
 
-    /// Validate, serve and observe take the scenario as their argument;
-    /// `--scenario FILE` still parses, hidden, and is reported deprecated.
+    /// Validate, serve and observe take the scenario as their argument,
+    /// as every command whose main input is a scenario.
     #[test]
-    fn the_scenario_is_an_argument_with_a_deprecated_flag_spelling() {
+    fn the_scenario_is_an_argument() {
         for argv in [
             &["servesim", "validate", "s.toml", "--profile", "p.toml"][..],
             &["servesim", "serve", "s.toml"],
             &["servesim", "observe", "http://x", "s.toml"],
         ] {
-            let cli = Cli::try_parse_from(argv).unwrap();
-            assert!(cli.deprecation().is_none(), "{argv:?}");
+            assert!(Cli::try_parse_from(argv).is_ok(), "{argv:?}");
         }
-        let cli = Cli::try_parse_from(["servesim", "serve", "--scenario", "s.toml"]).unwrap();
-        assert!(cli.deprecation().is_some());
-        match cli.command {
-            Command::Serve(a) => assert_eq!(a.scenario.path(), Path::new("s.toml")),
-            other => panic!("{other:?}"),
-        }
-        let e = error_of(&["serve", "a.toml", "--scenario", "b.toml"]);
-        assert!(e.contains("cannot be used with"), "{e}");
         let e = error_of(&["serve"]);
         assert!(e.contains("<SCENARIO>"), "{e}");
+        let e = error_of(&["serve", "--scenario", "s.toml"]);
+        assert!(e.contains("--scenario"), "{e}");
     }
 
     /// The served model's name is `--served-model-name` on every command
@@ -1039,14 +982,7 @@ mod tests {
     fn durations_counts_and_sizes_are_range_checked_with_the_flag_named() {
         for (args, flag, range) in [
             (
-                &[
-                    "observe",
-                    "http://x",
-                    "--scenario",
-                    "s.toml",
-                    "--max-duration-s",
-                    "1e300",
-                ][..],
+                &["observe", "http://x", "s.toml", "--max-duration-s", "1e300"][..],
                 "--max-duration-s",
                 "(0, 1e9] s",
             ),
@@ -1054,7 +990,6 @@ mod tests {
                 &[
                     "observe",
                     "http://x",
-                    "--scenario",
                     "s.toml",
                     "--request-timeout-s",
                     "1e20",

@@ -85,9 +85,6 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
-    if let Some(w) = cli.deprecation() {
-        eprintln!("warning: {w}");
-    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

@@ -27,8 +27,7 @@ pub struct ServeArgs {
     pub engine: EngineKind,
     /// Scenario TOML file (fleet, engine, model, cost model; live: its
     /// [engine] only).
-    #[command(flatten)]
-    pub scenario: crate::cli::ScenarioArg,
+    pub scenario: PathBuf,
     /// Live engine: profile written by `servesim calibrate` (gives the model,
     /// its weights and the device).
     #[arg(long)]
@@ -85,8 +84,7 @@ pub struct ObserveArgs {
     /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.
     pub url: String,
     /// Scenario whose workload is sent.
-    #[command(flatten)]
-    pub scenario: crate::cli::ScenarioArg,
+    pub scenario: PathBuf,
     /// Output folder [default: out/<scenario name>-observed/].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -174,7 +172,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if a.profile.is_some() || a.tokenizer.is_some() || a.device.is_some() {
         bail!("--profile, --device and --tokenizer are for --engine live");
     }
-    let scenario = Scenario::load(a.scenario.path())?;
+    let scenario = Scenario::load(&a.scenario)?;
     let model = a
         .served_model_name
         .clone()
@@ -235,7 +233,7 @@ fn serve_live(a: ServeArgs) -> Result<()> {
     if a.speed != 1.0 {
         bail!("--speed is for --engine sim: the live engine runs on the wall clock");
     }
-    let scenario = serve::live::scenario_with_profile(a.scenario.path(), profile)?;
+    let scenario = serve::live::scenario_with_profile(&a.scenario, profile)?;
     let lm = serve::live::load(profile, a.device.as_deref(), a.tokenizer.as_deref())?;
     let model = a
         .served_model_name
@@ -294,7 +292,7 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         seed: a.seed,
         ..Default::default()
     };
-    let scenario = Scenario::load_with(a.scenario.path(), &overrides)?;
+    let scenario = Scenario::load_with(&a.scenario, &overrides)?;
     let cfg = serve::observe::ObserveConfig {
         url: a.url.clone(),
         model: a
