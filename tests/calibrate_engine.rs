@@ -63,7 +63,6 @@ fn start(dir: &std::path::Path) -> (Server, String) {
             "serve",
             "--engine",
             "sim",
-            "--scenario",
             s.to_str().unwrap(),
             "--port",
             "0",
@@ -555,7 +554,6 @@ output_tokens = { dist = "lognormal", mean = 24, cv = 0.5, min = 4, max = 64 }
     let o = run(&[
         "observe",
         &url,
-        "--scenario",
         s.to_str().unwrap(),
         "--model",
         "smollm2-135m",
