@@ -864,6 +864,42 @@ mod tests {
     }
 
     #[test]
+    fn sglang_rows_on_b200_and_b300_receive_as_inferencex_recipes_start_the_server() {
+        let text = include_str!("testdata/aiconfigurator.csv");
+        let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
+        let interval = |engine: &str, chip: &str, users: u32, dp: u32| {
+            let mut p = points[0].clone();
+            p.engine = Some(engine.into());
+            p.chip = Some(chip.into());
+            p.load = Some(Load::Concurrency { users });
+            if let Some(Deployment::Agg { layout, .. }) = &mut p.deployment {
+                layout.attention_dp = dp;
+            }
+            harness_recv_interval(EngineRuntime::of_engine(engine).unwrap(), &p)
+        };
+        assert_eq!(interval("sglang", "b200_sxm", 4, 1), Some(10));
+        assert_eq!(interval("sglang", "b300_sxm", 16, 1), Some(30));
+        // DP attention, other chips and other engines keep the default.
+        assert_eq!(interval("sglang", "b200_sxm", 64, 8), None);
+        assert_eq!(interval("sglang", "h200_sxm", 4, 1), None);
+        assert_eq!(interval("vllm", "b200_sxm", 4, 1), None);
+        // The setting reaches the scenario, unless the base sets it.
+        let settings = Settings {
+            max_requests: 16,
+            ..Settings::default()
+        };
+        let mut p = points[0].clone();
+        p.engine = Some("sglang".into());
+        p.chip = Some("b200_sxm".into());
+        let e = express(None, "test", &settings, &p).unwrap();
+        assert_eq!(e.scenario.file.engine.scheduler_recv_interval, 10);
+        let mut base = default_base();
+        set(&mut base, "engine.scheduler_recv_interval", 1);
+        let e = express(Some(&base), "test", &settings, &p).unwrap();
+        assert_eq!(e.scenario.file.engine.scheduler_recv_interval, 1);
+    }
+
+    #[test]
     fn unchunked_prompts_past_the_default_budget_get_a_budget_that_holds_them() {
         let text = include_str!("testdata/aiconfigurator.csv");
         let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
