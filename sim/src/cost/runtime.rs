@@ -59,6 +59,45 @@ pub const PREFILL_LAUNCH_S_PER_DENSE_LAYER: f64 = 0.8e-3;
 /// several times a dense layer's kernels.
 pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
 
+/// The variable that replaces the two SGLang prefill launch constants for
+/// their fit and cross-validation (`scripts/accuracy_holdout.py`): two
+/// seconds-per-layer values, dense then MoE, e.g. `0.0008,0.0032`.
+pub const SGLANG_PREFILL_LAUNCH_VAR: &str = "SERVESIM_SGLANG_PREFILL_LAUNCH_S";
+
+/// Parses [`SGLANG_PREFILL_LAUNCH_VAR`]'s value: two finite, non-negative
+/// numbers separated by a comma.
+pub fn parse_prefill_launch(v: &str) -> Result<(f64, f64), String> {
+    let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+    let num = |s: &str| s.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+    match parts.as_slice() {
+        [d, m] => match (num(d), num(m)) {
+            (Some(d), Some(m)) => Ok((d, m)),
+            _ => Err(format!(
+                "{SGLANG_PREFILL_LAUNCH_VAR} = {v:?}: both values must be seconds ≥ 0"
+            )),
+        },
+        _ => Err(format!(
+            "{SGLANG_PREFILL_LAUNCH_VAR} = {v:?}: give two values, seconds per dense and per MoE layer, e.g. 0.0008,0.0032"
+        )),
+    }
+}
+
+/// SGLang's prefill launch time per (dense, MoE) layer: the fitted
+/// constants, or the variable's values when set and valid (the commands
+/// that read it reject an invalid one first).
+fn sglang_prefill_launch() -> (f64, f64) {
+    static CELL: std::sync::OnceLock<(f64, f64)> = std::sync::OnceLock::new();
+    *CELL.get_or_init(|| {
+        std::env::var(SGLANG_PREFILL_LAUNCH_VAR)
+            .ok()
+            .and_then(|v| parse_prefill_launch(&v).ok())
+            .unwrap_or((
+                PREFILL_LAUNCH_S_PER_DENSE_LAYER,
+                PREFILL_LAUNCH_S_PER_MOE_LAYER,
+            ))
+    })
+}
+
 /// Host time of one step, split into the per-step and per-sequence parts,
 /// which an overlapping runtime hides behind the GPU's step, and the
 /// kernel launches of a step run without a CUDA graph, which it cannot.
@@ -144,7 +183,8 @@ impl EngineRuntime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
                 launch: if prefills {
-                    PREFILL_LAUNCH_S_PER_DENSE_LAYER * dense + PREFILL_LAUNCH_S_PER_MOE_LAYER * moe
+                    let (d, m) = sglang_prefill_launch();
+                    d * dense + m * moe
                 } else {
                     0.0
                 },
@@ -257,6 +297,11 @@ mod tests {
         assert!((dense - 10.0 * PREFILL_LAUNCH_S_PER_DENSE_LAYER).abs() < 1e-15);
         assert!((moe - 10.0 * PREFILL_LAUNCH_S_PER_MOE_LAYER).abs() < 1e-15);
         assert!(moe > dense);
+        assert_eq!(parse_prefill_launch("0.0008, 0.0032"), Ok((0.0008, 0.0032)));
+        assert!(parse_prefill_launch("0.001")
+            .unwrap_err()
+            .contains("two values"));
+        assert!(parse_prefill_launch("x,-1").unwrap_err().contains("≥ 0"));
         // Whatever its size: a one-token prefill is still not a graph.
         assert_eq!(sg.host_for(1, 1, true, (10.0, 0.0), 8).launch, dense);
         // The launches add to the GPU's time.
