@@ -9,7 +9,7 @@
 //! knows; a point that cannot be expressed carries the reason resolution
 //! gave, never a silent drop.
 
-use super::{Deployment, Lengths, Load, MeasuredPoint, WorkerLayout};
+use super::{Deployment, Format, Lengths, Load, MeasuredPoint, WorkerLayout};
 use crate::config::{keypath, EngineRuntime};
 use crate::{Scenario, ScenarioError};
 use serde::Serialize;
@@ -349,6 +349,35 @@ fn engine_batching(rt: EngineRuntime) -> &'static str {
     }
 }
 
+/// The `--scheduler-recv-interval` InferenceX's SGLang recipes start the
+/// server with on B200 and B300 (`benchmarks/single_node/fixed_seq_len/`
+/// `dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`, `dsr1_*_b300.sh`,
+/// `qwen3.5_*_b200.sh`, `qwen3.5_*_b300.sh` in SemiAnalysisAI/InferenceX):
+/// 10 below 16 concurrent users, 30 from 16 on, and 1 with data-parallel
+/// attention (SGLang's receive skipper does not run with it). The H100 and
+/// H200 recipes leave it at SGLang's default, 1. These are the harness's
+/// settings for the rows measured with it (their closed loops and length
+/// spread are InferenceX's too); other points keep the engine's default.
+fn harness_recv_interval(rt: EngineRuntime, point: &MeasuredPoint) -> Option<u32> {
+    if rt != EngineRuntime::Sglang || point.format != Format::Aiconfigurator {
+        return None;
+    }
+    let chip = point.chip.as_deref()?.to_ascii_lowercase();
+    if !(chip.starts_with("b200") || chip.starts_with("b300")) {
+        return None;
+    }
+    let Some(Deployment::Agg { layout, .. }) = &point.deployment else {
+        return None;
+    };
+    if layout.attention_dp > 1 {
+        return None;
+    }
+    match point.load {
+        Some(Load::Concurrency { users }) => Some(if users >= 16 { 30 } else { 10 }),
+        _ => None,
+    }
+}
+
 /// The scenario table for `point` over `base`, before resolution.
 fn table_for(
     base: Option<&Table>,
@@ -406,6 +435,14 @@ fn table_for(
                 "engine.runtime = {} (the file's engine)",
                 rt.name()
             ));
+        }
+        if let Some(n) = harness_recv_interval(rt, point) {
+            if keypath::get(&t, "engine.scheduler_recv_interval").is_none() {
+                set(&mut t, "engine.scheduler_recv_interval", i64::from(n));
+                notes.push(format!(
+                    "engine.scheduler_recv_interval = {n} (InferenceX's SGLang recipe at this concurrency)"
+                ));
+            }
         }
         if keypath::get(&t, "engine.policy").is_none() {
             let policy = engine_batching(rt);
@@ -824,6 +861,42 @@ mod tests {
         assert_eq!(e.scenario.file.engine.runtime, EngineRuntime::Eager2023);
         assert_eq!(engine_batching(EngineRuntime::Sglang), "vllm");
         assert_eq!(engine_batching(EngineRuntime::Vllm), "sarathi");
+    }
+
+    #[test]
+    fn sglang_rows_on_b200_and_b300_receive_as_inferencex_recipes_start_the_server() {
+        let text = include_str!("testdata/aiconfigurator.csv");
+        let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
+        let interval = |engine: &str, chip: &str, users: u32, dp: u32| {
+            let mut p = points[0].clone();
+            p.engine = Some(engine.into());
+            p.chip = Some(chip.into());
+            p.load = Some(Load::Concurrency { users });
+            if let Some(Deployment::Agg { layout, .. }) = &mut p.deployment {
+                layout.attention_dp = dp;
+            }
+            harness_recv_interval(EngineRuntime::of_engine(engine).unwrap(), &p)
+        };
+        assert_eq!(interval("sglang", "b200_sxm", 4, 1), Some(10));
+        assert_eq!(interval("sglang", "b300_sxm", 16, 1), Some(30));
+        // DP attention, other chips and other engines keep the default.
+        assert_eq!(interval("sglang", "b200_sxm", 64, 8), None);
+        assert_eq!(interval("sglang", "h200_sxm", 4, 1), None);
+        assert_eq!(interval("vllm", "b200_sxm", 4, 1), None);
+        // The setting reaches the scenario, unless the base sets it.
+        let settings = Settings {
+            max_requests: 16,
+            ..Settings::default()
+        };
+        let mut p = points[0].clone();
+        p.engine = Some("sglang".into());
+        p.chip = Some("b200_sxm".into());
+        let e = express(None, "test", &settings, &p).unwrap();
+        assert_eq!(e.scenario.file.engine.scheduler_recv_interval, 10);
+        let mut base = default_base();
+        set(&mut base, "engine.scheduler_recv_interval", 1);
+        let e = express(Some(&base), "test", &settings, &p).unwrap();
+        assert_eq!(e.scenario.file.engine.scheduler_recv_interval, 1);
     }
 
     #[test]

@@ -61,6 +61,22 @@ pub struct EngineCfg {
     /// the closed form, not a model setting.
     #[serde(default = "yes")]
     pub decode_runs: bool,
+    /// SGLang's `--scheduler-recv-interval` (`SchedulerRecvSkipper`,
+    /// `sglang/srt/managers/scheduler_recv_skipper.py`): the scheduler takes
+    /// newly arrived requests off its socket only once this many decode
+    /// steps have run since it last did; any step with a prefill (weight
+    /// 1,000 there) and an idle engine let it receive at once. 1 (every
+    /// engine's default) receives before every step.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub scheduler_recv_interval: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -168,6 +184,7 @@ impl Default for EngineCfg {
             moe_a2a: Default::default(),
             deepep_mode: Default::default(),
             decode_runs: true,
+            scheduler_recv_interval: 1,
         }
     }
 }

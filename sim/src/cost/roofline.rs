@@ -458,9 +458,15 @@ impl Roofline {
     /// The engine's host time for this batch (see `runtime`).
     #[inline]
     pub fn host(&self, b: &BatchShape) -> HostTime {
-        let layers = (self.dense_layers + self.moe_layers) / self.stages.max(1.0);
-        self.runtime
-            .host_for(b.seqs(), b.tokens(), layers, self.tp_gpus)
+        let per_stage = self.stages.max(1.0);
+        let layers = (self.dense_layers / per_stage, self.moe_layers / per_stage);
+        self.runtime.host_for(
+            b.seqs(),
+            b.tokens(),
+            b.prefill_tokens > 0,
+            layers,
+            self.tp_gpus,
+        )
     }
 
     /// One forward pass on the GPU without the engine's host time (a draft

@@ -189,6 +189,7 @@ impl Replica {
             && self.speculation.is_none()
             && !st.cfg.prefill_only
             && st.cfg.kv_groups.is_none()
+            && st.cfg.recv_interval <= 1
             && !self.keeps_done
             && !st.waiting.charges_decode()
     }

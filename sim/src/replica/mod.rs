@@ -174,6 +174,7 @@ impl Replica {
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
             prefill_only: false,
             kv_groups: None,
+            recv_interval: engine.scheduler_recv_interval.max(1),
         };
         let policy = policy::build(engine.policy);
         Replica {
@@ -219,7 +220,11 @@ impl Replica {
     /// Queues a request with what its tenant's fairness policy needs.
     pub fn enqueue_waiting(&mut self, w: Waiting) {
         let id = w.id;
-        self.st.waiting.push_back(w);
+        if self.st.cfg.recv_interval > 1 {
+            self.st.inbox.push_back(w);
+        } else {
+            self.st.waiting.push_back(w);
+        }
         self.st.attr.enqueued(id);
     }
 
@@ -244,17 +249,18 @@ impl Replica {
             || !self.st.waiting.is_empty()
             || !self.st.swapped.is_empty()
             || !self.st.handoff.arrived.is_empty()
+            || !self.st.inbox.is_empty()
     }
 
     /// Requests routed here and not finished: waiting + swapped + running.
     #[inline]
     pub fn outstanding(&self) -> usize {
-        self.st.waiting.len() + self.st.swapped.len() + self.st.running.len()
+        self.st.waiting.len() + self.st.inbox.len() + self.st.swapped.len() + self.st.running.len()
     }
 
     #[inline]
     pub fn waiting_len(&self) -> usize {
-        self.st.waiting.len() + self.st.swapped.len()
+        self.st.waiting.len() + self.st.inbox.len() + self.st.swapped.len()
     }
 
     #[inline]
@@ -279,6 +285,7 @@ impl Replica {
         self.st
             .waiting
             .iter()
+            .chain(self.st.inbox.iter().map(|w| w.id))
             .chain(self.st.swapped.iter().map(|s| s.id))
             .chain(self.st.running.iter().filter(|s| !s.done).map(|s| s.id))
             .chain(self.st.handoff.held.iter().map(|s| s.id))
@@ -350,6 +357,9 @@ impl Replica {
         if !self.st.handoff.arrived.is_empty() {
             self.join_arrived(now, reqs);
         }
+        if self.st.cfg.recv_interval > 1 {
+            self.st.receive();
+        }
         self.st.begin_iteration();
         self.st.attr.begin(now, reqs);
         let mut shape = self.policy.schedule(&mut self.st, now, reqs);
@@ -359,6 +369,7 @@ impl Replica {
         if shape.is_empty() {
             return None;
         }
+        self.st.count_recv_step(shape.prefill_tokens > 0);
         shape.idle_ns = now.since(self.last_finish);
         self.iteration_start = Some(now);
         self.stats.iterations += 1;

@@ -86,6 +86,9 @@ pub struct SchedConfig {
     /// A hybrid model's layer groups (`memory::MemoryPlan::kv_groups`): each
     /// sequence then holds `extra` blocks beside its rows.
     pub kv_groups: Option<crate::kv_groups::KvGroups>,
+    /// `[engine] scheduler_recv_interval`: decode steps between the
+    /// scheduler's receives of new requests (1: before every step).
+    pub recv_interval: u32,
 }
 
 /// Queues and memory of one replica: what batch policies manipulate.
@@ -125,6 +128,12 @@ pub struct SchedState {
     /// their blocks until their KV has left, the ids handed off since the
     /// caller last looked, and blocks reserved for KV on its way in.
     pub(super) handoff: super::handoff::HandoffState,
+    /// Requests that have reached the engine but not yet its scheduler
+    /// (only with `recv_interval` > 1; see [`Self::receive`]).
+    pub(super) inbox: VecDeque<Waiting>,
+    /// The receive skipper's counter: decode steps since the last receive,
+    /// a step with a prefill counting the whole interval.
+    pub(super) recv_count: u32,
 }
 
 impl SchedState {
@@ -151,7 +160,33 @@ impl SchedState {
             attr: attribution::QueueClock::default(),
             forked: false,
             handoff: Default::default(),
+            inbox: VecDeque::new(),
+            recv_count: 0,
         }
+    }
+
+    /// SGLang's receive skipper (`SchedulerRecvSkipper.handle`, called at
+    /// the top of every scheduler loop): the requests in the inbox join the
+    /// waiting queue when `recv_interval` decode steps (or one step with a
+    /// prefill, weight 1,000 against intervals of 10–60) have run since the
+    /// last receive, or when nothing is running: an idle scheduler loops
+    /// with no GPU work and reaches the threshold within microseconds.
+    pub(super) fn receive(&mut self) {
+        let due = self.recv_count >= self.cfg.recv_interval || self.running.is_empty();
+        if !due {
+            return;
+        }
+        self.recv_count = 0;
+        while let Some(w) = self.inbox.pop_front() {
+            self.waiting.push_back(w);
+        }
+    }
+
+    /// Counts a finished step towards the next receive: a decode-only step
+    /// weighs 1, a step with prefill tokens the whole interval.
+    pub(super) fn count_recv_step(&mut self, prefilled: bool) {
+        let w = if prefilled { self.cfg.recv_interval } else { 1 };
+        self.recv_count = self.recv_count.saturating_add(w);
     }
 
     /// Clears the per-iteration counters before a policy decides. (The

@@ -192,3 +192,46 @@ fn every_policy_completes_everything_and_balances_blocks() {
         assert_all_completed(&rep, &reqs);
     }
 }
+
+/// Steps of 1 µs from `t`, enqueuing request 1 before the step numbered
+/// `arrive_at`; returns the index of the step that prefilled it.
+fn step_admitting_second(e: &EngineCfg, arrive_at: usize) -> usize {
+    let mut reqs = requests(2, 32, 40);
+    let mut rep = replica(e, 1000);
+    rep.enqueue(0);
+    let mut t = SimTime(0);
+    for step in 0..60 {
+        if step == arrive_at {
+            rep.enqueue(1);
+        }
+        let shape = rep.form_batch(t, &mut reqs).expect("work left");
+        t = t.plus(1000);
+        rep.finish_iteration(t, &mut reqs, &mut vec![], &mut TokenGaps::default());
+        if step >= arrive_at && shape.prefill_seqs > 0 {
+            return step;
+        }
+    }
+    panic!("request 1 never admitted");
+}
+
+#[test]
+fn a_receive_interval_holds_arrivals_until_enough_decode_steps_ran() {
+    let mut e = engine(8, 4096, 16);
+    // Every step receives: the arrival is prefilled at the next step.
+    assert_eq!(step_admitting_second(&e, 3), 3);
+    // Every 5 decode steps: step 0 prefilled request 0 (a receive is due
+    // after it), steps 1–5 decode, so the receive after step 5 (the 5th
+    // decode since the one before step 1) takes the arrival of step 3.
+    e.scheduler_recv_interval = 5;
+    assert_eq!(step_admitting_second(&e, 3), 6);
+    // Arriving right after a receive, it waits the whole interval.
+    assert_eq!(step_admitting_second(&e, 7), 11);
+    // An idle engine receives at once.
+    let mut reqs = requests(1, 32, 4);
+    let mut rep = replica(&e, 1000);
+    rep.enqueue(0);
+    assert_eq!(rep.outstanding(), 1);
+    let shapes = run_to_end(&mut rep, &mut reqs);
+    assert_eq!(shapes[0].prefill_seqs, 1);
+    assert_all_completed(&rep, &reqs);
+}

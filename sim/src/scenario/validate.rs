@@ -110,6 +110,11 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
     at_least("engine.max_num_seqs", e.max_num_seqs.into(), 1)?;
     at_least("engine.max_batched_tokens", e.max_batched_tokens.into(), 1)?;
     at_least("engine.block_size", e.block_size.into(), 1)?;
+    at_least(
+        "engine.scheduler_recv_interval",
+        e.scheduler_recv_interval.into(),
+        1,
+    )?;
     if let Some(l) = e.max_model_len {
         at_least("engine.max_model_len", l.into(), 2)?;
     }
