@@ -6,8 +6,8 @@ model family or by chip.
 The fitted constants are SGLang's kernel-launch time per layer of a prefill
 step (`cost::runtime::PREFILL_LAUNCH_S_PER_DENSE_LAYER`, `..._MOE_LAYER`).
 Their fit is a grid: one `servesim accuracy` run of the SGLang rows per pair
-(`SERVESIM_SGLANG_PREFILL_LAUNCH_S=<dense>,<moe>`, seconds per layer,
-replaces the two constants), its SGLang rows read from folders named `<prefix>_<dense>_<moe>`. The fit is the pair with
+(`scripts/launch-grid.toml` with DENSE and MOE replaced: a base scenario
+whose `[engine] eager_launch_s_per_layer` replaces the two constants), its SGLang rows read from folders named `<prefix>_<dense>_<moe>`. The fit is the pair with
 the least median |TTFT error| + median |TPOT error| over the SGLang rows; a
 held-out group's pair is fitted on the other groups' SGLang rows and
 predicts the group's rows. Rows of the other engines depend on no fitted
@@ -21,7 +21,8 @@ Usage:
   servesim accuracy ../shared/data/aiconfigurator/silicon/silicon_train.csv --out out/acc
   awk -F, 'NR==1 || $3=="sglang"' ../shared/data/aiconfigurator/silicon/silicon_train.csv > sg.csv
   for D in 0 0.0004 0.0008; do for M in 0 0.0008 0.0016 0.0024 0.0032; do
-    SERVESIM_SGLANG_PREFILL_LAUNCH_S=$D,$M servesim accuracy sg.csv --out out/grid/sg_${D}_${M}
+    sed "s/DENSE/$D/; s/MOE/$M/" scripts/launch-grid.toml > grid.toml
+    servesim accuracy sg.csv --scenario grid.toml --out out/grid/sg_${D}_${M}
   done; done
   python3 scripts/accuracy_holdout.py out/acc/points.csv family out/grid/sg_*
   python3 scripts/accuracy_holdout.py out/acc/points.csv chip out/grid/sg_*

@@ -72,13 +72,6 @@ pub struct AccuracyArgs {
 
 /// Runs `servesim accuracy`.
 pub fn run(args: AccuracyArgs) -> Result<()> {
-    // The fit's override of SGLang's prefill launch constants
-    // (`scripts/accuracy_holdout.py`): a bad value stops here, named.
-    let var = sim::cost::runtime::SGLANG_PREFILL_LAUNCH_VAR;
-    if let Some(v) = std::env::var_os(var) {
-        let v = v.to_string_lossy();
-        sim::cost::runtime::parse_prefill_launch(&v).map_err(|e| anyhow!(e))?;
-    }
     let mut points: Vec<MeasuredPoint> = Vec::new();
     let mut inputs = Vec::new();
     for f in &args.files {

@@ -157,6 +157,16 @@ fn replica_technique_keys_reject_bad_values() {
     assert_key(&t, "engine.swap_space_gib", "≥ 0");
     let t = base().replace("max_batched_tokens = 8192", "max_batched_tokens = 0");
     assert_key(&t, "engine.max_batched_tokens", "at least 1");
+    let launch = |v: &str| {
+        base().replace(
+            "block_size = 16",
+            &format!("block_size = 16\neager_launch_s_per_layer = {{ {v} }}"),
+        )
+    };
+    let t = launch("dense = -0.001, moe = 0.003");
+    assert_key(&t, "engine.eager_launch_s_per_layer.dense", "[0, 1]");
+    let t = launch("dense = 0.001");
+    assert_key(&t, "engine.eager_launch_s_per_layer", "missing field `moe`");
     let spec = |s: &str| {
         base().replace(
             "block_size = 16",

@@ -69,6 +69,24 @@ pub struct EngineCfg {
     /// engine's default) receives before every step.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub scheduler_recv_interval: u32,
+    /// Host launch time per dense and per MoE layer, seconds, of a step the
+    /// runtime runs without CUDA graphs (vLLM's steps past its captured
+    /// sizes, SGLang's prefill steps): replaces the runtime's own
+    /// (`cost::runtime::EngineRuntime::launch_per_layer`), e.g. to refit it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager_launch_s_per_layer: Option<LaunchPerLayer>,
+}
+
+/// Host launch time per (dense, MoE) layer of a step run without CUDA
+/// graphs, seconds: what `[engine] eager_launch_s_per_layer` sets, or the
+/// runtime's own (`cost::runtime::EngineRuntime::launch_per_layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchPerLayer {
+    /// Seconds per dense layer.
+    pub dense: f64,
+    /// Seconds per mixture-of-experts layer.
+    pub moe: f64,
 }
 
 fn one() -> u32 {
@@ -185,6 +203,7 @@ impl Default for EngineCfg {
             deepep_mode: Default::default(),
             decode_runs: true,
             scheduler_recv_interval: 1,
+            eager_launch_s_per_layer: None,
         }
     }
 }

@@ -10,8 +10,8 @@ pub mod engine;
 pub mod keypath;
 
 pub use engine::{
-    AllReduceKind, BatchPolicyKind, DeepEpMode, EngineCfg, EngineRuntime, MoeA2aKind,
-    PreemptionMode, SpeculativeCfg,
+    AllReduceKind, BatchPolicyKind, DeepEpMode, EngineCfg, EngineRuntime, LaunchPerLayer,
+    MoeA2aKind, PreemptionMode, SpeculativeCfg,
 };
 
 /// Serde default of a switch that is on unless turned off.

@@ -7,7 +7,7 @@ use super::gemm::{
     GEMM_KERNEL_FLOOR_S, MEMORY_EFFICIENCY, MOE_EXPERT_COMPUTE_SCALE, MOE_EXPERT_MEMORY_EFFICIENCY,
 };
 use super::memo::{Term, TokenMemo};
-use super::runtime::{EngineRuntime, HostTime};
+use super::runtime::{EngineRuntime, HostTime, LaunchPerLayer};
 use super::{BatchShape, CostModel, ATTENTION_EFFICIENCY, SEND_RECV_BW_EFFICIENCY};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::memory::ACTIVATION_BYTES;
@@ -104,6 +104,8 @@ pub struct Roofline {
     /// Busiest over mean EP rank's routed tokens (`parallel::eplb`).
     pub(super) expert_load: f64,
     pub(super) runtime: EngineRuntime,
+    /// Launch time per layer of a step the runtime runs without graphs.
+    pub(super) launch_per_layer: LaunchPerLayer,
     /// GPUs of one tensor-parallel group (the host's Ray fan-out).
     pub(super) tp_gpus: u32,
     pub(super) gemm_flops: f64,
@@ -147,6 +149,14 @@ impl Roofline {
     /// The same replica under another engine runtime's host overhead.
     pub fn with_runtime(mut self, runtime: EngineRuntime) -> Roofline {
         self.runtime = runtime;
+        self.launch_per_layer = runtime.launch_per_layer();
+        self
+    }
+
+    /// The same replica with its ungraphed steps' launch time per layer set
+    /// (`[engine] eager_launch_s_per_layer`), or the runtime's own for `None`.
+    pub fn with_launch_per_layer(mut self, per_layer: Option<LaunchPerLayer>) -> Roofline {
+        self.launch_per_layer = per_layer.unwrap_or(self.runtime.launch_per_layer());
         self
     }
 
@@ -257,6 +267,7 @@ impl Roofline {
             ),
             expert_load: 1.0,
             runtime: EngineRuntime::default(),
+            launch_per_layer: EngineRuntime::default().launch_per_layer(),
             tp_gpus: par.tensor.max(1),
             gemm_flops: hw.peak_flops(weight_dtype) * compute_efficiency(weight_dtype, native),
             lm_head_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
@@ -465,6 +476,7 @@ impl Roofline {
             b.tokens(),
             b.prefill_tokens > 0,
             layers,
+            self.launch_per_layer,
             self.tp_gpus,
         )
     }

@@ -4,7 +4,7 @@
 //! overlaps the GPU's work or adds to it.
 
 use crate::config::AllReduceKind;
-pub use crate::config::EngineRuntime;
+pub use crate::config::{EngineRuntime, LaunchPerLayer};
 
 /// Host time of one overlapped step of the CUDA-graph runtime, seconds (the
 /// order of vLLM V1's scheduler + input preparation + output processing for
@@ -58,45 +58,6 @@ pub const PREFILL_LAUNCH_S_PER_DENSE_LAYER: f64 = 0.8e-3;
 /// permutation, the grouped GEMMs, the shared expert and the combine are
 /// several times a dense layer's kernels.
 pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
-
-/// The variable that replaces the two SGLang prefill launch constants for
-/// their fit and cross-validation (`scripts/accuracy_holdout.py`): two
-/// seconds-per-layer values, dense then MoE, e.g. `0.0008,0.0032`.
-pub const SGLANG_PREFILL_LAUNCH_VAR: &str = "SERVESIM_SGLANG_PREFILL_LAUNCH_S";
-
-/// Parses [`SGLANG_PREFILL_LAUNCH_VAR`]'s value: two finite, non-negative
-/// numbers separated by a comma.
-pub fn parse_prefill_launch(v: &str) -> Result<(f64, f64), String> {
-    let parts: Vec<&str> = v.split(',').map(str::trim).collect();
-    let num = |s: &str| s.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
-    match parts.as_slice() {
-        [d, m] => match (num(d), num(m)) {
-            (Some(d), Some(m)) => Ok((d, m)),
-            _ => Err(format!(
-                "{SGLANG_PREFILL_LAUNCH_VAR} = {v:?}: both values must be seconds ≥ 0"
-            )),
-        },
-        _ => Err(format!(
-            "{SGLANG_PREFILL_LAUNCH_VAR} = {v:?}: give two values, seconds per dense and per MoE layer, e.g. 0.0008,0.0032"
-        )),
-    }
-}
-
-/// SGLang's prefill launch time per (dense, MoE) layer: the fitted
-/// constants, or the variable's values when set and valid (the commands
-/// that read it reject an invalid one first).
-fn sglang_prefill_launch() -> (f64, f64) {
-    static CELL: std::sync::OnceLock<(f64, f64)> = std::sync::OnceLock::new();
-    *CELL.get_or_init(|| {
-        std::env::var(SGLANG_PREFILL_LAUNCH_VAR)
-            .ok()
-            .and_then(|v| parse_prefill_launch(&v).ok())
-            .unwrap_or((
-                PREFILL_LAUNCH_S_PER_DENSE_LAYER,
-                PREFILL_LAUNCH_S_PER_MOE_LAYER,
-            ))
-    })
-}
 
 /// Host time of one step, split into the per-step and per-sequence parts,
 /// which an overlapping runtime hides behind the GPU's step, and the
@@ -156,12 +117,34 @@ impl EngineRuntime {
     /// within the captured graphs.
     #[inline]
     pub fn host(self, seqs: u32, tp: u32) -> HostTime {
-        self.host_for(seqs, 0, false, (0.0, 0.0), tp)
+        self.host_for(seqs, 0, false, (0.0, 0.0), self.launch_per_layer(), tp)
+    }
+
+    /// The launch time per layer of a step this runtime runs without CUDA
+    /// graphs: vLLM's steps past its captured sizes, SGLang's prefill steps
+    /// (the other runtimes launch none: they capture every step they price).
+    pub fn launch_per_layer(self) -> LaunchPerLayer {
+        match self {
+            EngineRuntime::Vllm => LaunchPerLayer {
+                dense: VLLM_EAGER_LAUNCH_S_PER_LAYER,
+                moe: VLLM_EAGER_LAUNCH_S_PER_LAYER,
+            },
+            EngineRuntime::Sglang => LaunchPerLayer {
+                dense: PREFILL_LAUNCH_S_PER_DENSE_LAYER,
+                moe: PREFILL_LAUNCH_S_PER_MOE_LAYER,
+            },
+            EngineRuntime::CudaGraph | EngineRuntime::Trtllm | EngineRuntime::Eager2023 => {
+                LaunchPerLayer {
+                    dense: 0.0,
+                    moe: 0.0,
+                }
+            }
+        }
     }
 
     /// [`Self::host`] of a step of `step_tokens` tokens, with or without
-    /// prefill tokens, through `(dense, moe)` layers (what a step the
-    /// captured graphs do not cover launches).
+    /// prefill tokens, through `(dense, moe)` layers, each launched in
+    /// `per_layer` when the captured graphs do not cover the step.
     #[inline]
     pub fn host_for(
         self,
@@ -169,10 +152,11 @@ impl EngineRuntime {
         step_tokens: u64,
         prefills: bool,
         (dense, moe): (f64, f64),
+        per_layer: LaunchPerLayer,
         tp: u32,
     ) -> HostTime {
         let s = seqs as f64;
-        let layers = dense + moe;
+        let launches = per_layer.dense * dense + per_layer.moe * moe;
         match self {
             EngineRuntime::CudaGraph | EngineRuntime::Trtllm => HostTime {
                 step: CUDA_GRAPH_STEP_S,
@@ -182,18 +166,13 @@ impl EngineRuntime {
             EngineRuntime::Sglang => HostTime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
-                launch: if prefills {
-                    let (d, m) = sglang_prefill_launch();
-                    d * dense + m * moe
-                } else {
-                    0.0
-                },
+                launch: if prefills { launches } else { 0.0 },
             },
             EngineRuntime::Vllm => HostTime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
                 launch: if step_tokens > VLLM_MAX_CAPTURE_TOKENS {
-                    VLLM_EAGER_LAUNCH_S_PER_LAYER * layers
+                    launches
                 } else {
                     0.0
                 },
@@ -268,22 +247,22 @@ mod tests {
     #[test]
     fn vllm_pays_launches_only_on_steps_past_its_captured_graphs() {
         let r = EngineRuntime::Vllm;
-        let small = r.host_for(64, 64, false, (80.0, 0.0), 4);
+        let small = r.host_for(64, 64, false, (80.0, 0.0), r.launch_per_layer(), 4);
         assert_eq!(small.launch, 0.0);
         assert_eq!(r.wall_secs(0.01, small), 0.01);
-        let big = r.host_for(4, 1024, true, (80.0, 0.0), 4);
+        let big = r.host_for(4, 1024, true, (80.0, 0.0), r.launch_per_layer(), 4);
         assert!((big.launch - 0.064).abs() < 1e-12, "{big:?}");
         // The launches add to the GPU's time; the rest stays hidden.
         assert!((r.wall_secs(0.03, big) - 0.094).abs() < 1e-12);
         // TensorRT-LLM prices like cuda-graph; SGLang's decode steps too.
         let trt = EngineRuntime::Trtllm;
         assert_eq!(
-            trt.host_for(4, 1024, true, (40.0, 40.0), 4),
+            trt.host_for(4, 1024, true, (40.0, 40.0), trt.launch_per_layer(), 4),
             EngineRuntime::CudaGraph.host(4, 4)
         );
         let sg = EngineRuntime::Sglang;
         assert_eq!(
-            sg.host_for(64, 64, false, (40.0, 40.0), 4),
+            sg.host_for(64, 64, false, (40.0, 40.0), sg.launch_per_layer(), 4),
             EngineRuntime::CudaGraph.host(64, 4)
         );
         assert!(sg.overlaps() && trt.overlaps());
@@ -292,20 +271,30 @@ mod tests {
     #[test]
     fn sglang_prefill_steps_pay_their_layers_launches_moe_layers_more() {
         let sg = EngineRuntime::Sglang;
-        let dense = sg.host_for(1, 1024, true, (10.0, 0.0), 8).launch;
-        let moe = sg.host_for(1, 1024, true, (0.0, 10.0), 8).launch;
+        let dense = sg
+            .host_for(1, 1024, true, (10.0, 0.0), sg.launch_per_layer(), 8)
+            .launch;
+        let moe = sg
+            .host_for(1, 1024, true, (0.0, 10.0), sg.launch_per_layer(), 8)
+            .launch;
         assert!((dense - 10.0 * PREFILL_LAUNCH_S_PER_DENSE_LAYER).abs() < 1e-15);
         assert!((moe - 10.0 * PREFILL_LAUNCH_S_PER_MOE_LAYER).abs() < 1e-15);
         assert!(moe > dense);
-        assert_eq!(parse_prefill_launch("0.0008, 0.0032"), Ok((0.0008, 0.0032)));
-        assert!(parse_prefill_launch("0.001")
-            .unwrap_err()
-            .contains("two values"));
-        assert!(parse_prefill_launch("x,-1").unwrap_err().contains("≥ 0"));
+        // `[engine] eager_launch_s_per_layer` replaces the runtime's own.
+        let own = LaunchPerLayer {
+            dense: 1e-3,
+            moe: 0.0,
+        };
+        let set = sg.host_for(1, 1024, true, (10.0, 10.0), own, 8).launch;
+        assert!((set - 10e-3).abs() < 1e-15);
         // Whatever its size: a one-token prefill is still not a graph.
-        assert_eq!(sg.host_for(1, 1, true, (10.0, 0.0), 8).launch, dense);
+        assert_eq!(
+            sg.host_for(1, 1, true, (10.0, 0.0), sg.launch_per_layer(), 8)
+                .launch,
+            dense
+        );
         // The launches add to the GPU's time.
-        let h = sg.host_for(1, 1024, true, (0.0, 10.0), 8);
+        let h = sg.host_for(1, 1024, true, (0.0, 10.0), sg.launch_per_layer(), 8);
         assert!((sg.wall_secs(0.01, h) - (0.01 + moe)).abs() < 1e-12);
     }
 

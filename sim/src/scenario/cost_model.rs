@@ -23,6 +23,7 @@ impl Scenario {
             &self.parallel,
         )
         .with_runtime(self.file.engine.runtime)
+        .with_launch_per_layer(self.file.engine.eager_launch_s_per_layer)
         .with_collectives(&self.hardware, &self.parallel, self.comm_choice())
         .with_expert_load(self.expert_load_ratio())
     }

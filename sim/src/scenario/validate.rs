@@ -115,6 +115,16 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
         e.scheduler_recv_interval.into(),
         1,
     )?;
+    if let Some(l) = &e.eager_launch_s_per_layer {
+        for (key, v) in [("dense", l.dense), ("moe", l.moe)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err((
+                    format!("engine.eager_launch_s_per_layer.{key}"),
+                    format!("must be seconds per layer in [0, 1], got {v}"),
+                ));
+            }
+        }
+    }
     if let Some(l) = e.max_model_len {
         at_least("engine.max_model_len", l.into(), 2)?;
     }
