@@ -13,7 +13,7 @@ fn gib(b: f64) -> String {
 /// The fleet as every command names it ("2 replicas × TP 2 on H200 = 4
 /// GPUs"); a fleet of pools by its totals, each pool on a line of its own.
 pub fn fleet_shape(s: &Scenario) -> String {
-    if s.pools.is_empty() {
+    if !s.declares_pools() {
         return s
             .parallel
             .fleet_shape(s.file.fleet.replicas, &s.hardware.name);

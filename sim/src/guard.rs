@@ -51,28 +51,21 @@ pub fn bytes_per_series_row() -> u64 {
 /// cycle its slots (the autoscaler's maximum plus the standby pool), each
 /// a row of a per-replica time series.
 pub fn replica_slots(s: &Scenario) -> u64 {
-    if s.pools.is_empty() {
-        crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(s.file.fleet.replicas) as u64
-    } else {
-        s.pools.iter().map(|p| p.replicas as u64).sum()
-    }
+    s.pools.iter().map(|p| p.replicas as u64).sum()
 }
 
 /// Rows per sampling tick of the series held in memory whole: one per
-/// pool (`pools.csv`) and one per pool or fleet with a life cycle (its
+/// declared pool (`pools.csv`) and, with a life cycle, one per pool (its
 /// replicas by phase).
 pub fn series_rows_per_tick(s: &Scenario) -> u64 {
     if s.file.metrics.timeseries == TimeseriesMode::Off {
         return 0;
     }
-    let lives =
-        |f: &crate::scenario::ScenarioFile| crate::scenario::lifecycle_cfg::slots(f).is_some();
-    if s.pools.is_empty() {
-        lives(&s.file) as u64
-    } else {
-        let with_life = s.pools.iter().any(|p| lives(&p.scenario.file));
-        s.pools.len() as u64 * (1 + with_life as u64)
-    }
+    let lives = s
+        .pools
+        .iter()
+        .any(|p| crate::scenario::lifecycle_cfg::slots(&p.scenario.file).is_some());
+    s.pools.len() as u64 * (s.declares_pools() as u64 + lives as u64)
 }
 
 /// Closed-loop users of the scenario's workloads (each keeps one request

@@ -102,21 +102,11 @@ impl CapacityEstimate {
         output: f64,
         offered_rps: Option<f64>,
     ) -> CapacityEstimate {
-        let groups: Vec<GroupEstimate> = if s.pools.is_empty() {
-            vec![group(
-                s,
-                "fleet",
-                PoolRole::Colocated,
-                s.file.fleet.replicas,
-                prompt,
-                output,
-            )]
-        } else {
-            s.pools
-                .iter()
-                .map(|p| group(&p.scenario, &p.name, p.role, p.start, prompt, output))
-                .collect()
-        };
+        let groups: Vec<GroupEstimate> = s
+            .pools
+            .iter()
+            .map(|p| group(&p.scenario, &p.name, p.role, p.start, prompt, output))
+            .collect();
         let total = |role: PoolRole| -> f64 {
             groups
                 .iter()

@@ -113,39 +113,20 @@ fn global(actions: Vec<Action>, first: usize) -> Vec<Action> {
 }
 
 impl FleetRun {
-    /// The life cycle of `s`, when it (or one of its pools) has one.
+    /// The life cycle of `s`, when one of its pools has one.
     pub fn new(s: &Scenario) -> Option<FleetRun> {
-        let f = &s.file;
-        if s.pools.is_empty() {
-            if f.lifecycle.is_none() && f.autoscale.is_none() && f.failures.is_none() {
-                return None;
-            }
-            return Some(FleetRun {
-                units: vec![Unit::new(s, 0, f.seed)],
-                holder: 0,
-                tries: HashMap::new(),
-            });
-        }
         let lives = |p: &crate::scenario::PoolPlan| {
             crate::scenario::lifecycle_cfg::slots(&p.scenario.file).is_some()
         };
         if !s.pools.iter().any(lives) {
             return None;
         }
+        // A pool without a life cycle where others have one (they set their
+        // own tables) keeps its replicas ready all run.
         let units: Vec<Unit> = s
             .pools
             .iter()
-            .map(|p| {
-                // Each pool's random streams are its own: its name salts the
-                // seed, so adding a pool leaves the others' draws unchanged.
-                let seed: u64 = {
-                    use rand::Rng;
-                    crate::rng::stream(f.seed, &format!("pool/{}/seed", p.name)).random()
-                };
-                // A pool without a life cycle where others have one (they
-                // set their own tables) keeps its replicas ready all run.
-                Unit::new(&p.scenario, p.first as usize, seed)
-            })
+            .map(|p| Unit::new(&p.scenario, p.first as usize, p.life_seed))
             .collect();
         let holder = units.iter().position(|u| u.fleet.activator()).unwrap_or(0);
         Some(FleetRun {
@@ -153,12 +134,6 @@ impl FleetRun {
             holder,
             tries: HashMap::new(),
         })
-    }
-
-    /// Slots: the number of replica objects the run keeps (without pools;
-    /// pools size their own, see `scenario::pool_plan`).
-    pub fn slots(&self) -> usize {
-        self.units.iter().map(|u| u.fleet.slots()).sum()
     }
 
     /// The unit holding global slot `r`, and the slot's index in it.
@@ -231,8 +206,9 @@ impl Simulation<'_> {
             }
             all.extend(global(actions, u.first));
         }
-        if !self.scenario.pools.is_empty() {
-            // Given failures name the fleet's replicas (pools' copies drop them).
+        if self.scenario.declares_pools() {
+            // Given failures name the fleet's replicas (declared pools'
+            // copies drop them; the implicit pool's unit schedules its own).
             for a in self.scenario.file.failures.iter().flat_map(|f| &f.at) {
                 all.push(Action::Schedule(
                     SimTime::from_secs_f64(a.time_s),
@@ -492,7 +468,7 @@ impl Simulation<'_> {
         );
         fresh.set_kv_groups(s.memory.kv_groups);
         // The replacement runs under the same run-wide switches as the
-        // replicas built at the start (`Simulation::with_cost_model`).
+        // replicas built at the start (`Simulation::with_cost_models`).
         let run = &self.scenario.file;
         if !run.metrics.attribution {
             fresh.disable_attribution();
@@ -685,7 +661,14 @@ impl Simulation<'_> {
                     .report(end, name, busy, gpus, u.standby_fraction, out),
             );
         }
-        let names: Vec<String> = self.scenario.pools.iter().map(|p| p.name.clone()).collect();
+        // The implicit pool's report is the fleet's (no per-pool rows).
+        let names: Vec<String> = self
+            .scenario
+            .pools
+            .iter()
+            .filter(|p| p.declared)
+            .map(|p| p.name.clone())
+            .collect();
         let mut rep = crate::lifecycle::combine(reports, &names, end, lost);
         rep.slo_dip = dip;
         Some(rep)

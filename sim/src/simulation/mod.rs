@@ -225,35 +225,32 @@ pub fn unservable(
 }
 
 impl<'a> Simulation<'a> {
-    /// A run of `scenario` priced by the catalog roofline.
+    /// A run of `scenario`, each pool priced by its own cost model (the
+    /// catalog roofline, or the calibration profile it names).
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        Self::with_cost_model(scenario, scenario.cost_model())
+        let costs = scenario
+            .pools
+            .iter()
+            .map(|p| p.scenario.cost_model())
+            .collect();
+        Self::with_cost_models(scenario, costs)
     }
 
-    /// A run with another cost model (e.g. a calibration profile).
-    pub fn with_cost_model(
+    /// A run with other cost models, one per pool in `scenario.pools`' order.
+    pub fn with_cost_models(
         scenario: &'a Scenario,
-        cost: Box<dyn CostModel + 'a>,
+        costs: Vec<Box<dyn CostModel + 'a>>,
     ) -> Simulation<'a> {
+        assert_eq!(costs.len(), scenario.pools.len(), "a cost model per pool");
         let f = &scenario.file;
         let life = life::FleetRun::new(scenario);
-        let mut replicas = Fleet::replicas(scenario, life.as_ref().map(|x| x.slots() as u32));
+        let mut replicas = Fleet::replicas(scenario);
         if !f.metrics.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
         if f.engine.decode_runs {
             replicas.iter_mut().for_each(Replica::enable_decode_runs);
         }
-        // Pools price their iterations by their own hardware's model.
-        let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
-            vec![cost]
-        } else {
-            scenario
-                .pools
-                .iter()
-                .map(|p| p.scenario.cost_model())
-                .collect()
-        };
         let cost = &costs[0];
         let mut tenancy = Tenancy::new(scenario);
         tenancy.install(&mut replicas);

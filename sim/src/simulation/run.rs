@@ -129,12 +129,9 @@ impl Simulation<'_> {
         eng.mean_batch_tokens = toks as f64 / its;
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
-        eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
-        if !s.pools.is_empty() {
-            // Pools may differ in KV blocks: weigh by each replica's own.
-            let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
-            eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
-        }
+        // Pools may differ in KV blocks: weigh by each replica's own.
+        let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
+        eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
         eng.policy = f.engine.policy.name().to_string();
         eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
         eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
