@@ -2,7 +2,7 @@
 //! summary table of a run.
 
 use sim::catalog::{self, GIB};
-use sim::figures::rate;
+use sim::sig_figs::rate;
 use sim::report::{Dist, Summary};
 use sim::Scenario;
 
@@ -605,11 +605,11 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     if let Some(en) = &sum.energy {
         outln!(
             "energy       {} kWh: {:.0} W per GPU on average, {:.0} W for the fleet{} (TDP when busy, idle power otherwise)",
-            sim::figures::sig(en.energy_kwh, 3),
+            sim::sig_figs::sig(en.energy_kwh, 3),
             en.avg_power_w_per_gpu,
             en.fleet_avg_power_w,
             en.joules_per_output_token
-                .map(|j| format!(", {} J per output token", sim::figures::sig(j, 3)))
+                .map(|j| format!(", {} J per output token", sim::sig_figs::sig(j, 3)))
                 .unwrap_or_default()
         );
     }

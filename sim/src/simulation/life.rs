@@ -9,7 +9,8 @@ use super::{Event, InvariantViolation, Simulation};
 use crate::attribution::{Attribution, Component};
 use crate::autoscale::{self, Autoscaler, Observation, Ticks};
 use crate::lifecycle::{
-    Action, Fleet, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
+    ReplicaLifecycle,
+    Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
 };
 use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
@@ -22,7 +23,7 @@ use std::collections::HashMap;
 /// fleet without pools, or one pool (each pool scales on its own, as a
 /// Kubernetes Deployment per model server, each with its own HPA).
 pub(super) struct Unit {
-    pub fleet: Fleet,
+    pub fleet: ReplicaLifecycle,
     /// Global index of its first slot (`Pool::first`; 0 without pools).
     first: usize,
     scaler: Box<dyn Autoscaler>,
@@ -54,7 +55,7 @@ impl Unit {
         let auto = f.autoscale.as_ref();
         let gpus = s.parallel.gpus();
         let weight_bytes = s.memory.weight_bytes * gpus as f64;
-        let fleet = Fleet::new(
+        let fleet = ReplicaLifecycle::new(
             &lc,
             auto,
             f.failures.as_ref(),
@@ -159,7 +160,7 @@ impl FleetRun {
         &self.units[self.holder].fleet.buffer
     }
 
-    fn holder(&mut self) -> &mut Fleet {
+    fn holder(&mut self) -> &mut ReplicaLifecycle {
         &mut self.units[self.holder].fleet
     }
 
@@ -344,7 +345,7 @@ impl Simulation<'_> {
     }
 
     /// Whether the life cycle runs per pool (pooled units count the
-    /// arrivals routed to them: `records::Slab::routed_since`).
+    /// arrivals routed to them: `slab::Slab::routed_since`).
     pub(super) fn life_pooled(&self) -> bool {
         self.life.as_ref().is_some_and(|l| l.units.len() > 1)
     }

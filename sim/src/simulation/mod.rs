@@ -177,7 +177,7 @@ pub struct Simulation<'a> {
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
     /// Slot bookkeeping of `requests` (`records`).
-    slab: records::Slab,
+    slab: slab::Slab,
     /// The reports' folds of ended requests, as they end.
     stream: crate::records::RecordStream,
     /// The canary rollout (`[canary]`); `None`: no split.
@@ -346,7 +346,7 @@ impl<'a> Simulation<'a> {
             ),
             tenancy,
             life,
-            slab: records::Slab::default(),
+            slab: slab::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
             runs: Default::default(),
@@ -374,7 +374,7 @@ pub mod estimate;
 mod invariants;
 mod life;
 mod pools;
-mod records;
+mod slab;
 mod regions;
 mod replicas;
 mod request_ends;

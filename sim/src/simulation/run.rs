@@ -170,7 +170,7 @@ impl Simulation<'_> {
         let read_error = |e: String| RunError::Output(std::io::Error::other(e));
         let dists = requests.finish(itl, end, s.gpus());
         let load_report =
-            crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
+            crate::steady_state::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
         let request_stats = dists.map_err(read_error)?;
         if let Some(e) = load.error() {
             return Err(read_error(e.to_string()));
