@@ -564,7 +564,15 @@ impl Scenario {
                 None => err(&k, m),
             })?;
 
+        let limits = ServeLimits {
+            max_model_len,
+            max_batched_tokens: file.engine.max_batched_tokens,
+            kv_blocks: memory
+                .kv_blocks
+                .saturating_sub(file.engine.pinned_prefix_blocks),
+        };
         Ok(Scenario {
+            limits,
             pools: Vec::new(),
             origin: origin.to_string(),
             model,

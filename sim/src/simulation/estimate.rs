@@ -20,7 +20,7 @@
 //! the latency: enough to tell a fleet offered three times what it serves.
 
 use crate::cost::BatchShape;
-use crate::figures::rate;
+use crate::sig_figs::rate;
 use crate::replica::speculative::Speculation;
 use crate::scenario::{PoolRole, Scenario};
 use crate::workload::{Context, WorkloadError};
@@ -80,8 +80,10 @@ impl CapacityEstimate {
             n += 1;
         }
         src.finish()?;
-        let closed = closed_loop(s);
-        let offered_rps = match s.file.offered_rate() {
+        let plan = s.run_plan();
+        // Closed-loop users' load follows the fleet's speed.
+        let closed = plan.closed_loop_users > 0;
+        let offered_rps = match plan.workload_rps {
             Some(r) => Some(r),
             None if closed => None,
             None => match (first, last) {
@@ -208,18 +210,6 @@ impl CapacityEstimate {
         }
         out
     }
-}
-
-fn closed_loop(s: &Scenario) -> bool {
-    let closed = |w: &crate::scenario::WorkloadCfg| {
-        matches!(w.arrival, Some(crate::scenario::ArrivalCfg::Closed { .. }))
-    };
-    closed(&s.file.workload)
-        || s.file
-            .tenants
-            .iter()
-            .filter_map(|t| t.workload.as_ref())
-            .any(closed)
 }
 
 /// The steady state of one replica of `s` (a pool's resolved scenario).
