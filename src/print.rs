@@ -2,8 +2,8 @@
 //! summary table of a run.
 
 use sim::catalog::{self, GIB};
-use sim::sig_figs::rate;
 use sim::report::{Dist, Summary};
+use sim::sig_figs::rate;
 use sim::Scenario;
 
 fn gib(b: f64) -> String {

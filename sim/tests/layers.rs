@@ -520,7 +520,11 @@ fn scenario_fields(code: &str) -> Vec<String> {
         if before.is_some_and(ident) {
             continue;
         }
-        let name: String = rest.trim_start().chars().take_while(|&c| ident(c)).collect();
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|&c| ident(c))
+            .collect();
         // The body: from the first `{` or `(` (after any generics) to its match.
         let Some(open) = rest.find(['{', '(', ';']) else {
             break;

@@ -71,6 +71,24 @@ pub struct Fleet {
     series: Vec<PoolSample>,
 }
 
+/// Replica `i` (its index in the fleet) of pool `p`, as a run builds it
+/// at the start and in place of a failed one.
+pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
+    let s = &p.scenario;
+    let mut r = Replica::new(
+        i,
+        &s.file.engine,
+        s.memory.kv_blocks,
+        s.memory.block_bytes(),
+        seed,
+    );
+    r.set_kv_groups(s.memory.kv_groups);
+    if p.role == PoolRole::Prefill {
+        r.set_prefill_only();
+    }
+    r
+}
+
 /// Pool `p`'s replicas' scenario.
 pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
     &s.pools[p].scenario
@@ -83,21 +101,7 @@ impl Fleet {
         let seed = scenario.seed();
         let mut out = Vec::new();
         for p in &scenario.pools {
-            let s = &p.scenario;
-            for i in p.first..p.first + p.replicas {
-                let mut r = Replica::new(
-                    i,
-                    &s.file.engine,
-                    s.memory.kv_blocks,
-                    s.memory.block_bytes(),
-                    seed,
-                );
-                r.set_kv_groups(s.memory.kv_groups);
-                if p.role == PoolRole::Prefill {
-                    r.set_prefill_only();
-                }
-                out.push(r);
-            }
+            out.extend((p.first..p.first + p.replicas).map(|i| replica(p, i, seed)));
         }
         out
     }

@@ -3,7 +3,7 @@
 //! GPU-hours split into serving, idle-ready, standby and starting, so the
 //! cost of cold starts is visible rather than folded into "the fleet".
 
-use super::{ReplicaLifecycle, Phase, N_PHASES};
+use super::{Phase, ReplicaLifecycle, N_PHASES};
 use crate::stats::Dist;
 use crate::time::SimTime;
 use serde::Serialize;

@@ -14,11 +14,11 @@
 
 use crate::cluster::fleet::TransferTimes;
 use crate::lifecycle::SloDipRecords;
-use crate::steady_state::LoadRecord;
 use crate::output::RequestsCsv;
 use crate::region::records::RegionRecords;
 use crate::request::summary::RequestsSummary;
 use crate::request::{Request, Status};
+use crate::steady_state::LoadRecord;
 use crate::store::SpillLog;
 use crate::tenancy::report::TenantRecords;
 use crate::time::SimTime;

@@ -20,9 +20,9 @@
 //! the latency: enough to tell a fleet offered three times what it serves.
 
 use crate::cost::BatchShape;
-use crate::sig_figs::rate;
 use crate::replica::speculative::Speculation;
 use crate::scenario::{PoolRole, Scenario};
+use crate::sig_figs::rate;
 use crate::workload::{Context, WorkloadError};
 
 /// Requests of the workload sampled for the mean lengths.

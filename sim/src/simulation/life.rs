@@ -9,10 +9,8 @@ use super::{Event, InvariantViolation, Simulation};
 use crate::attribution::{Attribution, Component};
 use crate::autoscale::{self, Autoscaler, Observation, Ticks};
 use crate::lifecycle::{
-    ReplicaLifecycle,
-    Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
+    Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase, ReplicaLifecycle,
 };
-use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
 use crate::scenario::lifecycle_cfg::ScaleMetric;
 use crate::scenario::Scenario;
@@ -457,24 +455,15 @@ impl Simulation<'_> {
     /// replaces it by a fresh replica (empty caches: a new node) and retries
     /// them elsewhere, or fails them when retries are off or exhausted.
     fn hand_back(&mut self, r: usize, cause: HandBackCause, now: SimTime) {
-        let s = crate::cluster::fleet::pool_scenario(self.scenario, self.fleet.pool_of(r));
-        let f = &s.file;
+        let pool = &self.scenario.pools[self.fleet.pool_of(r)];
         let ids: Vec<RequestId> = self.replicas[r].unfinished().collect();
-        let mut fresh = Replica::new(
-            r as u32,
-            &f.engine,
-            s.memory.kv_blocks,
-            s.memory.block_bytes(),
-            self.scenario.file.seed,
-        );
-        fresh.set_kv_groups(s.memory.kv_groups);
+        let mut fresh = crate::cluster::fleet::replica(pool, r as u32, self.plan.seed);
         // The replacement runs under the same run-wide switches as the
         // replicas built at the start (`Simulation::with_cost_models`).
-        let run = &self.scenario.file;
-        if !run.metrics.attribution {
+        if !self.plan.attribution {
             fresh.disable_attribution();
         }
-        if run.engine.decode_runs {
+        if self.plan.decode_runs {
             fresh.enable_decode_runs();
         }
         self.tenancy.install(std::slice::from_mut(&mut fresh));

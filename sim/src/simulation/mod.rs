@@ -370,12 +370,12 @@ pub mod estimate;
 mod invariants;
 mod life;
 mod pools;
-mod slab;
 mod regions;
 mod replicas;
 mod request_ends;
 mod run;
 mod sampling;
+mod slab;
 
 #[cfg(test)]
 mod tests;
