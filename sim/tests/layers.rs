@@ -427,7 +427,7 @@ fn scenario_file_reads(code: &str) -> usize {
 const FILE_READS: &[(&str, usize)] = &[
     ("canary/mod.rs", 2),
     ("cluster/budget.rs", 2),
-    ("cluster/fleet.rs", 8),
+    ("cluster/fleet.rs", 7),
     ("cluster/routing.rs", 1),
     ("deployment/bound.rs", 4),
     ("deployment/search.rs", 1),
@@ -444,7 +444,7 @@ const FILE_READS: &[(&str, usize)] = &[
     ("sweep/capacity/probe.rs", 4),
     ("sweep/capacity/search.rs", 1),
     ("sweep/capacity/unit.rs", 2),
-    ("tenancy/mod.rs", 2),
+    ("tenancy/mod.rs", 1),
     ("tenancy/source.rs", 1),
 ];
 

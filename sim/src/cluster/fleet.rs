@@ -621,7 +621,7 @@ impl Fleet {
                     first_replica: p.first,
                     hardware: ps.hardware.name.clone(),
                     replicas: p.replicas,
-                    tensor_parallel: ps.file.fleet.tensor_parallel,
+                    tensor_parallel: ps.parallel.tensor,
                     gpus: ps.gpus(),
                     kv_blocks_per_replica: ps.memory.kv_blocks,
                     iterations: reps.iter().map(|r| r.stats.iterations).sum(),

@@ -1,9 +1,11 @@
 //! Pools: a pool is a set of replicas with one configuration (hardware,
 //! parallelism, engine settings), one role (colocated, prefill, decode) and
-//! one router. A scenario without `[[fleet.pools]]` is one implicit
-//! colocated pool of `fleet.replicas` replicas. Each declared pool is resolved as a scenario of
-//! its own — the parent's keys with the pool's overrides — so memory plans,
-//! cost models and the "does the model fit" check are the single-pool ones.
+//! one router. Every fleet has at least one: a scenario without
+//! `[[fleet.pools]]` is one implicit colocated pool of `fleet.replicas`
+//! replicas, so the run has one code path over its pools. Each declared pool
+//! is resolved as a scenario of its own — the parent's keys with the pool's
+//! overrides — so memory plans, cost models and the "does the model fit"
+//! check are the single-pool ones.
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 

@@ -136,12 +136,7 @@ impl Simulation<'_> {
             r,
             &self.replicas,
             |c| costs[fleet.pool_of(c)].as_ref(),
-            |c| {
-                crate::cluster::fleet::pool_scenario(s, fleet.pool_of(c))
-                    .file
-                    .engine
-                    .max_batched_tokens
-            },
+            |c| s.pools[fleet.pool_of(c)].scenario.limits.max_batched_tokens,
         );
     }
 

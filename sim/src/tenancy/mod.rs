@@ -257,7 +257,7 @@ impl Tenancy {
 /// Nanoseconds per prompt token of a full-budget prefill iteration on an
 /// empty replica: the speed deadline shedding predicts TTFT with.
 pub fn prefill_ns_per_token(s: &Scenario, cost: &dyn CostModel) -> f64 {
-    let tokens = s.file.engine.max_batched_tokens.clamp(1, 1 << 16) as u64;
+    let tokens = s.limits.max_batched_tokens.clamp(1, 1 << 16) as u64;
     let mut shape = BatchShape::default();
     shape.add_prefill(tokens, 0);
     cost.iteration_time(&shape) as f64 / tokens as f64
