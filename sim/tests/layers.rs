@@ -444,7 +444,6 @@ const FILE_READS: &[(&str, usize)] = &[
     ("sweep/capacity/probe.rs", 4),
     ("sweep/capacity/search.rs", 1),
     ("sweep/capacity/unit.rs", 2),
-    ("tenancy/mod.rs", 1),
     ("tenancy/source.rs", 1),
 ];
 

@@ -33,6 +33,8 @@ mod run_plan;
 pub use run_plan::RunPlan;
 mod slo_cfg;
 mod tenants_cfg;
+mod tenants_plan;
+pub use tenants_plan::TenantsPlan;
 mod trace_cfg;
 pub mod units;
 mod validate;

@@ -249,7 +249,7 @@ impl<'a> Simulation<'a> {
             replicas.iter_mut().for_each(Replica::enable_decode_runs);
         }
         let cost = &costs[0];
-        let mut tenancy = Tenancy::new(scenario);
+        let mut tenancy = Tenancy::new(&scenario.tenants_plan());
         tenancy.install(&mut replicas);
         tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
             scenario,
