@@ -439,7 +439,7 @@ const FILE_READS: &[(&str, usize)] = &[
     ("region/mod.rs", 3),
     ("region/source.rs", 1),
     ("simulation/estimate.rs", 2),
-    ("simulation/life.rs", 7),
+    ("simulation/life.rs", 4),
     ("sweep/capacity/mod.rs", 2),
     ("sweep/capacity/probe.rs", 4),
     ("sweep/capacity/search.rs", 1),
