@@ -4,7 +4,7 @@
 
 use crate::cli::CapacityArgs;
 use anyhow::{Context, Result};
-use sim::figures::rate;
+use sim::sig_figs::rate;
 use sim::sweep::capacity::{
     fleet_count, plan_capacity, CapacityQuery, CapacityReport, FleetUnit, Probe,
 };

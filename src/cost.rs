@@ -433,8 +433,8 @@ fn print(s: &Scenario, r: &Report) {
             "  {:>6} {:>10.3} {:>12} {:>12}{}",
             row.batch,
             row.step_ms,
-            sim::figures::rate(row.tokens_per_s_per_gpu),
-            sim::figures::rate(row.tokens_per_s_per_user),
+            sim::sig_figs::rate(row.tokens_per_s_per_gpu),
+            sim::sig_figs::rate(row.tokens_per_s_per_user),
             if Some(row.batch) == r.knee {
                 "  ← knee"
             } else {

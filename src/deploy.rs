@@ -117,9 +117,9 @@ pub fn energy(
         "energy of the cheapest option at the demand: {:.0} W for the fleet ({:.0} W per GPU), {} kWh per month{}",
         e.fleet_avg_power_w,
         e.avg_power_w_per_gpu,
-        sim::figures::sig(kwh, 4),
+        sim::sig_figs::sig(kwh, 4),
         e.joules_per_output_token
-            .map(|j| format!(", {} J per output token", sim::figures::sig(j, 3)))
+            .map(|j| format!(", {} J per output token", sim::sig_figs::sig(j, 3)))
             .unwrap_or_default()
     );
     if let (Some(p), Some(u)) = (price, energy_usd) {
@@ -131,7 +131,7 @@ pub fn energy(
     if let (Some(g), Some(kg)) = (carbon, m.kg_co2_per_month) {
         outln!(
             "  at {g} g CO2 per kWh: {} kg CO2 per month",
-            sim::figures::sig(kg, 4)
+            sim::sig_figs::sig(kg, 4)
         );
     }
     outln!("  ({})", file.display());

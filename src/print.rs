@@ -2,8 +2,8 @@
 //! summary table of a run.
 
 use sim::catalog::{self, GIB};
-use sim::figures::rate;
 use sim::report::{Dist, Summary};
+use sim::sig_figs::rate;
 use sim::Scenario;
 
 fn gib(b: f64) -> String {
@@ -13,7 +13,7 @@ fn gib(b: f64) -> String {
 /// The fleet as every command names it ("2 replicas × TP 2 on H200 = 4
 /// GPUs"); a fleet of pools by its totals, each pool on a line of its own.
 pub fn fleet_shape(s: &Scenario) -> String {
-    if s.pools.is_empty() {
+    if !s.declares_pools() {
         return s
             .parallel
             .fleet_shape(s.file.fleet.replicas, &s.hardware.name);
@@ -605,11 +605,11 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     if let Some(en) = &sum.energy {
         outln!(
             "energy       {} kWh: {:.0} W per GPU on average, {:.0} W for the fleet{} (TDP when busy, idle power otherwise)",
-            sim::figures::sig(en.energy_kwh, 3),
+            sim::sig_figs::sig(en.energy_kwh, 3),
             en.avg_power_w_per_gpu,
             en.fleet_avg_power_w,
             en.joules_per_output_token
-                .map(|j| format!(", {} J per output token", sim::figures::sig(j, 3)))
+                .map(|j| format!(", {} J per output token", sim::sig_figs::sig(j, 3)))
                 .unwrap_or_default()
         );
     }

@@ -353,7 +353,7 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
         outln!();
         outln!(
             "offered {} req/s, sent {} req/s (mean send lag {:.1} ms); {} completed, {} rejected, {} cancelled, {} failed, {} in flight",
-            sim::figures::rate(o.offered_rps), sim::figures::rate(o.sent_rps), o.send_lag_ms, c.completed, c.rejected, c.cancelled, c.failed, c.in_flight
+            sim::sig_figs::rate(o.offered_rps), sim::sig_figs::rate(o.sent_rps), o.send_lag_ms, c.completed, c.rejected, c.cancelled, c.failed, c.in_flight
         );
     }
     outln!(

@@ -248,7 +248,7 @@ fn print_decision(plan: &CheckedSweep, r: &SweepResults, obj: &Objective, a: &An
                     .map(|x| format!("{:.2} %", x * 100.0))
                     .unwrap_or_else(|| "–".into()),
                 e.goodput_rps_per_gpu
-                    .map_or_else(|| "–".into(), sim::figures::rate),
+                    .map_or_else(|| "–".into(), sim::sig_figs::rate),
             ]);
             row
         })
@@ -283,7 +283,7 @@ fn print_decision(plan: &CheckedSweep, r: &SweepResults, obj: &Objective, a: &An
                 fmt(e.latency_ms, 1),
                 e.attainment.unwrap_or(0.0) * 100.0,
                 obj.attainment * 100.0,
-                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::figures::rate)
+                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::sig_figs::rate)
             );
         }
         None => outln!(

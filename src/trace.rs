@@ -219,7 +219,7 @@ fn print_stats(s: &TraceStats) {
     outln!("span       {:.3} s", s.span_s);
     outln!(
         "rate       {} req/s (mean gap {:.4} s, IAT CV {:.3})",
-        sim::figures::rate(s.rate_rps),
+        sim::sig_figs::rate(s.rate_rps),
         s.iat_mean_s,
         s.iat_cv
     );
@@ -266,10 +266,10 @@ fn print_servegen(s: &ServeGenStats) {
     let a = &s.aggregate_rate;
     outln!(
         "rate       aggregate mean {}, p50 {}, p99 {}, max {} req/s",
-        sim::figures::rate(a.mean),
-        sim::figures::rate(a.p50),
-        sim::figures::rate(a.p99),
-        sim::figures::rate(a.max)
+        sim::sig_figs::rate(a.mean),
+        sim::sig_figs::rate(a.p50),
+        sim::sig_figs::rate(a.p99),
+        sim::sig_figs::rate(a.max)
     );
     outln!(
         "clients    active client-windows {:.3}; IAT CV p50 {:.2}, p90 {:.2}; top-1 {:.1} %, top-10 {:.1} % of requests",

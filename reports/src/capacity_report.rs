@@ -47,14 +47,14 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
             format!("highest rate within the SLOs, {}", count(&c, m.replicas)),
             format!(
                 "{} requests/s ({} per replica)",
-                sim::figures::rate(m.rate_rps),
-                sim::figures::rate(m.per_replica_rps)
+                sim::sig_figs::rate(m.rate_rps),
+                sim::sig_figs::rate(m.per_replica_rps)
             ),
         ],
         vec!["at that rate".into(), probe_text(&m.at)],
         vec![
             "lowest rate probed that misses them".into(),
-            format!("{} requests/s", sim::figures::rate(m.fails_at_rps)),
+            format!("{} requests/s", sim::sig_figs::rate(m.fails_at_rps)),
         ],
     ];
     // With pools the searches count units of them.
@@ -66,7 +66,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     if let Some(s) = &c.sizing {
         rows.push(vec![
             "peak demand".into(),
-            format!("{} requests/s", sim::figures::rate(s.demand_rps)),
+            format!("{} requests/s", sim::sig_figs::rate(s.demand_rps)),
         ]);
         rows.push(vec![
             format!("fewest {what} at the demand"),
@@ -83,7 +83,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
                 format!(
                     "fewest {what} with {:.0} % headroom ({} requests/s)",
                     s.headroom * 100.0,
-                    sim::figures::rate(s.sized_for_rps)
+                    sim::sig_figs::rate(s.sized_for_rps)
                 ),
                 format!(
                     "{} ({})",
@@ -131,7 +131,7 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
     let found = RefLine {
         label: format!(
             "highest within the SLOs: {} req/s",
-            sim::figures::rate(m.rate_rps)
+            sim::sig_figs::rate(m.rate_rps)
         ),
         at: m.rate_rps,
         vertical: true,
@@ -221,13 +221,13 @@ fn charts_of(c: &CapacityReport) -> Vec<Chart> {
         for (i, (search, label)) in [
             (
                 "demand",
-                format!("at the demand, {} req/s", sim::figures::rate(s.demand_rps)),
+                format!("at the demand, {} req/s", sim::sig_figs::rate(s.demand_rps)),
             ),
             (
                 "demand+headroom",
                 format!(
                     "with headroom, {} req/s",
-                    sim::figures::rate(s.sized_for_rps)
+                    sim::sig_figs::rate(s.sized_for_rps)
                 ),
             ),
         ]

@@ -19,13 +19,13 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     let mut sec = Section::new(format!(
         "Plan: {} at {} requests/s",
         p.scenario,
-        sim::figures::rate(p.demand_rps)
+        sim::sig_figs::rate(p.demand_rps)
     ));
     let sized: Vec<_> = p.options.iter().filter(|o| o.fleet.is_some()).collect();
     sec.para(format!(
         "The cheapest deployment meeting the scenario's SLOs for at least {:.1} % of requests at {} requests/s{}, over {} options of the space ({} sized, {} pruned); {} simulations{}. A cost marked ≥ is an option checked by short runs only: its count is a lower bound, already dearer than the cheapest option checked with a long run.",
         p.attainment_target * 100.0,
-        sim::figures::rate(p.demand_rps),
+        sim::sig_figs::rate(p.demand_rps),
         if p.headroom > 0.0 {
             format!(" plus {:.0} % headroom", p.headroom * 100.0)
         } else {
@@ -124,7 +124,7 @@ fn cost_chart(p: &DeployPlan) -> Chart {
         name: "plan-options".into(),
         title: format!(
             "Monthly cost of each option at {} requests/s — {}",
-            sim::figures::rate(p.demand_rps),
+            sim::sig_figs::rate(p.demand_rps),
             p.scenario
         ),
         x_label: "option, by rank".into(),

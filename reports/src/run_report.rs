@@ -161,14 +161,14 @@ fn outcome_rows(s: &Value) -> Vec<Vec<String>> {
         ],
         vec![
             "throughput (requests/s)".into(),
-            sim::figures::rate(n("throughput.requests_per_s")),
+            sim::sig_figs::rate(n("throughput.requests_per_s")),
         ],
         vec![
             "output tokens/s (per GPU)".into(),
             format!(
                 "{} ({})",
-                sim::figures::rate(n("throughput.output_tokens_per_s")),
-                sim::figures::rate(n("throughput.output_tokens_per_s_per_gpu"))
+                sim::sig_figs::rate(n("throughput.output_tokens_per_s")),
+                sim::sig_figs::rate(n("throughput.output_tokens_per_s_per_gpu"))
             ),
         ],
     ];
@@ -185,8 +185,8 @@ fn outcome_rows(s: &Value) -> Vec<Vec<String>> {
             "goodput (requests/s, per GPU)".into(),
             format!(
                 "{} ({})",
-                sim::figures::rate(n("slo.goodput_rps")),
-                sim::figures::rate(n("slo.goodput_rps_per_gpu"))
+                sim::sig_figs::rate(n("slo.goodput_rps")),
+                sim::sig_figs::rate(n("slo.goodput_rps_per_gpu"))
             ),
         ]);
     }

@@ -72,7 +72,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
                 fmt(e.latency_ms, 1),
                 pct(e.attainment),
                 e.goodput_rps_per_gpu
-                    .map_or_else(|| "–".into(), sim::figures::rate),
+                    .map_or_else(|| "–".into(), sim::sig_figs::rate),
             ]);
             row
         })
@@ -320,7 +320,7 @@ fn best_text(r: &SweepResults, obj: &Objective, a: &Analysis) -> String {
                 obj.latency_label(),
                 fmt(e.latency_ms, 1),
                 pct(e.attainment),
-                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::figures::rate)
+                e.goodput_rps_per_gpu.map_or_else(|| "–".into(), sim::sig_figs::rate)
             )
         }
         None => format!(

@@ -36,7 +36,7 @@ impl Row {
         } else if self.count {
             format!("{v:.0}")
         } else {
-            sim::figures::sig(v, 4)
+            sim::sig_figs::sig(v, 4)
         }
     }
 
@@ -48,7 +48,7 @@ impl Row {
         };
         let ratio = self.b / self.a;
         if ratio >= RATIO_FROM || (ratio > 0.0 && ratio <= 1.0 / RATIO_FROM) {
-            format!("×{}", sim::figures::sig(ratio, 4))
+            format!("×{}", sim::sig_figs::sig(ratio, 4))
         } else {
             format!("{e:+.2}%")
         }

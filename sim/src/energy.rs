@@ -93,7 +93,7 @@ pub fn energy_of(
 ) -> Option<EnergyReport> {
     let hours = duration_s / 3600.0;
     let mut groups = Vec::new();
-    if s.pools.is_empty() {
+    if !s.declares_pools() {
         let (tdp_w, idle_w) = s.hardware.power_w()?;
         let (gpu_hours, busy_gpu_hours) = match lifecycle {
             Some(l) => powered(&l.gpu_hours),

@@ -51,44 +51,20 @@ pub fn bytes_per_series_row() -> u64 {
 /// cycle its slots (the autoscaler's maximum plus the standby pool), each
 /// a row of a per-replica time series.
 pub fn replica_slots(s: &Scenario) -> u64 {
-    if s.pools.is_empty() {
-        crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(s.file.fleet.replicas) as u64
-    } else {
-        s.pools.iter().map(|p| p.replicas as u64).sum()
-    }
+    s.run_plan().replica_slots
 }
 
 /// Rows per sampling tick of the series held in memory whole: one per
-/// pool (`pools.csv`) and one per pool or fleet with a life cycle (its
+/// declared pool (`pools.csv`) and, with a life cycle, one per pool (its
 /// replicas by phase).
 pub fn series_rows_per_tick(s: &Scenario) -> u64 {
-    if s.file.metrics.timeseries == TimeseriesMode::Off {
-        return 0;
-    }
-    let lives =
-        |f: &crate::scenario::ScenarioFile| crate::scenario::lifecycle_cfg::slots(f).is_some();
-    if s.pools.is_empty() {
-        lives(&s.file) as u64
-    } else {
-        let with_life = s.pools.iter().any(|p| lives(&p.scenario.file));
-        s.pools.len() as u64 * (1 + with_life as u64)
-    }
+    s.run_plan().series_rows_per_tick
 }
 
 /// Closed-loop users of the scenario's workloads (each keeps one request
 /// in flight, so a run holds at least this many requests at once).
 pub fn closed_loop_users(s: &Scenario) -> u64 {
-    let users = |w: &crate::scenario::WorkloadCfg| match &w.arrival {
-        Some(crate::scenario::ArrivalCfg::Closed { users, .. }) => *users as u64,
-        _ => 0,
-    };
-    users(&s.file.workload)
-        + s.file
-            .tenants
-            .iter()
-            .filter_map(|t| t.workload.as_ref())
-            .map(users)
-            .sum::<u64>()
+    s.run_plan().closed_loop_users
 }
 
 /// Consecutive events at one simulated instant beyond which the run is
@@ -117,8 +93,9 @@ pub struct MemoryEstimate {
 
 /// Rows per sampling tick.
 pub fn rows_per_tick(s: &Scenario) -> u64 {
-    match s.file.metrics.timeseries {
-        TimeseriesMode::PerReplica => replica_slots(s),
+    let plan = s.run_plan();
+    match plan.timeseries {
+        TimeseriesMode::PerReplica => plan.replica_slots,
         TimeseriesMode::Fleet => 1,
         TimeseriesMode::Off => 0,
     }
@@ -132,27 +109,27 @@ pub fn estimate(s: &Scenario) -> MemoryEstimate {
 /// [`estimate`]; `streamed`: the run's records leave memory as requests
 /// end, so only the time series counts.
 pub fn estimate_with(s: &Scenario, streamed: bool) -> MemoryEstimate {
-    let h = &s.file.horizon;
-    let rate = s.file.offered_rate();
-    let by_time = match (h.duration_s, rate) {
+    let plan = s.run_plan();
+    let rate = plan.workload_rps;
+    let by_time = match (plan.duration_s, rate) {
         // 10 % above the mean for the randomness of arrivals.
         (Some(d), Some(r)) => Some((d * r * 1.1).ceil()),
         _ => None,
     };
-    let requests = match (h.requests.map(|n| n as f64), by_time) {
+    let requests = match (plan.max_requests.map(|n| n as f64), by_time) {
         (Some(n), Some(t)) => Some(n.min(t)),
         (a, b) => a.or(b),
     };
-    let span = h
+    let span = plan
         .duration_s
         .or_else(|| Some(requests? / rate?))
         .filter(|x| x.is_finite());
-    let ticks = span.map(|d| d / s.file.metrics.timeseries_interval_s + 1.0);
+    let ticks = span.map(|d| d / plan.sample_interval_s + 1.0);
     let clamp = |x: f64| x.min(u64::MAX as f64 / 2.0) as u64;
     let rows = ticks.map(|t| clamp(t * rows_per_tick(s) as f64));
-    let series = ticks.map(|t| clamp(t * series_rows_per_tick(s) as f64));
+    let series = ticks.map(|t| clamp(t * plan.series_rows_per_tick as f64));
     let requests = requests.map(clamp);
-    let in_flight = closed_loop_users(s);
+    let in_flight = plan.closed_loop_users;
     let kept = if streamed { 0 } else { requests.unwrap_or(0) }.max(in_flight);
     let bytes = kept
         .saturating_mul(bytes_per_request())
@@ -191,11 +168,12 @@ pub const CSV_BYTES_PER_ROUTING_ROW: u64 = 40;
 /// Bytes of `routing.csv` for `requests` routed requests: with `[metrics]
 /// routing_trace`, a row per candidate (every replica slot) per decision.
 fn routing_bytes(s: &Scenario, requests: u64) -> u64 {
-    if !s.run_plan().routing_trace {
+    let plan = s.run_plan();
+    if !plan.routing_trace {
         return 0;
     }
     requests
-        .saturating_mul(replica_slots(s))
+        .saturating_mul(plan.replica_slots)
         .saturating_mul(CSV_BYTES_PER_ROUTING_ROW)
 }
 
@@ -224,7 +202,7 @@ pub fn disk_warning(s: &Scenario, e: &MemoryEstimate) -> Option<String> {
             "most of it timeseries.csv ({} rows): a larger metrics.timeseries_interval_s (now {} s), \
              metrics.timeseries = \"fleet\" or \"off\" shrinks it",
             e.timeseries_rows.unwrap_or(0),
-            s.file.metrics.timeseries_interval_s
+            s.run_plan().sample_interval_s
         )
     } else {
         format!(

@@ -8,10 +8,12 @@
 //! only shrinks. No circle of modules that import each other is allowed:
 //! within a floor, imports go one way.
 //!
-//! Two more rules of the floors are checked here: `simulation/`'s handler
-//! modules import by name (no `use super::*`), and the raw TOML of a
-//! scenario (`s.file`) is read outside `scenario/` only where
-//! [`FILE_READS`] still lists it, a list that only shrinks.
+//! Three more rules of the floors are checked here: `simulation/`'s handler
+//! modules import by name (no `use super::*`); the raw TOML of a scenario
+//! (`s.file`, `scenario.file`) is read outside `scenario/` only where
+//! [`FILE_READS`] still lists it, a list that only shrinks; and no type of
+//! the model floor holds a `Scenario` or its `ScenarioFile` (a model is
+//! built from its slice of the plan and keeps what it needs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +25,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("engine", 0, "ground"),
     ("store", 0, "ground"),
     ("stats", 0, "ground"),
-    ("figures", 0, "ground"),
+    ("sig_figs", 0, "ground"),
     ("bounds", 0, "ground"),
     ("input_file", 0, "ground"),
     ("catalog", 1, "knowledge"),
@@ -49,7 +51,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("output", 4, "run"),
     ("records", 4, "run"),
     ("guard", 4, "run"),
-    ("load", 4, "run"),
+    ("steady_state", 4, "run"),
     ("simulation", 4, "run"),
     ("energy", 4, "run"),
     ("report", 5, "results"),
@@ -425,29 +427,23 @@ fn scenario_file_reads(code: &str) -> usize {
 const FILE_READS: &[(&str, usize)] = &[
     ("canary/mod.rs", 2),
     ("cluster/budget.rs", 2),
-    ("cluster/fleet.rs", 9),
+    ("cluster/fleet.rs", 7),
     ("cluster/routing.rs", 1),
     ("deployment/bound.rs", 4),
     ("deployment/search.rs", 1),
     ("emit/dynamo.rs", 2),
     ("emit/engine_args.rs", 3),
     ("emit/kubernetes.rs", 3),
-    ("emit/mod.rs", 3),
-    ("guard.rs", 12),
+    ("emit/mod.rs", 2),
     ("output/mod.rs", 1),
     ("region/mod.rs", 3),
     ("region/source.rs", 1),
-    ("replica/fork.rs", 1),
-    ("report/run.rs", 1),
-    ("simulation/estimate.rs", 6),
-    ("simulation/life.rs", 8),
-    ("simulation/mod.rs", 3),
-    ("simulation/run.rs", 1),
+    ("simulation/estimate.rs", 2),
+    ("simulation/life.rs", 4),
     ("sweep/capacity/mod.rs", 2),
     ("sweep/capacity/probe.rs", 4),
     ("sweep/capacity/search.rs", 1),
     ("sweep/capacity/unit.rs", 2),
-    ("tenancy/mod.rs", 2),
     ("tenancy/source.rs", 1),
 ];
 
@@ -505,6 +501,117 @@ fn raw_scenario_reads_outside_the_plan_only_shrink() {
         "raw scenario reads outside scenario/:\n  {}",
         wrong.join("\n  ")
     );
+}
+
+/// The fields of the structs in `code` whose type names `Scenario` or
+/// `ScenarioFile`, as `Struct.field` (`Struct.0` for a tuple struct's).
+fn scenario_fields(code: &str) -> Vec<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names_scenario = |ty: &str| {
+        ty.split(|c: char| !ident(c))
+            .any(|w| w == "Scenario" || w == "ScenarioFile")
+    };
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("struct ") {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + "struct ".len()..];
+        if before.is_some_and(ident) {
+            continue;
+        }
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|&c| ident(c))
+            .collect();
+        // The body: from the first `{` or `(` (after any generics) to its match.
+        let Some(open) = rest.find(['{', '(', ';']) else {
+            break;
+        };
+        let close_c = match rest.as_bytes()[open] {
+            b'{' => '}',
+            b'(' => ')',
+            _ => continue,
+        };
+        let mut depth = 0usize;
+        let mut fields = Vec::new();
+        let mut start = open + 1;
+        let mut prev = ' ';
+        for (j, c) in rest[open..].char_indices() {
+            let j = open + j;
+            let arrow = c == '>' && prev == '-';
+            prev = c;
+            match c {
+                '>' if arrow => {}
+                '{' | '(' | '<' | '[' => depth += 1,
+                '}' | ')' | '>' | ']' => {
+                    depth -= 1;
+                    if depth == 0 && c == close_c {
+                        fields.push(&rest[start..j]);
+                        break;
+                    }
+                }
+                ',' if depth == 1 => {
+                    fields.push(&rest[start..j]);
+                    start = j + 1;
+                }
+                _ => {}
+            }
+        }
+        for (k, field) in fields.iter().enumerate() {
+            let field = field.trim();
+            let (fname, ty) = match (close_c, field.split_once(':')) {
+                ('}', Some((n, t))) => (n.split_whitespace().last().unwrap_or("").to_string(), t),
+                _ => (k.to_string(), field),
+            };
+            if names_scenario(ty) {
+                out.push(format!("{name}.{fname}"));
+            }
+        }
+    }
+    out
+}
+
+/// A model is built from its slice of the plan (`&PoolPlan`, `&RunPlan`,
+/// ...) and keeps what it needs: no type of the model floor holds the
+/// resolved `Scenario` or its raw `ScenarioFile`.
+#[test]
+fn no_model_type_holds_a_scenario() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let tests = test_only(&files);
+    let mut held = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        if floor_of(&module).map(|(_, name)| name) != Some("model")
+            || rel.file_name().is_some_and(|n| n == "tests.rs")
+            || path.ancestors().any(|a| tests.contains(a))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("source file");
+        for f in scenario_fields(&library_code(&text)) {
+            held.push(format!("{} ({f})", rel.display()));
+        }
+    }
+    assert!(
+        held.is_empty(),
+        "model types holding a Scenario (keep their slice of the plan instead):\n  {}",
+        held.join("\n  ")
+    );
+}
+
+#[test]
+fn the_field_reader_sees_scenario_fields_only() {
+    let code = "pub struct A<'a> { pub s: &'a Scenario, n: u32 }\n\
+                struct B(Box<ScenarioFile>, u8);\n\
+                struct C { map: BTreeMap<String, (u32, u64)>, plan: PoolPlan, f: fn(&Scenario) -> u8 }\n\
+                struct D;\nfn f(s: &Scenario) {}\nlet x = ScenarioError { a: Scenario::x() };";
+    assert_eq!(scenario_fields(code), ["A.s", "B.0", "C.f"]);
 }
 
 #[test]

@@ -129,7 +129,7 @@ impl KvBudget {
             ),
             format!(
                 "           offered load {} req/s × {:.3} GB mean = {:.2} GB/s of KV to move{}",
-                crate::figures::rate(self.rate),
+                crate::sig_figs::rate(self.rate),
                 gb(self.mean_payload),
                 gb(load),
                 if self.links.is_some() {

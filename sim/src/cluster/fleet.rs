@@ -65,64 +65,48 @@ pub struct Fleet {
     /// Pool of each replica (index into `Scenario::pools`, 0 without pools).
     pool_of: Vec<u16>,
     disagg: Option<Disagg>,
-    /// Replica range of each pool (empty without pools), for `pools.csv`.
+    /// Replica range of each declared pool (empty for the implicit one),
+    /// for `pools.csv`.
     pool_ranges: Vec<(usize, usize, PoolRole)>,
     series: Vec<PoolSample>,
 }
 
-/// Pool `p`'s replicas' scenario (the scenario itself without pools).
+/// Replica `i` (its index in the fleet) of pool `p`, as a run builds it
+/// at the start and in place of a failed one.
+pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
+    let s = &p.scenario;
+    let mut r = Replica::new(
+        i,
+        &s.file.engine,
+        s.memory.kv_blocks,
+        s.memory.block_bytes(),
+        seed,
+    );
+    r.set_kv_groups(s.memory.kv_groups);
+    if p.role == PoolRole::Prefill {
+        r.set_prefill_only();
+    }
+    r
+}
+
+/// Pool `p`'s replicas' scenario.
 pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
-    s.pools.get(p).map_or(s, |p| &p.scenario)
+    &s.pools[p].scenario
 }
 
 impl Fleet {
-    /// The replicas of `scenario`, in pool order (see `scenario::pool_plan::resolve`);
-    /// `slots` replicas instead of `fleet.replicas` when a life cycle keeps
-    /// room for the autoscaler's maximum (`simulation::life`).
-    pub fn replicas(scenario: &Scenario, slots: Option<u32>) -> Vec<Replica> {
-        let f = &scenario.file;
-        let build = |s: &Scenario, i: u32| {
-            let mut r = Replica::new(
-                i,
-                &s.file.engine,
-                s.memory.kv_blocks,
-                s.memory.block_bytes(),
-                f.seed,
-            );
-            r.set_kv_groups(s.memory.kv_groups);
-            r
-        };
-        if scenario.pools.is_empty() {
-            let n = slots.unwrap_or(f.fleet.replicas);
-            return (0..n).map(|i| build(scenario, i)).collect();
-        }
+    /// The replicas of `scenario`, in pool order (see
+    /// `scenario::pool_plan::resolve`): each pool's slots.
+    pub fn replicas(scenario: &Scenario) -> Vec<Replica> {
+        let seed = scenario.seed();
         let mut out = Vec::new();
         for p in &scenario.pools {
-            for i in p.first..p.first + p.replicas {
-                let mut r = build(&p.scenario, i);
-                if p.role == PoolRole::Prefill {
-                    r.set_prefill_only();
-                }
-                out.push(r);
-            }
+            out.extend((p.first..p.first + p.replicas).map(|i| replica(p, i, seed)));
         }
         out
     }
 
     pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Fleet {
-        if scenario.pools.is_empty() {
-            return Fleet {
-                groups: vec![Group {
-                    routing: Routing::new(scenario, replicas),
-                    first: 0,
-                    len: replicas.len(),
-                }],
-                pool_of: vec![0; replicas.len()],
-                disagg: None,
-                pool_ranges: Vec::new(),
-                series: Vec::new(),
-            };
-        }
         let pools: &[PoolPlan] = &scenario.pools;
         let mut pool_of = vec![0u16; replicas.len()];
         for (k, p) in pools.iter().enumerate() {
@@ -221,6 +205,7 @@ impl Fleet {
             disagg,
             pool_ranges: pools
                 .iter()
+                .filter(|p| p.declared)
                 .map(|p| (p.first as usize, (p.first + p.replicas) as usize, p.role))
                 .collect(),
             series: Vec::new(),
@@ -622,6 +607,7 @@ impl Fleet {
     ) -> Vec<PoolReport> {
         s.pools
             .iter()
+            .filter(|p| p.declared)
             .map(|p| {
                 let reps = &replicas[p.first as usize..(p.first + p.replicas) as usize];
                 let span = end.0.max(1) as f64 * reps.len() as f64;
@@ -635,7 +621,7 @@ impl Fleet {
                     first_replica: p.first,
                     hardware: ps.hardware.name.clone(),
                     replicas: p.replicas,
-                    tensor_parallel: ps.file.fleet.tensor_parallel,
+                    tensor_parallel: ps.parallel.tensor,
                     gpus: ps.gpus(),
                     kv_blocks_per_replica: ps.memory.kv_blocks,
                     iterations: reps.iter().map(|r| r.stats.iterations).sum(),

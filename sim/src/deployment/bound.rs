@@ -68,7 +68,7 @@ pub fn bound(s: &Scenario, rate: f64) -> OptionBound {
     };
     let least_prompt = least(prompt);
     let least_output = least(output);
-    let pools: Vec<(PoolRole, u32, &Scenario)> = if s.pools.is_empty() {
+    let pools: Vec<(PoolRole, u32, &Scenario)> = if !s.declares_pools() {
         vec![(PoolRole::Colocated, 1, s)]
     } else {
         s.pools

@@ -310,7 +310,7 @@ impl Floor {
         let ceiling = self.ceiling_rps.map_or(String::new(), |c| {
             format!(
                 " at its throughput ceiling of {} req/s each",
-                crate::figures::rate(c)
+                crate::sig_figs::rate(c)
             )
         });
         format!(

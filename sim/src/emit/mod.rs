@@ -85,21 +85,13 @@ pub struct Pool<'a> {
     pub scenario: &'a Scenario,
 }
 
-/// The pools of `s`: its `[[fleet.pools]]` with their starting counts, or
-/// the whole fleet as one colocated pool named after the scenario.
+/// The pools of `s` with their starting counts: its `[[fleet.pools]]`, or
+/// its implicit pool, named after the scenario.
 pub fn pools(s: &Scenario) -> Vec<Pool<'_>> {
-    if s.pools.is_empty() {
-        return vec![Pool {
-            name: s.name(),
-            role: PoolRole::Colocated,
-            replicas: s.file.fleet.replicas,
-            scenario: s,
-        }];
-    }
     s.pools
         .iter()
         .map(|p| Pool {
-            name: &p.name,
+            name: if p.declared { &p.name } else { s.name() },
             role: p.role,
             replicas: p.start,
             scenario: &p.scenario,

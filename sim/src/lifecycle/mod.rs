@@ -17,7 +17,7 @@
 //! "warm pool" of AWS Auto Scaling and of serverless GPU platforms.
 //!
 //! The state machine acts on "a set of replicas with one config": the run's
-//! slots `0..slots`. With pools, each pool owns one `Fleet` over its slots.
+//! slots `0..slots`. With pools, each pool owns one `ReplicaLifecycle` over its slots.
 //!
 //! Every delay is an integer of nanoseconds; random draws (provisioning
 //! jitter, cache hits, failures) come from seeded streams, so runs are
@@ -163,7 +163,7 @@ struct Delays {
 
 /// The replicas' life cycle over the run: slot states, the standby pool,
 /// the activator buffer and the replica-time each phase took.
-pub struct Fleet {
+pub struct ReplicaLifecycle {
     slots: Vec<Slot>,
     delays: Delays,
     /// Serving replicas the autoscaler asks for.
@@ -186,7 +186,7 @@ pub struct Fleet {
     pub max_retries: u32,
 }
 
-impl Fleet {
+impl ReplicaLifecycle {
     /// The life cycle of `slots` replica slots of which `start` serve at
     /// t = 0 and the standby pool is warm. `weight_bytes` is what one
     /// replica loads (all its GPUs' shards).
@@ -197,7 +197,7 @@ impl Fleet {
         start: u32,
         weight_bytes: f64,
         seed: u64,
-    ) -> Fleet {
+    ) -> ReplicaLifecycle {
         let max = auto
             .and_then(|a| a.max_replicas)
             .unwrap_or(start)
@@ -243,7 +243,7 @@ impl Fleet {
             };
             counts[s.phase as usize] += 1;
         }
-        Fleet {
+        ReplicaLifecycle {
             slots,
             delays,
             desired: start,

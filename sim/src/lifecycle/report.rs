@@ -3,7 +3,7 @@
 //! GPU-hours split into serving, idle-ready, standby and starting, so the
 //! cost of cold starts is visible rather than folded into "the fleet".
 
-use super::{Fleet, Phase, N_PHASES};
+use super::{Phase, ReplicaLifecycle, N_PHASES};
 use crate::stats::Dist;
 use crate::time::SimTime;
 use serde::Serialize;
@@ -150,7 +150,7 @@ pub struct LifecycleReport {
     pub pools: Vec<super::PoolLifecycle>,
 }
 
-impl Fleet {
+impl ReplicaLifecycle {
     /// Records one sampling tick.
     pub fn sample(&mut self, now: SimTime) {
         let c = |p: Phase| self.counts[p as usize];

@@ -14,11 +14,11 @@
 
 use crate::cluster::fleet::TransferTimes;
 use crate::lifecycle::SloDipRecords;
-use crate::load::LoadRecord;
 use crate::output::RequestsCsv;
 use crate::region::records::RegionRecords;
 use crate::request::summary::RequestsSummary;
 use crate::request::{Request, Status};
+use crate::steady_state::LoadRecord;
 use crate::store::SpillLog;
 use crate::tenancy::report::TenantRecords;
 use crate::time::SimTime;
@@ -212,7 +212,7 @@ mod tests {
             s.fold(i as u64, &reqs[i]);
         }
         let end = SimTime(reqs.len() as u64 * 1_000_003 + 20_000_000);
-        let load = crate::load::load_report_of(|| s.load.iter(), end, 3, None);
+        let load = crate::steady_state::load_report_of(|| s.load.iter(), end, 3, None);
         let stats = s.summary.finish(crate::stats::Dist::default(), end, 3);
         format!("{stats:?} {load:?} {:?}", s.completed_output_tokens)
     }

@@ -172,10 +172,7 @@ pub fn exceeds_kv(s: &Scenario, prompt: u32, output: u32, samples: u32) -> bool 
         return false;
     }
     let bs = s.memory.block_size;
-    let kv_total = s
-        .memory
-        .kv_blocks
-        .saturating_sub(s.file.engine.pinned_prefix_blocks);
+    let kv_total = s.limits.kv_blocks;
     let tokens = (prompt + output).saturating_sub(1);
     group_blocks(tokens, bs, samples, prompt) as u64 > kv_total
         || BlockAllocator::blocks_for(tokens as u64, bs as u64) > kv_total

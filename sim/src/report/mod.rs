@@ -48,7 +48,7 @@ pub struct Summary {
     pub slo: Option<SloReport>,
     pub engine: EngineReport,
     /// Offered vs achieved load and whether the run reached a steady state.
-    pub load: crate::load::LoadReport,
+    pub load: crate::steady_state::LoadReport,
     pub events: u64,
     /// What the workload reports (trace lines read and skipped, closed-loop
     /// users that left); absent for a plain synthetic stream.

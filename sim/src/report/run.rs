@@ -52,19 +52,19 @@ impl Simulation<'_> {
     pub fn run(self, progress: impl FnMut(Progress)) -> Result<RunResult, RunError> {
         let s = self.scenario();
         let parts = self.simulate(progress)?;
-        let f = &s.file;
+        let plan = s.run_plan();
         let mut summary = Summary {
-            scenario: f.name.clone(),
-            seed: f.seed,
+            scenario: plan.name,
+            seed: plan.seed,
             cost_source: parts.cost_source,
             model: s.model.name.clone(),
             hardware: s.hardware.name.clone(),
-            replicas: f.fleet.replicas,
-            tensor_parallel: f.fleet.tensor_parallel,
+            replicas: plan.replicas,
+            tensor_parallel: plan.tensor_parallel,
             gpus: s.gpus(),
-            router: f.fleet.router.name().to_string(),
+            router: plan.router.to_string(),
             kv_blocks_per_replica: s.memory.kv_blocks,
-            block_size: f.engine.block_size,
+            block_size: plan.block_size,
             duration_s: parts.end.as_secs_f64(),
             events: parts.events,
             workload: parts.workload,

@@ -33,6 +33,8 @@ mod run_plan;
 pub use run_plan::RunPlan;
 mod slo_cfg;
 mod tenants_cfg;
+mod tenants_plan;
+pub use tenants_plan::TenantsPlan;
 mod trace_cfg;
 pub mod units;
 mod validate;
@@ -661,9 +663,27 @@ pub struct Scenario {
     /// when the calibration profile records the engine's own batching
     /// (`check` and `simulate` print it).
     pub batching: Option<String>,
-    /// The `[[fleet.pools]]`, each resolved as a scenario of its own (empty
-    /// without pools: the fleet is this scenario's replicas).
+    /// What one of its replicas can ever serve, decided at resolution.
+    pub limits: ServeLimits,
+    /// The pools, each resolved as a scenario of its own: the
+    /// `[[fleet.pools]]`, or one implicit pool of the whole fleet (empty
+    /// only in a pool's own scenario).
     pub pools: Vec<PoolPlan>,
+}
+
+/// The limits that decide whether a replica can ever serve a request (the
+/// simulation rejects one that exceeds them at arrival; the HTTP server
+/// answers it with 400, as vLLM does).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServeLimits {
+    /// Prompt plus output tokens (`engine.max_model_len`, else the model's
+    /// context).
+    pub max_model_len: u32,
+    /// A prompt longer than this needs a batch policy that chunks prefills
+    /// (`engine.max_batched_tokens`).
+    pub max_batched_tokens: u32,
+    /// KV blocks a request may take: the cache less its pinned prefixes.
+    pub kv_blocks: u64,
 }
 
 type Invalid = (String, String);

@@ -1,9 +1,11 @@
 //! Pools: a pool is a set of replicas with one configuration (hardware,
 //! parallelism, engine settings), one role (colocated, prefill, decode) and
-//! one router. A scenario without `[[fleet.pools]]` is one colocated pool of
-//! `fleet.replicas` replicas. Each declared pool is resolved as a scenario of
-//! its own — the parent's keys with the pool's overrides — so memory plans,
-//! cost models and the "does the model fit" check are the single-pool ones.
+//! one router. Every fleet has at least one: a scenario without
+//! `[[fleet.pools]]` is one implicit colocated pool of `fleet.replicas`
+//! replicas, so the run has one code path over its pools. Each declared pool
+//! is resolved as a scenario of its own — the parent's keys with the pool's
+//! overrides — so memory plans, cost models and the "does the model fit"
+//! check are the single-pool ones.
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
@@ -23,8 +25,38 @@ pub struct PoolPlan {
     pub start: u32,
     /// Index of its region in `fleet.regions` (0 without regions).
     pub region: u16,
+    /// Declared in `[[fleet.pools]]`; `false` for the one implicit pool of
+    /// a fleet without pools (named `fleet`).
+    pub declared: bool,
+    /// The seed of its life cycle's random streams: a declared pool's name
+    /// salts the scenario's seed, so adding a pool leaves the others' draws
+    /// unchanged; the implicit pool draws from the scenario's seed.
+    pub life_seed: u64,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
+}
+
+/// The one pool of a fleet without `[[fleet.pools]]`: all its replicas
+/// (or, with a life cycle, its slots), colocated, behind `fleet.router`.
+pub fn implicit(s: &Scenario) -> PoolPlan {
+    let f = &s.file;
+    PoolPlan {
+        name: "fleet".to_string(),
+        role: PoolRole::Colocated,
+        first: 0,
+        replicas: crate::scenario::lifecycle_cfg::slots(f).unwrap_or(f.fleet.replicas),
+        start: f.fleet.replicas,
+        region: 0,
+        declared: false,
+        life_seed: f.seed,
+        scenario: Box::new(s.clone()),
+    }
+}
+
+/// A declared pool's life-cycle seed (see [`PoolPlan::life_seed`]).
+fn pool_seed(seed: u64, pool: &str) -> u64 {
+    use rand::Rng;
+    crate::rng::stream(seed, &format!("pool/{pool}/seed")).random()
 }
 
 /// Resolves `file`'s pools. Replicas are numbered colocated pools first,
@@ -145,7 +177,7 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
                 fail(key(&format!("engine.{path}")), m)
             })?;
         }
-        let s = Scenario::from_file(f, origin).map_err(|e| {
+        let s = Scenario::resolve_flat(f, origin).map_err(|e| {
             // Say which pool the inherited or overridden key broke.
             let own_engine = e
                 .key
@@ -184,6 +216,8 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
             replicas: slots,
             start: p.replicas,
             region: region_of(i) as u16,
+            declared: true,
+            life_seed: pool_seed(file.seed, &p.name),
             scenario: Box::new(s),
         });
         first += slots;
@@ -219,10 +253,11 @@ fn check_failures_at(file: &ScenarioFile, slots: u32) -> Result<(), (String, Str
     Ok(())
 }
 
-/// `servesim check`'s lines for the pools (none without pools).
+/// `servesim check`'s lines for the declared pools (none without).
 pub fn check_lines(s: &Scenario) -> Vec<String> {
     s.pools
         .iter()
+        .filter(|p| p.declared)
         .map(|p| {
             let ps = &p.scenario;
             let router = match p.role {

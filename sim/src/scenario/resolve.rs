@@ -160,8 +160,26 @@ impl Scenario {
         Ok((file, notes))
     }
 
-    /// Validates the values and resolves presets.
-    pub fn from_file(mut file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
+    /// Validates the values and resolves presets: the scenario and its
+    /// pools, at least one (a fleet without `[[fleet.pools]]` is one
+    /// implicit colocated pool, see [`pool_plan::implicit`]).
+    pub fn from_file(file: ScenarioFile, origin: &str) -> Result<Scenario, ScenarioError> {
+        let declared = !file.fleet.pools.is_empty();
+        let mut s = Self::resolve_flat(file, origin)?;
+        s.pools = if declared {
+            pool_plan::resolve(&s.file, origin)?
+        } else {
+            vec![pool_plan::implicit(&s)]
+        };
+        Ok(s)
+    }
+
+    /// The scenario's own resolution, its pools left out: what each pool
+    /// resolves as (the parent's keys with the pool's overrides).
+    pub(super) fn resolve_flat(
+        mut file: ScenarioFile,
+        origin: &str,
+    ) -> Result<Scenario, ScenarioError> {
         let err = |key: &str, msg: String| ScenarioError::new(origin, key, msg);
         validate(&file).map_err(|(k, m)| err(&k, m))?;
         crate::scenario::lifecycle_cfg::validate(&file).map_err(|(k, m)| err(&k, m))?;
@@ -546,9 +564,16 @@ impl Scenario {
                 None => err(&k, m),
             })?;
 
-        let pools = pool_plan::resolve(&file, origin)?;
+        let limits = ServeLimits {
+            max_model_len,
+            max_batched_tokens: file.engine.max_batched_tokens,
+            kv_blocks: memory
+                .kv_blocks
+                .saturating_sub(file.engine.pinned_prefix_blocks),
+        };
         Ok(Scenario {
-            pools,
+            limits,
+            pools: Vec::new(),
             origin: origin.to_string(),
             model,
             model_source,
@@ -574,12 +599,19 @@ impl Scenario {
         self.file.seed
     }
 
-    /// GPUs in the fleet.
+    /// GPUs in the fleet: its pools' at their starting replica counts.
     pub fn gpus(&self) -> u32 {
-        if !self.pools.is_empty() {
-            return self.pools.iter().map(|p| p.scenario.gpus()).sum();
+        if self.pools.is_empty() {
+            // A pool's own scenario (see `resolve_flat`).
+            return self.file.fleet.replicas * self.parallel.gpus();
         }
-        self.file.fleet.replicas * self.parallel.gpus()
+        self.pools.iter().map(|p| p.scenario.gpus()).sum()
+    }
+
+    /// Whether the fleet is made of `[[fleet.pools]]` (rather than one
+    /// implicit pool): `pools.csv` and the summary's pools are written then.
+    pub fn declares_pools(&self) -> bool {
+        self.pools.iter().any(|p| p.declared)
     }
 }
 

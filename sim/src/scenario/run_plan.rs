@@ -3,7 +3,7 @@
 //! arrivals' block hashes, decode runs), resolved once from the file so that
 //! a handler reads no configuration while the run goes.
 
-use super::{Scenario, SloCfg, SloTargets, TimeseriesMode};
+use super::{ArrivalCfg, Scenario, SloCfg, SloTargets, TimeseriesMode, WorkloadCfg};
 
 /// What the simulation's handlers read of a scenario.
 #[derive(Clone, Debug)]
@@ -30,6 +30,36 @@ pub struct RunPlan {
     /// `[metrics] routing_trace`: each routing decision is recorded, and
     /// `routing.csv` written.
     pub routing_trace: bool,
+    /// `name`: the run's name in its summary.
+    pub name: String,
+    /// `seed`: every random stream derives from it.
+    pub seed: u64,
+    /// `[horizon] requests`: arrivals after which the run stops.
+    pub max_requests: Option<u64>,
+    /// `[horizon] duration_s`: the measurement window.
+    pub duration_s: Option<f64>,
+    /// The workloads' mean arrival rate (requests/s; each region draws it
+    /// once); `None` for traces and closed loops.
+    pub workload_rps: Option<f64>,
+    /// `[metrics] timeseries_interval_s`.
+    pub sample_interval_s: f64,
+    /// Closed-loop users over the workloads (each keeps one request in
+    /// flight, so a run holds at least this many requests at once).
+    pub closed_loop_users: u64,
+    /// Replica objects the run keeps: the pools' slots.
+    pub replica_slots: u64,
+    /// Rows per sampling tick of the series held in memory whole: one per
+    /// declared pool (`pools.csv`) and, with a life cycle, one per pool.
+    pub series_rows_per_tick: u64,
+    /// The summary's fleet header: `fleet.replicas`, `fleet.tensor_parallel`,
+    /// `fleet.router`, `[engine]`'s block size, batch policy and preemption.
+    pub replicas: u32,
+    pub tensor_parallel: u32,
+    pub router: &'static str,
+    pub policy: &'static str,
+    pub preemption: String,
+    /// Requests come from the regions' sources (`[[fleet.regions]]`).
+    pub regions_draw: bool,
 }
 
 impl Scenario {
@@ -48,6 +78,47 @@ impl Scenario {
                 && f.fleet.regions.is_empty()
                 && f.canary.is_none(),
             routing_trace: f.metrics.routing_trace,
+            name: f.name.clone(),
+            seed: f.seed,
+            max_requests: f.horizon.requests,
+            duration_s: f.horizon.duration_s,
+            workload_rps: f.offered_rate(),
+            sample_interval_s: f.metrics.timeseries_interval_s,
+            closed_loop_users: closed_loop_users(f),
+            replica_slots: self.pools.iter().map(|p| p.replicas as u64).sum(),
+            series_rows_per_tick: self.series_rows_per_tick(),
+            replicas: f.fleet.replicas,
+            tensor_parallel: f.fleet.tensor_parallel,
+            router: f.fleet.router.name(),
+            policy: f.engine.policy.name(),
+            preemption: format!("{:?}", f.engine.preemption).to_lowercase(),
+            regions_draw: !f.fleet.regions.is_empty(),
         }
     }
+
+    /// See [`RunPlan::series_rows_per_tick`].
+    fn series_rows_per_tick(&self) -> u64 {
+        if self.file.metrics.timeseries == TimeseriesMode::Off {
+            return 0;
+        }
+        let lives = self
+            .pools
+            .iter()
+            .any(|p| super::lifecycle_cfg::slots(&p.scenario.file).is_some());
+        self.pools.len() as u64 * (self.declares_pools() as u64 + lives as u64)
+    }
+}
+
+/// Closed-loop users of the scenario's workloads.
+fn closed_loop_users(f: &super::ScenarioFile) -> u64 {
+    let users = |w: &WorkloadCfg| match &w.arrival {
+        Some(ArrivalCfg::Closed { users, .. }) => *users as u64,
+        _ => 0,
+    };
+    users(&f.workload)
+        + f.tenants
+            .iter()
+            .filter_map(|t| t.workload.as_ref())
+            .map(users)
+            .sum::<u64>()
 }

@@ -11,25 +11,20 @@ use crate::time::SimTime;
 use crate::workload::RequestSpec;
 
 impl Simulation<'_> {
-    /// Why a request can never be served, if so. Replicas are identical, so
-    /// this is decided once, at arrival.
+    /// Why a request can never be served, if so: it must fit every pool it
+    /// may meet (pools are few, and each pool's replicas are identical, so
+    /// this is decided once, at arrival).
     pub(super) fn rejection(&self, spec: &RequestSpec) -> Option<RejectReason> {
-        if !self.scenario.pools.is_empty() {
-            // It must fit every pool it may meet (pools are few).
-            return self.scenario.pools.iter().find_map(|p| {
-                let splits = self.replicas[p.first as usize].splits_prefills();
-                unservable(&p.scenario, spec.prompt_tokens, spec.output_tokens, splits)
-            });
-        }
-        unservable(
-            self.scenario,
-            spec.prompt_tokens,
-            spec.output_tokens,
-            self.replicas[0].splits_prefills(),
-        )
-        .or_else(|| {
-            let (p, o, n) = (spec.prompt_tokens, spec.output_tokens, spec.samples);
-            crate::replica::fork::exceeds_kv(self.scenario, p, o, n)
+        (0..self.scenario.pools.len()).find_map(|p| self.pool_rejection(p, spec))
+    }
+
+    /// Why pool `p`'s replicas can never serve a request, if so.
+    pub(super) fn pool_rejection(&self, p: usize, spec: &RequestSpec) -> Option<RejectReason> {
+        let p = &self.scenario.pools[p];
+        let splits = self.replicas[p.first as usize].splits_prefills();
+        let (prompt, output, n) = (spec.prompt_tokens, spec.output_tokens, spec.samples);
+        unservable(&p.scenario, prompt, output, splits).or_else(|| {
+            crate::replica::fork::exceeds_kv(&p.scenario, prompt, output, n)
                 .then_some(RejectReason::ExceedsKvCapacity)
         })
     }
@@ -141,12 +136,7 @@ impl Simulation<'_> {
             r,
             &self.replicas,
             |c| costs[fleet.pool_of(c)].as_ref(),
-            |c| {
-                crate::cluster::fleet::pool_scenario(s, fleet.pool_of(c))
-                    .file
-                    .engine
-                    .max_batched_tokens
-            },
+            |c| s.pools[fleet.pool_of(c)].scenario.limits.max_batched_tokens,
         );
     }
 

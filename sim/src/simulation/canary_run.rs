@@ -4,7 +4,7 @@
 //! ends that feed the gate's windows. Only runs with `[canary]` have a
 //! `Canary`; without it none of this runs.
 
-use super::{unservable, Event, Simulation};
+use super::{Event, Simulation};
 use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
 use crate::time::SimTime;
@@ -39,12 +39,10 @@ impl Simulation<'_> {
         pool: Option<usize>,
         spec: &RequestSpec,
     ) -> Option<RejectReason> {
-        let Some(p) = pool else {
-            return self.rejection(spec);
-        };
-        let p = &self.scenario.pools[p];
-        let splits = self.replicas[p.first as usize].splits_prefills();
-        unservable(&p.scenario, spec.prompt_tokens, spec.output_tokens, splits)
+        match pool {
+            Some(p) => self.pool_rejection(p, spec),
+            None => self.rejection(spec),
+        }
     }
 
     /// A request of `pool` was rejected at admission.

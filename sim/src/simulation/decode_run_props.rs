@@ -181,7 +181,7 @@ fn toml(c: &Case) -> String {
 fn files(s: &Scenario, grid: bool, streamed: bool) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
     let sim = if grid {
-        Simulation::with_cost_model(s, Box::new(GridCost))
+        Simulation::with_cost_models(s, vec![Box::new(GridCost)])
     } else {
         Simulation::new(s)
     };

@@ -20,9 +20,9 @@
 //! the latency: enough to tell a fleet offered three times what it serves.
 
 use crate::cost::BatchShape;
-use crate::figures::rate;
 use crate::replica::speculative::Speculation;
 use crate::scenario::{PoolRole, Scenario};
+use crate::sig_figs::rate;
 use crate::workload::{Context, WorkloadError};
 
 /// Requests of the workload sampled for the mean lengths.
@@ -80,8 +80,10 @@ impl CapacityEstimate {
             n += 1;
         }
         src.finish()?;
-        let closed = closed_loop(s);
-        let offered_rps = match s.file.offered_rate() {
+        let plan = s.run_plan();
+        // Closed-loop users' load follows the fleet's speed.
+        let closed = plan.closed_loop_users > 0;
+        let offered_rps = match plan.workload_rps {
             Some(r) => Some(r),
             None if closed => None,
             None => match (first, last) {
@@ -102,21 +104,11 @@ impl CapacityEstimate {
         output: f64,
         offered_rps: Option<f64>,
     ) -> CapacityEstimate {
-        let groups: Vec<GroupEstimate> = if s.pools.is_empty() {
-            vec![group(
-                s,
-                "fleet",
-                PoolRole::Colocated,
-                s.file.fleet.replicas,
-                prompt,
-                output,
-            )]
-        } else {
-            s.pools
-                .iter()
-                .map(|p| group(&p.scenario, &p.name, p.role, p.start, prompt, output))
-                .collect()
-        };
+        let groups: Vec<GroupEstimate> = s
+            .pools
+            .iter()
+            .map(|p| group(&p.scenario, &p.name, p.role, p.start, prompt, output))
+            .collect();
         let total = |role: PoolRole| -> f64 {
             groups
                 .iter()
@@ -218,18 +210,6 @@ impl CapacityEstimate {
         }
         out
     }
-}
-
-fn closed_loop(s: &Scenario) -> bool {
-    let closed = |w: &crate::scenario::WorkloadCfg| {
-        matches!(w.arrival, Some(crate::scenario::ArrivalCfg::Closed { .. }))
-    };
-    closed(&s.file.workload)
-        || s.file
-            .tenants
-            .iter()
-            .filter_map(|t| t.workload.as_ref())
-            .any(closed)
 }
 
 /// The steady state of one replica of `s` (a pool's resolved scenario).

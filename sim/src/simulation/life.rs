@@ -9,9 +9,8 @@ use super::{Event, InvariantViolation, Simulation};
 use crate::attribution::{Attribution, Component};
 use crate::autoscale::{self, Autoscaler, Observation, Ticks};
 use crate::lifecycle::{
-    Action, Fleet, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase,
+    Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase, ReplicaLifecycle,
 };
-use crate::replica::Replica;
 use crate::request::{RejectReason, RequestId, Status};
 use crate::scenario::lifecycle_cfg::ScaleMetric;
 use crate::scenario::Scenario;
@@ -22,7 +21,7 @@ use std::collections::HashMap;
 /// fleet without pools, or one pool (each pool scales on its own, as a
 /// Kubernetes Deployment per model server, each with its own HPA).
 pub(super) struct Unit {
-    pub fleet: Fleet,
+    pub fleet: ReplicaLifecycle,
     /// Global index of its first slot (`Pool::first`; 0 without pools).
     first: usize,
     scaler: Box<dyn Autoscaler>,
@@ -54,7 +53,7 @@ impl Unit {
         let auto = f.autoscale.as_ref();
         let gpus = s.parallel.gpus();
         let weight_bytes = s.memory.weight_bytes * gpus as f64;
-        let fleet = Fleet::new(
+        let fleet = ReplicaLifecycle::new(
             &lc,
             auto,
             f.failures.as_ref(),
@@ -113,39 +112,20 @@ fn global(actions: Vec<Action>, first: usize) -> Vec<Action> {
 }
 
 impl FleetRun {
-    /// The life cycle of `s`, when it (or one of its pools) has one.
+    /// The life cycle of `s`, when one of its pools has one.
     pub fn new(s: &Scenario) -> Option<FleetRun> {
-        let f = &s.file;
-        if s.pools.is_empty() {
-            if f.lifecycle.is_none() && f.autoscale.is_none() && f.failures.is_none() {
-                return None;
-            }
-            return Some(FleetRun {
-                units: vec![Unit::new(s, 0, f.seed)],
-                holder: 0,
-                tries: HashMap::new(),
-            });
-        }
         let lives = |p: &crate::scenario::PoolPlan| {
             crate::scenario::lifecycle_cfg::slots(&p.scenario.file).is_some()
         };
         if !s.pools.iter().any(lives) {
             return None;
         }
+        // A pool without a life cycle where others have one (they set their
+        // own tables) keeps its replicas ready all run.
         let units: Vec<Unit> = s
             .pools
             .iter()
-            .map(|p| {
-                // Each pool's random streams are its own: its name salts the
-                // seed, so adding a pool leaves the others' draws unchanged.
-                let seed: u64 = {
-                    use rand::Rng;
-                    crate::rng::stream(f.seed, &format!("pool/{}/seed", p.name)).random()
-                };
-                // A pool without a life cycle where others have one (they
-                // set their own tables) keeps its replicas ready all run.
-                Unit::new(&p.scenario, p.first as usize, seed)
-            })
+            .map(|p| Unit::new(&p.scenario, p.first as usize, p.life_seed))
             .collect();
         let holder = units.iter().position(|u| u.fleet.activator()).unwrap_or(0);
         Some(FleetRun {
@@ -153,12 +133,6 @@ impl FleetRun {
             holder,
             tries: HashMap::new(),
         })
-    }
-
-    /// Slots: the number of replica objects the run keeps (without pools;
-    /// pools size their own, see `scenario::pool_plan`).
-    pub fn slots(&self) -> usize {
-        self.units.iter().map(|u| u.fleet.slots()).sum()
     }
 
     /// The unit holding global slot `r`, and the slot's index in it.
@@ -184,7 +158,7 @@ impl FleetRun {
         &self.units[self.holder].fleet.buffer
     }
 
-    fn holder(&mut self) -> &mut Fleet {
+    fn holder(&mut self) -> &mut ReplicaLifecycle {
         &mut self.units[self.holder].fleet
     }
 
@@ -231,8 +205,9 @@ impl Simulation<'_> {
             }
             all.extend(global(actions, u.first));
         }
-        if !self.scenario.pools.is_empty() {
-            // Given failures name the fleet's replicas (pools' copies drop them).
+        if self.scenario.declares_pools() {
+            // Given failures name the fleet's replicas (declared pools'
+            // copies drop them; the implicit pool's unit schedules its own).
             for a in self.scenario.file.failures.iter().flat_map(|f| &f.at) {
                 all.push(Action::Schedule(
                     SimTime::from_secs_f64(a.time_s),
@@ -368,7 +343,7 @@ impl Simulation<'_> {
     }
 
     /// Whether the life cycle runs per pool (pooled units count the
-    /// arrivals routed to them: `records::Slab::routed_since`).
+    /// arrivals routed to them: `slab::Slab::routed_since`).
     pub(super) fn life_pooled(&self) -> bool {
         self.life.as_ref().is_some_and(|l| l.units.len() > 1)
     }
@@ -480,24 +455,15 @@ impl Simulation<'_> {
     /// replaces it by a fresh replica (empty caches: a new node) and retries
     /// them elsewhere, or fails them when retries are off or exhausted.
     fn hand_back(&mut self, r: usize, cause: HandBackCause, now: SimTime) {
-        let s = crate::cluster::fleet::pool_scenario(self.scenario, self.fleet.pool_of(r));
-        let f = &s.file;
+        let pool = &self.scenario.pools[self.fleet.pool_of(r)];
         let ids: Vec<RequestId> = self.replicas[r].unfinished().collect();
-        let mut fresh = Replica::new(
-            r as u32,
-            &f.engine,
-            s.memory.kv_blocks,
-            s.memory.block_bytes(),
-            self.scenario.file.seed,
-        );
-        fresh.set_kv_groups(s.memory.kv_groups);
+        let mut fresh = crate::cluster::fleet::replica(pool, r as u32, self.plan.seed);
         // The replacement runs under the same run-wide switches as the
-        // replicas built at the start (`Simulation::with_cost_model`).
-        let run = &self.scenario.file;
-        if !run.metrics.attribution {
+        // replicas built at the start (`Simulation::with_cost_models`).
+        if !self.plan.attribution {
             fresh.disable_attribution();
         }
-        if run.engine.decode_runs {
+        if self.plan.decode_runs {
             fresh.enable_decode_runs();
         }
         self.tenancy.install(std::slice::from_mut(&mut fresh));
@@ -685,7 +651,14 @@ impl Simulation<'_> {
                     .report(end, name, busy, gpus, u.standby_fraction, out),
             );
         }
-        let names: Vec<String> = self.scenario.pools.iter().map(|p| p.name.clone()).collect();
+        // The implicit pool's report is the fleet's (no per-pool rows).
+        let names: Vec<String> = self
+            .scenario
+            .pools
+            .iter()
+            .filter(|p| p.declared)
+            .map(|p| p.name.clone())
+            .collect();
         let mut rep = crate::lifecycle::combine(reports, &names, end, lost);
         rep.slo_dip = dip;
         Some(rep)

@@ -105,7 +105,7 @@ pub struct RunParts {
     pub engine: EngineReport,
     /// Counts, latency percentiles, throughput and SLO attainment.
     pub request_stats: crate::request::summary::RequestStats,
-    pub load: crate::load::LoadReport,
+    pub load: crate::steady_state::LoadReport,
     pub tenancy: Option<crate::tenancy::TenancyReport>,
     pub lifecycle: Option<crate::lifecycle::LifecycleReport>,
     pub pools: Vec<crate::cluster::fleet::PoolReport>,
@@ -177,7 +177,7 @@ pub struct Simulation<'a> {
     /// `[failures]`); `None`: every replica serves the whole run.
     life: Option<life::FleetRun>,
     /// Slot bookkeeping of `requests` (`records`).
-    slab: records::Slab,
+    slab: slab::Slab,
     /// The reports' folds of ended requests, as they end.
     stream: crate::records::RecordStream,
     /// The canary rollout (`[canary]`); `None`: no split.
@@ -205,66 +205,60 @@ pub fn unservable(
 ) -> Option<RejectReason> {
     let p = prompt as u64;
     let o = output as u64;
-    if p + o > s.max_model_len as u64 {
+    let limits = &s.limits;
+    if p + o > limits.max_model_len as u64 {
         return Some(RejectReason::ExceedsMaxModelLen);
     }
-    if p > s.file.engine.max_batched_tokens as u64 && !splits_prefills {
+    if p > limits.max_batched_tokens as u64 && !splits_prefills {
         return Some(RejectReason::PromptExceedsTokenBudget);
     }
     // The last output token is never written to the cache. A request
     // must fit alone (an empty replica admits without the watermark)
     // beside whatever pinned prefixes may hold.
-    let kv_total = s
-        .memory
-        .kv_blocks
-        .saturating_sub(s.file.engine.pinned_prefix_blocks);
-    if s.memory.sequence_blocks((p + o).saturating_sub(1)) > kv_total {
+    if s.memory.sequence_blocks((p + o).saturating_sub(1)) > limits.kv_blocks {
         return Some(RejectReason::ExceedsKvCapacity);
     }
     None
 }
 
 impl<'a> Simulation<'a> {
-    /// A run of `scenario` priced by the catalog roofline.
+    /// A run of `scenario`, each pool priced by its own cost model (the
+    /// catalog roofline, or the calibration profile it names).
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        Self::with_cost_model(scenario, scenario.cost_model())
+        let costs = scenario
+            .pools
+            .iter()
+            .map(|p| p.scenario.cost_model())
+            .collect();
+        Self::with_cost_models(scenario, costs)
     }
 
-    /// A run with another cost model (e.g. a calibration profile).
-    pub fn with_cost_model(
+    /// A run with other cost models, one per pool in `scenario.pools`' order.
+    pub fn with_cost_models(
         scenario: &'a Scenario,
-        cost: Box<dyn CostModel + 'a>,
+        costs: Vec<Box<dyn CostModel + 'a>>,
     ) -> Simulation<'a> {
-        let f = &scenario.file;
+        assert_eq!(costs.len(), scenario.pools.len(), "a cost model per pool");
+        let plan = scenario.run_plan();
         let life = life::FleetRun::new(scenario);
-        let mut replicas = Fleet::replicas(scenario, life.as_ref().map(|x| x.slots() as u32));
-        if !f.metrics.attribution {
+        let mut replicas = Fleet::replicas(scenario);
+        if !plan.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
-        if f.engine.decode_runs {
+        if plan.decode_runs {
             replicas.iter_mut().for_each(Replica::enable_decode_runs);
         }
-        // Pools price their iterations by their own hardware's model.
-        let costs: Vec<Box<dyn CostModel + 'a>> = if scenario.pools.is_empty() {
-            vec![cost]
-        } else {
-            scenario
-                .pools
-                .iter()
-                .map(|p| p.scenario.cost_model())
-                .collect()
-        };
         let cost = &costs[0];
-        let mut tenancy = Tenancy::new(scenario);
+        let mut tenancy = Tenancy::new(&scenario.tenants_plan());
         tenancy.install(&mut replicas);
         tenancy.set_prefill_speed(crate::tenancy::prefill_ns_per_token(
             scenario,
             cost.as_ref(),
         ));
-        let deadline = f.horizon.duration_s.map(SimTime::from_secs_f64);
-        let max_requests = f.horizon.requests.unwrap_or(u64::MAX);
-        let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-        let built = if f.fleet.regions.is_empty() {
+        let deadline = plan.duration_s.map(SimTime::from_secs_f64);
+        let max_requests = plan.max_requests.unwrap_or(u64::MAX);
+        let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, plan.seed);
+        let built = if !plan.regions_draw {
             crate::tenancy::build_source(scenario, &ctx)
         } else {
             crate::region::source::build_source(scenario, &ctx)
@@ -287,7 +281,7 @@ impl<'a> Simulation<'a> {
                 pending = Some(spec);
             }
         }
-        if f.metrics.timeseries != crate::scenario::TimeseriesMode::Off {
+        if plan.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
         let fleet = Fleet::new(scenario, &replicas);
@@ -298,7 +292,7 @@ impl<'a> Simulation<'a> {
         let expected = max_requests.min(
             deadline
                 .and_then(|d| {
-                    f.offered_rate()
+                    plan.workload_rps
                         .map(|r| (d.as_secs_f64() * r * 1.1) as u64 + 16)
                 })
                 .unwrap_or(u64::MAX),
@@ -306,15 +300,17 @@ impl<'a> Simulation<'a> {
         // A closed loop holds one request per user in flight: its slots are
         // taken at once rather than doubled into (which would allocate up to
         // twice what the guard counts).
-        let users = crate::guard::closed_loop_users(scenario);
+        let users = plan.closed_loop_users;
         let expected = if expected == u64::MAX { 4096 } else { expected }.max(users + 16);
         let step_terms = vec![Default::default(); replicas.len()];
-        let routing_trace = f.metrics.routing_trace.then(|| {
+        let routing_trace = plan.routing_trace.then(|| {
             crate::cluster::routing_trace::RoutingTrace::new(replicas.len(), fleet.score_meaning())
         });
+        let slo = plan.slo;
+        let sample_every = secs_to_nanos(plan.sample_interval_s).max(1);
         let mut sim = Simulation {
             scenario,
-            plan: scenario.run_plan(),
+            plan,
             costs,
             replicas,
             fleet,
@@ -336,20 +332,17 @@ impl<'a> Simulation<'a> {
             gaps: TokenGaps::default(),
             max_requests,
             deadline,
-            sample_every: secs_to_nanos(f.metrics.timeseries_interval_s).max(1),
+            sample_every,
             itl: Default::default(),
             timeseries: SpillLog::default(),
             stream: crate::records::RecordStream::new(
-                f.slo.as_ref().map(crate::scenario::SloCfg::targets),
+                slo,
                 tenancy.records(),
-                f.slo
-                    .as_ref()
-                    .filter(|_| life.is_some())
-                    .map(crate::scenario::SloCfg::targets),
+                slo.filter(|_| life.is_some()),
             ),
             tenancy,
             life,
-            slab: records::Slab::default(),
+            slab: slab::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
             runs: Default::default(),
@@ -377,12 +370,12 @@ pub mod estimate;
 mod invariants;
 mod life;
 mod pools;
-mod records;
 mod regions;
 mod replicas;
 mod request_ends;
 mod run;
 mod sampling;
+mod slab;
 
 #[cfg(test)]
 mod tests;

@@ -92,7 +92,6 @@ impl Simulation<'_> {
         }
         self.check_invariants()?;
 
-        let f = &s.file;
         let cost_source = self.costs[0].source();
         let events = self.queue.events();
         let mut eng = EngineReport::default();
@@ -129,14 +128,11 @@ impl Simulation<'_> {
         eng.mean_batch_tokens = toks as f64 / its;
         let span = end.0.max(1) as f64 * self.replicas.len() as f64;
         eng.busy_fraction = busy as f64 / span;
-        eng.kv_util_mean = kv_ns as f64 / (span * s.memory.kv_blocks.max(1) as f64);
-        if !s.pools.is_empty() {
-            // Pools may differ in KV blocks: weigh by each replica's own.
-            let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
-            eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
-        }
-        eng.policy = f.engine.policy.name().to_string();
-        eng.preemption_mode = format!("{:?}", f.engine.preemption).to_lowercase();
+        // Pools may differ in KV blocks: weigh by each replica's own.
+        let blocks: u64 = self.replicas.iter().map(|r| r.kv().total()).sum();
+        eng.kv_util_mean = kv_ns as f64 / (end.0.max(1) as f64 * blocks.max(1) as f64);
+        eng.policy = self.plan.policy.to_string();
+        eng.preemption_mode = self.plan.preemption.clone();
         eng.spec_tokens_per_step = (spec_steps > 0).then(|| spec_tokens as f64 / spec_steps as f64);
         if let Some(p) = &mut prefix {
             p.token_hit_rate = p.hit_tokens as f64 / p.lookup_tokens.max(1) as f64;
@@ -163,9 +159,10 @@ impl Simulation<'_> {
         );
         // Each region draws the whole `[workload]`: the fleet is offered it
         // once per region.
-        let offered = f
-            .offered_rate()
-            .map(|r| r * f.fleet.regions.len().max(1) as f64);
+        let offered = self
+            .plan
+            .workload_rps
+            .map(|r| r * self.plan.regions.len().max(1) as f64);
         let (requests, load) = (st.summary, &st.load);
         // What was spilled to disk is read back only now, so a run whose
         // spilled records cannot be read fails here rather than reporting
@@ -173,7 +170,7 @@ impl Simulation<'_> {
         let read_error = |e: String| RunError::Output(std::io::Error::other(e));
         let dists = requests.finish(itl, end, s.gpus());
         let load_report =
-            crate::load::load_report_of(|| load.iter(), end, f.fleet.replicas, offered);
+            crate::steady_state::load_report_of(|| load.iter(), end, self.plan.replicas, offered);
         let request_stats = dists.map_err(read_error)?;
         if let Some(e) = load.error() {
             return Err(read_error(e.to_string()));
@@ -219,7 +216,7 @@ impl Simulation<'_> {
             },
             ended,
             timeseries: self.timeseries,
-            attribution: f.metrics.attribution,
+            attribution: self.plan.attribution,
             fleet_series,
             pool_series: self.fleet.take_series(),
             streamed_requests: streamed,

@@ -100,14 +100,11 @@ impl CheckedSweep {
         let Some(price @ GpuHourPrice::PerHardware(_)) = &self.grid.objective.gpu_hour_usd else {
             return Ok(());
         };
-        let names: Vec<&str> = if s.pools.is_empty() {
-            vec![s.hardware.name.as_str()]
-        } else {
-            s.pools
-                .iter()
-                .map(|q| q.scenario.hardware.name.as_str())
-                .collect()
-        };
+        let names: Vec<&str> = s
+            .pools
+            .iter()
+            .map(|q| q.scenario.hardware.name.as_str())
+            .collect();
         match names.into_iter().find(|h| price.of(h).is_none()) {
             None => Ok(()),
             Some(h) => Err(SweepError::new(format!(

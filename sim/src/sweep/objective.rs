@@ -472,7 +472,7 @@ pub fn analyze(results: &SweepResults, objective: &Objective) -> Analysis {
                 goodput_rps_per_gpu: number_at(s, "slo.goodput_rps_per_gpu"),
                 percentiles_met,
                 // A run whose backlog kept growing has no steady-state figure
-                // (see `load`); summaries from before the verdict pass.
+                // (see `steady_state`); summaries from before the verdict pass.
                 meets_slo: completed > 0.0
                     && attainment.is_some_and(|a| a >= objective.attainment)
                     && percentiles_met != Some(false)

@@ -67,7 +67,7 @@ impl Gate {
         &mut self,
         spec: &RequestSpec,
         now: SimTime,
-        fleet: &Fleet,
+        fleet: &FleetAdmission,
         replicas: &[Replica],
     ) -> Result<(), RejectReason> {
         let t = spec.tenant;
@@ -129,13 +129,13 @@ impl Gate {
 /// Fleet-wide admission knowledge: the global queue cap and the prefill
 /// speed used to predict a request's TTFT.
 #[derive(Clone, Debug, Default)]
-pub struct Fleet {
+pub struct FleetAdmission {
     pub max_queue: Option<u64>,
     /// Nanoseconds one prefill token takes in a full prefill batch.
     pub prefill_ns_per_token: f64,
 }
 
-impl Fleet {
+impl FleetAdmission {
     /// A lower bound on the TTFT `spec` would see: the prefill work queued
     /// ahead of it on the least-loaded replica plus its own prompt, at the
     /// replica's full-batch prefill speed (decode interference and running

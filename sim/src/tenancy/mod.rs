@@ -22,10 +22,10 @@ use crate::replica::fairness::{self, TenantShares, Waiting};
 use crate::replica::Replica;
 use crate::request::{RejectReason, Request, Status};
 use crate::scenario::SloTargets;
-use crate::scenario::{FairnessCfg, RetryCfg, Scenario, SloCfg};
+use crate::scenario::{FairnessCfg, RetryCfg, Scenario, TenantsPlan};
 use crate::time::{secs_to_nanos, SimTime};
 use crate::workload::RequestSpec;
-use admission::{Fleet, Gate};
+use admission::{FleetAdmission, Gate};
 
 /// The tenants of a run and their admission state.
 pub struct Tenancy {
@@ -34,7 +34,7 @@ pub struct Tenancy {
     shares: TenantShares,
     fairness: FairnessCfg,
     gates: Vec<Gate>,
-    fleet: Fleet,
+    fleet: FleetAdmission,
     retry: Vec<Option<RetryCfg>>,
     retries: Vec<u64>,
     /// Rejected requests waiting out their back-off, with their attempt.
@@ -45,38 +45,28 @@ pub struct Tenancy {
 }
 
 impl Tenancy {
-    pub fn new(s: &Scenario) -> Tenancy {
-        let f = &s.file;
-        let default_slo = f.slo.as_ref().map(SloCfg::targets);
-        let slos: Vec<Option<SloTargets>> = f
-            .tenants
-            .iter()
-            .map(|t| t.slo.as_ref().map(SloCfg::targets).or(default_slo))
-            // A tenant's report has no inter-token distribution of its own
-            // (gaps are gathered per iteration, shared by every tenant in
-            // the batch), so it judges no ITL percentile.
-            .map(|s| s.map(|s| s.without("itl")))
-            .collect();
+    /// The tenants of a run, built from their slice of the plan.
+    pub fn new(plan: &TenantsPlan) -> Tenancy {
         Tenancy {
-            names: f.tenants.iter().map(|t| t.name.clone()).collect(),
+            names: plan.names.clone(),
             shares: TenantShares {
-                weights: f.tenants.iter().map(|t| t.weight).collect(),
-                levels: f.tenants.iter().map(|t| t.priority.level()).collect(),
+                weights: plan.weights.clone(),
+                levels: plan.levels.clone(),
             },
-            fairness: f.fairness.clone(),
-            gates: f
-                .tenants
+            fairness: plan.fairness.clone(),
+            gates: plan
+                .limits
                 .iter()
-                .zip(&slos)
-                .map(|(t, slo)| Gate::new(&t.limits, slo.and_then(|x| x.ttft_ms)))
+                .zip(&plan.slos)
+                .map(|(l, slo)| Gate::new(l, slo.and_then(|x| x.ttft_ms)))
                 .collect(),
-            slos,
-            fleet: Fleet {
-                max_queue: f.admission.max_queue,
+            slos: plan.slos.clone(),
+            fleet: FleetAdmission {
+                max_queue: plan.max_queue,
                 prefill_ns_per_token: 0.0,
             },
-            retry: f.tenants.iter().map(|t| t.retry.clone()).collect(),
-            retries: vec![0; f.tenants.len()],
+            retry: plan.retry.clone(),
+            retries: vec![0; plan.names.len()],
             slab: Vec::new(),
             free: Vec::new(),
             attempt: 0,
@@ -257,7 +247,7 @@ impl Tenancy {
 /// Nanoseconds per prompt token of a full-budget prefill iteration on an
 /// empty replica: the speed deadline shedding predicts TTFT with.
 pub fn prefill_ns_per_token(s: &Scenario, cost: &dyn CostModel) -> f64 {
-    let tokens = s.file.engine.max_batched_tokens.clamp(1, 1 << 16) as u64;
+    let tokens = s.limits.max_batched_tokens.clamp(1, 1 << 16) as u64;
     let mut shape = BatchShape::default();
     shape.add_prefill(tokens, 0);
     cost.iteration_time(&shape) as f64 / tokens as f64

@@ -181,7 +181,7 @@ impl<'a> Prober<'a> {
         let at = format!(
             "{} at {} req/s",
             fleet_count(self.unit.as_ref(), replicas),
-            crate::figures::rate(rate)
+            crate::sig_figs::rate(rate)
         );
         let mut s = Scenario::from_table(t, self.origin)
             .map_err(|e| SweepError::new(format!("{at}: {e}")))?;

@@ -89,8 +89,8 @@ pub(super) fn guess_replicas(origin: &str, rate: f64, per_replica: f64) -> Resul
     if need.is_nan() || need > MAX_REPLICAS as f64 {
         return Err(SweepError::new(format!(
             "{origin}: {} req/s needs about {need:.3e} replicas at the {} req/s one sustains, beyond the {MAX_REPLICAS} a fleet may have",
-            crate::figures::rate(rate),
-            crate::figures::rate(per_replica)
+            crate::sig_figs::rate(rate),
+            crate::sig_figs::rate(per_replica)
         )));
     }
     let guess = need.ceil();
@@ -123,7 +123,7 @@ pub(super) fn max_rate(
             if lo.rate_rps > 1e9 {
                 return Err(SweepError::new(format!(
                     "{}: still meets the SLOs at {} req/s: the horizon may be too short to load the fleet",
-                    p.origin, crate::figures::rate(lo.rate_rps)
+                    p.origin, crate::sig_figs::rate(lo.rate_rps)
                 )));
             }
             let next = run(lo.rate_rps * 2.0)?;
@@ -140,7 +140,7 @@ pub(super) fn max_rate(
             if i > STEPS {
                 return Err(SweepError::new(format!(
                     "{}: {} miss the SLOs even at {} req/s ({:.1} % attainment, TTFT p99 {:.1} ms, TPOT p99 {:.2} ms): the targets are below what a lone request takes",
-                    p.origin, fleet_count(p.unit.as_ref(), replicas), crate::figures::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
+                    p.origin, fleet_count(p.unit.as_ref(), replicas), crate::sig_figs::rate(hi.rate_rps), hi.attainment * 100.0, hi.ttft_p99_ms, hi.tpot_p99_ms
                 )));
             }
             let next = run(hi.rate_rps / 2.0)?;

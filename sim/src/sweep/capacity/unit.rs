@@ -39,7 +39,7 @@ pub struct UnitPool {
 impl FleetUnit {
     /// The unit of a scenario with pools; `None` without.
     pub fn of(s: &Scenario) -> Option<FleetUnit> {
-        if s.pools.is_empty() {
+        if !s.declares_pools() {
             return None;
         }
         // In file order: `fleet.pools.<i>` is the i-th pool as written.
