@@ -79,7 +79,13 @@ pub fn frontier_runs(
             let mut v = values.clone();
             let rate = q.sized_for_rps() * share;
             v.push(rate.into());
-            runs.push((o.index, text.clone(), f.units.unwrap_or(f.replicas), rate, v));
+            runs.push((
+                o.index,
+                text.clone(),
+                f.units.unwrap_or(f.replicas),
+                rate,
+                v,
+            ));
         }
     }
     let done = runs
@@ -123,4 +129,105 @@ pub fn frontier_runs(
         shard: None,
         points,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deployment::{plan_deployment, PlanQuery};
+    use crate::sweep::Shard;
+    use std::path::Path;
+
+    /// A plan of the quickstart (a short horizon) over two chips, its
+    /// frontier's load points, and the cache they shared.
+    #[test]
+    fn a_plans_frontier_draws_its_cheapest_options_and_marks_the_pareto_set() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join("scenarios/quickstart.toml"))
+            .unwrap()
+            .replace("requests = 20000", "requests = 300");
+        let grid = Grid::from_toml_str(
+            "[objective]\ngpu_hour_usd = { \"h100-sxm\" = 2.49, \"h200\" = 3.49 }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\", \"h200\"]\n",
+            "space.toml",
+        )
+        .unwrap();
+        let q = PlanQuery {
+            demand_rps: 20.0,
+            headroom: 0.0,
+            attainment: 0.99,
+            tolerance: 0.05,
+            energy_usd_per_kwh: None,
+        };
+        let quiet = |_: usize, _: &Probe| {};
+        let cache = ProbeCache::default();
+        let plan = plan_deployment(
+            &text,
+            "q.toml",
+            &grid,
+            &q,
+            Shard::ALL,
+            None,
+            Some(&cache),
+            &quiet,
+        )
+        .unwrap();
+        let sized = plan.options.iter().filter(|o| o.fleet.is_some()).count();
+        assert_eq!(sized, 2, "{plan:?}");
+        let before = (cache.asked(), cache.simulated());
+        let runs = frontier_runs(&plan, Some(&cache), &quiet).unwrap();
+        assert_eq!(runs.points.len(), 2 * LOAD_FRACTIONS.len());
+        assert_eq!(
+            runs.axes,
+            ["hardware.preset", "fleet.replicas", "workload.rate"]
+        );
+        // Each option's point at the load it was sized for is the probe
+        // its count search ran: reused, not simulated again.
+        let asked = cache.asked() - before.0;
+        let simulated = cache.simulated() - before.1;
+        assert_eq!(asked, runs.points.len());
+        assert!(simulated <= asked - 2, "{simulated} of {asked}");
+        // The same points without the cache: the same figures.
+        let fresh = frontier_runs(&plan, None, &quiet).unwrap();
+        assert_eq!(fresh, runs);
+        // Ranked order, the cheapest first, its fleet at each load.
+        let best = plan.options[0].fleet.as_ref().unwrap();
+        assert_eq!(runs.points[0].values[1], serde_json::json!(best.replicas));
+        let rates: Vec<f64> = runs.points[..LOAD_FRACTIONS.len()]
+            .iter()
+            .map(|p| p.offered_rps.unwrap())
+            .collect();
+        assert_eq!(rates, LOAD_FRACTIONS.map(|s| 20.0 * s));
+        let f = crate::sweep::frontier::frontier(&runs, grid.objective.gpu_hour_usd.as_ref());
+        assert_eq!(f.configurations.len(), 2);
+        assert_eq!(f.curve_axes, ["hardware.preset"]);
+        assert_eq!(f.points.len(), runs.points.len());
+        // Brute force: a point is on a front iff no other point is at
+        // least as good on both and better on one.
+        let on = |xy: &[(f64, f64)]| -> Vec<bool> {
+            xy.iter()
+                .map(|&(a, b)| {
+                    !xy.iter()
+                        .any(|&(c, d)| c >= a && d >= b && (c > a || d > b))
+                })
+                .collect()
+        };
+        let inter: Vec<(f64, f64)> = f
+            .points
+            .iter()
+            .map(|p| (p.per_user.unwrap(), p.per_gpu))
+            .collect();
+        let ttft: Vec<(f64, f64)> = f
+            .points
+            .iter()
+            .map(|p| (-p.ttft_ms_p50.unwrap(), p.per_gpu))
+            .collect();
+        let got: Vec<bool> = f.points.iter().map(|p| p.on_interactivity_front).collect();
+        assert_eq!(got, on(&inter));
+        let got: Vec<bool> = f.points.iter().map(|p| p.on_ttft_front).collect();
+        assert_eq!(got, on(&ttft));
+        assert!(f.points.iter().any(|p| p.on_interactivity_front));
+        // Per-hardware prices: a cost per point, no single second scale.
+        assert!(f.points.iter().all(|p| p.usd_per_m.is_some()));
+        assert_eq!(f.usd_per_gpu_hour, None);
+    }
 }

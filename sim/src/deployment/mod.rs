@@ -663,9 +663,8 @@ pub fn exhaustive(
                 )
             }),
             rechecked: found.is_some(),
-            fleet: found.map(|(n, at)| {
-                sized(&s, n, p, at.attainment, at.goodput_rps, energy_of(&at, q))
-            }),
+            fleet: found
+                .map(|(n, at)| sized(&s, n, p, at.attainment, at.goodput_rps, energy_of(&at, q))),
         })
     };
     let results = options(&base, grid)?

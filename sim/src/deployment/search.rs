@@ -691,8 +691,17 @@ mod tests {
         let options = dir.path().join("options");
         let quiet = |_: usize, _: &Probe| {};
         let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
-        let whole =
-            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), None, &quiet).unwrap();
+        let whole = plan_deployment(
+            &text,
+            "q.toml",
+            &grid,
+            &q,
+            Shard::ALL,
+            Some(&c),
+            None,
+            &quiet,
+        )
+        .unwrap();
         let edits: [fn(&mut serde_json::Value); 3] = [
             |v| v["result"]["fleet"]["usd_per_month"] = 1.0.into(),
             |v| v["result"]["fleet"]["usd_per_month"] = (-5000.0).into(),
@@ -710,8 +719,17 @@ mod tests {
                 std::fs::write(&f, v.to_string()).unwrap();
             }
             let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
-            let resumed =
-                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), None, &quiet).unwrap();
+            let resumed = plan_deployment(
+                &text,
+                "q.toml",
+                &grid,
+                &q,
+                Shard::ALL,
+                Some(&c),
+                None,
+                &quiet,
+            )
+            .unwrap();
             assert_eq!(resumed, whole);
             resumed.check().unwrap();
         }
@@ -724,7 +742,8 @@ mod tests {
         let (text, grid) = inputs();
         let q = query();
         let quiet = |_: usize, _: &Probe| {};
-        let whole = plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, None, &quiet).unwrap();
+        let whole =
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, None, &quiet).unwrap();
         let part = |index| {
             let s = Shard { index, count: 2 };
             plan_deployment(&text, "q.toml", &grid, &q, s, None, None, &quiet).unwrap()
@@ -887,6 +906,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A price of electricity enters every option's cost and the bounds:
+    /// at none the cheap, slow A100s win; at $20 per kWh the H100, which
+    /// serves the demand on fewer GPUs drawing less energy in all, does —
+    /// the answer the exhaustive grid gives with the same price, and each
+    /// option's least cost stays below what it is found to cost.
+    #[test]
+    fn a_high_energy_price_can_change_the_chosen_option() {
+        let (text, _) = inputs();
+        let grid = Grid::from_toml_str(
+            "[objective]\ngpu_hour_usd = { \"h100-sxm\" = 2.49, \"a100-80gb\" = 0.40 }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\", \"a100-80gb\"]\n",
+            "space.toml",
+        )
+        .unwrap();
+        let quiet = |_: usize, _: &Probe| {};
+        let plan = |energy| {
+            let q = PlanQuery {
+                energy_usd_per_kwh: energy,
+                ..query()
+            };
+            let p = plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, None, &quiet)
+                .unwrap();
+            p.check().unwrap();
+            (q, p)
+        };
+        let (_, cheap) = plan(None);
+        assert_eq!(cheap.best, Some(1), "{cheap:?}");
+        let f = cheap.options[0].fleet.as_ref().unwrap();
+        assert_eq!(f.energy_usd_per_month, None);
+        let (q, dear) = plan(Some(20.0));
+        assert_eq!(dear.best, Some(0), "{dear:?}");
+        assert_eq!(dear.energy_usd_per_kwh, Some(20.0));
+        let base: toml::Table = text.parse().unwrap();
+        let space = options(&base, &grid).unwrap();
+        let price = price_of(&grid).unwrap();
+        for o in &dear.options {
+            let f = o.fleet.as_ref().unwrap();
+            let kwh = f.energy_kwh_per_month.unwrap();
+            let usd = f.energy_usd_per_month.unwrap();
+            assert!((usd - kwh * 20.0).abs() < 1e-6, "{f:?}");
+            let gpus = f.gpus as f64 * f.gpu_hour_usd * 730.0;
+            assert!((f.usd_per_month - gpus - usd).abs() < 1e-6, "{f:?}");
+            let (_, _, t) = space.iter().find(|(i, _, _)| *i == o.index).unwrap();
+            let (s, p) = resolve(t, "q.toml", price).unwrap();
+            let n = f.units.unwrap_or(f.replicas);
+            // Every GPU draws at least its idle power, whatever its load.
+            let idle = super::super::idle_w_per_count(&s).unwrap() * n as f64 * 0.73;
+            assert!(kwh >= idle, "{kwh} kWh below the idle {idle}");
+            assert!(super::super::least_usd(&s, n, p, &q) <= f.usd_per_month);
+        }
+        let all = super::super::exhaustive(&text, "q.toml", &grid, &q, 4).unwrap();
+        assert_eq!(all.best, dear.best);
+        // No board power, no energy price: such an option is pruned.
+        let spec = text.replace(
+            "[hardware]\npreset = \"h100-sxm\"",
+            "[hardware.spec]\nbf16_tflops = 900.0\nmemory_gib = 80.0\nmemory_bw_tbyte_s = 3.0\ninterconnect_gbyte_s = 400.0\ninterconnect_latency_us = 5.0\npcie_gbyte_s = 64.0",
+        );
+        assert_ne!(spec, text);
+        let flat = Grid::from_toml_str(
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"engine.max_num_seqs\" = [64]\n",
+            "s.toml",
+        )
+        .unwrap();
+        let p = plan_deployment(&spec, "q.toml", &flat, &q, Shard::ALL, None, None, &quiet);
+        let p = p.unwrap();
+        let why = p.options[0].pruned.as_deref().unwrap_or("");
+        assert!(why.contains("no board power (tdp_w)"), "{p:?}");
     }
 
     /// The throughput ceiling is a bound: no option the exhaustive grid

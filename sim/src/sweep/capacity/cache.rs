@@ -113,7 +113,7 @@ mod tests {
             assert_eq!(p.rate_rps, (i % 4) as f64);
         }
         // A failed probe is remembered as failed.
-        let e = cache.get_or_run("bad".into(), || Err(SweepError::new("no".into())));
+        let e = cache.get_or_run("bad".into(), || Err(SweepError::new("no")));
         assert!(e.is_err());
         let e = cache.get_or_run("bad".into(), || Ok(probe(9.0)));
         assert_eq!(e.unwrap_err().0, "no");

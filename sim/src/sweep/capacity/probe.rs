@@ -214,7 +214,11 @@ impl<'a> Prober<'a> {
             // The scenario as the probe runs it, and the target it is
             // judged against, are everything its result depends on.
             Some(c) => {
-                let key = format!("{}\n{}", self.target, toml::to_string(&t).unwrap_or_default());
+                let key = format!(
+                    "{}\n{}",
+                    self.target,
+                    toml::to_string(&t).unwrap_or_default()
+                );
                 c.get_or_run(key, simulate)?
             }
             None => simulate()?,
