@@ -22,6 +22,7 @@ pub type Found = (u32, Probe, Option<Probe>);
 /// more) is simulated and misses the SLOs: the fleet needs more than
 /// `within`, and the find is `None` (a plan passes the most replicas at
 /// which an option could still be the cheapest).
+#[allow(clippy::too_many_arguments)]
 pub fn size_short(
     scenario_toml: &str,
     origin: &str,
@@ -78,6 +79,7 @@ pub fn verify_long(
 /// One probe of `count` replicas (units with pools) at `rate` with the
 /// scenario's horizon sized for the fleet, as the searches run it (a
 /// plan's frontier runs its load points so), through `cache`.
+#[allow(clippy::too_many_arguments)]
 pub fn probe_at(
     scenario_toml: &str,
     origin: &str,
