@@ -522,7 +522,8 @@ fn energy_of(at: &Probe, q: &PlanQuery) -> Option<(f64, f64)> {
 /// power.
 fn idle_w_per_count(s: &Scenario) -> Option<f64> {
     let idle = |r: &Scenario| r.hardware.power_w().map(|(_, idle)| idle);
-    let moves = |r: &Scenario| r.file.lifecycle.is_some() || r.file.autoscale.is_some();
+    // Whether replicas come and go, as the scenario file states it.
+    let moves = |s: &Scenario| s.file.lifecycle.is_some() || s.file.autoscale.is_some();
     let w = if s.pools.is_empty() {
         capacity::gpus_per_unit(s) as f64 * idle(s)?
     } else {
