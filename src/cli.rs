@@ -554,9 +554,9 @@ pub struct PlanArgs {
     /// sglang, kubernetes, dynamo or all (comma-separated; see docs/deploy.md).
     #[arg(long, value_name = "FORMAT", value_delimiter = ',')]
     pub emit: Vec<EmitFormat>,
-    /// Price of electricity, US dollars per kWh: the cheapest option's fleet
-    /// is simulated at the demand and its GPUs' energy added to its cost
-    /// (no price is assumed).
+    /// Price of electricity, US dollars per kWh: every option's cost is its
+    /// GPUs plus their energy at the demand, and the options are ranked by
+    /// that (no price is assumed).
     #[arg(long, value_name = "USD", value_parser = ranges::ENERGY_PRICE, allow_negative_numbers = true)]
     pub energy_price_kwh: Option<f64>,
     /// Carbon intensity of the electricity, grams of CO2 per kWh: the

@@ -6,10 +6,11 @@
 
 use crate::cli::{PlanAction, PlanArgs};
 use anyhow::{bail, Context, Result};
+use sim::deployment::frontier::{frontier_runs, FRONTIER_OPTIONS, LOAD_FRACTIONS};
 use sim::deployment::{
     check_space, estimate, exhaustive, merge, plan_deployment, DeployPlan, PlanQuery, StagedOption,
 };
-use sim::sweep::capacity::Probe;
+use sim::sweep::capacity::{Probe, ProbeCache};
 use sim::sweep::checkpoint::Checkpoint;
 use sim::sweep::{Grid, Shard};
 use sim::Scenario;
@@ -50,6 +51,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
         headroom: args.headroom / 100.0,
         attainment: args.attainment,
         tolerance: args.tolerance,
+        energy_usd_per_kwh: args.energy_price_kwh,
     };
     // Before the output folder is locked or a checkpoint opened.
     q.check()?;
@@ -80,16 +82,20 @@ pub fn run(args: PlanArgs) -> Result<()> {
     let lock = sim::output::OutputLock::acquire(&out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     let started = std::time::Instant::now();
+    let cache = ProbeCache::default();
     let (plan, checkpoint) = match args.exhaustive {
         Some(0) => bail!("--exhaustive must be at least 1"),
         Some(n) => (exhaustive(&text, &origin, &grid, &q, n)?, None),
         None => {
             // The checkpoint's identity holds everything the options'
             // results depend on besides the two files.
-            let query = format!(
+            let mut query = format!(
                 "demand {} headroom {} attainment {} tolerance {} shard {shard}",
                 q.demand_rps, q.headroom, q.attainment, q.tolerance
             );
+            if let Some(p) = q.energy_usd_per_kwh {
+                query.push_str(&format!(" energy {p}"));
+            }
             let checkpoint: Checkpoint<StagedOption> =
                 Checkpoint::open_in(&out.join(OPTIONS_DIR), &text, &grid.text, &query)?;
             if !checkpoint.done.is_empty() {
@@ -99,13 +105,29 @@ pub fn run(args: PlanArgs) -> Result<()> {
                     out.join(OPTIONS_DIR).display()
                 );
             }
-            let plan = plan_deployment(&text, &origin, &grid, &q, shard, Some(&checkpoint), &log)?;
+            let plan = plan_deployment(
+                &text,
+                &origin,
+                &grid,
+                &q,
+                shard,
+                Some(&checkpoint),
+                Some(&cache),
+                &log,
+            )?;
             (plan, Some(checkpoint))
         }
     };
     let wall = started.elapsed().as_secs_f64();
     refuse_all_invalid(&plan, &grid.origin)?;
+    let ran = cache.simulated();
+    let frontier = (shard == Shard::ALL)
+        .then(|| frontier_runs(&plan, Some(&cache), &log))
+        .transpose()?;
     write(&out, &plan)?;
+    if let Some(f) = &frontier {
+        write_frontier(&out, f)?;
+    }
     // The checkpoint goes only once the plan it holds is written.
     if let Some(c) = checkpoint {
         c.finish();
@@ -113,11 +135,22 @@ pub fn run(args: PlanArgs) -> Result<()> {
     drop(lock);
     print(&plan);
     outln!(
-        "{} simulations ({} measuring the cheapest option's headroom) in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
-        plan.simulations,
+        "{} simulations ({} measuring the cheapest option's headroom{}) in {wall:.1} s wall; results: {}/{{plan.json,plan.csv}}",
+        plan.simulations - plan.simulations_reused,
         plan.headroom_simulations,
+        if plan.simulations_reused > 0 {
+            format!(
+                "; {} more probes reused a run another search had made",
+                plan.simulations_reused
+            )
+        } else {
+            String::new()
+        },
         out.display()
     );
+    if let Some(f) = &frontier {
+        print_frontier(f, cache.simulated() - ran, &out);
+    }
     if let Some(s) = plan.shard {
         outln!(
             "this is shard {s}: the cheapest option of the whole space and its headroom come from `servesim plan merge` over every shard's folder"
@@ -190,7 +223,9 @@ fn chosen(
             .iter()
             .find(|o| Some(o.index) == plan.best)
             .and_then(|o| o.fleet.as_ref())
-            .map_or(0.0, |f| f.usd_per_month);
+            .map_or(0.0, |f| {
+                f.usd_per_month - f.energy_usd_per_month.unwrap_or(0.0)
+            });
         crate::deploy::energy(&s, gpu_usd, price, carbon, out)?;
     }
     Ok(())
@@ -235,7 +270,9 @@ fn merge_shards(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
     let started = std::time::Instant::now();
     let plan = merge(parts, &names, &log)?;
     let wall = started.elapsed().as_secs_f64();
+    let frontier = frontier_runs(&plan, None, &log)?;
     write(out, &plan)?;
+    write_frontier(out, &frontier)?;
     drop(lock);
     print(&plan);
     outln!(
@@ -245,10 +282,47 @@ fn merge_shards(dirs: &[PathBuf], out: &Path, report: bool) -> Result<()> {
         plan.headroom_simulations,
         out.display()
     );
+    print_frontier(&frontier, frontier.points.len(), out);
     if report {
         crate::write_report(out)?;
     }
     Ok(())
+}
+
+/// Writes the frontier's runs (`frontier.json`, the shape of a sweep's
+/// results) and its chart's figures (`frontier.csv`), each whole.
+fn write_frontier(out: &Path, runs: &sim::sweep::SweepResults) -> Result<()> {
+    let price = sim::sweep::Grid::from_toml_str(&runs.grid_toml, "space")?
+        .objective
+        .gpu_hour_usd;
+    let f = sim::sweep::frontier::frontier(runs, price.as_ref());
+    let mut json = serde_json::to_string_pretty(runs)?;
+    json.push('\n');
+    sim::output::write_bytes_atomic(&out.join("frontier.json"), json.as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    f.write(out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(())
+}
+
+/// The frontier's runs, in a line: its load points, and how many of
+/// them were simulated for it (the rest reused the plan's runs).
+fn print_frontier(f: &sim::sweep::SweepResults, simulated: usize, out: &Path) {
+    if f.points.is_empty() {
+        return;
+    }
+    outln!(
+        "frontier: the {} cheapest option(s) (at most {FRONTIER_OPTIONS}) with their sized fleets at {} of the load sized for: {} load points, {simulated} simulated for it, {} reused from the plan's runs; {}/{{frontier.csv,frontier.json}}",
+        f.points.len() / LOAD_FRACTIONS.len(),
+        LOAD_FRACTIONS
+            .iter()
+            .map(|s| format!("{:.0} %", s * 100.0))
+            .collect::<Vec<_>>()
+            .join(", "),
+        f.points.len(),
+        f.points.len().saturating_sub(simulated),
+        out.display()
+    );
 }
 
 fn csv_cell(s: &str) -> String {

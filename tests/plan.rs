@@ -145,6 +145,40 @@ fn plan_equals_the_exhaustive_grid_from_fewer_runs() {
     let (sized, pruned) = answer(&searched);
     assert_eq!(sized.len(), 3, "{sized:?}");
     assert_eq!(pruned.len(), 5, "{pruned:?}");
+    // The throughput–interactivity frontier of the three cheapest options,
+    // each at five loads: as CSV, as the runs behind it, and in the report
+    // as the two charts a sweep draws.
+    let csv = read(&tmp.path().join("plan/frontier.csv"));
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(
+        rows[0].starts_with("point,configuration,load,gpus,"),
+        "{csv}"
+    );
+    assert_eq!(rows.len(), 1 + 3 * 5, "{csv}");
+    assert!(
+        rows[1].contains("hardware.preset = \"\"h100-sxm\"\""),
+        "{csv}"
+    );
+    // The last column (settings) is quoted and holds commas; the two
+    // before it are the frontier marks.
+    let on_front = |col: usize| {
+        rows[1..]
+            .iter()
+            .filter(|r| {
+                let head = &r[..r.rfind(",\"").unwrap()];
+                head.split(',').rev().nth(col) == Some("1")
+            })
+            .count()
+    };
+    assert!(
+        on_front(1) >= 1,
+        "no point on the interactivity frontier: {csv}"
+    );
+    assert!(on_front(0) >= 1, "no point on the TTFT frontier: {csv}");
+    let runs: Value = serde_json::from_str(&read(&tmp.path().join("plan/frontier.json"))).unwrap();
+    assert_eq!(runs["points"].as_array().unwrap().len(), 15);
+    assert!(html.contains("frontier-interactivity") && html.contains("frontier-ttft"));
+    assert!(html.contains("tokens/s per user"), "no interactivity axis");
     // Ranked by cost: H100 first at these prices, and each option's price
     // is its own hardware's.
     let first = &searched["options"][0];

@@ -1,7 +1,8 @@
 //! The report of `servesim plan` (`plan.json`): the ranked options with
 //! their fleets and costs, a chart of the sized options' monthly cost (each
-//! bar's settings, fleet and SLO attainment on hover), and the pruned
-//! options with the reason each lost.
+//! bar's settings, fleet and SLO attainment on hover), the
+//! throughput–interactivity frontier of the cheapest options, and the
+//! pruned options with the reason each lost.
 
 use crate::chart::{self, BarPlot, Chart, GREY, PALETTE};
 use crate::document::Section;
@@ -23,7 +24,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     ));
     let sized: Vec<_> = p.options.iter().filter(|o| o.fleet.is_some()).collect();
     sec.para(format!(
-        "The cheapest deployment meeting the scenario's SLOs for at least {:.1} % of requests at {} requests/s{}, over {} options of the space ({} sized, {} pruned); {} simulations{}. A cost marked ≥ is an option checked by short runs only: its count is a lower bound, already dearer than the cheapest option checked with a long run.",
+        "The cheapest deployment meeting the scenario's SLOs for at least {:.1} % of requests at {} requests/s{}, over {} options of the space ({} sized, {} pruned); {} simulations{}{}. A cost marked ≥ is an option checked by short runs only: its count is a lower bound, already dearer than the cheapest option checked with a long run.",
         p.attainment_target * 100.0,
         sim::sig_figs::rate(p.demand_rps),
         if p.headroom > 0.0 {
@@ -34,12 +35,25 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
         p.options.len(),
         sized.len(),
         p.options.len() - sized.len(),
-        p.simulations,
+        p.simulations - p.simulations_reused,
+        if p.simulations_reused > 0 {
+            format!(
+                " ({} more probes reused a run another search had made)",
+                p.simulations_reused
+            )
+        } else {
+            String::new()
+        },
         match p.shard {
             Some(s) => format!(" (shard {s}: merge every shard for the whole space's answer)"),
             None => String::new(),
         }
     ));
+    if let Some(kwh) = p.energy_usd_per_kwh {
+        sec.para(format!(
+            "Each option's monthly cost is its GPUs and their energy at ${kwh} per kWh: its fleet's mean power over the run that sized it, for 730 hours."
+        ));
+    }
     let rows = sized
         .iter()
         .enumerate()
@@ -89,6 +103,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
     if !sized.is_empty() {
         sec.figure(chart::render(&cost_chart(&p), charts)?);
     }
+    frontier(dir, &mut sec, charts)?;
     let pruned: Vec<Vec<String>> = p
         .options
         .iter()
@@ -105,6 +120,37 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
         sec.table(&["pruned option", "simulations", "why it lost"], pruned);
     }
     Ok(sec)
+}
+
+/// The throughput–interactivity frontier of the cheapest options
+/// (`frontier.json`, written by `servesim plan`), drawn as a sweep's is.
+fn frontier(dir: &Path, sec: &mut Section, charts: &Path) -> Result<(), String> {
+    let path = dir.join("frontier.json");
+    if !path.exists() {
+        return Ok(());
+    }
+    let r = sim::sweep::SweepResults::read(&path).map_err(|e| e.0)?;
+    let grid =
+        sim::sweep::Grid::from_toml_str(&r.grid_toml, &format!("{} (space)", path.display()))
+            .map_err(|e| e.0)?;
+    let f = sim::sweep::frontier::frontier(&r, grid.objective.gpu_hour_usd.as_ref());
+    if f.points.is_empty() {
+        return Ok(());
+    }
+    sec.para(format!(
+        "The cheapest {} option(s), each with its sized fleet at {} of the load it was sized for (the point at the full load is the plan's own run). {}",
+        f.configurations.len(),
+        sim::deployment::frontier::LOAD_FRACTIONS
+            .iter()
+            .map(|s| format!("{:.0} %", s * 100.0))
+            .collect::<Vec<_>>()
+            .join(", "),
+        crate::sweep_report::frontier_text(&f)
+    ));
+    for c in crate::sweep_report::frontier_charts(&f) {
+        sec.figure(chart::render(&c, charts)?);
+    }
+    Ok(())
 }
 
 /// Monthly cost of every sized option, in rank order; the cheapest in the
@@ -185,6 +231,8 @@ mod tests {
                 goodput_rps_per_gpu: 10.0,
                 headroom: None,
                 max_load_rps: None,
+                energy_kwh_per_month: None,
+                energy_usd_per_month: None,
             }),
             pruned: None,
             rechecked,
@@ -210,6 +258,8 @@ mod tests {
             best: Some(1),
             simulations: 30,
             headroom_simulations: 0,
+            simulations_reused: 0,
+            energy_usd_per_kwh: None,
             inputs: PlanInputs {
                 scenario_toml: String::new(),
                 scenario_origin: "q.toml".into(),

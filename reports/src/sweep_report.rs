@@ -104,7 +104,7 @@ pub fn section(dir: &Path, charts: &Path) -> Result<Section, String> {
 }
 
 /// What the frontier charts show, in words.
-fn frontier_text(f: &Frontier) -> String {
+pub(crate) fn frontier_text(f: &Frontier) -> String {
     let on = |pick: fn(&FrontierPoint) -> bool| f.points.iter().filter(|p| pick(p)).count();
     let cost = match f.usd_per_gpu_hour {
         Some(p) => format!(
@@ -128,7 +128,7 @@ fn frontier_text(f: &Frontier) -> String {
 }
 
 /// Per-GPU throughput against per-user rate and against median TTFT.
-fn frontier_charts(f: &Frontier) -> Vec<Chart> {
+pub(crate) fn frontier_charts(f: &Frontier) -> Vec<Chart> {
     type Axis = (
         &'static str,
         &'static str,
@@ -178,6 +178,10 @@ fn frontier_charts(f: &Frontier) -> Vec<Chart> {
                 },
                 if f.curve_axes.is_empty() {
                     String::new()
+                } else if f.curve_axes.len() > 3 {
+                    // Past three keys the title would not fit: the legend
+                    // and each point's details name the settings.
+                    " — a curve per configuration".to_string()
                 } else {
                     let keys: Vec<&str> = f
                         .curve_axes

@@ -454,6 +454,8 @@ fn probe(replicas: u32, rate: f64, meets: bool) -> Probe {
         percentiles_met: None,
         meets_slo: meets,
         missed: String::new(),
+        figures: None,
+        reused: false,
     }
 }
 
@@ -471,6 +473,8 @@ fn result_files() -> [(&'static str, serde_json::Value); 3] {
         goodput_rps_per_gpu: 14.9,
         headroom: Some(0.6),
         max_load_rps: Some(48.0),
+        energy_kwh_per_month: None,
+        energy_usd_per_month: None,
     };
     let plan = DeployPlan {
         format: sim::deployment::FORMAT.into(),
@@ -503,6 +507,8 @@ fn result_files() -> [(&'static str, serde_json::Value); 3] {
         best: Some(1),
         simulations: 23,
         headroom_simulations: 9,
+        simulations_reused: 0,
+        energy_usd_per_kwh: None,
         inputs: PlanInputs {
             scenario_toml: "name = \"q\"".into(),
             scenario_origin: "q.toml".into(),

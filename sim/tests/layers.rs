@@ -430,6 +430,7 @@ const FILE_READS: &[(&str, usize)] = &[
     ("cluster/fleet.rs", 7),
     ("cluster/routing.rs", 1),
     ("deployment/bound.rs", 4),
+    ("deployment/mod.rs", 2),
     ("deployment/search.rs", 1),
     ("emit/dynamo.rs", 2),
     ("emit/engine_args.rs", 3),

@@ -53,6 +53,7 @@ pub fn merge(
     let grid = Grid::from_toml_str(&inputs.space_toml, &inputs.space_origin)?;
     let space = options(&base, &grid)?;
     let price = price_of(&grid)?;
+    let reused: usize = parts.iter().map(|p| p.simulations_reused).sum();
     let mut all: Vec<OptionResult> = Vec::new();
     for (i, p) in parts.into_iter().enumerate() {
         let shard = p.shard.expect("checked: every part is a shard");
@@ -73,6 +74,7 @@ pub fn merge(
     }
     all.sort_by_key(|o| o.index);
     let mut plan = finish(&scenario, &q, inputs.clone(), all);
+    plan.simulations_reused = reused;
     let texts = space
         .into_iter()
         .map(|(i, _, t)| {
@@ -81,7 +83,14 @@ pub fn merge(
                 .map_err(|e| SweepError::new(e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    measure_headroom(&mut plan, &texts, &inputs.scenario_origin, &q, on_probe)?;
+    measure_headroom(
+        &mut plan,
+        &texts,
+        &inputs.scenario_origin,
+        &q,
+        None,
+        on_probe,
+    )?;
     // The winner's fleet measured again: a count edited below what the
     // demand needs shows as a highest sustained load short of it. The
     // margin is the rate search's precision twice over plus a tenth for

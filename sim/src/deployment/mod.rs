@@ -31,6 +31,7 @@
 //! the same answer from far fewer simulations is the point of the search.
 
 pub mod bound;
+pub mod frontier;
 pub mod merge;
 mod read_back;
 pub mod search;
@@ -39,7 +40,7 @@ pub use merge::merge;
 pub use search::{plan_deployment, StagedOption};
 
 use crate::config::keypath;
-use crate::sweep::capacity::{self, FleetUnit, HOURS_PER_MONTH};
+use crate::sweep::capacity::{self, FleetUnit, Probe, HOURS_PER_MONTH};
 use crate::sweep::grid::{AxisValues, Grid, SampleKind};
 use crate::sweep::objective::GpuHourPrice;
 use crate::sweep::{checked, sample};
@@ -53,6 +54,9 @@ const LIGHT_LOAD_DIVISOR: f64 = 1000.0;
 /// How the reason of an option the bounds ruled out begins: its least
 /// cost is above the cheapest option's, so it was not simulated.
 pub const CANNOT_WIN: &str = "cannot beat the cheapest";
+
+/// The highest price of electricity a plan takes, US dollars per kWh.
+pub const MAX_ENERGY_USD_PER_KWH: f64 = 100.0;
 
 /// Format tag of `plan.json`.
 pub const FORMAT: &str = "servesim-plan/2";
@@ -68,6 +72,10 @@ pub struct PlanQuery {
     pub attainment: f64,
     /// Relative precision of the one-replica rate search.
     pub tolerance: f64,
+    /// A stated price of electricity, US dollars per kWh: an option's
+    /// monthly cost is then its GPUs and their energy at the demand. None
+    /// is assumed.
+    pub energy_usd_per_kwh: Option<f64>,
 }
 
 impl PlanQuery {
@@ -79,6 +87,13 @@ impl PlanQuery {
     /// Refuses a demand, headroom, attainment or tolerance the capacity
     /// search would refuse (a tolerance of 0 would bisect forever).
     pub fn check(&self) -> Result<(), SweepError> {
+        if let Some(p) = self.energy_usd_per_kwh {
+            if !(p.is_finite() && p > 0.0 && p <= MAX_ENERGY_USD_PER_KWH) {
+                return Err(SweepError::new(format!(
+                    "--energy-price-kwh must be in (0, {MAX_ENERGY_USD_PER_KWH}] US dollars per kWh, got {p}"
+                )));
+            }
+        }
         capacity::check_query(&capacity::CapacityQuery {
             attainment: self.attainment,
             replicas: 1,
@@ -132,8 +147,15 @@ pub struct SizedFleet {
     /// Per GPU-hour; with pools on different hardware, the mean over the
     /// unit's GPUs of each pool's price.
     pub gpu_hour_usd: f64,
-    /// gpus × price × 730 h.
+    /// gpus × price × 730 h, plus `energy_usd_per_month` with an energy
+    /// price.
     pub usd_per_month: f64,
+    /// With an energy price: the fleet's energy a month at the demand, kWh
+    /// (its mean power over the run that sized it, for 730 h), and its cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_kwh_per_month: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_usd_per_month: Option<f64>,
     /// SLO attainment of the long re-check at the demand (with headroom).
     pub attainment: f64,
     /// Good requests per second per GPU in that run.
@@ -195,7 +217,18 @@ pub struct DeployPlan {
     /// sized and pruned the options).
     #[serde(default)]
     pub headroom_simulations: usize,
+    /// Of `simulations`, those another search of the plan had already run
+    /// with the same scenario, fleet and load (reused, not simulated again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub simulations_reused: usize,
+    /// The stated price of electricity its costs include, $ per kWh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_usd_per_kwh: Option<f64>,
     pub inputs: PlanInputs,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl DeployPlan {
@@ -206,6 +239,7 @@ impl DeployPlan {
             headroom: self.headroom,
             attainment: self.attainment_target,
             tolerance: self.tolerance,
+            energy_usd_per_kwh: self.energy_usd_per_kwh,
         }
     }
 }
@@ -392,6 +426,15 @@ fn price_of(grid: &Grid) -> Result<&GpuHourPrice, SweepError> {
     })
 }
 
+/// Why an option's energy cannot be priced under `q`, if so: a chip
+/// without a board power (TDP).
+fn unpriced_energy(s: &Scenario, q: &PlanQuery) -> Option<String> {
+    q.energy_usd_per_kwh?;
+    idle_w_per_count(s).is_none().then(|| {
+        "its hardware has no board power (tdp_w), so its energy cannot be priced at --energy-price-kwh; give [hardware.spec] tdp_w".to_string()
+    })
+}
+
 /// A validated option and its price per GPU-hour, or why it is pruned.
 /// With pools the price is the mean over one unit's GPUs of each pool's
 /// hardware price, so GPUs × price is the unit's cost.
@@ -422,8 +465,16 @@ fn resolve(
     Ok((s, p))
 }
 
-/// The sized fleet of `n` counts (replicas, or units with pools).
-fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) -> SizedFleet {
+/// The sized fleet of `n` counts (replicas, or units with pools); with
+/// `energy` (kWh a month, $ per kWh) its energy is part of its cost.
+fn sized(
+    s: &Scenario,
+    n: u32,
+    price: f64,
+    attainment: f64,
+    goodput_rps: f64,
+    energy: Option<(f64, f64)>,
+) -> SizedFleet {
     let unit = FleetUnit::of(s);
     let per = unit
         .as_ref()
@@ -436,12 +487,67 @@ fn sized(s: &Scenario, n: u32, price: f64, attainment: f64, goodput_rps: f64) ->
         units: unit.as_ref().map(|_| n),
         gpus,
         gpu_hour_usd: price,
-        usd_per_month: gpus as f64 * price * HOURS_PER_MONTH,
+        usd_per_month: gpus as f64 * price * HOURS_PER_MONTH
+            + energy.map_or(0.0, |(kwh, usd)| kwh * usd),
+        energy_kwh_per_month: energy.map(|(kwh, _)| kwh),
+        energy_usd_per_month: energy.map(|(kwh, usd)| kwh * usd),
         attainment,
         goodput_rps_per_gpu: goodput_rps / gpus.max(1) as f64,
         headroom: None,
         max_load_rps: None,
     }
+}
+
+/// A probe's fleet's energy a month, kWh: its mean power over the run
+/// for 730 hours (none when its hardware has no board power).
+fn monthly_kwh(p: &Probe) -> Option<f64> {
+    let w = p
+        .figures
+        .as_ref()?
+        .pointer("/energy/fleet_avg_power_w")?
+        .as_f64()?;
+    Some(w * HOURS_PER_MONTH / 1000.0)
+}
+
+/// The energy a fleet sized by the probe `at` is charged under `q`.
+fn energy_of(at: &Probe, q: &PlanQuery) -> Option<(f64, f64)> {
+    Some((monthly_kwh(at)?, q.energy_usd_per_kwh?))
+}
+
+/// The least power one count (a replica, or a unit of pools) draws, W:
+/// every GPU at its idle figure, as the power model of `energy` has it
+/// draw at least that whenever it is powered. Zero for fleets whose
+/// replicas come and go (a life cycle or an autoscaler), which may be
+/// powered less than the whole month; `None` when a chip has no board
+/// power.
+fn idle_w_per_count(s: &Scenario) -> Option<f64> {
+    let idle = |r: &Scenario| r.hardware.power_w().map(|(_, idle)| idle);
+    // Whether replicas come and go, as the scenario file states it.
+    let moves = |s: &Scenario| s.file.lifecycle.is_some() || s.file.autoscale.is_some();
+    let w = if s.pools.is_empty() {
+        capacity::gpus_per_unit(s) as f64 * idle(s)?
+    } else {
+        let mut w = 0.0;
+        for p in &s.pools {
+            w += p.replicas as f64 * p.scenario.parallel.gpus() as f64 * idle(&p.scenario)?;
+        }
+        w
+    };
+    let moving = moves(s) || s.pools.iter().any(|p| moves(&p.scenario));
+    Some(if moving { 0.0 } else { w })
+}
+
+/// The least `n` counts of the option `s` can cost a month: their GPUs at
+/// `price`, and with an energy price every GPU's idle power at least. A
+/// fleet meeting the SLOs with `n` or more counts costs no less, whatever
+/// its load keeps it busy, so the bounds stay bounds with energy in the
+/// cost.
+fn least_usd(s: &Scenario, n: u32, price: f64, q: &PlanQuery) -> f64 {
+    let gpus = sized(s, n, price, 0.0, 0.0, None).usd_per_month;
+    let energy = q.energy_usd_per_kwh.map_or(0.0, |usd| {
+        idle_w_per_count(s).unwrap_or(0.0) * n as f64 * HOURS_PER_MONTH / 1000.0 * usd
+    });
+    gpus + energy
 }
 
 /// Ranks sized options cheapest first (then fewer GPUs, then space order),
@@ -485,6 +591,8 @@ fn finish(
             .map(|o| o.index),
         simulations: options.iter().map(|o| o.simulations).sum(),
         headroom_simulations: 0,
+        simulations_reused: 0,
+        energy_usd_per_kwh: q.energy_usd_per_kwh,
         inputs,
         options,
     }
@@ -518,6 +626,10 @@ pub fn exhaustive(
                 return Ok(OptionResult::pruned(index, settings, hardware, 0, why))
             }
         };
+        if let Some(why) = unpriced_energy(&s, q) {
+            let hw = Some(s.hardware.name.clone());
+            return Ok(OptionResult::pruned(index, settings, hw, 0, why));
+        }
         let text = toml::to_string(&t).map_err(|e| SweepError::new(e.to_string()))?;
         let mut runs = 0;
         let mut found = None;
@@ -552,7 +664,8 @@ pub fn exhaustive(
                 )
             }),
             rechecked: found.is_some(),
-            fleet: found.map(|(n, at)| sized(&s, n, p, at.attainment, at.goodput_rps)),
+            fleet: found
+                .map(|(n, at)| sized(&s, n, p, at.attainment, at.goodput_rps, energy_of(&at, q))),
         })
     };
     let results = options(&base, grid)?
@@ -615,12 +728,29 @@ fn rederive(
         ));
     }
     let n = f.units.unwrap_or(f.replicas);
+    let energy = match (q.energy_usd_per_kwh, f.energy_kwh_per_month) {
+        (None, None) => None,
+        (Some(usd), Some(kwh)) if kwh.is_finite() && kwh >= 0.0 => Some((kwh, usd)),
+        (Some(_), _) => {
+            return Err(format!(
+                "option {}: fleet.energy_kwh_per_month is missing or invalid, but the plan prices energy",
+                o.index
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "option {}: fleet.energy_kwh_per_month is given, but the plan prices no energy",
+                o.index
+            ))
+        }
+    };
     let want = sized(
         &s,
         n,
         p,
         f.attainment,
         f.goodput_rps_per_gpu * f.gpus as f64,
+        energy,
     );
     let differs = [
         ("replicas", want.replicas != f.replicas),
@@ -631,6 +761,13 @@ fn rederive(
         ("unit", want.unit != f.unit || want.units != f.units),
         ("gpus", want.gpus != f.gpus),
         ("gpu_hour_usd", want.gpu_hour_usd != f.gpu_hour_usd),
+        (
+            "energy_usd_per_month",
+            match (want.energy_usd_per_month, f.energy_usd_per_month) {
+                (Some(a), Some(b)) => (a - b).abs() > 1e-9 * a.max(1.0),
+                (a, b) => a.is_some() != b.is_some(),
+            },
+        ),
         (
             "usd_per_month",
             (want.usd_per_month - f.usd_per_month).abs() > 1e-9 * want.usd_per_month.max(1.0),

@@ -24,10 +24,17 @@ impl SizedFleet {
                 self.gpus, n, self.gpus_per_replica
             ));
         }
-        let want = self.gpus as f64 * self.gpu_hour_usd * HOURS_PER_MONTH;
+        if let Some(e) = self.energy_usd_per_month {
+            non_negative("energy_usd_per_month", e)?;
+        }
+        if let Some(k) = self.energy_kwh_per_month {
+            non_negative("energy_kwh_per_month", k)?;
+        }
+        let energy = self.energy_usd_per_month.unwrap_or(0.0);
+        let want = self.gpus as f64 * self.gpu_hour_usd * HOURS_PER_MONTH + energy;
         if !same(self.usd_per_month, want) {
             return Err(format!(
-                "usd_per_month {} is not gpus × gpu_hour_usd × {HOURS_PER_MONTH} h = {want}",
+                "usd_per_month {} is not gpus × gpu_hour_usd × {HOURS_PER_MONTH} h + energy_usd_per_month = {want}",
                 self.usd_per_month
             ));
         }
@@ -116,6 +123,12 @@ impl DeployPlan {
                 "simulations {} is not the options' sum ({})",
                 self.simulations,
                 sims.map_or("past any count".to_string(), |n| n.to_string())
+            ));
+        }
+        if self.simulations_reused > self.simulations {
+            return Err(format!(
+                "simulations_reused {} is more than the {} simulations",
+                self.simulations_reused, self.simulations
             ));
         }
         Ok(())

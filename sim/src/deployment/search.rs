@@ -26,10 +26,12 @@
 
 use super::bound::{self, OptionBound};
 use super::{
-    finish, options, price_of, rederive, resolve, sized, DeployPlan, OptionResult, PlanInputs,
-    PlanQuery, CANNOT_WIN, LIGHT_LOAD_DIVISOR,
+    energy_of, finish, least_usd, options, price_of, rederive, resolve, sized, unpriced_energy,
+    DeployPlan, OptionResult, PlanInputs, PlanQuery, CANNOT_WIN, LIGHT_LOAD_DIVISOR,
 };
-use crate::sweep::capacity::{self, plan_capacity, CapacityQuery, FleetUnit, Found, Probe};
+use crate::sweep::capacity::{
+    self, plan_capacity_with, CapacityQuery, FleetUnit, Found, Probe, ProbeCache,
+};
 use crate::sweep::checkpoint::{Checkpoint, Checkpointed};
 use crate::sweep::{Grid, Shard, SweepError};
 use crate::Scenario;
@@ -45,6 +47,11 @@ pub struct StagedOption {
     pub result: OptionResult,
     /// The short search's find, while the option is sized.
     pub found: Option<Found>,
+    /// With an energy price: the least its short count can cost (its GPUs
+    /// and their idle power), the bound the long stage ranks it by. The
+    /// measured energy of a short run is no bound on a long run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub least_usd: Option<f64>,
 }
 
 impl Checkpointed for StagedOption {
@@ -57,6 +64,12 @@ impl StagedOption {
     /// The monthly cost of its fleet so far (a lower bound until re-checked).
     fn cost(&self) -> Option<f64> {
         self.result.fleet.as_ref().map(|f| f.usd_per_month)
+    }
+
+    /// The least its fleet can cost once re-checked: the short count's
+    /// cost, or with an energy price its GPUs and idle power.
+    fn bound(&self) -> Option<f64> {
+        self.least_usd.or_else(|| self.cost())
     }
 
     /// Waiting for the long re-check.
@@ -98,7 +111,11 @@ fn candidates(
 /// as it finishes with its option's index (from several threads);
 /// `checkpoint` keeps every option's stages and supplies those an earlier
 /// run finished. A whole plan (`Shard::ALL`) also measures its winner's
-/// headroom; a shard leaves that to [`super::merge`].
+/// headroom; a shard leaves that to [`super::merge`]. With `cache`, every
+/// probe the searches ask for twice (the same option scaled to the same
+/// fleet at the same load) is simulated once; `simulations_reused` counts
+/// the others.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_deployment(
     scenario_toml: &str,
     origin: &str,
@@ -106,8 +123,10 @@ pub fn plan_deployment(
     q: &PlanQuery,
     shard: Shard,
     checkpoint: Option<&Checkpoint<StagedOption>>,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<DeployPlan, SweepError> {
+    let reused_before = cache.map_or(0, |c| c.asked() - c.simulated());
     q.check()?;
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
     if base_scenario.file.slo.is_none() {
@@ -136,15 +155,15 @@ pub fn plan_deployment(
         consistent.then(|| StagedOption {
             result,
             found: done.found.clone(),
+            least_usd: done.least_usd,
         })
     };
 
     // Every option resolved and bounded first (no simulation): the pruned
     // ones settle here, the rest wait in order of the least they can cost.
-    let rate = q.sized_for_rps();
     let prepared = cands
         .par_iter()
-        .map(|c| prepare(c, origin, price, rate))
+        .map(|c| prepare(c, origin, price, q))
         .collect::<Vec<_>>();
     let mut staged: Vec<Option<StagedOption>> = Vec::with_capacity(cands.len());
     let mut order = Vec::new();
@@ -182,7 +201,7 @@ pub fn plan_deployment(
                 if let Some(done) = reuse(c) {
                     return Ok(done);
                 }
-                let st = short_stage(c, origin, price, q, best, on_probe)?;
+                let st = short_stage(c, origin, price, q, best, cache, on_probe)?;
                 save(&st)?;
                 Ok(st)
             })
@@ -204,7 +223,7 @@ pub fn plan_deployment(
                 .par_iter()
                 .map(|&i| {
                     let st = staged[i].as_ref().expect("staged");
-                    let st = long_stage(st, &cands[i], origin, price, q, on_probe);
+                    let st = long_stage(st, &cands[i], origin, price, q, cache, on_probe);
                     save(&st)?;
                     Ok(st)
                 })
@@ -227,6 +246,7 @@ pub fn plan_deployment(
                 f.cannot_win(best),
             ),
             found: None,
+            least_usd: None,
         });
     }
     let staged: Vec<StagedOption> = staged
@@ -243,10 +263,11 @@ pub fn plan_deployment(
     );
     if shard == Shard::ALL {
         let texts: Vec<(usize, String)> = cands.into_iter().map(|c| (c.index, c.text)).collect();
-        measure_headroom(&mut plan, &texts, origin, q, on_probe)?;
+        measure_headroom(&mut plan, &texts, origin, q, cache, on_probe)?;
     } else {
         plan.shard = Some(shard);
     }
+    plan.simulations_reused = cache.map_or(0, |c| c.asked() - c.simulated()) - reused_before;
     Ok(plan)
 }
 
@@ -261,16 +282,16 @@ fn next_round(staged: &[StagedOption], attainment: f64) -> Option<Vec<usize>> {
     };
     let open: Vec<usize> = (0..staged.len())
         .filter(|&i| staged[i].pending())
-        .filter(|&i| shaky(&staged[i]) || staged[i].cost().is_some_and(|c| c <= best))
+        .filter(|&i| shaky(&staged[i]) || staged[i].bound().is_some_and(|c| c <= best))
         .collect();
     let low = open
         .iter()
         .filter(|&&i| !shaky(&staged[i]))
-        .filter_map(|&i| staged[i].cost())
+        .filter_map(|&i| staged[i].bound())
         .fold(f64::INFINITY, f64::min);
     let round: Vec<usize> = open
         .into_iter()
-        .filter(|&i| shaky(&staged[i]) || staged[i].cost() == Some(low))
+        .filter(|&i| shaky(&staged[i]) || staged[i].bound() == Some(low))
         .collect();
     (!round.is_empty()).then_some(round)
 }
@@ -332,12 +353,13 @@ fn prepare(
     c: &Candidate,
     origin: &str,
     price: &crate::sweep::objective::GpuHourPrice,
-    rate: f64,
+    q: &PlanQuery,
 ) -> Prepared {
     let pruned = |hardware, why| {
         Prepared::Settled(Box::new(StagedOption {
             result: OptionResult::pruned(c.index, c.settings.clone(), hardware, 0, why),
             found: None,
+            least_usd: None,
         }))
     };
     let (s, p) = match resolve(&c.table, origin, price) {
@@ -345,7 +367,10 @@ fn prepare(
         Err((hardware, why)) => return pruned(hardware, why),
     };
     let hardware = s.hardware.name.clone();
-    let (fewest, ceiling_rps) = match bound::bound(&s, rate) {
+    if let Some(why) = unpriced_energy(&s, q) {
+        return pruned(Some(hardware), why);
+    }
+    let (fewest, ceiling_rps) = match bound::bound(&s, q.sized_for_rps()) {
         OptionBound::Unservable(why) => return pruned(Some(hardware), why),
         OptionBound::Count {
             fewest,
@@ -353,9 +378,9 @@ fn prepare(
         } => (fewest, Some(ceiling_rps)),
         OptionBound::Unbounded => (1, None),
     };
-    let f = sized(&s, fewest, p, 0.0, 0.0);
+    let f = sized(&s, fewest, p, 0.0, 0.0, None);
     Prepared::Open(Floor {
-        usd: f.usd_per_month,
+        usd: least_usd(&s, fewest, p, q),
         fewest,
         gpus: f.gpus,
         ceiling_rps,
@@ -372,11 +397,13 @@ fn short_stage(
     price: &crate::sweep::objective::GpuHourPrice,
     q: &PlanQuery,
     best: f64,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<StagedOption, SweepError> {
     let pruned = |hardware, sims, why| StagedOption {
         result: OptionResult::pruned(c.index, c.settings.clone(), hardware, sims, why),
         found: None,
+        least_usd: None,
     };
     let (s, p) = match resolve(&c.table, origin, price) {
         Ok(x) => x,
@@ -392,7 +419,16 @@ fn short_stage(
     // even then (rejections, a target below a lone request's latency)
     // misses them at any load and with any replica count.
     let light = q.demand_rps / LIGHT_LOAD_DIVISOR;
-    let first = capacity::probe_once(&c.text, origin, 1, light, 1.0, q.attainment)?;
+    let first = capacity::probe_at(
+        &c.text,
+        origin,
+        q.attainment,
+        "light",
+        1,
+        light,
+        cache,
+        &|_| {},
+    )?;
     log(&first);
     if !first.meets_slo {
         return Ok(pruned(
@@ -409,7 +445,7 @@ fn short_stage(
     // The most replicas (or units) at which this option could still cost
     // no more than the cheapest re-checked one: its count search stops
     // once that many miss the SLOs.
-    let cost = |n: u32| sized(&s, n, p, 0.0, 0.0).usd_per_month;
+    let cost = |n: u32| least_usd(&s, n, p, q);
     let within = best.is_finite().then(|| {
         let mut n = (best / cost(1))
             .floor()
@@ -429,6 +465,7 @@ fn short_stage(
         q.tolerance,
         q.sized_for_rps(),
         within,
+        cache,
         &log,
     );
     let sims = runs.load(Ordering::Relaxed);
@@ -451,10 +488,18 @@ fn short_stage(
                 settings: c.settings.clone(),
                 hardware,
                 simulations: sims,
-                fleet: Some(sized(&s, n, p, at.attainment, at.goodput_rps)),
+                fleet: Some(sized(
+                    &s,
+                    n,
+                    p,
+                    at.attainment,
+                    at.goodput_rps,
+                    energy_of(&at, q),
+                )),
                 pruned: None,
                 rechecked: false,
             },
+            least_usd: q.energy_usd_per_kwh.map(|_| least_usd(&s, n, p, q)),
             found: Some((n, at, below)),
         },
         // The searches fail with a reason (no count up to the largest
@@ -470,6 +515,7 @@ fn long_stage(
     origin: &str,
     price: &crate::sweep::objective::GpuHourPrice,
     q: &PlanQuery,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> StagedOption {
     let found = st.found.clone().expect("a pending option has a find");
@@ -489,6 +535,7 @@ fn long_stage(
                 q.attainment,
                 q.sized_for_rps(),
                 found,
+                cache,
                 &log,
             )
             .map(|(f, _)| (s, p, f))
@@ -496,9 +543,11 @@ fn long_stage(
     result.simulations += runs.load(Ordering::Relaxed);
     match verified {
         Ok((s, p, (n, at, below))) => {
-            result.fleet = Some(sized(&s, n, p, at.attainment, at.goodput_rps));
+            let energy = energy_of(&at, q);
+            result.fleet = Some(sized(&s, n, p, at.attainment, at.goodput_rps, energy));
             StagedOption {
                 result,
+                least_usd: q.energy_usd_per_kwh.map(|_| least_usd(&s, n, p, q)),
                 found: Some((n, at, below)),
             }
         }
@@ -508,6 +557,7 @@ fn long_stage(
             StagedOption {
                 result,
                 found: None,
+                least_usd: None,
             }
         }
     }
@@ -520,6 +570,7 @@ pub(super) fn measure_headroom(
     texts: &[(usize, String)],
     origin: &str,
     q: &PlanQuery,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(usize, &Probe) + Sync),
 ) -> Result<(), SweepError> {
     let Some(best) = plan.best else {
@@ -548,7 +599,7 @@ pub(super) fn measure_headroom(
     };
     // A fleet whose limit cannot be bracketed keeps no headroom figure
     // rather than failing the plan it already answered.
-    let Ok(c) = plan_capacity(text, origin, &cq, &log) else {
+    let Ok(c) = plan_capacity_with(text, origin, &cq, cache, &log) else {
         let n = count.load(Ordering::Relaxed);
         o.simulations += n;
         plan.simulations += n;
@@ -589,6 +640,7 @@ mod tests {
             headroom: 0.0,
             attainment: 0.99,
             tolerance: 0.05,
+            energy_usd_per_kwh: None,
         }
     }
 
@@ -604,7 +656,7 @@ mod tests {
         let log = |i: usize, _: &Probe| ran.lock().unwrap().push(i);
         let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
         let whole =
-            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &log).unwrap();
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), None, &log).unwrap();
         let first_run = std::mem::take(&mut *ran.lock().unwrap());
         assert!(first_run.contains(&0) && first_run.contains(&1));
         std::fs::remove_file(options.join("1.json")).unwrap();
@@ -612,7 +664,7 @@ mod tests {
         let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
         assert_eq!(c.done.keys().copied().collect::<Vec<_>>(), [0]);
         let resumed =
-            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &log).unwrap();
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), None, &log).unwrap();
         assert_eq!(resumed, whole);
         // Option 0 ran again only for the winner's headroom, if it won.
         let again = ran.lock().unwrap().clone();
@@ -639,8 +691,17 @@ mod tests {
         let options = dir.path().join("options");
         let quiet = |_: usize, _: &Probe| {};
         let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
-        let whole =
-            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
+        let whole = plan_deployment(
+            &text,
+            "q.toml",
+            &grid,
+            &q,
+            Shard::ALL,
+            Some(&c),
+            None,
+            &quiet,
+        )
+        .unwrap();
         let edits: [fn(&mut serde_json::Value); 3] = [
             |v| v["result"]["fleet"]["usd_per_month"] = 1.0.into(),
             |v| v["result"]["fleet"]["usd_per_month"] = (-5000.0).into(),
@@ -658,8 +719,17 @@ mod tests {
                 std::fs::write(&f, v.to_string()).unwrap();
             }
             let c = Checkpoint::open_in(&options, &text, &grid.text, "q").unwrap();
-            let resumed =
-                plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, Some(&c), &quiet).unwrap();
+            let resumed = plan_deployment(
+                &text,
+                "q.toml",
+                &grid,
+                &q,
+                Shard::ALL,
+                Some(&c),
+                None,
+                &quiet,
+            )
+            .unwrap();
             assert_eq!(resumed, whole);
             resumed.check().unwrap();
         }
@@ -672,10 +742,11 @@ mod tests {
         let (text, grid) = inputs();
         let q = query();
         let quiet = |_: usize, _: &Probe| {};
-        let whole = plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, &quiet).unwrap();
+        let whole =
+            plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, None, &quiet).unwrap();
         let part = |index| {
             let s = Shard { index, count: 2 };
-            plan_deployment(&text, "q.toml", &grid, &q, s, None, &quiet).unwrap()
+            plan_deployment(&text, "q.toml", &grid, &q, s, None, None, &quiet).unwrap()
         };
         let (a, b) = (part(1), part(0));
         assert_eq!(a.shard, Some(Shard { index: 1, count: 2 }));
@@ -788,8 +859,18 @@ mod tests {
                 ..query()
             };
             let name = space.display();
-            let searched =
-                plan_deployment(&scenario, "s.toml", &grid, &q, Shard::ALL, None, &quiet).unwrap();
+            let cache = ProbeCache::default();
+            let searched = plan_deployment(
+                &scenario,
+                "s.toml",
+                &grid,
+                &q,
+                Shard::ALL,
+                None,
+                Some(&cache),
+                &quiet,
+            )
+            .unwrap();
             let most = searched
                 .options
                 .iter()
@@ -825,6 +906,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A price of electricity enters every option's cost and the bounds:
+    /// at none the cheap, slow A100s win; at $20 per kWh the H100, which
+    /// serves the demand on fewer GPUs drawing less energy in all, does —
+    /// the answer the exhaustive grid gives with the same price, and each
+    /// option's least cost stays below what it is found to cost.
+    #[test]
+    fn a_high_energy_price_can_change_the_chosen_option() {
+        let (text, _) = inputs();
+        let grid = Grid::from_toml_str(
+            "[objective]\ngpu_hour_usd = { \"h100-sxm\" = 2.49, \"a100-80gb\" = 0.40 }\n[axes]\n\"hardware.preset\" = [\"h100-sxm\", \"a100-80gb\"]\n",
+            "space.toml",
+        )
+        .unwrap();
+        let quiet = |_: usize, _: &Probe| {};
+        let plan = |energy| {
+            let q = PlanQuery {
+                energy_usd_per_kwh: energy,
+                ..query()
+            };
+            let p = plan_deployment(&text, "q.toml", &grid, &q, Shard::ALL, None, None, &quiet)
+                .unwrap();
+            p.check().unwrap();
+            (q, p)
+        };
+        let (_, cheap) = plan(None);
+        assert_eq!(cheap.best, Some(1), "{cheap:?}");
+        let f = cheap.options[0].fleet.as_ref().unwrap();
+        assert_eq!(f.energy_usd_per_month, None);
+        let (q, dear) = plan(Some(20.0));
+        assert_eq!(dear.best, Some(0), "{dear:?}");
+        assert_eq!(dear.energy_usd_per_kwh, Some(20.0));
+        let base: toml::Table = text.parse().unwrap();
+        let space = options(&base, &grid).unwrap();
+        let price = price_of(&grid).unwrap();
+        for o in &dear.options {
+            let f = o.fleet.as_ref().unwrap();
+            let kwh = f.energy_kwh_per_month.unwrap();
+            let usd = f.energy_usd_per_month.unwrap();
+            assert!((usd - kwh * 20.0).abs() < 1e-6, "{f:?}");
+            let gpus = f.gpus as f64 * f.gpu_hour_usd * 730.0;
+            assert!((f.usd_per_month - gpus - usd).abs() < 1e-6, "{f:?}");
+            let (_, _, t) = space.iter().find(|(i, _, _)| *i == o.index).unwrap();
+            let (s, p) = resolve(t, "q.toml", price).unwrap();
+            let n = f.units.unwrap_or(f.replicas);
+            // Every GPU draws at least its idle power, whatever its load.
+            let idle = super::super::idle_w_per_count(&s).unwrap() * n as f64 * 0.73;
+            assert!(kwh >= idle, "{kwh} kWh below the idle {idle}");
+            assert!(super::super::least_usd(&s, n, p, &q) <= f.usd_per_month);
+        }
+        let all = super::super::exhaustive(&text, "q.toml", &grid, &q, 4).unwrap();
+        assert_eq!(all.best, dear.best);
+        // No board power, no energy price: such an option is pruned.
+        let spec = text.replace(
+            "[hardware]\npreset = \"h100-sxm\"",
+            "[hardware.spec]\nbf16_tflops = 900.0\nmemory_gib = 80.0\nmemory_bw_tbyte_s = 3.0\ninterconnect_gbyte_s = 400.0\ninterconnect_latency_us = 5.0\npcie_gbyte_s = 64.0",
+        );
+        assert_ne!(spec, text);
+        let flat = Grid::from_toml_str(
+            "[objective]\ngpu_hour_usd = 2.0\n[axes]\n\"engine.max_num_seqs\" = [64]\n",
+            "s.toml",
+        )
+        .unwrap();
+        let p = plan_deployment(&spec, "q.toml", &flat, &q, Shard::ALL, None, None, &quiet);
+        let p = p.unwrap();
+        let why = p.options[0].pruned.as_deref().unwrap_or("");
+        assert!(why.contains("no board power (tdp_w)"), "{p:?}");
     }
 
     /// The throughput ceiling is a bound: no option the exhaustive grid

@@ -77,7 +77,8 @@ pub struct Frontier {
     pub points: Vec<FrontierPoint>,
     /// Configurations, in order of first appearance.
     pub configurations: Vec<String>,
-    /// The axes that tell the curves apart (all but the load).
+    /// The axes that tell the curves apart: all but the load, less those
+    /// with one value over every point (unless none varies).
     pub curve_axes: Vec<String>,
     /// The one price per GPU-hour every point is billed at, when there is
     /// one: cost per million tokens is then `price / (per_gpu × 3600 / 1e6)`,
@@ -97,6 +98,23 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
         attainment: 0.0,
         gpu_hour_usd: price.cloned(),
     };
+    // The legend names a curve by the values that tell it apart: an axis
+    // with one value over every point (a plan's options sharing a layout)
+    // only lengthens it. With none varying, every axis names it.
+    let others: Vec<usize> = (0..results.axes.len())
+        .filter(|&i| Some(i) != load)
+        .collect();
+    let varying: Vec<usize> = others
+        .iter()
+        .copied()
+        .filter(|&i| {
+            results
+                .points
+                .iter()
+                .any(|p| p.values[i] != results.points[0].values[i])
+        })
+        .collect();
+    let curve_axes = if varying.is_empty() { others } else { varying };
     let mut points = Vec::new();
     let mut configurations: Vec<String> = Vec::new();
     for p in &results.points {
@@ -129,7 +147,7 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
                 .map(|i| format!("{} = {}", results.axes[i], cell(&p.values[i])))
                 .collect(),
         );
-        let curve = joined(others().map(|i| cell(&p.values[i])).collect());
+        let curve = joined(curve_axes.iter().map(|&i| cell(&p.values[i])).collect());
         if !configurations.contains(&configuration) {
             configurations.push(configuration.clone());
         }
@@ -203,9 +221,9 @@ pub fn frontier(results: &SweepResults, price: Option<&GpuHourPrice>) -> Frontie
         load_axis: load.map(|i| results.axes[i].clone()),
         points,
         configurations,
-        curve_axes: (0..results.axes.len())
-            .filter(|&i| Some(i) != load)
-            .map(|i| results.axes[i].clone())
+        curve_axes: curve_axes
+            .iter()
+            .map(|&i| results.axes[i].clone())
             .collect(),
         usd_per_gpu_hour,
     }

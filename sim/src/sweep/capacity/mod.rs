@@ -36,14 +36,16 @@
 //! perfectly monotone in the rate; the search reports the boundary it found
 //! with the probes that bound it.
 
+mod cache;
 mod probe;
 mod search;
 mod unit;
 
+pub use cache::ProbeCache;
 use probe::Prober;
 pub use probe::{probe_once, MIN_REQUESTS_PER_REPLICA, VERIFY_HORIZON_FACTOR};
 use search::{guess_replicas, max_rate, min_replicas, verify};
-pub use search::{is_shaky, size_short, verify_long, Found};
+pub use search::{is_shaky, probe_at, size_short, verify_long, Found};
 pub use unit::{fleet_count, gpus_per_unit, FleetUnit, UnitPool};
 
 use super::SweepError;
@@ -106,6 +108,14 @@ pub struct Probe {
     /// fields above are the record.
     #[serde(skip)]
     pub missed: String,
+    /// The run's figures a plan's frontier and energy cost read (`gpus`,
+    /// `hardware`, `pools`, `lifecycle.mean_billed_gpus`, `throughput`,
+    /// TTFT and TPOT latency, `energy`), as in `summary.json`. Not written.
+    #[serde(skip)]
+    pub figures: Option<std::sync::Arc<serde_json::Value>>,
+    /// Reused from a [`ProbeCache`] rather than simulated. Not written.
+    #[serde(skip)]
+    pub reused: bool,
 }
 
 /// The highest load a fleet sustains within the SLOs.
@@ -187,8 +197,21 @@ pub fn plan_capacity(
     q: &CapacityQuery,
     on_probe: &(dyn Fn(&Probe) + Sync),
 ) -> Result<CapacityReport, SweepError> {
-    let (prober, base_scenario, base_rate) =
+    plan_capacity_with(scenario_toml, origin, q, None, on_probe)
+}
+
+/// [`plan_capacity`] with its probes shared through `cache` (a plan's
+/// headroom search reuses the runs its sizing made).
+pub fn plan_capacity_with(
+    scenario_toml: &str,
+    origin: &str,
+    q: &CapacityQuery,
+    cache: Option<&ProbeCache>,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<CapacityReport, SweepError> {
+    let (mut prober, base_scenario, base_rate) =
         Prober::of(scenario_toml, origin, q.attainment, on_probe)?;
+    prober.cache = cache;
     let Some(slo) = base_scenario.file.slo.clone() else {
         return Err(SweepError::new(format!(
             "{origin}: slo: missing: capacity needs [slo] targets (ttft_ms, tpot_ms, e2e_ms or percentile targets such as ttft_p99_ms), which define the load a fleet sustains"

@@ -2,7 +2,7 @@
 //! changed ([`Prober`]), its horizon extended to the fleet, simulated and
 //! judged against the SLOs.
 
-use super::{fleet_count, FleetUnit, Probe};
+use super::{fleet_count, FleetUnit, Probe, ProbeCache};
 use crate::config::keypath;
 use crate::report::Summary;
 use crate::sweep::SweepError;
@@ -26,6 +26,8 @@ pub(super) struct Prober<'a> {
     pub(super) unit: Option<FleetUnit>,
     pub(super) target: f64,
     pub(super) on_probe: &'a (dyn Fn(&Probe) + Sync),
+    /// Probes shared with the plan's other searches, if any.
+    pub(super) cache: Option<&'a ProbeCache>,
 }
 
 /// Where a scenario's offered load is set.
@@ -103,6 +105,7 @@ impl<'a> Prober<'a> {
             unit: FleetUnit::of(&s),
             target,
             on_probe,
+            cache: None,
         };
         Ok((p, s, rate))
     }
@@ -183,26 +186,44 @@ impl<'a> Prober<'a> {
             fleet_count(self.unit.as_ref(), replicas),
             crate::sig_figs::rate(rate)
         );
-        let mut s = Scenario::from_table(t, self.origin)
-            .map_err(|e| SweepError::new(format!("{at}: {e}")))?;
-        // A probe at a very low rate spans a long simulated time; sample it
-        // more sparsely rather than fill memory with a series nobody reads.
-        // Ordinary probes keep the scenario's interval, so a probe's summary is
-        // exactly what `simulate` reports for the same settings.
-        let h = &s.file.horizon;
-        let span = h
-            .duration_s
-            .unwrap_or(f64::INFINITY)
-            .min(h.requests.map_or(f64::INFINITY, |n| n as f64 / rate));
-        let m = &mut s.file.metrics;
-        if span.is_finite() && span / m.timeseries_interval_s > PROBE_MAX_SAMPLES {
-            m.timeseries_interval_s = span / PROBE_MAX_SAMPLES;
-        }
-        let r = Simulation::new(&s)
-            .run(|_| {})
-            .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;
-        let mut p = probe_of(search, replicas, rate, &r.summary, self.target);
-        p.pool_replicas = self.unit.as_ref().map(|u| u.replicas * replicas);
+        let pool_replicas = self.unit.as_ref().map(|u| u.replicas * replicas);
+        let simulate = || {
+            let mut s = Scenario::from_table(t.clone(), self.origin)
+                .map_err(|e| SweepError::new(format!("{at}: {e}")))?;
+            // A probe at a very low rate spans a long simulated time; sample it
+            // more sparsely rather than fill memory with a series nobody reads.
+            // Ordinary probes keep the scenario's interval, so a probe's summary is
+            // exactly what `simulate` reports for the same settings.
+            let h = &s.file.horizon;
+            let span = h
+                .duration_s
+                .unwrap_or(f64::INFINITY)
+                .min(h.requests.map_or(f64::INFINITY, |n| n as f64 / rate));
+            let m = &mut s.file.metrics;
+            if span.is_finite() && span / m.timeseries_interval_s > PROBE_MAX_SAMPLES {
+                m.timeseries_interval_s = span / PROBE_MAX_SAMPLES;
+            }
+            let r = Simulation::new(&s)
+                .run(|_| {})
+                .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;
+            let mut p = probe_of(search, replicas, rate, &r.summary, self.target);
+            p.pool_replicas = pool_replicas;
+            Ok(p)
+        };
+        let mut p = match self.cache {
+            // The scenario as the probe runs it, and the target it is
+            // judged against, are everything its result depends on.
+            Some(c) => {
+                let key = format!(
+                    "{}\n{}",
+                    self.target,
+                    toml::to_string(&t).unwrap_or_default()
+                );
+                c.get_or_run(key, simulate)?
+            }
+            None => simulate()?,
+        };
+        p.search = search.to_string();
         (self.on_probe)(&p);
         Ok(p)
     }
@@ -274,5 +295,31 @@ fn probe_of(search: &str, replicas: u32, rate: f64, s: &Summary, target: f64) ->
             && s.load.is_stable()
             && slo.attainment >= target
             && slo.percentiles_hold(),
+        figures: figures(s).map(std::sync::Arc::new),
+        reused: false,
     }
+}
+
+/// The summary's fields a plan's frontier and energy cost read (see
+/// [`Probe::figures`]), under the same names as in `summary.json`.
+fn figures(s: &Summary) -> Option<serde_json::Value> {
+    let all = serde_json::to_value(s).ok()?;
+    let mut out = serde_json::Map::new();
+    for k in ["gpus", "hardware", "pools", "throughput", "energy"] {
+        if let Some(v) = all.get(k) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    let latency: serde_json::Map<_, _> = ["ttft_ms", "tpot_ms"]
+        .iter()
+        .filter_map(|k| Some((k.to_string(), all.get("latency")?.get(k)?.clone())))
+        .collect();
+    out.insert("latency".into(), latency.into());
+    if let Some(g) = all.pointer("/lifecycle/mean_billed_gpus") {
+        out.insert(
+            "lifecycle".into(),
+            serde_json::json!({ "mean_billed_gpus": g }),
+        );
+    }
+    Some(out.into())
 }

@@ -4,7 +4,7 @@
 //! plan runs them in ([`size_short`], [`verify_long`]).
 
 use super::probe::{Prober, VERIFY_HORIZON_FACTOR};
-use super::{fleet_count, MaxLoad, Probe, MAX_REPLICAS};
+use super::{fleet_count, MaxLoad, Probe, ProbeCache, MAX_REPLICAS};
 use crate::sweep::SweepError;
 use std::collections::BTreeMap;
 
@@ -22,6 +22,7 @@ pub type Found = (u32, Probe, Option<Probe>);
 /// more) is simulated and misses the SLOs: the fleet needs more than
 /// `within`, and the find is `None` (a plan passes the most replicas at
 /// which an option could still be the cheapest).
+#[allow(clippy::too_many_arguments)]
 pub fn size_short(
     scenario_toml: &str,
     origin: &str,
@@ -29,9 +30,11 @@ pub fn size_short(
     tolerance: f64,
     rate: f64,
     within: Option<u32>,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(&Probe) + Sync),
 ) -> Result<(Option<Found>, usize), SweepError> {
-    let (p, s, base_rate) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let (mut p, s, base_rate) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    p.cache = cache;
     let written = if p.unit.is_some() {
         1
     } else {
@@ -63,12 +66,33 @@ pub fn verify_long(
     attainment: f64,
     rate: f64,
     found: Found,
+    cache: Option<&ProbeCache>,
     on_probe: &(dyn Fn(&Probe) + Sync),
 ) -> Result<(Found, usize), SweepError> {
-    let (p, _, _) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    let (mut p, _, _) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    p.cache = cache;
     let mut probes = Vec::new();
     let f = verify(&p, "demand", rate, found, &mut probes)?;
     Ok((f, probes.len()))
+}
+
+/// One probe of `count` replicas (units with pools) at `rate` with the
+/// scenario's horizon sized for the fleet, as the searches run it (a
+/// plan's frontier runs its load points so), through `cache`.
+#[allow(clippy::too_many_arguments)]
+pub fn probe_at(
+    scenario_toml: &str,
+    origin: &str,
+    attainment: f64,
+    search: &str,
+    count: u32,
+    rate: f64,
+    cache: Option<&ProbeCache>,
+    on_probe: &(dyn Fn(&Probe) + Sync),
+) -> Result<Probe, SweepError> {
+    let (mut p, _, _) = Prober::of(scenario_toml, origin, attainment, on_probe)?;
+    p.cache = cache;
+    p.probe(search, count, rate)
 }
 
 /// Whether the long re-check may find a *smaller* fleet than a short
