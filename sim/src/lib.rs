@@ -14,6 +14,7 @@ pub mod cost;
 pub mod deployment;
 pub mod emit;
 pub mod energy;
+pub mod from_bench;
 pub mod engine;
 pub mod figures;
 pub mod guard;
