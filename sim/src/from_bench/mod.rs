@@ -7,8 +7,8 @@
 //! point in a stable order (by file, then id) is held back; the others are
 //! simulated with candidate [`BenchTerms`] — the profile written to a
 //! scratch file and named by `[hardware] profile`, exactly as `accuracy`
-//! later runs it — and the terms minimise the mean |ln(predicted /
-//! measured)| of TTFT, TPOT and E2E over them (Nelder–Mead over log-scaled
+//! later runs it — and the terms minimise the mean ln²(predicted /
+//! measured) of TTFT, TPOT and E2E over them (Nelder–Mead over log-scaled
 //! times and logit-scaled efficiencies, [`nelder_mead`]). Points are
 //! simulated in parallel by [`crate::accuracy::compare`], whose results do
 //! not depend on the thread count, and the optimiser is deterministic, so
@@ -40,10 +40,10 @@ pub const HOLD_BACK: usize = 4;
 
 /// Optimiser evaluations unless told otherwise: enough for five terms to
 /// settle on synthetic measurements (see the tests).
-pub const DEFAULT_EVALUATIONS: u32 = 600;
+pub const DEFAULT_EVALUATIONS: u32 = 1000;
 
 /// Penalty per metric of a point whose simulation gives no value (an
-/// overload that completes nothing): |ln 10|, a tenfold error.
+/// overload that completes nothing): a tenfold error.
 const MISSING: f64 = std::f64::consts::LN_10;
 
 /// What a fit is asked to do.
@@ -154,14 +154,17 @@ fn simulate(points: &[MeasuredPoint], base: &Table, origin: &str, settings: &Set
         .collect()
 }
 
-/// Mean |ln(predicted / measured)| over every point's metrics.
+/// Mean ln²(predicted / measured) over every point's metrics: least
+/// squares in log space, smooth at the optimum (an absolute value's kink
+/// stalls the simplex in a narrow valley) and symmetric in over- and
+/// under-prediction.
 fn score(r: &Ratios) -> f64 {
     let (mut sum, mut n) = (0.0, 0usize);
     for point in r {
         for (_, ratio) in point {
             sum += match ratio {
-                Some(q) if *q > 0.0 => q.ln().abs(),
-                _ => MISSING,
+                Some(q) if *q > 0.0 => q.ln().powi(2),
+                _ => MISSING * MISSING,
             };
             n += 1;
         }
@@ -295,7 +298,7 @@ fn template(s: &Scenario, model_id: &str, files: Vec<BenchFile>) -> Profile {
             peak_tflops: hw.peak_flops(s.weight_dtype) / 1e12,
             peak_bandwidth_tbps: hw.memory_bw_tbps,
             terms: start_terms(),
-            objective: "mean |ln(predicted / measured)| of TTFT, TPOT and E2E (each point's mean, \
+            objective: "mean ln²(predicted / measured) of TTFT, TPOT and E2E (each point's mean, \
                         else median) over the training points"
                 .into(),
             evaluations: 0,
