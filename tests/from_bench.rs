@@ -79,11 +79,9 @@ fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
 
     // The scenario with the profile in place of the preset.
     let with = tmp.path().join("with-profile.toml");
-    std::fs::write(
-        &with,
-        "name = \"from-bench-sample\"\n[model]\npreset = \"llama-3.1-8b\"\n[hardware]\nprofile = \"h100-8b.toml\"\n",
-    )
-    .unwrap();
+    let text = read(&scenario).replace("preset = \"h100-sxm\"", "profile = \"h100-8b.toml\"");
+    assert!(text.contains("profile = "));
+    std::fs::write(&with, text).unwrap();
     let (before, after) = (tmp.path().join("before"), tmp.path().join("after"));
     accuracy(&scenario, &before);
     accuracy(&with, &after);

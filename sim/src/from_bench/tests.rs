@@ -184,9 +184,18 @@ fn write_the_sample() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/from-bench");
     std::fs::create_dir_all(&dir).unwrap();
     let mut points = shapes();
+    // The lengths as the file lists them, one per request, so that the
+    // points read back from the files are the ones simulated here.
     for p in &mut points {
         p.engine = Some("vllm".into());
         p.model = Some("meta-llama/Llama-3.1-8B-Instruct".into());
+        let n = p.requests.unwrap() as usize;
+        for l in [&mut p.prompt, &mut p.output] {
+            let Some(Lengths::Recorded { tokens }) = l else {
+                unreachable!()
+            };
+            *tokens = (0..n).map(|j| tokens[j % tokens.len()]).collect();
+        }
     }
     let base = base();
     let e = express(Some(&base), "t.toml", &settings(), &points[0]).unwrap();
@@ -214,9 +223,7 @@ fn write_the_sample() {
         let p = &pr.point;
         let n = p.requests.unwrap() as usize;
         let lens = |l: &Option<Lengths>| match l {
-            Some(Lengths::Recorded { tokens }) => {
-                (0..n).map(|j| tokens[j % tokens.len()]).collect::<Vec<u32>>()
-            }
+            Some(Lengths::Recorded { tokens }) => tokens.clone(),
             _ => unreachable!(),
         };
         let Some(Load::Concurrency { users }) = p.load else {
@@ -243,3 +250,4 @@ fn write_the_sample() {
         .unwrap();
     }
 }
+
