@@ -115,7 +115,10 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     );
     outln!("training   {}", errors(&b.training));
     outln!("held back  {}", errors(&b.held_back));
-    outln!("default    {} (the scenario as given, same held-back points)", errors(&b.default_held_back));
+    outln!(
+        "default    {} (the scenario as given, same held-back points)",
+        errors(&b.default_held_back)
+    );
     if let Some(first) = b.skipped.first() {
         outln!("skipped    {} points; the first: {first}", b.skipped.len());
     }

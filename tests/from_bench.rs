@@ -74,8 +74,15 @@ fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
     assert_eq!((b.training.points, b.held_back.points), (6, 2));
     let rel = |got: f64, want: f64| (got / want - 1.0).abs() * 100.0;
     assert!(rel(b.terms.front_end_ns, 18e6) < 5.0, "{:?}", b.terms);
-    assert!(rel(b.terms.compute_efficiency, 0.45) < 10.0, "{:?}", b.terms);
-    assert!(b.held_back.ttft_pct < 3.0 && b.held_back.tpot_pct < 3.0, "{b:?}");
+    assert!(
+        rel(b.terms.compute_efficiency, 0.45) < 10.0,
+        "{:?}",
+        b.terms
+    );
+    assert!(
+        b.held_back.ttft_pct < 3.0 && b.held_back.tpot_pct < 3.0,
+        "{b:?}"
+    );
 
     // The scenario with the profile in place of the preset.
     let with = tmp.path().join("with-profile.toml");
@@ -87,7 +94,11 @@ fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
     accuracy(&with, &after);
     for metric in ["ttft", "tpot", "e2e"] {
         let (b, a) = (overall(&before, metric), overall(&after, metric));
-        eprintln!("{metric}: median |error| {:.1} % before, {:.2} % after", b * 100.0, a * 100.0);
+        eprintln!(
+            "{metric}: median |error| {:.1} % before, {:.2} % after",
+            b * 100.0,
+            a * 100.0
+        );
         assert!(a < 0.03, "{metric}: {a} after");
     }
     assert!(overall(&before, "ttft") > 0.2);

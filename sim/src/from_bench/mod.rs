@@ -363,7 +363,10 @@ pub fn fit(
     let mut reference: Option<Scenario> = None;
     for p in points {
         if METRICS.iter().all(|&m| headline(&p, m).is_none()) {
-            skipped.push(format!("{}: no mean or median TTFT, TPOT or E2E recorded", p.id));
+            skipped.push(format!(
+                "{}: no mean or median TTFT, TPOT or E2E recorded",
+                p.id
+            ));
             continue;
         }
         match express(Some(req.base), req.origin, &req.settings, &p) {
@@ -413,7 +416,10 @@ pub fn fit(
             training.push(p);
         }
     }
-    let model_id = training[0].model.clone().unwrap_or_else(|| reference.model.name.clone());
+    let model_id = training[0]
+        .model
+        .clone()
+        .unwrap_or_else(|| reference.model.name.clone());
     let mut tpl = template(&reference, &model_id, req.files.clone());
     tpl.bench.as_mut().expect("template").skipped = skipped;
 
@@ -427,9 +433,8 @@ pub fn fit(
     hw.insert("profile".into(), Value::String(path.display().to_string()));
     profiled_base.insert("hardware".into(), Value::Table(hw));
     let run = |terms: &BenchTerms, points: &[MeasuredPoint]| -> Result<Ratios, FromBenchError> {
-        std::fs::write(&path, with_terms(&tpl, terms).to_toml_string()).map_err(|e| {
-            FromBenchError(format!("cannot write {}: {e}", path.display()))
-        })?;
+        std::fs::write(&path, with_terms(&tpl, terms).to_toml_string())
+            .map_err(|e| FromBenchError(format!("cannot write {}: {e}", path.display())))?;
         Ok(simulate(points, &profiled_base, req.origin, &req.settings))
     };
 
@@ -456,7 +461,10 @@ pub fn fit(
     let mut x = to_coords(&req.start);
     let mut fx = f64::INFINITY;
     let mut evaluations = 0;
-    for (i, step) in [1.0, 0.5, 0.25, 0.1, 0.05, 0.25, 0.1].into_iter().enumerate() {
+    for (i, step) in [1.0, 0.5, 0.25, 0.1, 0.05, 0.25, 0.1]
+        .into_iter()
+        .enumerate()
+    {
         let left = req.max_evaluations.saturating_sub(evaluations);
         if left < 12 {
             break;

@@ -53,9 +53,11 @@ pub fn minimize(
         let (best, worst) = (simplex[0].1, simplex[n].1);
         let spread = (0..n)
             .map(|i| {
-                let (lo, hi) = simplex.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |m, v| {
-                    (m.0.min(v.0[i]), m.1.max(v.0[i]))
-                });
+                let (lo, hi) = simplex
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |m, v| {
+                        (m.0.min(v.0[i]), m.1.max(v.0[i]))
+                    });
                 hi - lo
             })
             .fold(0.0, f64::max);
@@ -115,7 +117,10 @@ mod tests {
     fn finds_the_minimum_of_rosenbrocks_valley() {
         let rosen = |x: &[f64]| (1.0 - x[0]).powi(2) + 100.0 * (x[1] - x[0] * x[0]).powi(2);
         let m = minimize(rosen, &[-1.2, 1.0], &[0.5, 0.5], 2000, 1e-14, 1e-8);
-        assert!((m.x[0] - 1.0).abs() < 1e-3 && (m.x[1] - 1.0).abs() < 1e-3, "{m:?}");
+        assert!(
+            (m.x[0] - 1.0).abs() < 1e-3 && (m.x[1] - 1.0).abs() < 1e-3,
+            "{m:?}"
+        );
         assert!(m.evaluations < 2000);
     }
 

@@ -79,7 +79,14 @@ fn measured_with(terms: &BenchTerms) -> Vec<MeasuredPoint> {
         "hardware".into(),
         toml::toml! { profile = (path.display().to_string()) }.into(),
     );
-    let c = compare(Vec::new(), &points, Some((&profiled, "t.toml")), &settings(), &[], &|| {});
+    let c = compare(
+        Vec::new(),
+        &points,
+        Some((&profiled, "t.toml")),
+        &settings(),
+        &[],
+        &|| {},
+    );
     for pr in &c.points {
         if !matches!(pr.outcome, PointOutcome::Compared { .. }) {
             panic!("{}: {:?}", pr.point.id, pr.outcome);
@@ -159,11 +166,19 @@ fn the_fit_recovers_the_terms_synthetic_measurements_were_made_with() {
         ("step", t.step_ns, k.step_ns, 1.0),
         ("seq", t.seq_ns, k.seq_ns, 1.0),
         ("compute", t.compute_efficiency, k.compute_efficiency, 1.0),
-        ("bandwidth", t.bandwidth_efficiency, k.bandwidth_efficiency, 1.0),
+        (
+            "bandwidth",
+            t.bandwidth_efficiency,
+            k.bandwidth_efficiency,
+            1.0,
+        ),
     ] {
         assert!(rel(got, want).abs() < tol, "{name}: {got} against {want}");
     }
-    assert!(b.held_back.ttft_pct < 0.5 && b.held_back.tpot_pct < 0.5, "{b:?}");
+    assert!(
+        b.held_back.ttft_pct < 0.5 && b.held_back.tpot_pct < 0.5,
+        "{b:?}"
+    );
     assert!(b.default_held_back.ttft_pct > b.held_back.ttft_pct, "{b:?}");
     // The profile reads back as written.
     let text = p.to_toml_string();
@@ -208,7 +223,14 @@ fn write_the_sample() {
         "hardware".into(),
         toml::toml! { profile = (path.display().to_string()) }.into(),
     );
-    let r = compare(Vec::new(), &points, Some((&profiled, "t.toml")), &settings(), &[], &|| {});
+    let r = compare(
+        Vec::new(),
+        &points,
+        Some((&profiled, "t.toml")),
+        &settings(),
+        &[],
+        &|| {},
+    );
     for (i, pr) in r.points.iter().enumerate() {
         let PointOutcome::Compared { comparisons, .. } = &pr.outcome else {
             panic!("{:?}", pr.outcome)
@@ -250,4 +272,3 @@ fn write_the_sample() {
         .unwrap();
     }
 }
-

@@ -129,7 +129,10 @@ impl BenchTerms {
         let knots = knots_with(ridge);
         let layers = |n: f64| roof(layer_params, n);
         let head = |r: f64| roof(head_params, r) + self.seq_ns * r;
-        let token_ns: Vec<f64> = knots.iter().map(|&k| layers(k as f64) - layers(1.0)).collect();
+        let token_ns: Vec<f64> = knots
+            .iter()
+            .map(|&k| layers(k as f64) - layers(1.0))
+            .collect();
         let row_ns: Vec<f64> = knots.iter().map(|&k| head(k as f64) - head(1.0)).collect();
         let kv_ns = kv_bytes_per_token / bw * 1e9;
         CostTerms {
@@ -268,7 +271,11 @@ mod tests {
         let mut b = BatchShape::default();
         b.add_decode(100);
         let want = 1e6 + (lp + hp) * 2.0 / 0.8e12 * 1e9 + 10e3 + 100.0 * 512.0 / 0.8e12 * 1e9;
-        assert!((price(&b) - want).abs() < 1e-6 * want, "{} {want}", price(&b));
+        assert!(
+            (price(&b) - want).abs() < 1e-6 * want,
+            "{} {want}",
+            price(&b)
+        );
         // A 4096-token prefill is compute-bound and pays the front end.
         let mut b = BatchShape::default();
         b.add_prefill(4096, 0);
@@ -277,7 +284,11 @@ mod tests {
         let pairs = b.prefill_attn_pairs * 4.0 * m.layers as f64 * 4.0 * d / 50e12 * 1e9;
         let kv = 4096.0 * 512.0 / 0.8e12 * 1e9;
         let want = 1e6 + 20e6 + dense + head + 10e3 + pairs + kv;
-        assert!((price(&b) - want).abs() < 1e-6 * want, "{} {want}", price(&b));
+        assert!(
+            (price(&b) - want).abs() < 1e-6 * want,
+            "{} {want}",
+            price(&b)
+        );
     }
 
     #[test]
