@@ -323,14 +323,14 @@ fn with_terms(p: &Profile, terms: &BenchTerms) -> Profile {
 
 /// Why a point's scenario cannot be priced by one profile of `reference`.
 fn mismatch(s: &Scenario, reference: &Scenario) -> Option<String> {
-    let f = &s.file.fleet;
-    if f.tensor_parallel != 1 || f.pipeline_parallel != 1 || f.expert_parallel != 1 {
+    let l = &s.parallel;
+    if l.tensor != 1 || l.pipeline != 1 || l.expert != 1 {
         return Some(format!(
             "runs on {} GPUs (TP {} × PP {} × EP {}): a profile prices one device",
             s.gpus(),
-            f.tensor_parallel,
-            f.pipeline_parallel,
-            f.expert_parallel
+            l.tensor,
+            l.pipeline,
+            l.expert
         ));
     }
     if s.model.name != reference.model.name
