@@ -14,9 +14,10 @@ pub struct Minimum {
 }
 
 /// Minimises `f` from `start`, the initial simplex `start` plus `step[i]`
-/// along each axis, for at most `max_evaluations` evaluations or until the
-/// simplex's values differ by less than `f_tol` and its vertices by less
-/// than `x_tol` in every coordinate.
+/// along each axis, until `max_evaluations` evaluations are spent (a shrink
+/// under way finishes, up to `n` more) or the simplex's values differ by
+/// less than `f_tol` and its vertices by less than `x_tol` in every
+/// coordinate.
 pub fn minimize(
     mut f: impl FnMut(&[f64]) -> f64,
     start: &[f64],
