@@ -235,7 +235,8 @@ pub enum Command {
         request: Option<u64>,
     },
     /// Measure a model on a device (candle), or a served engine through its
-    /// OpenAI-compatible API (--engine), and write a calibration profile.
+    /// OpenAI-compatible API (--engine), or fit measured benchmark results
+    /// (--from-bench), and write a calibration profile.
     ///
     /// Measures a model's prefill and decode cost on a device with candle over a grid of shapes
     /// plus the memory it takes, fits the cost model, and writes a profile TOML. See
@@ -245,10 +246,11 @@ pub enum Command {
     /// llama.cpp's `llama-server`, `servesim serve`) through its API instead of candle on a device
     /// ([calibration.md](calibration.md#a-served-engine-calibrate---engine)); `--device`,
     /// `--weights`, `--refit`, `--quick`, `--threads`, `--max-context` and `--attention` do not
-    /// apply.
+    /// apply. With `--from-bench FILES` it fits the profile's engine terms to benchmark results a
+    /// team already has, without a server or device. `--engine` and `--from-bench` run in every
+    /// build; the device modes need the `calibrate` feature.
     #[command(
-        hide = !cfg!(feature = "calibrate"),
-        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml\n  servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml\n\nEngine calibration: docs/calibration.md"
+        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml\n  servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml\n  servesim calibrate --from-bench tests/data/from-bench/point-*.json --scenario tests/data/from-bench/h100-llama-8b.toml --out h100-8b.toml\n\nEngine calibration: docs/calibration.md"
     )]
     Calibrate(CalibrateCmd),
     /// Serve a scenario's workload for real and compare with the simulation of the profile.
@@ -661,7 +663,24 @@ pub enum SweepAction {
 
 /// `servesim calibrate` flags.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("scenario_users").args(["engine", "from_bench"])))]
 pub struct CalibrateCmd {
+    /// Fit the profile's engine terms (front end, per step, per sequence,
+    /// compute and bandwidth efficiency) to these measured benchmark results
+    /// (any format `servesim accuracy` reads) instead of measuring: no
+    /// server or device needed. Needs --scenario.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["engine", "weights", "refit", "quick", "threads", "max_context"])]
+    pub from_bench: Vec<PathBuf>,
+    /// --from-bench: hardware preset of every point, over the files'.
+    #[arg(long, requires = "from_bench")]
+    pub hardware: Option<String>,
+    /// --from-bench: at most this many requests simulated per point.
+    #[arg(long, default_value_t = 400, requires = "from_bench")]
+    pub max_requests: u64,
+    /// --from-bench: simulations of the training points the fit may run
+    /// [default: 1000].
+    #[arg(long, requires = "from_bench", value_parser = clap::value_parser!(u32).range(12..=100_000))]
+    pub evaluations: Option<u32>,
     /// Calibrate the OpenAI-compatible server at this base URL through its
     /// API (vLLM, SGLang, TGI, llama.cpp's llama-server, `servesim serve`)
     /// instead of measuring candle on a device.
@@ -694,7 +713,9 @@ pub struct CalibrateCmd {
     pub max_prompt: Option<u32>,
     /// --engine: the scenario whose workload the profile is for: the probes
     /// reach its longest prompt (within the server's context).
-    #[arg(long, requires = "engine", value_name = "FILE")]
+    /// --from-bench: the scenario the benchmarks ran (model, hardware preset,
+    /// engine settings).
+    #[arg(long, requires = "scenario_users", value_name = "FILE")]
     pub scenario: Option<PathBuf>,
     /// --engine: tokens per iteration as the server was started (vLLM
     /// --max-num-batched-tokens, llama.cpp -b), recorded in the profile so

@@ -55,6 +55,7 @@ mod deploy;
 mod engine_calibration;
 mod explain;
 mod fleet_print;
+mod from_bench;
 mod help_markdown;
 mod plan;
 mod print;
@@ -130,6 +131,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cost(args) => cost::run(args),
         Command::Report { dir } => write_report(&dir),
         Command::Explain { dir, json, request } => explain::run(&dir, json, request),
+        Command::Calibrate(args) if !args.from_bench.is_empty() => from_bench::calibrate(args),
         Command::Calibrate(args) if args.engine.is_some() => engine_calibration::calibrate(args),
         Command::Calibrate(args) => calibration::calibrate(args),
         Command::Validate(args) => calibration::validate(args),

@@ -184,6 +184,7 @@ pub fn calibrate(
         held_out: FitError::default(),
         engine: None,
         elementwise: Some(elementwise),
+        bench: None,
         samples,
     };
     profile.held_out = crate::fit::errors(&profile);
@@ -320,6 +321,7 @@ pub(crate) mod tests {
             held_out: FitError::default(),
             engine: None,
             elementwise: None,
+            bench: None,
             samples: vec![],
         }
     }

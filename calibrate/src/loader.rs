@@ -143,6 +143,9 @@ pub fn from_profile(p: &ProfileModel, dev: &OpenDevice) -> Result<Loaded> {
         WeightsInfo::Served { url, .. } => Err(input(format!(
             "the profile measured the engine served at {url} through its API: it has no weights to load; run the live engine from a profile of `calibrate --device`"
         ))),
+        WeightsInfo::Benchmarked { model } => Err(input(format!(
+            "the profile was fitted to benchmark results of {model} (`calibrate --from-bench`): it has no weights to load; run the live engine from a profile of `calibrate --device`"
+        ))),
         WeightsInfo::Safetensors { path } => {
             dev.check_dtype(dtype)?;
             sim::input_file::check_file_type(Path::new(path), "safetensors weights file")?;

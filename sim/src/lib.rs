@@ -15,6 +15,7 @@ pub mod deployment;
 pub mod emit;
 pub mod energy;
 pub mod engine;
+pub mod from_bench;
 pub mod guard;
 pub mod input_file;
 pub mod kv;

@@ -58,6 +58,7 @@ const FLOORS: &[(&str, u8, &str)] = &[
     ("sweep", 5, "results"),
     ("deployment", 5, "results"),
     ("accuracy", 5, "results"),
+    ("from_bench", 5, "results"),
     ("breakeven", 5, "results"),
     ("emit", 5, "results"),
 ];

@@ -556,6 +556,7 @@ pub fn calibrate(a: &EngineArgs, progress: &mut dyn FnMut(f64, f64, &str)) -> Re
         held_out: FitError::default(),
         engine: None,
         elementwise: None,
+        bench: None,
         samples,
     };
     let model = Profiled::new(&profile, "the fit");

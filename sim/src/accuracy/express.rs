@@ -378,6 +378,28 @@ fn harness_recv_interval(rt: EngineRuntime, point: &MeasuredPoint) -> Option<u32
     }
 }
 
+/// Whether the table prices with a calibration profile (`[hardware]
+/// profile`); a relative path is made relative to the base scenario's
+/// folder here, since a point's origin (`scenario + point id`) is no path.
+fn anchor_profile(t: &mut Table, origin: &str) -> bool {
+    let Some(rel) = keypath::get(t, "hardware.profile").and_then(|v| v.as_str().map(String::from))
+    else {
+        return false;
+    };
+    let dir = std::path::Path::new(origin)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    let path = dir.join(&rel);
+    if path.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            set(t, "hardware.profile", cwd.join(path).display().to_string());
+            return true;
+        }
+    }
+    set(t, "hardware.profile", path.display().to_string());
+    true
+}
+
 /// The scenario table for `point` over `base`, before resolution.
 fn table_for(
     base: Option<&Table>,
@@ -677,7 +699,8 @@ pub fn express(
     point: &MeasuredPoint,
 ) -> Result<Expressed, Unexpressible> {
     let mut notes = Vec::new();
-    let t = table_for(base, settings, point, &mut notes)?;
+    let mut t = table_for(base, settings, point, &mut notes)?;
+    let profiled = anchor_profile(&mut t, origin);
     let origin = format!("{origin} + {}", point.id);
     let models = match (&settings.model, &point.model) {
         (Some(m), _) => vec![Some(m.clone())],
@@ -689,7 +712,9 @@ pub fn express(
     };
     let chips = match (&settings.hardware, &point.chip) {
         (Some(h), _) => vec![Some(h.clone())],
-        (None, Some(c)) => chip_candidates(c).into_iter().map(Some).collect(),
+        // A calibration profile is the device: the file's chip names the
+        // group, and the profile prices it.
+        (None, Some(c)) if !profiled => chip_candidates(c).into_iter().map(Some).collect(),
         _ => vec![None],
     };
     let dtypes = match &settings.weight_dtype {

@@ -19,8 +19,10 @@ use crate::memory::{MemoryPlan, StageMemory};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+mod bench;
 mod elementwise;
 mod validate;
+pub use bench::{fnv1a64, BenchError, BenchFile, BenchFit, BenchTerms};
 pub use elementwise::{ElementwiseCase, ElementwiseExperiment, TimingClock};
 pub use validate::{HOST_COPY_BYTES_PER_S, MAX_DEVICE_BYTES, MAX_TERM_NS, MIN_STEP_NS};
 
@@ -69,6 +71,12 @@ pub struct Profile {
     /// absent for profiles of a served engine and older profiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elementwise: Option<ElementwiseExperiment>,
+    /// What `calibrate --from-bench` fitted from measured benchmark
+    /// results, and from which files; absent for measured profiles. Such a
+    /// profile has no samples: its `fit` is the roofline with the fitted
+    /// terms ([`BenchTerms::cost_terms`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchFit>,
     /// Every measured shape with all its repetitions, fitted and held out.
     #[serde(default)]
     pub samples: Vec<Sample>,
@@ -226,6 +234,9 @@ pub enum WeightsInfo {
     /// The weights a served engine holds (`calibrate --engine`): measured
     /// through its API, with nothing for `servesim` to load.
     Served { url: String, model: String },
+    /// The weights a benchmarked deployment served (`calibrate
+    /// --from-bench`): known only through its measured results.
+    Benchmarked { model: String },
 }
 
 impl WeightsInfo {
@@ -238,6 +249,9 @@ impl WeightsInfo {
             WeightsInfo::Gguf { path } => format!("real weights from {path} (dequantized)"),
             WeightsInfo::Served { url, model } => {
                 format!("the weights {model} served at {url} (measured through its API)")
+            }
+            WeightsInfo::Benchmarked { model } => {
+                format!("the weights of {model} as benchmarked (fitted to measured results)")
             }
         }
     }
@@ -522,6 +536,10 @@ impl Profile {
                 bw = bw.max(weight_bytes / secs);
             }
         }
+        if let Some(b) = self.bench.as_ref().filter(|_| flops == 0.0) {
+            // No samples: the chip's peaks at the fitted efficiencies.
+            (flops, bw) = b.effective();
+        }
         let host = self.measurement.host_copy_bytes_per_s;
         // Measured figures carry about three significant digits.
         let sig = |x: f64| {
@@ -547,10 +565,16 @@ impl Profile {
             // A calibration measures time, not power.
             tdp_w: None,
             idle_w: None,
-            source: format!(
-                "calibration profile {origin}: effective figures measured by `servesim calibrate` on {} ({}), not a datasheet",
-                self.device.spec, self.device.driver
-            ),
+            source: match &self.bench {
+                Some(b) => format!(
+                    "calibration profile {origin}: {}'s peaks at the efficiencies `servesim calibrate --from-bench` fitted to measured results, not a datasheet",
+                    b.chip
+                ),
+                None => format!(
+                    "calibration profile {origin}: effective figures measured by `servesim calibrate` on {} ({}), not a datasheet",
+                    self.device.spec, self.device.driver
+                ),
+            },
         }
     }
 
@@ -681,6 +705,7 @@ pub(crate) mod tests {
             held_out: FitError::default(),
             engine: None,
             elementwise: None,
+            bench: None,
             samples: vec![Sample {
                 kind: "decode".into(),
                 fitted: true,

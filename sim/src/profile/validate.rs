@@ -281,6 +281,9 @@ impl Profile {
         if let Some(e) = &self.elementwise {
             e.check()?;
         }
+        if let Some(b) = &self.bench {
+            b.check()?;
+        }
         if let Some(e) = &self.engine {
             let h = &e.host;
             for (f, v) in [
