@@ -97,7 +97,11 @@ fn a_disaggregated_plan_emits_its_sized_pools_and_prices_their_energy() {
     assert!((kwh - f(&e, "fleet_avg_power_w") * 730.0 / 1000.0).abs() < 1e-6);
     assert!((f(&e, "energy_usd_per_month") - 0.1 * kwh).abs() < 1e-6);
     assert!((f(&e, "kg_co2_per_month") - 0.3 * kwh).abs() < 1e-6);
-    let gpu = f(fleet, "usd_per_month");
+    // The plan ranked the option by its GPUs plus its energy at the price;
+    // energy.json prices the chosen fleet's own run on top of the GPUs.
+    let gpu = f(fleet, "usd_per_month") - f(fleet, "energy_usd_per_month");
+    assert!(f(fleet, "energy_usd_per_month") > 0.0);
+    assert!((f(&e, "gpu_usd_per_month") - gpu).abs() < 1e-6);
     assert!((f(&e, "total_usd_per_month") - gpu - 0.1 * kwh).abs() < 1e-6);
     // Each GPU draws between its idle power and its TDP (H100: 105–700 W).
     let w = f(&e, "avg_power_w_per_gpu");
