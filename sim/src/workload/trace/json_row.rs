@@ -687,11 +687,11 @@ impl RowReader for JsonTrace {
 mod tests {
     use super::*;
 
+    /// What a parse left in a row: numbers, texts, presence, hashes.
+    type Seen = (Vec<Option<i64>>, Vec<Option<Vec<u8>>>, Vec<bool>, Vec<u64>);
+
     /// What a parse left in `row`, for comparing two parses.
-    fn seen(
-        spec: &JsonSpec,
-        row: &JsonRow,
-    ) -> (Vec<Option<i64>>, Vec<Option<Vec<u8>>>, Vec<bool>, Vec<u64>) {
+    fn seen(spec: &JsonSpec, row: &JsonRow) -> Seen {
         let n = spec.keys.len();
         (
             row.nums.clone(),
