@@ -502,6 +502,19 @@ pub fn engine_block_hashes(hashes: &[u64], hash_block: u32, block: u32, tokens: 
         let per = (hash_block / block) as u64;
         let mut out = Vec::with_capacity(full as usize);
         let mut j = 0;
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            for &h in hashes {
+                let end = (j + per).min(full);
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { mix_run_avx2(h, j, end, &mut out) };
+                j = end;
+                if j >= full {
+                    break;
+                }
+            }
+            return out;
+        }
         for &h in hashes {
             let end = (j + per).min(full);
             // Left alone, LLVM vectorises this loop with SSE2, which has no
@@ -533,6 +546,60 @@ pub fn engine_block_hashes(hashes: &[u64], hash_block: u32, block: u32, tokens: 
             mix(h, j)
         })
         .collect()
+}
+
+/// Appends `mix(h, j)` for every `j` in `from..end` to `out`, four blocks
+/// to an AVX2 vector: the same values as the scalar loop, bit for bit (64-bit
+/// products modulo 2^64 from three 32 × 32-bit multiplies, as AVX2 has no
+/// 64-bit multiply), at about 6 instructions a block against 15 (block
+/// hashing was 11 % of the instructions of the Mooncake side-by-side run).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mix_run_avx2(h: u64, from: u64, end: u64, out: &mut Vec<u64>) {
+    use std::arch::x86_64::*;
+    /// The low 64 bits of each lane times the constant whose 32-bit halves
+    /// are `lo` and `hi`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn mul(a: __m256i, lo: __m256i, hi: __m256i) -> __m256i {
+        let ll = _mm256_mul_epu32(a, lo);
+        let cross = _mm256_add_epi64(
+            _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), lo),
+            _mm256_mul_epu32(a, hi),
+        );
+        _mm256_add_epi64(ll, _mm256_slli_epi64::<32>(cross))
+    }
+    const C1: u64 = 0xBF58_476D_1CE4_E5B9;
+    const C2: u64 = 0x94D0_49BB_1331_11EB;
+    const LOW: u64 = 0xFFFF_FFFF;
+    let c1l = _mm256_set1_epi64x((C1 & LOW) as i64);
+    let c1h = _mm256_set1_epi64x((C1 >> 32) as i64);
+    let c2l = _mm256_set1_epi64x((C2 & LOW) as i64);
+    let c2h = _mm256_set1_epi64x((C2 >> 32) as i64);
+    let hv = _mm256_set1_epi64x(h as i64);
+    let step = _mm256_set1_epi64x(MIX_STEP.wrapping_mul(4) as i64);
+    let k0 = from.wrapping_mul(MIX_STEP);
+    let mut ik = _mm256_set_epi64x(
+        k0.wrapping_add(MIX_STEP.wrapping_mul(3)) as i64,
+        k0.wrapping_add(MIX_STEP.wrapping_mul(2)) as i64,
+        k0.wrapping_add(MIX_STEP) as i64,
+        k0 as i64,
+    );
+    let mut j = from;
+    let mut lanes = [0u64; 4];
+    while j + 4 <= end {
+        let mut z = _mm256_xor_si256(hv, ik);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64::<30>(z));
+        z = mul(z, c1l, c1h);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64::<27>(z));
+        z = mul(z, c2l, c2h);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64::<31>(z));
+        _mm256_storeu_si256(lanes.as_mut_ptr().cast(), z);
+        out.extend_from_slice(&lanes);
+        ik = _mm256_add_epi64(ik, step);
+        j += 4;
+    }
+    out.extend((j..end).map(|j| mix(h, j)));
 }
 
 /// SplitMix64-style mixing of a hash with an index.
@@ -647,6 +714,25 @@ mod tests {
         assert_eq!(c.evict(10), 1);
         assert_eq!(c.match_len(&a), 2);
         c.check().unwrap();
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_block_hashes_equal_the_scalar_ones() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = 0x1234_5678_9ABC_DEF0u64;
+        for n in 0..40u64 {
+            rng = mix(rng, n);
+            let (h, from) = (rng, mix(rng, 7) % 100_000);
+            let mut out = vec![42];
+            unsafe { mix_run_avx2(h, from, from + n, &mut out) };
+            let want: Vec<u64> = std::iter::once(42)
+                .chain((from..from + n).map(|j| mix(h, j)))
+                .collect();
+            assert_eq!(out, want, "h {h} from {from} n {n}");
+        }
     }
 
     #[test]
