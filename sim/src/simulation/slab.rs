@@ -141,8 +141,8 @@ impl<'a> Simulation<'a> {
     /// that moment (2 × 143 MB) was the run's peak memory, above the
     /// 723,323 slots it held at most. Reserved pages become resident only
     /// when a slot is first used, so memory still follows the requests in
-    /// flight. Where the system refuses the reservation, the slab grows as
-    /// it did before.
+    /// flight. Where the system refuses the reservation, the slab grows by
+    /// doubling instead.
     fn reserve_slots(&mut self) {
         let want = self.max_requests.min(SLAB_RESERVE) as usize;
         let more = want.saturating_sub(self.requests.len());
