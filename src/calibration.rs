@@ -78,7 +78,8 @@ mod with_calibrate {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        std::fs::write(&a.out, profile.to_toml_string())
+        // Whole or not at all: a profile cut short would still parse as TOML.
+        sim::output::write_bytes_atomic(&a.out, profile.to_toml_string().as_bytes())
             .with_context(|| format!("cannot write {}", a.out.display()))?;
         for finding in &profile.measurement.noise {
             outln!("noise      {finding}");
