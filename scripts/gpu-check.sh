@@ -46,7 +46,7 @@ nvidia-smi >"$OUT_DIR/nvidia-smi.txt" 2>&1 || true
 # 1. The profile: the full grid, CUDA events around each forward pass.
 log "calibrate $MODEL ($DTYPE, random weights) on $DEVICE"
 "$SERVESIM" calibrate --device "$DEVICE" --model "$MODEL" --dtype "$DTYPE" \
-  --out "$OUT_DIR/profile.toml" 2>&1 | tee "$OUT_DIR/calibrate.txt"
+  --out "$OUT_DIR" 2>&1 | tee "$OUT_DIR/calibrate.txt"
 
 # 2. The profile against a live run of the same model on the same GPU: the
 # CPU validation workload at a rate a GPU keeps busy.

@@ -95,7 +95,7 @@ done
 
 # 4. calibrate through the API.
 "$SERVESIM" calibrate --engine "$url" --model smollm2-135m --dtype f16 --budget "$BUDGET" \
-  --max-concurrency 4 --out llamacpp-profile.toml | tee calibrate.txt
+  --max-concurrency 4 --out llamacpp-profile | tee calibrate.txt
 
 # 5. held out: Poisson arrivals at a rate the probes never used, lognormal
 # lengths around other means, concurrency set by the load, not fixed.
@@ -107,7 +107,7 @@ seed = 5
 [horizon]
 requests = $REQUESTS
 [hardware]
-profile = "llamacpp-profile.toml"
+profile = "llamacpp-profile/profile.toml"
 [engine]
 policy = "sarathi"
 max_num_seqs = 4
@@ -131,9 +131,9 @@ if [ "${CANDLE:-1}" != 0 ]; then
   kill $pid 2>/dev/null || true
   wait $pid 2>/dev/null || true
   "$release" calibrate --device cpu --weights "$gguf" --dtype f32 --threads "$THREADS" --quick \
-    --out candle-profile.toml | tee calibrate-candle.txt
-  sed 's|^profile = .*|profile = "candle-profile.toml"|' heldout.toml >heldout-candle.toml
+    --out candle-profile | tee calibrate-candle.txt
+  sed 's|^profile = .*|profile = "candle-profile/profile.toml"|' heldout.toml >heldout-candle.toml
   "$SERVESIM" simulate heldout-candle.toml --out simulated-candle >/dev/null
   "$SERVESIM" compare observed simulated-candle | tee compare-candle.txt
 fi
-echo "results: $WORK/{calibrate.txt,llamacpp-profile.toml,compare.txt,observed/,simulated/,calibrate-candle.txt,compare-candle.txt}"
+echo "results: $WORK/{calibrate.txt,llamacpp-profile/profile.toml,compare.txt,observed/,simulated/,calibrate-candle.txt,compare-candle.txt}"

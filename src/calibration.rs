@@ -41,6 +41,7 @@ mod with_calibrate {
     }
 
     pub fn calibrate(a: CalibrateCmd) -> Result<()> {
+        let out = crate::profile_out::profile_path(&a.out)?;
         let profile = match &a.refit {
             Some(path) => calibrate::calibrate::refit(sim::profile::Profile::load(path)?),
             None => {
@@ -74,13 +75,7 @@ mod with_calibrate {
                 profile
             }
         };
-        if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        // Whole or not at all: a profile cut short would still parse as TOML.
-        sim::output::write_bytes_atomic(&a.out, profile.to_toml_string().as_bytes())
-            .with_context(|| format!("cannot write {}", a.out.display()))?;
+        crate::profile_out::write_profile(&out, &profile)?;
         for finding in &profile.measurement.noise {
             outln!("noise      {finding}");
         }
@@ -190,7 +185,7 @@ mod with_calibrate {
             profile.held_out.shapes,
             profile.held_out.fitted_mape_pct
         );
-        outln!("profile    {}", a.out.display());
+        outln!("profile    {}", out.display());
         Ok(())
     }
 

@@ -250,7 +250,7 @@ pub enum Command {
     /// team already has, without a server or device. `--engine` and `--from-bench` run in every
     /// build; the device modes need the `calibrate` feature.
     #[command(
-        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml\n  servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml\n  servesim calibrate --from-bench tests/data/from-bench/point-*.json --scenario tests/data/from-bench/h100-llama-8b.toml --out h100-8b.toml\n\nEngine calibration: docs/calibration.md"
+        after_help = "Examples:\n  servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out out/cpu-profile\n  servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out out/h100-1b\n  servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out out/smollm2\n  servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out out/vllm-8b\n  servesim calibrate --from-bench tests/data/from-bench/point-*.json --scenario tests/data/from-bench/h100-llama-8b.toml --out out/h100-8b\n\nEngine calibration: docs/calibration.md"
     )]
     Calibrate(CalibrateCmd),
     /// Serve a scenario's workload for real and compare with the simulation of the profile.
@@ -261,7 +261,7 @@ pub enum Command {
     /// with the error of each. Writes `validation.json`. See [calibration.md](calibration.md).
     #[command(
         hide = !cfg!(feature = "calibrate"),
-        after_help = "Example:\n  servesim validate scenarios/validate/cpu.toml --profile cpu-profile.toml"
+        after_help = "Example:\n  servesim validate scenarios/validate/cpu.toml --profile out/cpu-profile/profile.toml"
     )]
     Validate(ValidateCmd),
     /// Serve an OpenAI-compatible streaming endpoint backed by a scenario's
@@ -786,7 +786,7 @@ pub struct CalibrateCmd {
     /// Re-fit the samples of an existing profile instead of measuring (no device needed).
     #[arg(long, conflicts_with_all = ["model", "weights"])]
     pub refit: Option<PathBuf>,
-    /// Where to write the profile TOML.
+    /// Output folder: the profile is written as <folder>/profile.toml.
     #[arg(long)]
     pub out: PathBuf,
 }

@@ -3,7 +3,7 @@
 //! no candle, so every build has it.
 
 use crate::cli::CalibrateCmd;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use serve::probe::{self, EngineArgs};
 use std::io::IsTerminal;
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     let url = a.engine.clone().expect("dispatched on --engine");
+    let out = crate::profile_out::profile_path(&a.out)?;
     if !(a.budget.is_finite() && a.budget > 0.0 && a.budget <= 600.0) {
         anyhow::bail!("--budget must be minutes in (0, 600], got {}", a.budget);
     }
@@ -50,12 +51,7 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     });
     pb.finish_and_clear();
     let profile = profile?;
-    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    // Whole or not at all.
-    sim::output::write_bytes_atomic(&a.out, profile.to_toml_string().as_bytes())
-        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    crate::profile_out::write_profile(&out, &profile)?;
     let e = profile
         .engine
         .as_ref()
@@ -153,7 +149,7 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     for line in &e.findings {
         outln!("found      {line}");
     }
-    outln!("profile    {}", a.out.display());
+    outln!("profile    {}", out.display());
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! `servesim calibrate --from-bench FILES… --scenario S --out profile.toml`:
+//! `servesim calibrate --from-bench FILES… --scenario S --out DIR` (the profile is DIR/profile.toml):
 //! a profile's engine terms fitted to measured benchmark results
 //! (`sim::from_bench`), with no server or device. The default build has it:
 //! it simulates, and needs nothing of candle.
@@ -41,6 +41,7 @@ fn errors(e: &BenchError) -> String {
 
 /// Runs `servesim calibrate --from-bench`.
 pub fn calibrate(a: CalibrateCmd) -> Result<()> {
+    let out = crate::profile_out::profile_path(&a.out)?;
     let Some(scenario) = &a.scenario else {
         bail!(
             "calibrate --from-bench needs --scenario FILE: the scenario the benchmarks ran \
@@ -95,8 +96,7 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     if let Ok(p) = progress.into_inner() {
         p.finish();
     }
-    sim::output::write_bytes_atomic(&a.out, profile.to_toml_string().as_bytes())
-        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    crate::profile_out::write_profile(&out, &profile)?;
     let b = profile.bench.as_ref().expect("a from-bench profile");
     let t = &b.terms;
     outln!(
@@ -124,7 +124,7 @@ pub fn calibrate(a: CalibrateCmd) -> Result<()> {
     }
     outln!(
         "wrote {}: use it with [hardware] profile = \"…\" in place of the scenario's preset, then `servesim accuracy` with that scenario",
-        a.out.display()
+        out.display()
     );
     Ok(())
 }

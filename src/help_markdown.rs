@@ -19,8 +19,8 @@ the same, with an example per command; `servesim --version` prints the version. 
 put the command after `--`: `cargo run --release -- simulate scenarios/quickstart.toml`.
 
 Conventions: a command's main input (a scenario, a result folder) is its first argument;
-`--out` names an output folder (`calibrate`'s names the profile file it writes, which a scenario's
-`[hardware] profile` and `validate --profile` read); `--json` prints the command's result as one JSON document on
+`--out` names an output folder (`calibrate` writes its profile there as `profile.toml`, the file a
+scenario's `[hardware] profile` and `validate --profile` read); `--json` prints the command's result as one JSON document on
 stdout (text the command prints besides goes to stderr); a closed set of values is listed under
 its flag and anything else is refused.
 

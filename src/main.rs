@@ -59,6 +59,7 @@ mod from_bench;
 mod help_markdown;
 mod plan;
 mod print;
+mod profile_out;
 mod quality;
 mod ranges;
 mod serve;

@@ -23,7 +23,8 @@ fn tiny_profile() -> &'static (tempfile::TempDir, PathBuf, String) {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("config.json");
         std::fs::write(&cfg, TINY_CONFIG).unwrap();
-        let out = dir.path().join("tiny.toml");
+        let folder = dir.path().join("tiny");
+        let out = folder.join("profile.toml");
         let o = run(&[
             "calibrate",
             "--device",
@@ -36,7 +37,7 @@ fn tiny_profile() -> &'static (tempfile::TempDir, PathBuf, String) {
             "--threads",
             "1",
             "--out",
-            out.to_str().unwrap(),
+            folder.to_str().unwrap(),
         ]);
         assert!(o.status.success(), "calibrate failed: {}", stderr(&o));
         (dir, out, stdout(&o))
@@ -255,7 +256,7 @@ fn error_of(args: &[&str]) -> String {
 #[test]
 fn bad_calibrate_input_is_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("p.toml");
+    let out = dir.path().join("p");
     let out = out.to_str().unwrap();
     // A device outside the closed set is the parser's refusal (exit 2).
     let o = run(&[

@@ -90,7 +90,7 @@ fn the_fit_recovers_a_known_engines_terms_through_its_api() {
     std::fs::write(dir.path().join("known.toml"), truth.to_toml_string()).unwrap();
     std::fs::write(dir.path().join("s.toml"), SCENARIO).unwrap();
     let (server, url) = start(dir.path());
-    let out = dir.path().join("fitted.toml");
+    let out = dir.path().join("fitted/profile.toml");
     let o = run(&[
         "calibrate",
         "--engine",
@@ -102,7 +102,7 @@ fn the_fit_recovers_a_known_engines_terms_through_its_api() {
         "--max-concurrency",
         "8",
         "--out",
-        out.to_str().unwrap(),
+        out.parent().unwrap().to_str().unwrap(),
     ]);
     drop(server);
     let text = stdout(&o);
@@ -211,7 +211,7 @@ fn the_fit_recovers_a_known_engines_terms_through_its_api() {
     assert!(fitted.held_out.mape_pct < 5.0, "{:?}", fitted.held_out);
     // `simulate` reads it.
     let s = dir.path().join("sim.toml");
-    std::fs::write(&s, SCENARIO.replace("known.toml", "fitted.toml")).unwrap();
+    std::fs::write(&s, SCENARIO.replace("known.toml", "fitted/profile.toml")).unwrap();
     let sim_out = dir.path().join("out");
     let o = run(&[
         "simulate",
@@ -241,7 +241,7 @@ fn a_long_prompt_workload_is_probed_to_its_longest_and_the_batching_recorded() {
         .replace("max_num_seqs = 32\nmax_batched_tokens = 2048\n", "");
     std::fs::write(dir.path().join("long.toml"), &long).unwrap();
     let (server, url) = start(dir.path());
-    let out = dir.path().join("fitted.toml");
+    let out = dir.path().join("fitted/profile.toml");
     let o = run(&[
         "calibrate",
         "--engine",
@@ -259,7 +259,7 @@ fn a_long_prompt_workload_is_probed_to_its_longest_and_the_batching_recorded() {
         "--max-num-seqs",
         "4",
         "--out",
-        out.to_str().unwrap(),
+        out.parent().unwrap().to_str().unwrap(),
     ]);
     drop(server);
     let text = stdout(&o);
@@ -289,7 +289,7 @@ fn a_long_prompt_workload_is_probed_to_its_longest_and_the_batching_recorded() {
     );
     // `check` and `simulate` say which batching applies.
     let s = dir.path().join("run.toml");
-    std::fs::write(&s, long.replace("known.toml", "fitted.toml")).unwrap();
+    std::fs::write(&s, long.replace("known.toml", "fitted/profile.toml")).unwrap();
     let o = run(&["check", s.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -321,7 +321,7 @@ fn an_unreachable_engine_is_a_one_line_error() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let o = run(&["calibrate", "--engine", &url, "--out", "never.toml"]);
+    let o = run(&["calibrate", "--engine", &url, "--out", "never"]);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
@@ -329,7 +329,7 @@ fn an_unreachable_engine_is_a_one_line_error() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(!std::path::Path::new("never.toml").exists());
+    assert!(!std::path::Path::new("never").exists());
 }
 
 /// A profile that cannot be trusted is refused, naming why and the budget
@@ -341,7 +341,7 @@ fn an_untrusted_profile_is_refused_unless_forced() {
     std::fs::write(dir.path().join("known.toml"), known().to_toml_string()).unwrap();
     std::fs::write(dir.path().join("s.toml"), SCENARIO).unwrap();
     let (server, url) = start(dir.path());
-    let out = dir.path().join("p.toml");
+    let out = dir.path().join("p");
     let out = out.to_str().unwrap();
     let o = run(&[
         "calibrate",
@@ -400,7 +400,7 @@ fn an_untrusted_profile_is_refused_unless_forced() {
         "{}",
         stderr(&o)
     );
-    let p = Profile::load(std::path::Path::new(out)).unwrap();
+    let p = Profile::load(&std::path::Path::new(out).join("profile.toml")).unwrap();
     let findings = &p.engine.unwrap().findings;
     assert!(
         findings
@@ -500,7 +500,7 @@ fn llama_server_is_calibrated_and_predicts_a_held_out_run() {
     wait_healthy(port, &mut srv.0);
     let url = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("llamacpp.toml");
+    let profile = dir.path().join("llamacpp/profile.toml");
     let o = run(&[
         "calibrate",
         "--engine",
@@ -516,7 +516,7 @@ fn llama_server_is_calibrated_and_predicts_a_held_out_run() {
         "--max-prompt",
         "256",
         "--out",
-        profile.to_str().unwrap(),
+        profile.parent().unwrap().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     eprintln!("{}", stdout(&o));
@@ -537,7 +537,7 @@ seed = 9
 [horizon]
 requests = 16
 [hardware]
-profile = "llamacpp.toml"
+profile = "llamacpp/profile.toml"
 [engine]
 policy = "sarathi"
 max_num_seqs = 2

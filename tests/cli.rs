@@ -184,7 +184,7 @@ fn closed_stdout_is_not_a_panic() {
 #[test]
 #[cfg(not(feature = "calibrate"))]
 fn verbs_a_build_lacks_say_which_feature_adds_them() {
-    let o = run(&["calibrate", "--out", "p.toml"]);
+    let o = run(&["calibrate", "--out", "p"]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("--features calibrate"),
@@ -224,12 +224,12 @@ const PARSE_ONLY: &[(&str, &str)] = &[
     ("cargo run --release -- bench --requests 200000 --replicas 16", "a timing run"),
     ("cargo run --release -- trace bench --rows 1000000", "a timing run"),
     ("servesim cost --fidelity", "needs ../shared/data"),
-    ("servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out cpu-profile.toml", "minutes of measurement, with --features calibrate (tests/calibrate.rs runs a smaller one)"),
-    ("servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out h100-1b.toml", "needs a GPU"),
-    ("servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out smollm2.toml", "needs a GGUF file"),
-    ("servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out vllm-8b.toml", "needs a server"),
-    ("servesim calibrate --from-bench tests/data/from-bench/point-*.json --scenario tests/data/from-bench/h100-llama-8b.toml --out h100-8b.toml", "a thousand simulations; tests/from_bench.rs runs it"),
-    ("servesim validate scenarios/validate/cpu.toml --profile cpu-profile.toml", "serves live, with --features calibrate (tests/calibrate.rs)"),
+    ("servesim calibrate --device cpu --model scenarios/validate/tiny-llama.json --quick --out out/cpu-profile", "minutes of measurement, with --features calibrate (tests/calibrate.rs runs a smaller one)"),
+    ("servesim calibrate --device cuda:0 --model llama-3.2-1b --dtype bf16 --out out/h100-1b", "needs a GPU"),
+    ("servesim calibrate --weights SmolLM2-135M-Instruct.Q4_1.gguf --quick --out out/smollm2", "needs a GGUF file"),
+    ("servesim calibrate --engine http://127.0.0.1:8000 --budget 4 --out out/vllm-8b", "needs a server"),
+    ("servesim calibrate --from-bench tests/data/from-bench/point-*.json --scenario tests/data/from-bench/h100-llama-8b.toml --out out/h100-8b", "a thousand simulations; tests/from_bench.rs runs it"),
+    ("servesim validate scenarios/validate/cpu.toml --profile out/cpu-profile/profile.toml", "serves live, with --features calibrate (tests/calibrate.rs)"),
     ("servesim serve scenarios/quickstart.toml --engine sim --port 8000", "serves until stopped (tests/serve.rs)"),
     ("servesim observe http://127.0.0.1:8000 scenarios/quickstart.toml --max-requests 200 --out out/observed", "needs a server (tests/serve.rs)"),
     ("servesim compare out/quickstart out/observed", "needs an observe run"),

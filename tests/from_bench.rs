@@ -54,13 +54,14 @@ fn accuracy(scenario: &Path, out: &Path) {
 #[test]
 fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
     let tmp = tempfile::tempdir().unwrap();
-    let profile = tmp.path().join("h100-8b.toml");
+    let folder = tmp.path().join("h100-8b");
+    let profile = folder.join("profile.toml");
     let scenario = data().join("h100-llama-8b.toml");
     let o = calibrate(&[
         "--scenario",
         &scenario.display().to_string(),
         "--out",
-        &profile.display().to_string(),
+        &folder.display().to_string(),
     ]);
     let text = stdout(&o);
     assert!(o.status.success(), "{text}\n{}", stderr(&o));
@@ -86,7 +87,10 @@ fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
 
     // The scenario with the profile in place of the preset.
     let with = tmp.path().join("with-profile.toml");
-    let text = read(&scenario).replace("preset = \"h100-sxm\"", "profile = \"h100-8b.toml\"");
+    let text = read(&scenario).replace(
+        "preset = \"h100-sxm\"",
+        "profile = \"h100-8b/profile.toml\"",
+    );
     assert!(text.contains("profile = "));
     std::fs::write(&with, text).unwrap();
     let (before, after) = (tmp.path().join("before"), tmp.path().join("after"));
@@ -107,8 +111,17 @@ fn the_sample_fits_back_to_its_known_terms_and_accuracy_shows_the_gain() {
 #[test]
 fn bad_input_is_one_clear_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("p.toml");
+    let out = tmp.path().join("p");
     let out_s = out.display().to_string();
+    // `--out` is a folder, as for every verb; the file form says so.
+    let scenario = data().join("h100-llama-8b.toml").display().to_string();
+    let o = calibrate(&["--scenario", &scenario, "--out", "p.toml"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("a folder, not a file") && stderr(&o).contains("--out p"),
+        "{}",
+        stderr(&o)
+    );
     // No scenario.
     let o = calibrate(&["--out", &out_s]);
     assert!(!o.status.success());
@@ -116,7 +129,6 @@ fn bad_input_is_one_clear_line() {
     // A file no reader knows.
     let bad = tmp.path().join("notes.json");
     std::fs::write(&bad, "{\"hello\": 1}").unwrap();
-    let scenario = data().join("h100-llama-8b.toml").display().to_string();
     let o = bin()
         .args(["calibrate", "--from-bench", &bad.display().to_string()])
         .args(["--scenario", &scenario, "--out", &out_s])
