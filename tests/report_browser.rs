@@ -256,6 +256,11 @@ fn plan_report_renders_and_its_bars_name_their_options_in_headless_chromium() {
         html.contains("id=\"ichart-plan-options\""),
         "the cost chart is interactive"
     );
+    // The throughput–interactivity frontier of the cheapest options, both
+    // charts, rendered like every other figure below.
+    for id in ["ichart-frontier-interactivity", "ichart-frontier-ttft"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
     assert_self_contained(&html);
     let Some(dom) = loaded_dom(&page, &tmp.path().join("profile")) else {
         return;
