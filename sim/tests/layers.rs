@@ -432,7 +432,7 @@ const FILE_READS: &[(&str, usize)] = &[
     ("cluster/routing.rs", 1),
     ("deployment/bound.rs", 4),
     ("deployment/mod.rs", 2),
-    ("deployment/search.rs", 1),
+    ("deployment/search/mod.rs", 1),
     ("emit/dynamo.rs", 2),
     ("emit/engine_args.rs", 3),
     ("emit/kubernetes.rs", 3),
