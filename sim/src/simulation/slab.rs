@@ -137,9 +137,9 @@ impl<'a> Simulation<'a> {
     /// [`SLAB_RESERVE`], before any is used. Growing a `Vec` copies it, and
     /// while it copies both buffers are resident (mimalloc allocates the
     /// larger block and copies; it does not remap): on the 10,000-replica
-    /// fleet of docs/performance.md the slab doubled at 524,288 slots, and
-    /// that moment (2 × 143 MB) was the run's peak memory, above the
-    /// 723,323 slots it held at most. Reserved pages become resident only
+    /// fleet of docs/performance.md a growing slab doubles at 524,288
+    /// slots, and that moment (2 × 143 MB) is the run's peak memory, above
+    /// the 723,323 slots it holds at most. Reserved pages become resident only
     /// when a slot is first used, so memory still follows the requests in
     /// flight. Where the system refuses the reservation, the slab grows by
     /// doubling instead.
