@@ -25,6 +25,10 @@ impl Replica {
             // Swapped blocks live in host memory, counted from `swapped`.
             st.swapped.remove(i);
             true
+        } else if let Some(i) = st.inbox.iter().position(|w| w.id == id) {
+            // Reached the engine, not yet its scheduler (`recv_interval`).
+            st.inbox.remove(i);
+            true
         } else {
             st.waiting.remove(id)
         };
@@ -92,5 +96,21 @@ mod tests {
         assert!(rep.cancel(0, SimTime(5), &mut reqs));
         assert_eq!(rep.waiting_len(), 1);
         assert_eq!(reqs[0].finished, Some(SimTime(5)));
+    }
+
+    #[test]
+    fn cancelling_a_request_not_yet_received_dequeues_it() {
+        // SGLang's receive interval: arrivals wait in the inbox until the
+        // scheduler receives; a cancel there must find them too.
+        let mut reqs = requests(2, 40, 4);
+        let mut cfg = engine(8, 512, 16);
+        cfg.scheduler_recv_interval = 10;
+        let mut rep = replica(&cfg, 100);
+        rep.enqueue(0);
+        rep.enqueue(1);
+        assert!(rep.cancel(1, SimTime(5), &mut reqs));
+        assert_eq!(reqs[1].status, Status::Cancelled);
+        assert_eq!(rep.waiting_len(), 1);
+        assert!(!rep.unfinished().any(|id| id == 1));
     }
 }
