@@ -271,7 +271,7 @@ impl QueueClock {
 
     /// The decode-only step of a decode run that ran from `start` to `now`,
     /// followed at once by the next, identical but for its context
-    /// (`Replica::run_step_through`): [`Self::advance`]`(start, now)`,
+    /// (`Replica::step_through`): [`Self::advance`]`(start, now)`,
     /// [`Self::begin`]`(now)` and [`Self::decided`] with the same cause and
     /// token mix, in one. The last decision was such a step, so nothing is
     /// fresh or resumed, no prefill tokens stall the decodes and the cause

@@ -46,17 +46,19 @@
 //! decoded tokens to a fairness policy (VTC): their steps are not a function
 //! of the shape alone.
 //!
-//! The simulation (`simulation::Simulation::continue_run`) also skips the
-//! event queue for a run's step that ends before every queued event: the
-//! event would have been popped next, so handling it at once keeps the
-//! order. A step whose end only hands over to the next (it completes
-//! nothing, nothing waits, the next step's blocks are free) is ended and
-//! the next formed in one call, [`Replica::run_step_through`], which writes
-//! only what differs from one step of a run to the next (the context, the
-//! clocks, the counters) instead of going through `finish_iteration` and
-//! `form_batch`. `[engine] decode_runs = false` (or `--step-by-step`) turns
-//! all of it off; a test runs every example scenario both ways and compares
-//! the files byte for byte.
+//! To the simulation a run's step is a steady step
+//! ([`Replica::iteration_is_steady`], [`Replica::iteration_ends_privately`]),
+//! which it may end without its event queue when the step comes before
+//! every queued event (`simulation::replicas`). A step whose end only hands
+//! over to the next (it completes nothing, nothing waits, the next step's
+//! blocks are free) is ended and the next formed in one call,
+//! [`Replica::step_through`], which writes only what differs from one step
+//! of a run to the next (the context, the clocks, the counters) instead of
+//! going through `finish_iteration` and `form_batch`.
+//!
+//! `[engine] decode_runs = false` (or `--step-by-step`) turns all of it off:
+//! a debugging switch, since the results are the same; a test runs every
+//! example scenario both ways and compares the files byte for byte.
 
 use super::{attribution, IterationOutcome, Replica, RunningSeq, TokenGaps};
 use crate::cost::BatchShape;
@@ -150,16 +152,21 @@ impl Replica {
         self.run.leaves
     }
 
-    /// Whether the iteration in progress is a closed-form step.
-    pub fn in_decode_run(&self) -> bool {
+    /// Whether the iteration in progress is a steady step: a step of a
+    /// decode run, whose end and the step after it follow from this replica
+    /// alone, so the simulation may end it without its event queue when it
+    /// comes before every queued event.
+    pub fn iteration_is_steady(&self) -> bool {
         self.run.active
     }
 
-    /// Whether the closed-form step in progress completes sequences (its
-    /// end retires them, so it must keep its place among other replicas'
-    /// events: records, freed slots and follow-ups go in event order).
-    pub fn run_step_completes(&self) -> bool {
-        self.run.active && self.run.formed == self.run.stop
+    /// Whether the end of the iteration in progress touches nothing outside
+    /// this replica but its token gaps: a steady step that completes no
+    /// sequence and lands no admission. A step that completes sequences
+    /// retires them, so it keeps its place among other replicas' events
+    /// (records, freed slots and follow-ups go in event order).
+    pub fn iteration_ends_privately(&self) -> bool {
+        self.run.active && self.run.formed != self.run.stop
     }
 
     /// Steps that admitted requests beside a run so far (`run_join`).
@@ -391,7 +398,7 @@ impl Replica {
     /// simulation's loop over a run's steps (its one caller), which would
     /// otherwise pay a call's frame on every step.
     #[inline(always)]
-    pub fn run_step_through(&mut self, now: SimTime) -> Option<(u64, u32, u64)> {
+    pub fn step_through(&mut self, now: SimTime) -> Option<(u64, u32, u64)> {
         let run = &self.run;
         if !run.active || run.formed != run.finished + 1 || run.formed == run.stop {
             return None;

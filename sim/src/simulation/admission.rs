@@ -58,6 +58,13 @@ impl Simulation<'_> {
         }
     }
 
+    /// A rejected request retries after its back-off (its slot in the
+    /// tenancy).
+    pub(super) fn on_retry(&mut self, slot: u32, now: SimTime) {
+        let spec = self.tenancy.take_retry(slot);
+        self.admit(spec, now);
+    }
+
     /// A request enters the system: rejected at once if it can never be
     /// served, otherwise routed and queued.
     pub(super) fn admit(&mut self, spec: RequestSpec, now: SimTime) {

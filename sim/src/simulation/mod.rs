@@ -6,10 +6,9 @@
 //! (`run`) pops each event from the `agenda` and hands it
 //! to the handlers of the model that owns it, each in a module of its own:
 //! `admission` (arrivals, tenancy, routing), `replicas` (iterations),
-//! `decode_runs` (closed-form decode steps behind a replica's iteration
-//! end), `pools` (KV transfers between pools), `life` (life cycle and
+//! `pools` (KV transfers between pools), `life` (life cycle and
 //! autoscaling), `canary_run`, `regions`, `sampling` (load reports, time
-//! series), `request_ends` and `records` (a request's way out, its slot).
+//! series), `request_ends` and `slab` (a request's way out, its slot).
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
@@ -58,6 +57,19 @@ enum Event {
     Canary,
     /// An overflowed request reaches its serving region (`region`).
     Overflow,
+}
+
+impl Event {
+    /// Whether the event extends the run: a run ends with its last arrival
+    /// or iteration, not with a tick (samples, load reports, life-cycle and
+    /// canary events) that may come after.
+    #[inline]
+    fn extends_run(&self) -> bool {
+        !matches!(
+            self,
+            Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
+        )
+    }
 }
 
 /// A broken conservation law: a simulator bug, reported as an error.
@@ -151,7 +163,7 @@ pub struct Simulation<'a> {
     fleet: Fleet,
     actions: Actions,
     requests: Vec<Request>,
-    /// The event queue, and what decode runs read of it.
+    /// The event queue, the horizon and the run's guard (`agenda`).
     queue: agenda::Agenda,
     source: Box<dyn RequestSource>,
     /// The workload could not be built; `run` reports it.
@@ -184,9 +196,9 @@ pub struct Simulation<'a> {
     canary: Option<crate::canary::Canary>,
     /// Regions and the global router (`[[fleet.regions]]`).
     regions: Option<crate::region::Regions>,
-    /// Decode runs (`decode_runs`): the step held aside while its
-    /// replica's iteration end is handled.
-    runs: decode_runs::HeldStep,
+    /// Whether a replica's steady steps may end without the event queue
+    /// when they come first (`replicas`): no life cycle, no disaggregation.
+    ends_inline: bool,
     /// The cost model's terms kept from each replica's last step.
     step_terms: Vec<crate::cost::StepTerms>,
     /// `[metrics] routing_trace`: each routing decision and its regret.
@@ -273,6 +285,7 @@ impl<'a> Simulation<'a> {
         let first = source.next_request();
         let mut queue = agenda::Agenda::new(
             (replicas.len() >= WHEEL_FROM).then_some((WHEEL_SHIFT, WHEEL_SLOTS)),
+            deadline,
         );
         let mut pending = None;
         if let Some(spec) = first {
@@ -345,14 +358,20 @@ impl<'a> Simulation<'a> {
             slab: slab::Slab::default(),
             canary: crate::canary::Canary::new(scenario),
             regions: crate::region::Regions::new(scenario),
-            runs: Default::default(),
+            ends_inline: false,
             step_terms,
             routing_trace,
         };
         sim.fleet_init();
         sim.canary_init();
         sim.region_init();
-        sim.init_run_ahead();
+        // A replica's steady steps end at once where nothing but its next
+        // iteration is scheduled after them (`replicas`), and go ahead of
+        // other replicas' events where only the workload's arrivals, ticks
+        // and load reports reach a replica from outside.
+        sim.ends_inline = sim.life.is_none() && !sim.fleet.disaggregated();
+        let isolated = sim.source.open_loop() && sim.plan.workload_arrivals_only;
+        sim.queue.watch_outside(sim.ends_inline && isolated);
         sim
     }
 
@@ -365,7 +384,6 @@ impl<'a> Simulation<'a> {
 mod admission;
 mod agenda;
 mod canary_run;
-mod decode_runs;
 pub mod estimate;
 mod invariants;
 mod life;

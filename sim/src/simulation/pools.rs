@@ -5,6 +5,11 @@ use super::{Event, Simulation};
 use crate::time::SimTime;
 
 impl Simulation<'_> {
+    /// KV transfer `slot` reached its decode replica.
+    pub(super) fn on_transfer_done(&mut self, slot: u32, now: SimTime) {
+        self.fleet_step(None, Some(slot), now);
+    }
+
     /// The disaggregated data path after replica `r`'s iteration or the
     /// arrival of transfer `slot`: transfers to schedule, replicas to start.
     pub(super) fn fleet_step(&mut self, r: Option<usize>, slot: Option<u32>, now: SimTime) {

@@ -17,43 +17,19 @@ impl Simulation<'_> {
         }
         crate::guard::check_estimate_with(self.scenario, self.slab.recycle)
             .map_err(RunError::Guard)?;
-        let mut guard = crate::guard::RunGuard::new();
         let total_hint = self.max_requests;
         let deadline = self.deadline;
-        let mut end = SimTime::ZERO;
-        let limit = deadline.unwrap_or(SimTime(u64::MAX));
-        while let Some((now, ev)) = self.queue.pop_through(limit) {
-            guard.on_event(now.0).map_err(|m| {
-                RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
-            })?;
-            // Sampling ticks do not extend the run: it ends with its last
-            // arrival or iteration (which may have ended past `now`).
-            if !matches!(
-                ev,
-                Event::Sample | Event::LoadReport | Event::Fleet(_) | Event::Canary
-            ) {
-                end = end.max(now);
-            }
-            match ev {
-                Event::Arrival => self.on_arrival(now),
-                Event::FollowUp(slot) => self.on_follow_up(slot, now),
-                Event::IterationEnd(r) => {
-                    self.on_iteration_event(r as usize, now, deadline, &mut guard, &mut end)?
-                }
-                Event::Retry(slot) => {
-                    let spec = self.tenancy.take_retry(slot);
-                    self.admit(spec, now);
-                }
-                Event::Sample => self.on_sample(now),
-                Event::LoadReport => self.on_load_report(now),
-                Event::Fleet(e) => self.on_fleet_event(e, now),
-                Event::TransferDone(slot) => self.fleet_step(None, Some(slot), now),
-                Event::Canary => self.on_canary(now),
-                Event::Overflow => self.on_overflow(now),
-            }
+        loop {
+            let (now, ev) = match self.queue.next() {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err(m) => return Err(self.stopped(m)),
+            };
+            self.dispatch(ev, now)?;
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
-                guard
+                self.queue
+                    .guard()
                     .check_memory(
                         &self.scenario.origin,
                         self.requests.len(),
@@ -78,10 +54,39 @@ impl Simulation<'_> {
         }
         // A duration horizon is the measurement window, whether or not the
         // fleet drained before it.
-        if let Some(d) = deadline {
-            end = d;
-        }
+        let end = deadline.unwrap_or(self.queue.end());
         self.finish(end)
+    }
+
+    /// Hands event `ev`, due at `now`, to the handlers of the model that
+    /// owns it.
+    #[inline]
+    pub(super) fn dispatch(&mut self, ev: Event, now: SimTime) -> Result<(), RunError> {
+        match ev {
+            // The workload and tenancy (`admission`, `request_ends`).
+            Event::Arrival => self.on_arrival(now),
+            Event::FollowUp(slot) => self.on_follow_up(slot, now),
+            Event::Retry(slot) => self.on_retry(slot, now),
+            // A replica (`replicas`).
+            Event::IterationEnd(r) => return self.on_iteration_end(r as usize, now),
+            // The observers (`sampling`).
+            Event::Sample => self.on_sample(now),
+            Event::LoadReport => self.on_load_report(now),
+            // The life cycle (`life`).
+            Event::Fleet(e) => self.on_fleet_event(e, now),
+            // The pools' KV links (`pools`).
+            Event::TransferDone(slot) => self.on_transfer_done(slot, now),
+            // The canary rollout (`canary_run`).
+            Event::Canary => self.on_canary(now),
+            // The regions (`regions`).
+            Event::Overflow => self.on_overflow(now),
+        }
+        Ok(())
+    }
+
+    /// The error of a run a guard stopped.
+    pub(super) fn stopped(&self, m: String) -> RunError {
+        RunError::Guard(format!("{}: simulation stopped: {m}", self.scenario.origin))
     }
 
     pub(super) fn finish(mut self, end: SimTime) -> Result<RunParts, RunError> {

@@ -182,19 +182,8 @@ output_tokens = { dist = "fixed", value = 3 }
 "#,
     );
     let mut sim = Simulation::new(&s);
-    while let Some((now, ev)) = sim.queue.pop() {
-        match ev {
-            Event::Arrival => sim.on_arrival(now),
-            Event::FollowUp(slot) => sim.on_follow_up(slot, now),
-            Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
-            Event::Retry(_) => unreachable!("no tenants"),
-            Event::Sample => sim.on_sample(now),
-            Event::LoadReport => sim.on_load_report(now),
-            Event::Fleet(_) => unreachable!("no life cycle"),
-            Event::TransferDone(_) => unreachable!("no pools"),
-            Event::Canary => unreachable!("no canary"),
-            Event::Overflow => unreachable!("no regions"),
-        }
+    while let Some((now, ev)) = sim.queue.next().unwrap() {
+        sim.dispatch(ev, now).unwrap();
     }
     assert!(sim.check_invariants().is_ok());
     sim.requests[2].generated = 2;
@@ -236,19 +225,8 @@ output_tokens = { dist = "fixed", value = 20 }
     let mut sim = Simulation::new(&s);
     // Stop while KV caches are on the 1 GB/s link.
     let mut on_link = false;
-    while let Some((now, ev)) = sim.queue.pop() {
-        match ev {
-            Event::Arrival => sim.on_arrival(now),
-            Event::FollowUp(slot) => sim.on_follow_up(slot, now),
-            Event::IterationEnd(r) => sim.on_iteration_end(r as usize, now),
-            Event::Retry(_) => unreachable!("no tenants"),
-            Event::Sample => sim.on_sample(now),
-            Event::LoadReport => sim.on_load_report(now),
-            Event::TransferDone(slot) => sim.fleet_step(None, Some(slot), now),
-            Event::Fleet(_) => unreachable!("no life cycle"),
-            Event::Canary => unreachable!("no canary"),
-            Event::Overflow => unreachable!("no regions"),
-        }
+    while let Some((now, ev)) = sim.queue.next().unwrap() {
+        sim.dispatch(ev, now).unwrap();
         if sim.fleet.busy() && sim.replicas[0].held_for_transfer() > 2 {
             on_link = true;
             break;
