@@ -43,6 +43,5 @@ pub mod tenancy;
 pub mod time;
 pub mod workload;
 
-pub use report::RunResult;
 pub use scenario::{Scenario, ScenarioError};
-pub use simulation::{RunError, Simulation};
+pub use simulation::{RunError, RunResult, Simulation};

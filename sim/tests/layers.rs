@@ -378,7 +378,7 @@ fn simulation_library_files() -> Vec<(PathBuf, String)> {
 /// The run's handlers sit in modules of their own (replica, pool, life
 /// cycle, canary, regions, ...) that name what they use: a `use super::*`
 /// would let a handler module reach into everything the run holds unseen.
-/// Test modules may glob-import what they test.
+/// Their tests too: [`simulation_tests_import_by_name`].
 #[test]
 fn simulation_modules_import_by_name() {
     let globs: Vec<String> = simulation_library_files()
@@ -389,6 +389,34 @@ fn simulation_modules_import_by_name() {
     assert!(
         globs.is_empty(),
         "`use super::*` in simulation/ (import each item by name): {globs:?}"
+    );
+}
+
+/// The tests of `simulation/` (test files and the test modules of library
+/// files) name what they use as well: a glob import would hide which of the
+/// run's parts a test reaches into, and a handler module's test would see
+/// every other handler's items.
+#[test]
+fn simulation_tests_import_by_name() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src.join("simulation"), &mut files);
+    let globs: Vec<String> = files
+        .iter()
+        .filter(|p| {
+            let text = std::fs::read_to_string(p).expect("source file");
+            text.lines().any(|l| l.trim() == "use super::*;")
+        })
+        .map(|p| {
+            p.strip_prefix(&src)
+                .expect("under src")
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        globs.is_empty(),
+        "`use super::*` in simulation/, in test code too (import each item by name): {globs:?}"
     );
 }
 

@@ -6,7 +6,9 @@
 //! routers with and without load reports — give the same files with decode
 //! runs as step by step.
 
-use super::*;
+use super::Simulation;
+use crate::cost::CostModel;
+use crate::scenario::Scenario;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

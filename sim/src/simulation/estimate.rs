@@ -279,7 +279,9 @@ fn group(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{CapacityEstimate, FAR_ABOVE};
+    use crate::scenario::Scenario;
+    use crate::workload::Context;
     use crate::Simulation;
 
     /// Prompts of 8,000 tokens at 20 req/s on two H100s: a fleet that

@@ -3,9 +3,11 @@
 //! with conservation and determinism.
 
 use super::tests::scenario;
-use super::*;
+use super::Simulation;
 use crate::report::RunResult;
 use crate::request::Status;
+use crate::request::{RejectReason, Request};
+use crate::time::{secs_to_nanos, SimTime};
 
 const SERVING: &str = r#"
 [engine]

@@ -9,6 +9,8 @@
 //! `pools` (KV transfers between pools), `life` (life cycle and
 //! autoscaling), `canary_run`, `regions`, `sampling` (load reports, time
 //! series), `request_ends` and `slab` (a request's way out, its slot).
+//! [`Simulation::run`] (`result`) gathers what the run produced into its
+//! [`Summary`] and [`RunResult`].
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
@@ -104,7 +106,8 @@ pub struct Progress {
 }
 
 /// What a run produces: each subsystem's report and the run's records,
-/// before `report` gathers the reports into the run's summary.
+/// before [`Simulation::run`] gathers the reports into the run's summary
+/// (`result`).
 pub struct RunParts {
     /// When the run ended: its last arrival or iteration, or the duration
     /// horizon.
@@ -391,9 +394,14 @@ mod pools;
 mod regions;
 mod replicas;
 mod request_ends;
+mod result;
 mod run;
 mod sampling;
 mod slab;
+mod summary;
+
+pub use result::RunResult;
+pub use summary::{summarize_requests, ObservedLoad, Summary};
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 //! determinism hold.
 
 use super::tests::scenario;
-use super::*;
+use super::Simulation;
 use crate::report::RunResult;
 
 const POOLS: &str = r#"

@@ -1,5 +1,5 @@
 use super::tests::scenario;
-use super::*;
+use super::Simulation;
 use crate::report::RunResult;
 
 fn run(extra: &str) -> RunResult {

@@ -4,7 +4,7 @@
 //! and bad keys name their path.
 
 use super::tests::scenario;
-use super::*;
+use super::Simulation;
 use crate::report::RunResult;
 use crate::request::Status;
 

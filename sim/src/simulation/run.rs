@@ -8,8 +8,8 @@ use crate::replica::report::EngineReport;
 use crate::time::SimTime;
 
 impl Simulation<'_> {
-    /// Runs to the horizon and returns the run's parts (`report`'s
-    /// `Simulation::run` gathers them into a summary). `progress` is called
+    /// Runs to the horizon and returns the run's parts ([`Self::run`]
+    /// gathers them into a summary). `progress` is called
     /// every few thousand events.
     pub fn simulate(mut self, mut progress: impl FnMut(Progress)) -> Result<RunParts, RunError> {
         if let Some(e) = self.init_error.take() {

@@ -265,7 +265,8 @@ impl<'a> Simulation<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::vacant;
+    use crate::request::Status;
 
     #[test]
     fn a_vacant_slot_is_not_in_flight() {

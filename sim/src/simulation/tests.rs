@@ -1,7 +1,12 @@
-use super::*;
+use super::Simulation;
+use crate::cost::CostModel;
 use crate::cost::{BatchShape, Roofline};
+use crate::replica::Replica;
 use crate::report::{RunResult, Summary};
+use crate::request::RejectReason;
 use crate::request::Status;
+use crate::scenario::Scenario;
+use crate::time::SimTime;
 
 pub(super) fn scenario(extra: &str) -> Scenario {
     let text = format!(
