@@ -291,7 +291,7 @@ impl Replica {
     /// What every run step's formation at `now` does once `st.acc` holds
     /// its shape: its `alloc` blocks taken (free blocks cover them, so none
     /// evicts, see `make_free`), the iteration started and counted.
-    #[inline]
+    #[inline(always)]
     fn begin_step(&mut self, now: SimTime, alloc: u64) {
         self.take_step_blocks(alloc);
         // `acc` is the run's shape: `n` decodes, as many sequences and tokens.
@@ -369,7 +369,7 @@ impl Replica {
     /// What every run step's end at `now` does: the replica's clocks, KV
     /// accounting and the run's counters. Returns the step's start and
     /// duration.
-    #[inline]
+    #[inline(always)]
     fn end_step(&mut self, now: SimTime) -> (SimTime, u64) {
         let start = self.iteration_start.take().expect("a step in progress");
         let duration = now.since(start);

@@ -329,7 +329,7 @@ impl Replica {
         (held, self.st.host_blocks())
     }
 
-    #[inline]
+    #[inline(always)]
     fn account_kv(&mut self, now: SimTime) {
         let dt = now.since(self.last_kv_change) as u128;
         let active = self.active_kv_blocks();

@@ -60,19 +60,22 @@ impl Agenda {
         self.queue.schedule(at, event);
     }
 
-    /// The next event due within the horizon; an error when simulated time
-    /// has stopped advancing.
-    #[inline]
-    pub(super) fn next(&mut self) -> Result<Option<(SimTime, Event)>, String> {
-        let Some((at, event)) = self.queue.pop_through(self.horizon) else {
-            return Ok(None);
-        };
+    /// The next event due within the horizon.
+    #[inline(always)]
+    pub(super) fn next(&mut self) -> Option<(SimTime, Event)> {
+        let (at, event) = self.queue.pop_through(self.horizon)?;
         self.outside.popped(&event);
-        self.guard.on_event(at.0)?;
         if event.extends_run() {
             self.end = self.end.max(at);
         }
-        Ok(Some((at, event)))
+        Some((at, event))
+    }
+
+    /// An error when simulated time has stopped advancing at `at`, the time
+    /// of the event popped last.
+    #[inline(always)]
+    pub(super) fn check_time(&mut self, at: SimTime) -> Result<(), String> {
+        self.guard.on_event(at.0)
     }
 
     #[inline]

@@ -19,12 +19,10 @@ impl Simulation<'_> {
             .map_err(RunError::Guard)?;
         let total_hint = self.max_requests;
         let deadline = self.deadline;
-        loop {
-            let (now, ev) = match self.queue.next() {
-                Ok(Some(next)) => next,
-                Ok(None) => break,
-                Err(m) => return Err(self.stopped(m)),
-            };
+        while let Some((now, ev)) = self.queue.next() {
+            if let Err(m) = self.queue.check_time(now) {
+                return Err(self.stopped(m));
+            }
             self.dispatch(ev, now)?;
             let events = self.queue.events_processed();
             if events & 0xFFF == 0 {
@@ -60,7 +58,7 @@ impl Simulation<'_> {
 
     /// Hands event `ev`, due at `now`, to the handlers of the model that
     /// owns it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn dispatch(&mut self, ev: Event, now: SimTime) -> Result<(), RunError> {
         match ev {
             // The workload and tenancy (`admission`, `request_ends`).

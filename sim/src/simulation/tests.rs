@@ -187,7 +187,7 @@ output_tokens = { dist = "fixed", value = 3 }
 "#,
     );
     let mut sim = Simulation::new(&s);
-    while let Some((now, ev)) = sim.queue.next().unwrap() {
+    while let Some((now, ev)) = sim.queue.next() {
         sim.dispatch(ev, now).unwrap();
     }
     assert!(sim.check_invariants().is_ok());
@@ -230,7 +230,7 @@ output_tokens = { dist = "fixed", value = 20 }
     let mut sim = Simulation::new(&s);
     // Stop while KV caches are on the 1 GB/s link.
     let mut on_link = false;
-    while let Some((now, ev)) = sim.queue.next().unwrap() {
+    while let Some((now, ev)) = sim.queue.next() {
         sim.dispatch(ev, now).unwrap();
         if sim.fleet.busy() && sim.replicas[0].held_for_transfer() > 2 {
             on_link = true;
