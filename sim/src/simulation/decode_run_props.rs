@@ -337,7 +337,7 @@ proptest! {
         }
     }
 
-    /// Runs stepping ahead of other replicas' events (`decode_runs`) where
+    /// Runs stepping ahead of other replicas' events (`simulation::replicas`) where
     /// everything happens on a millisecond grid: ties with arrivals, ticks
     /// and other replicas' iterations at every turn.
     #[test]

@@ -59,7 +59,7 @@ pub trait RequestSource: Send {
 
     /// Whether this source never answers `on_request_end` with a follow-up
     /// (every arrival comes from `next_request`). Decode runs may then step
-    /// ahead of other replicas' events (`simulation::decode_runs`): no
+    /// ahead of other replicas' events (`simulation::replicas`): no
     /// request's end can create an arrival before the next one queued.
     /// `false` unless a source says so.
     fn open_loop(&self) -> bool {
