@@ -4,12 +4,12 @@
 //! back to be scheduled.
 //!
 //! **Iteration ends handled at once.** A replica tells whether its
-//! iteration in progress is a steady step ([`crate::replica::Replica::iteration_is_steady`]:
+//! iteration in progress is a steady step (`Replica::iteration_is_steady`:
 //! a decode-only step whose end follows from the replica alone), whether
 //! its end touches nothing outside the replica
-//! ([`crate::replica::Replica::iteration_ends_privately`]: it completes and admits nothing),
+//! (`Replica::iteration_ends_privately`: it completes and admits nothing),
 //! and can end such a step and begin the next in one call
-//! ([`crate::replica::Replica::step_through`]); how it takes those steps is its own
+//! (`Replica::step_through`); how it takes those steps is its own
 //! business (`replica::decode_run`). Here, a steady step whose end falls
 //! strictly before every queued event would be the next event popped, so it
 //! is handled at once, without a trip through the event queue; a replica
@@ -126,7 +126,7 @@ impl Simulation<'_> {
 
     /// Replica `r` of `pool` ends its steady step at `now` and begins the
     /// next, when that is all the iteration's end would do
-    /// ([`crate::replica::Replica::step_through`]): returns the next step's end. The caller
+    /// (`Replica::step_through`): returns the next step's end. The caller
     /// tells the router's view.
     #[inline(always)]
     fn step_through(&mut self, r: usize, pool: usize, now: SimTime) -> Option<SimTime> {

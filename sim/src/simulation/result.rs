@@ -1,6 +1,6 @@
-//! A run's result: the run's parts ([`RunParts`](super::RunParts)) with their reports
-//! gathered into the [`Summary`], which `summary.json` writes and every
-//! reader of a run (reports, the CLI, sweeps) takes.
+//! A run's result: the run's parts ([`RunParts`](super::RunParts)) with
+//! their reports gathered into the [`Summary`], which `summary.json` writes
+//! and every reader of a run (reports, the CLI, sweeps) takes.
 
 use super::summary::Summary;
 use super::{Progress, RunError, Simulation};
@@ -15,7 +15,8 @@ pub struct RunResult {
     /// The ids of `requests` in the order they ended, the order of
     /// `requests.csv`'s rows; empty: `requests`' own order.
     pub ended: Vec<u64>,
-    /// The time series, in the order sampled (see [`RunParts::timeseries`](super::RunParts::timeseries)).
+    /// The time series, in the order sampled (see
+    /// [`RunParts::timeseries`](super::RunParts::timeseries)).
     pub timeseries: SpillLog<TimeseriesRow>,
     /// Whether the requests carry latency components (`[metrics]
     /// attribution`); without them `requests.csv` has no `attr_*` columns.
