@@ -105,8 +105,9 @@ pub enum Command {
         /// Run with `[metrics] attribution = false` (to measure its cost).
         #[arg(long)]
         no_attribution: bool,
-        /// Step every iteration (`[engine] decode_runs = false`), to measure
-        /// what decode runs save.
+        /// Debugging switch: step every iteration through the event queue
+        /// (`[engine] decode_runs = false`), to measure what decode runs save;
+        /// the run is the same.
         #[arg(long)]
         step_by_step: bool,
     },
