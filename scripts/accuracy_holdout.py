@@ -100,7 +100,10 @@ def main():
     grid = {}
     for d in grid_dirs:
         parts = d.rstrip("/").rsplit("_", 2)
-        grid[(float(parts[1]), float(parts[2]))] = read(f"{d}/points.csv", by, "sglang")
+        rows = read(f"{d}/points.csv", by, "sglang")
+        # Only the rows the run without a base scenario compares: the grid's
+        # base scenario gives its placeholder load to rows that record none.
+        grid[(float(parts[1]), float(parts[2]))] = {i: v for i, v in rows.items() if i in base}
     fitted_ids = set().union(*(g.keys() for g in grid.values())) if grid else set()
     if grid:
         best = min(grid, key=lambda c: objective(list(grid[c].values())))

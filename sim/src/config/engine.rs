@@ -71,7 +71,8 @@ pub struct EngineCfg {
     pub scheduler_recv_interval: u32,
     /// Host launch time per dense and per MoE layer, seconds, of a step the
     /// runtime runs without CUDA graphs (vLLM's steps past its captured
-    /// sizes, SGLang's prefill steps): replaces the runtime's own
+    /// sizes, SGLang's and TensorRT-LLM's steps with prefill tokens):
+    /// replaces the runtime's own
     /// (`cost::runtime::EngineRuntime::launch_per_layer`), e.g. to refit it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eager_launch_s_per_layer: Option<LaunchPerLayer>,
@@ -239,7 +240,11 @@ pub enum EngineRuntime {
     /// scheduler, CUDA graphs for decode batches, custom all-reduce.
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`, PyTorch backend): the overlap
-    /// scheduler, CUDA graphs for decode batches, its custom all-reduce.
+    /// scheduler, CUDA graphs for generation-only batches (steps with
+    /// context tokens run eagerly, taking the longer of their kernel
+    /// launches and the GPU's work:
+    /// `cost::runtime::TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER`), its custom
+    /// all-reduce.
     Trtllm,
 }
 

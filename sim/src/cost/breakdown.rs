@@ -227,10 +227,21 @@ impl Roofline {
                 detail: format!("{} tokens: past the captured CUDA graphs", b.tokens()),
             });
         }
+        // A runtime whose kernels run while the host launches the rest
+        // (TensorRT-LLM) pays the longer of the two, not their sum.
+        let mut busy = gpu;
+        if runtime.launches_overlap_gpu() && host.launch > 0.0 {
+            terms.push(Term {
+                name: "launches hidden behind GPU",
+                ms: -ms(host.launch.min(gpu)),
+                detail: "the kernels run while the host launches the rest".into(),
+            });
+            busy = gpu.max(host.launch);
+        }
         if runtime.overlaps() {
             terms.push(Term {
                 name: "host hidden behind GPU",
-                ms: -ms(host.overlappable().min(gpu)),
+                ms: -ms(host.overlappable().min(busy)),
                 detail: "scheduled while the previous step runs".into(),
             });
         }

@@ -51,13 +51,29 @@ pub const VLLM_EAGER_LAUNCH_S_PER_LAYER: f64 = 0.8e-3;
 /// Both values sit at the grid's edge, and SGLang's TPOT is then already
 /// above measured: the per-step form also absorbs per-request latency of
 /// the serving path that servesim does not model separately.
-/// TensorRT-LLM's context steps are not charged: its decodes share them
-/// (in-flight batching), and its measured TPOT shows no such stall.
 pub const PREFILL_LAUNCH_S_PER_DENSE_LAYER: f64 = 0.8e-3;
 /// The same per mixture-of-experts layer: routing, top-k, token
 /// permutation, the grouped GEMMs, the shared expert and the combine are
 /// several times a dense layer's kernels.
 pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
+
+/// Host time per layer, dense or MoE, of a TensorRT-LLM step with context
+/// (prefill) tokens, seconds. TensorRT-LLM's PyTorch backend replays CUDA
+/// graphs only for generation-only batches (`cuda_graph_config`); a
+/// context-only or a mixed context + generation step runs its layers
+/// eagerly unless piecewise CUDA graphs are enabled ("Piecewise CUDA Graph …
+/// reduce[s] context-phase launch overhead … handles context-only and mixed
+/// context+generation iterations",
+/// `docs/source/features/torch_compile_and_piecewise_cuda_graph.md`), which
+/// aiconfigurator's recipes and most of InferenceX's do not. The time per
+/// layer is aiconfigurator's calibrated dispatch overhead of an ungraphed
+/// step ([`VLLM_EAGER_LAUNCH_S_PER_LAYER`]), not fitted here. Its executor
+/// launches the kernels asynchronously, so the step is host-bound only when
+/// launching takes longer than the GPU's work ([`EngineRuntime::wall_secs`]:
+/// the longer of the two, where vLLM's and SGLang's launches add). A larger
+/// MoE figure, as SGLang's fit has, brings TensorRT-LLM's TTFT closer but
+/// stalls its decodes past what its measured TPOT shows (docs/accuracy.md).
+pub const TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER: f64 = VLLM_EAGER_LAUNCH_S_PER_LAYER;
 
 /// Host time of one step, split into the per-step and per-sequence parts,
 /// which an overlapping runtime hides behind the GPU's step, and the
@@ -121,8 +137,9 @@ impl EngineRuntime {
     }
 
     /// The launch time per layer of a step this runtime runs without CUDA
-    /// graphs: vLLM's steps past its captured sizes, SGLang's prefill steps
-    /// (the other runtimes launch none: they capture every step they price).
+    /// graphs: vLLM's steps past its captured sizes, SGLang's and
+    /// TensorRT-LLM's steps with prefill tokens (the other runtimes launch
+    /// none: they capture every step they price).
     pub fn launch_per_layer(self) -> LaunchPerLayer {
         match self {
             EngineRuntime::Vllm => LaunchPerLayer {
@@ -133,12 +150,14 @@ impl EngineRuntime {
                 dense: PREFILL_LAUNCH_S_PER_DENSE_LAYER,
                 moe: PREFILL_LAUNCH_S_PER_MOE_LAYER,
             },
-            EngineRuntime::CudaGraph | EngineRuntime::Trtllm | EngineRuntime::Eager2023 => {
-                LaunchPerLayer {
-                    dense: 0.0,
-                    moe: 0.0,
-                }
-            }
+            EngineRuntime::Trtllm => LaunchPerLayer {
+                dense: TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER,
+                moe: TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER,
+            },
+            EngineRuntime::CudaGraph | EngineRuntime::Eager2023 => LaunchPerLayer {
+                dense: 0.0,
+                moe: 0.0,
+            },
         }
     }
 
@@ -158,12 +177,12 @@ impl EngineRuntime {
         let s = seqs as f64;
         let launches = per_layer.dense * dense + per_layer.moe * moe;
         match self {
-            EngineRuntime::CudaGraph | EngineRuntime::Trtllm => HostTime {
+            EngineRuntime::CudaGraph => HostTime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
                 launch: 0.0,
             },
-            EngineRuntime::Sglang => HostTime {
+            EngineRuntime::Sglang | EngineRuntime::Trtllm => HostTime {
                 step: CUDA_GRAPH_STEP_S,
                 seqs: CUDA_GRAPH_SEQ_S * s,
                 launch: if prefills { launches } else { 0.0 },
@@ -210,10 +229,23 @@ impl EngineRuntime {
 
     /// The step's wall time from its GPU part and its host time `h`: the
     /// overlappable host work hidden (or added) as [`Self::step_secs`]
-    /// says, the launches of an ungraphed step added.
+    /// says, the launches of an ungraphed step added (or, where
+    /// [`Self::launches_overlap_gpu`], the longer of them and the GPU part).
     #[inline]
     pub fn wall_secs(self, gpu: f64, h: HostTime) -> f64 {
-        self.step_secs(gpu, h.step + h.seqs) + h.launch
+        if self.launches_overlap_gpu() {
+            self.step_secs(gpu.max(h.launch), h.step + h.seqs)
+        } else {
+            self.step_secs(gpu, h.step + h.seqs) + h.launch
+        }
+    }
+
+    /// Whether the GPU runs an ungraphed step's kernels while the host is
+    /// still launching the rest (TensorRT-LLM's executor: the step takes the
+    /// longer of the two), or waits on the host's launches and dispatch
+    /// (vLLM's steps past its graphs, SGLang's prefill steps: they add).
+    pub fn launches_overlap_gpu(self) -> bool {
+        matches!(self, EngineRuntime::Trtllm)
     }
 
     /// The step's wall time from its GPU and host parts.
@@ -254,10 +286,11 @@ mod tests {
         assert!((big.launch - 0.064).abs() < 1e-12, "{big:?}");
         // The launches add to the GPU's time; the rest stays hidden.
         assert!((r.wall_secs(0.03, big) - 0.094).abs() < 1e-12);
-        // TensorRT-LLM prices like cuda-graph; SGLang's decode steps too.
+        // TensorRT-LLM's generation-only steps price like cuda-graph;
+        // SGLang's decode steps too.
         let trt = EngineRuntime::Trtllm;
         assert_eq!(
-            trt.host_for(4, 1024, true, (40.0, 40.0), trt.launch_per_layer(), 4),
+            trt.host_for(4, 4, false, (40.0, 40.0), trt.launch_per_layer(), 4),
             EngineRuntime::CudaGraph.host(4, 4)
         );
         let sg = EngineRuntime::Sglang;
@@ -296,6 +329,36 @@ mod tests {
         // The launches add to the GPU's time.
         let h = sg.host_for(1, 1024, true, (0.0, 10.0), sg.launch_per_layer(), 8);
         assert!((sg.wall_secs(0.01, h) - (0.01 + moe)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn trtllm_context_steps_take_the_longer_of_their_launches_and_the_gpu() {
+        let trt = EngineRuntime::Trtllm;
+        let per = trt.launch_per_layer();
+        // DeepSeek-V3's 3 dense and 58 MoE layers.
+        let h = trt.host_for(4, 1024, true, (3.0, 58.0), per, 8);
+        let launch = 61.0 * TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER;
+        assert!((h.launch - launch).abs() < 1e-15, "{h:?}");
+        assert!(trt.launches_overlap_gpu());
+        // A short prefill is host-bound: the step lasts as long as its
+        // launches, not the kernels plus the launches ...
+        assert!((trt.wall_secs(0.03, h) - launch).abs() < 1e-12);
+        // ... and a long one hides them behind the GPU's work.
+        assert_eq!(trt.wall_secs(0.5, h), 0.5);
+        // Generation-only steps replay graphs.
+        let decode = trt.host_for(64, 64, false, (3.0, 58.0), per, 8);
+        assert_eq!(decode.launch, 0.0);
+        assert_eq!(trt.wall_secs(0.01, decode), 0.01);
+        // vLLM's and SGLang's launches add to the GPU's time instead.
+        assert!(!EngineRuntime::Sglang.launches_overlap_gpu());
+        assert!(!EngineRuntime::Vllm.launches_overlap_gpu());
+        // `[engine] eager_launch_s_per_layer` replaces the runtime's own.
+        let own = LaunchPerLayer {
+            dense: 0.0,
+            moe: 1e-3,
+        };
+        let set = trt.host_for(4, 1024, true, (3.0, 58.0), own, 8).launch;
+        assert!((set - 58e-3).abs() < 1e-15);
     }
 
     #[test]
