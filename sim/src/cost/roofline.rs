@@ -372,11 +372,22 @@ impl Roofline {
     }
 
     pub(super) fn attn_decode(&self, b: &BatchShape) -> f64 {
+        self.attn_decode_share(b, 1.0)
+    }
+
+    /// Decode attention of one of `share` equal parts of the batch (attention
+    /// groups × micro-batches), per layer: the work splits, and every part
+    /// pays the kernel's floor.
+    pub(super) fn attn_decode_share(&self, b: &BatchShape, share: f64) -> f64 {
         if b.decode_seqs == 0 {
             return 0.0;
         }
-        self.decode_attention()
-            .secs(b.decode_context_tokens, b.decode_seqs)
+        let attn = self.decode_attention();
+        if share == 1.0 {
+            return attn.secs(b.decode_context_tokens, b.decode_seqs);
+        }
+        super::DECODE_ATTENTION_FLOOR_S
+            + attn.work_secs(b.decode_context_tokens, b.decode_seqs) / share
     }
 
     /// One all-reduce of `tokens` hidden states over the group
@@ -519,7 +530,7 @@ impl Roofline {
         let share = dp * m;
         let n = b.tokens() as f64 / share;
         let attn_prefill = self.attn_prefill(b) / share;
-        let attn_decode = self.attn_decode(b) / share;
+        let attn_decode = self.attn_decode_share(b, share);
         let shared = self.elementwise(n) + attn_prefill + attn_decode;
         let per_dense = self.dense(n) + shared + self.comm(n);
         let per_moe = if self.moe_layers > 0.0 {
