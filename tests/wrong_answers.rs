@@ -133,10 +133,11 @@ fn short_prompts_do_not_pile_onto_the_first_prefill_replica() {
 
 #[test]
 fn capacity_names_no_smaller_fleet_that_meets_the_target_beside_the_fewest() {
-    // The quickstart at 1,000 req/s: the short probes passed 42 replicas
-    // and failed 41 only on the steady-state verdict (100 % met), so the
-    // answer was 42 beside "41 replicas: 100.00 % met". The long-horizon
-    // check now searches down as well: 40 meet the SLOs over the long run.
+    // The quickstart at 1,000 req/s: short probes can pass a fleet and
+    // fail the one below only on the steady-state verdict (100 % met),
+    // which would name the larger fleet beside a smaller one that meets the
+    // target. The long-horizon check searches down as well: from 40, it
+    // finds 38 meet the SLOs over the long run and 37 do not.
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("cap");
     let o = run(&[
@@ -151,7 +152,7 @@ fn capacity_names_no_smaller_fleet_that_meets_the_target_beside_the_fewest() {
     let c: Value = serde_json::from_str(&read(&out.join("capacity.json"))).unwrap();
     let s = &c["sizing"];
     let min = s["replicas_min"].as_u64().unwrap();
-    assert_eq!(min, 40, "{s}");
+    assert_eq!(min, 38, "{s}");
     let below = &s["below_min"];
     assert_eq!(below["replicas"].as_u64(), Some(min - 1));
     assert!(
@@ -169,5 +170,5 @@ fn capacity_names_no_smaller_fleet_that_meets_the_target_beside_the_fewest() {
         .find(|l| l.contains("fewest replicas"))
         .unwrap()
         .to_string();
-    assert!(line.contains("39 replicas: 87.14 % met"), "{line}");
+    assert!(line.contains("37 replicas: 84.29 % met"), "{line}");
 }

@@ -378,6 +378,41 @@ fn harness_recv_interval(rt: EngineRuntime, point: &MeasuredPoint) -> Option<u32
     }
 }
 
+/// Whether an aiconfigurator row was measured with InferenceX's harness:
+/// the rows of its two `source_file=2026-…` batches carry the batch's date
+/// first in their id (`2026_04_06_llama_3_1_70b_…`), the `db-dump` rows
+/// end in InferenceX's `cfg<config_id>` (see `../shared/data/README.md`
+/// §6.1, column `id`). aiconfigurator's own sweeps name the model first.
+fn inferencex_row(point: &MeasuredPoint) -> bool {
+    if point.format != Format::Aiconfigurator {
+        return false;
+    }
+    let id = point.id.as_str();
+    let dated = id.len() > 11
+        && id.as_bytes()[..11].iter().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 || i == 10 {
+                *b == b'_'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    let cfg = id
+        .rsplit_once("_cfg")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    dated || cfg
+}
+
+/// The KV-cache dtype InferenceX's TensorRT-LLM recipes start the server
+/// with: every one sets `kv_cache_config: dtype: fp8` in its extra LLM API
+/// options (`benchmarks/70b_fp8_h200_trt_slurm.sh`,
+/// `dsr1_fp8_b200_trt.sh`, `gptoss_fp4_b200_trt.sh` in
+/// SemiAnalysisAI/InferenceX). The silicon file records no KV dtype, and
+/// with a BF16 cache such rows read twice the KV bytes per decode step and
+/// hold half the tokens. Other engines and harnesses keep the scenario's.
+fn harness_kv_dtype(rt: EngineRuntime, point: &MeasuredPoint) -> Option<&'static str> {
+    (rt == EngineRuntime::Trtllm && inferencex_row(point)).then_some("fp8")
+}
+
 /// Whether the table prices with a calibration profile (`[hardware]
 /// profile`); a relative path is made relative to the base scenario's
 /// folder here, since a point's origin (`scenario + point id`) is no path.
@@ -463,6 +498,14 @@ fn table_for(
                 set(&mut t, "engine.scheduler_recv_interval", i64::from(n));
                 notes.push(format!(
                     "engine.scheduler_recv_interval = {n} (InferenceX's SGLang recipe at this concurrency)"
+                ));
+            }
+        }
+        if let Some(kv) = harness_kv_dtype(rt, point) {
+            if keypath::get(&t, "model.kv_dtype").is_none() {
+                set(&mut t, "model.kv_dtype", kv);
+                notes.push(format!(
+                    "model.kv_dtype = {kv} (InferenceX's TensorRT-LLM recipes)"
                 ));
             }
         }
@@ -792,6 +835,7 @@ pub fn express(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::Dtype;
 
     #[test]
     fn reasons_group_without_the_points_numbers() {
@@ -922,6 +966,41 @@ mod tests {
         set(&mut base, "engine.scheduler_recv_interval", 1);
         let e = express(Some(&base), "test", &settings, &p).unwrap();
         assert_eq!(e.scenario.file.engine.scheduler_recv_interval, 1);
+    }
+
+    #[test]
+    fn inferencex_trtllm_rows_cache_kv_in_fp8_as_its_recipes_start_the_server() {
+        let text = include_str!("testdata/aiconfigurator.csv");
+        let points = crate::accuracy::read(text, "aiconfigurator.csv").unwrap();
+        let settings = Settings {
+            max_requests: 16,
+            ..Settings::default()
+        };
+        let kv = |engine: &str, id: &str, base: Option<&Table>| {
+            let mut p = points[1].clone();
+            p.engine = Some(engine.into());
+            p.id = id.into();
+            express(base, "test", &settings, &p)
+                .unwrap()
+                .scenario
+                .kv_dtype
+        };
+        let dated = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x1024_c8_tp4_ep1_7";
+        let cfg = "dsr1_b200_trtllm_fp8_agg_1024x1024_c32_cfg91";
+        assert_eq!(kv("trtllm", dated, None), Dtype::Fp8);
+        assert_eq!(kv("trtllm", cfg, None), Dtype::Fp8);
+        // aiconfigurator's own sweeps, other engines and a base that names
+        // the cache keep the default (the activation dtype).
+        assert_eq!(
+            kv("trtllm", "llama70b_h200_sxm_trtllm_fp8_agg_512x64_c8", None),
+            Dtype::Bf16
+        );
+        assert_eq!(kv("vllm", dated, None), Dtype::Bf16);
+        assert_eq!(kv("trtllm", "2026_04_0x_llama", None), Dtype::Bf16);
+        assert_eq!(kv("trtllm", "llama_cfg", None), Dtype::Bf16);
+        let mut base = default_base();
+        set(&mut base, "model.kv_dtype", "bf16");
+        assert_eq!(kv("trtllm", dated, Some(&base)), Dtype::Bf16);
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Roofline {
         let bytes = gemm.memory * self.mem_bw * super::MEMORY_EFFICIENCY;
         let ew = layers * self.elementwise(n);
         let ap = layers * self.attn_prefill(b) / share;
-        let ad = layers * self.attn_decode(b) / share;
+        let ad = layers * self.attn_decode_share(b, share);
         let comm = self.dense_layers * self.comm(n)
             + if self.moe_layers > 0.0 {
                 self.moe_layers * self.moe_comm(n, b.prefill_tokens == 0)

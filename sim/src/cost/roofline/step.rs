@@ -18,7 +18,7 @@
 
 use super::Roofline;
 use crate::cost::runtime::EngineRuntime;
-use crate::cost::{BatchShape, DECODE_ATTENTION_BW_EFFICIENCY};
+use crate::cost::{BatchShape, DECODE_ATTENTION_BW_EFFICIENCY, DECODE_ATTENTION_FLOOR_S};
 use crate::time::Nanos;
 
 /// The context-independent terms of the last decode-only shape a replica
@@ -94,9 +94,16 @@ pub(super) struct DecodeAttention {
 
 impl DecodeAttention {
     /// Decode attention of `seqs` sequences over `context` tokens in all,
-    /// seconds per layer.
+    /// seconds per layer: the kernel's floor and its work.
     #[inline(always)]
     pub(super) fn secs(&self, context: u64, seqs: u32) -> f64 {
+        DECODE_ATTENTION_FLOOR_S + self.work_secs(context, seqs)
+    }
+
+    /// [`Self::secs`] without the kernel's floor: what splits over attention
+    /// groups and micro-batches, each of which launches its own kernel.
+    #[inline(always)]
+    pub(super) fn work_secs(&self, context: u64, seqs: u32) -> f64 {
         if let Some(mix) = &self.kinds {
             let plain = super::kinds::Plain {
                 flops_per_pair: self.flops_per_pair,
