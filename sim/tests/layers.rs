@@ -428,8 +428,6 @@ fn scenario_file_reads(code: &str) -> usize {
 const FILE_READS: &[(&str, usize)] = &[
     ("canary/mod.rs", 2),
     ("cluster/budget.rs", 2),
-    ("cluster/fleet.rs", 7),
-    ("cluster/routing.rs", 1),
     ("deployment/bound.rs", 4),
     ("deployment/mod.rs", 2),
     ("deployment/search/mod.rs", 1),

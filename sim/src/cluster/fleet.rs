@@ -11,8 +11,7 @@ use super::routing::Routing;
 use super::routing_trace::{Decision, RoutingTrace};
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status, TransferRecord};
-use crate::scenario::PoolPlan;
-use crate::scenario::{PoolRole, Scenario};
+use crate::scenario::{FleetPlan, PoolPlan, PoolRole, Scenario};
 use crate::store::SpillSort;
 use crate::time::SimTime;
 use serde::Serialize;
@@ -77,7 +76,7 @@ pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
     let s = &p.scenario;
     let mut r = Replica::new(
         i,
-        &s.file.engine,
+        p.engine(),
         s.memory.kv_blocks,
         s.memory.block_bytes(),
         seed,
@@ -95,19 +94,18 @@ pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
 }
 
 impl Fleet {
-    /// The replicas of `scenario`, in pool order (see
+    /// The replicas of `pools`, in pool order (see
     /// `scenario::pool_plan::resolve`): each pool's slots.
-    pub fn replicas(scenario: &Scenario) -> Vec<Replica> {
-        let seed = scenario.seed();
+    pub fn replicas(pools: &[PoolPlan], seed: u64) -> Vec<Replica> {
         let mut out = Vec::new();
-        for p in &scenario.pools {
+        for p in pools {
             out.extend((p.first..p.first + p.replicas).map(|i| replica(p, i, seed)));
         }
         out
     }
 
-    pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Fleet {
-        let pools: &[PoolPlan] = &scenario.pools;
+    /// The fleet of `plan` over `pools` and their `replicas`.
+    pub fn new(plan: &FleetPlan, pools: &[PoolPlan], replicas: &[Replica]) -> Fleet {
         let mut pool_of = vec![0u16; replicas.len()];
         for (k, p) in pools.iter().enumerate() {
             for r in p.first..p.first + p.replicas {
@@ -119,21 +117,21 @@ impl Fleet {
             .iter()
             .filter(|p| p.role == PoolRole::Colocated)
             .collect();
-        if scenario.file.canary.is_some() {
+        if plan.canary {
             // A canary rollout splits traffic between versions before each
             // pool's own router (`canary`): one routing group per pool.
             for p in &colocated {
                 let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
                 groups.push(Group {
-                    routing: Routing::new(&p.scenario, &replicas[a..b]),
+                    routing: Routing::new(&p.routing_plan(), &replicas[a..b]),
                     first: a,
                     len: b - a,
                 });
             }
-        } else if !scenario.file.fleet.regions.is_empty() {
+        } else if plan.regions > 0 {
             // One routing group per region (`region`: the global router
             // picks the region, the region's router its replica).
-            for g in 0..scenario.file.fleet.regions.len() {
+            for g in 0..plan.regions {
                 let mine: Vec<&PoolPlan> = colocated
                     .iter()
                     .copied()
@@ -141,11 +139,11 @@ impl Fleet {
                     .collect();
                 let a = mine[0].first as usize;
                 let len: u32 = mine.iter().map(|p| p.replicas).sum();
-                let weigh = mine.len() > 1 && scenario.file.fleet.capacity_weighted;
+                let weigh = mine.len() > 1 && plan.capacity_weighted;
                 let capacity = weigh.then(|| capacities(&mine));
                 groups.push(Group {
                     routing: Routing::with_capacity(
-                        scenario,
+                        &plan.routing,
                         &replicas[a..a + len as usize],
                         capacity,
                     ),
@@ -155,10 +153,10 @@ impl Fleet {
             }
         } else if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
-            let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
+            let weigh = colocated.len() > 1 && plan.capacity_weighted;
             let capacity = weigh.then(|| capacities(&colocated));
             groups.push(Group {
-                routing: Routing::with_capacity(scenario, &replicas[..len as usize], capacity),
+                routing: Routing::with_capacity(&plan.routing, &replicas[..len as usize], capacity),
                 first: 0,
                 len: len as usize,
             });
@@ -167,17 +165,17 @@ impl Fleet {
         let find = |role| pools.iter().find(|p| p.role == role);
         if let (Some(pre), Some(dec)) = (find(PoolRole::Prefill), find(PoolRole::Decode)) {
             let model = LinkModel {
-                cfg: scenario.file.fleet.kv_transfer.clone(),
-                bytes_per_token: scenario.model.kv_bytes_per_token(scenario.kv_dtype),
-                layers: scenario.model.layers,
+                cfg: plan.kv_transfer.clone(),
+                bytes_per_token: plan.kv_bytes_per_token,
+                layers: plan.layers,
             };
             let work = prefill_work(pre, &model);
             for p in [pre, dec] {
                 let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
                 let routing = if p.role == PoolRole::Prefill {
-                    Routing::for_prefill(&p.scenario, &replicas[a..b], work)
+                    Routing::for_prefill(&p.routing_plan(), &replicas[a..b], work)
                 } else {
-                    Routing::new(&p.scenario, &replicas[a..b])
+                    Routing::new(&p.routing_plan(), &replicas[a..b])
                 };
                 groups.push(Group {
                     routing,

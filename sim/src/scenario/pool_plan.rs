@@ -9,7 +9,7 @@
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
-use super::{PoolRole, Scenario, ScenarioError, ScenarioFile};
+use super::{EngineCfg, PoolRole, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
 /// `first..first + replicas` in the run.
@@ -34,6 +34,20 @@ pub struct PoolPlan {
     pub life_seed: u64,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
+}
+
+impl PoolPlan {
+    /// The pool's engine settings: the scenario's `[engine]` with the
+    /// pool's own overrides.
+    pub fn engine(&self) -> &EngineCfg {
+        &self.scenario.file.engine
+    }
+
+    /// The pool's own router (a prefill or decode pool's, or a colocated
+    /// pool's under a canary rollout).
+    pub fn routing_plan(&self) -> RoutingPlan {
+        self.scenario.routing_plan()
+    }
 }
 
 /// The one pool of a fleet without `[[fleet.pools]]`: all its replicas
