@@ -241,7 +241,7 @@ impl<'a> Simulation<'a> {
         assert_eq!(costs.len(), scenario.pools.len(), "a cost model per pool");
         let plan = scenario.run_plan();
         let life = life::FleetRun::new(scenario);
-        let mut replicas = Fleet::replicas(scenario);
+        let mut replicas = Fleet::replicas(&scenario.pools, plan.seed);
         if !plan.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
@@ -284,7 +284,7 @@ impl<'a> Simulation<'a> {
         if plan.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
-        let fleet = Fleet::new(scenario, &replicas);
+        let fleet = Fleet::new(&scenario.fleet_plan(), &scenario.pools, &replicas);
         if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
         }
