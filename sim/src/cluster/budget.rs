@@ -39,7 +39,7 @@ impl KvBudget {
     /// Samples the scenario's workload and prices lone prefills with its
     /// cost model.
     pub fn of(s: &Scenario, ctx: &Context) -> Result<KvBudget, WorkloadError> {
-        let mut src = crate::tenancy::build_source(s, ctx)?;
+        let mut src = crate::tenancy::build_source(&s.demand_plan(), ctx)?;
         let mut prompts = Vec::with_capacity(SAMPLE);
         let (mut first, mut last) = (None, None);
         while prompts.len() < SAMPLE {
