@@ -58,8 +58,6 @@ pub struct RunPlan {
     pub router: &'static str,
     pub policy: &'static str,
     pub preemption: String,
-    /// Requests come from the regions' sources (`[[fleet.regions]]`).
-    pub regions_draw: bool,
 }
 
 impl Scenario {
@@ -92,7 +90,6 @@ impl Scenario {
             router: f.fleet.router.name(),
             policy: f.engine.policy.name(),
             preemption: format!("{:?}", f.engine.preemption).to_lowercase(),
-            regions_draw: !f.fleet.regions.is_empty(),
         }
     }
 
