@@ -68,7 +68,7 @@ impl CapacityEstimate {
     /// Samples the scenario's workload for its mean lengths and prices the
     /// steady state of each replica group with its cost model.
     pub fn of(s: &Scenario, ctx: &Context) -> Result<CapacityEstimate, WorkloadError> {
-        let mut src = crate::tenancy::build_source(s, ctx)?;
+        let mut src = crate::tenancy::build_source(&s.demand_plan(), ctx)?;
         let (mut n, mut prompt, mut output) = (0usize, 0.0, 0.0);
         let (mut first, mut last) = (None, None);
         while n < SAMPLE {

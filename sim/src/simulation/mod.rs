@@ -258,10 +258,10 @@ impl<'a> Simulation<'a> {
         let deadline = plan.duration_s.map(SimTime::from_secs_f64);
         let max_requests = plan.max_requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, plan.seed);
-        let built = if !plan.regions_draw {
-            crate::tenancy::build_source(scenario, &ctx)
-        } else {
-            crate::region::source::build_source(scenario, &ctx)
+        let regions_plan = scenario.regions_plan();
+        let built = match &regions_plan {
+            None => crate::tenancy::build_source(&scenario.demand_plan(), &ctx),
+            Some(rp) => crate::region::source::build_source(rp, &ctx),
         };
         let (mut source, init_error) = match built {
             Ok(s) => (s, None),
@@ -343,8 +343,11 @@ impl<'a> Simulation<'a> {
             tenancy,
             life,
             slab: slab::Slab::default(),
-            canary: crate::canary::Canary::new(scenario),
-            regions: crate::region::Regions::new(scenario),
+            canary: scenario
+                .canary_plan()
+                .as_ref()
+                .map(crate::canary::Canary::new),
+            regions: regions_plan.as_ref().map(crate::region::Regions::new),
             runs: Default::default(),
             step_terms,
             routing_trace,
