@@ -436,7 +436,6 @@ const FILE_READS: &[(&str, usize)] = &[
     ("emit/mod.rs", 2),
     ("output/mod.rs", 1),
     ("simulation/estimate.rs", 2),
-    ("simulation/life.rs", 4),
     ("sweep/capacity/mod.rs", 2),
     ("sweep/capacity/probe.rs", 4),
     ("sweep/capacity/search.rs", 1),

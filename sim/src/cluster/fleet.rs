@@ -88,11 +88,6 @@ pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
     r
 }
 
-/// Pool `p`'s replicas' scenario.
-pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
-    &s.pools[p].scenario
-}
-
 impl Fleet {
     /// The replicas of `pools`, in pool order (see
     /// `scenario::pool_plan::resolve`): each pool's slots.

@@ -30,6 +30,8 @@ mod length_mean;
 pub mod pool_plan;
 pub use pool_plan::PoolPlan;
 pub mod lifecycle_cfg;
+mod lifecycle_plan;
+pub use lifecycle_plan::{LifeUnitPlan, LifecyclePlan};
 mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;

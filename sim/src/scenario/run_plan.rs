@@ -98,10 +98,7 @@ impl Scenario {
         if self.file.metrics.timeseries == TimeseriesMode::Off {
             return 0;
         }
-        let lives = self
-            .pools
-            .iter()
-            .any(|p| super::lifecycle_cfg::slots(&p.scenario.file).is_some());
+        let lives = self.pools.iter().any(super::PoolPlan::lives);
         self.pools.len() as u64 * (self.declares_pools() as u64 + lives as u64)
     }
 }
