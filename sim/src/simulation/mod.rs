@@ -240,7 +240,7 @@ impl<'a> Simulation<'a> {
     ) -> Simulation<'a> {
         assert_eq!(costs.len(), scenario.pools.len(), "a cost model per pool");
         let plan = scenario.run_plan();
-        let life = life::FleetRun::new(scenario);
+        let life = scenario.lifecycle_plan().as_ref().map(life::FleetRun::new);
         let mut replicas = Fleet::replicas(&scenario.pools, plan.seed);
         if !plan.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
