@@ -40,7 +40,7 @@ impl PoolPlan {
     /// The pool's engine settings: the scenario's `[engine]` with the
     /// pool's own overrides.
     pub fn engine(&self) -> &EngineCfg {
-        &self.scenario.file.engine
+        self.scenario.engine()
     }
 
     /// The pool's own router (a prefill or decode pool's, or a colocated

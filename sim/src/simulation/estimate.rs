@@ -222,12 +222,12 @@ fn group(
     output: f64,
 ) -> GroupEstimate {
     let cost = s.cost_model();
-    let max_num_seqs = s.file.engine.max_num_seqs.max(1);
+    let max_num_seqs = s.engine().max_num_seqs.max(1);
     let footprint = prompt + output / 2.0;
     let kv_room = (s.memory.kv_tokens as f64 / footprint).floor() as u64;
     let batch = kv_room.clamp(1, max_num_seqs as u64) as u32;
     let context = footprint.round() as u64;
-    let spec = s.file.engine.speculative.as_ref();
+    let spec = s.engine().speculative.as_ref();
     let decode_batch = |b: &mut BatchShape| {
         for _ in 0..batch {
             match spec {
