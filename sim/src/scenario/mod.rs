@@ -44,6 +44,7 @@ pub use routing_plan::RoutingPlan;
 mod run_plan;
 pub use run_plan::RunPlan;
 mod slo_cfg;
+mod stated;
 mod tenants_cfg;
 mod tenants_plan;
 pub use tenants_plan::TenantsPlan;
