@@ -37,6 +37,37 @@ pub struct PoolPlan {
 }
 
 impl PoolPlan {
+    /// Its replicas' memory plan: weights, KV blocks and their size.
+    pub fn memory(&self) -> &crate::memory::MemoryPlan {
+        &self.scenario.memory
+    }
+
+    /// How each of its replicas lays the model out over its GPUs.
+    pub fn parallel(&self) -> &crate::parallel::Parallelism {
+        &self.scenario.parallel
+    }
+
+    /// Its accelerator's datasheet.
+    pub fn hardware(&self) -> &crate::catalog::HardwareSpec {
+        &self.scenario.hardware
+    }
+
+    /// GPUs of its replicas serving at the start.
+    pub fn gpus(&self) -> u32 {
+        self.scenario.gpus()
+    }
+
+    /// What one of its replicas can ever serve.
+    pub fn limits(&self) -> &super::ServeLimits {
+        &self.scenario.limits
+    }
+
+    /// The cost model its iterations are priced with (its calibration
+    /// profile, else the roofline of its hardware and layout).
+    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel + '_> {
+        self.scenario.cost_model()
+    }
+
     /// The pool's engine settings: the scenario's `[engine]` with the
     /// pool's own overrides.
     pub fn engine(&self) -> &EngineCfg {

@@ -638,7 +638,7 @@ impl Scenario {
             // A pool's own scenario (see `resolve_flat`).
             return self.file.fleet.replicas * self.parallel.gpus();
         }
-        self.pools.iter().map(|p| p.scenario.gpus()).sum()
+        self.pools.iter().map(PoolPlan::gpus).sum()
     }
 
     /// Whether the fleet is made of `[[fleet.pools]]` (rather than one
