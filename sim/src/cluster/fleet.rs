@@ -73,15 +73,9 @@ pub struct Fleet {
 /// Replica `i` (its index in the fleet) of pool `p`, as a run builds it
 /// at the start and in place of a failed one.
 pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
-    let s = &p.scenario;
-    let mut r = Replica::new(
-        i,
-        p.engine(),
-        s.memory.kv_blocks,
-        s.memory.block_bytes(),
-        seed,
-    );
-    r.set_kv_groups(s.memory.kv_groups);
+    let memory = p.memory();
+    let mut r = Replica::new(i, p.engine(), memory.kv_blocks, memory.block_bytes(), seed);
+    r.set_kv_groups(memory.kv_groups);
     if p.role == PoolRole::Prefill {
         r.set_prefill_only();
     }
@@ -606,28 +600,27 @@ impl Fleet {
                 let span = end.0.max(1) as f64 * reps.len() as f64;
                 let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
                 let kv: u128 = reps.iter().map(|r| r.stats.kv_block_ns).sum();
-                let ps = &p.scenario;
                 PoolReport {
                     name: p.name.clone(),
                     role: p.role.name().to_string(),
                     role_kind: p.role,
                     first_replica: p.first,
-                    hardware: ps.hardware.name.clone(),
+                    hardware: p.hardware().name.clone(),
                     replicas: p.replicas,
-                    tensor_parallel: ps.parallel.tensor,
-                    gpus: ps.gpus(),
-                    kv_blocks_per_replica: ps.memory.kv_blocks,
+                    tensor_parallel: p.parallel().tensor,
+                    gpus: p.gpus(),
+                    kv_blocks_per_replica: p.memory().kv_blocks,
                     iterations: reps.iter().map(|r| r.stats.iterations).sum(),
                     busy_fraction: busy as f64 / span,
-                    kv_util_mean: kv as f64 / (span * ps.memory.kv_blocks.max(1) as f64),
+                    kv_util_mean: kv as f64 / (span * p.memory().kv_blocks.max(1) as f64),
                     kv_util_max: reps
                         .iter()
                         .map(|r| r.stats.kv_peak_blocks as f64 / r.kv().total().max(1) as f64)
                         .fold(0.0, f64::max),
-                    shape: if ps.parallel.attention_data.is_some()
-                        || ps.parallel.redundant_experts > 0
+                    shape: if p.parallel().attention_data.is_some()
+                        || p.parallel().redundant_experts > 0
                     {
-                        ps.parallel.fleet_shape(p.replicas, &ps.hardware.name)
+                        p.parallel().fleet_shape(p.replicas, &p.hardware().name)
                     } else {
                         String::new()
                     },
@@ -650,7 +643,7 @@ fn prefill_work(pre: &PoolPlan, link: &LinkModel) -> super::view::PrefillWork {
     const CHUNK: u64 = 2048;
     let mut b = BatchShape::default();
     b.add_prefill(CHUNK, 0);
-    let chunk_ns = pre.scenario.cost_model().iteration_time(&b).max(1);
+    let chunk_ns = pre.cost_model().iteration_time(&b).max(1);
     let link_ps = link.bytes_per_token / (link.cfg.bandwidth_gbyte_s * 1e9) * 1e12;
     super::view::PrefillWork {
         ps_per_prefill_token: (chunk_ns * 1000 / CHUNK).max(1),
@@ -671,7 +664,7 @@ fn capacities(pools: &[&PoolPlan]) -> Vec<u64> {
     }
     let times: Vec<f64> = pools
         .iter()
-        .map(|p| p.scenario.cost_model().iteration_time(&b).max(1) as f64)
+        .map(|p| p.cost_model().iteration_time(&b).max(1) as f64)
         .collect();
     let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
     let full = super::view::FULL;

@@ -50,8 +50,8 @@ impl FleetUnit {
                 name: cfg.name.clone(),
                 role: format!("{:?}", cfg.role).to_lowercase(),
                 replicas: cfg.replicas,
-                hardware: p.scenario.hardware.name.clone(),
-                gpus: cfg.replicas * p.scenario.parallel.gpus(),
+                hardware: p.hardware().name.clone(),
+                gpus: cfg.replicas * p.parallel().gpus(),
             })
             .collect();
         let shape = pools
