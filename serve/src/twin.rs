@@ -79,7 +79,7 @@ fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: 
             )
         })
         .collect();
-    let routing = Routing::new(scenario, &replicas);
+    let routing = Routing::new(&scenario.routing_plan(), &replicas);
     let next_report = routing.first_report();
     let mut fleet = Fleet {
         scenario,

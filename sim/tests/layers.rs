@@ -10,10 +10,10 @@
 //!
 //! Three more rules of the floors are checked here: `simulation/`'s handler
 //! modules import by name (no `use super::*`); the raw TOML of a scenario
-//! (`s.file`, `scenario.file`) is read outside `scenario/` only where
-//! [`FILE_READS`] still lists it, a list that only shrinks; and no type of
-//! the model floor holds a `Scenario` or its `ScenarioFile` (a model is
-//! built from its slice of the plan and keeps what it needs).
+//! (`s.file`, `scenario.file`) is read nowhere outside `scenario/` and
+//! `config/`; and no type of the model floor holds a `Scenario` or its
+//! `ScenarioFile` (a model is built from its slice of the plan and keeps
+//! what it needs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -448,42 +448,17 @@ fn scenario_file_reads(code: &str) -> usize {
     n
 }
 
-/// Files outside `scenario/` and `config/` that still read the raw TOML
-/// (`s.file.…`) rather than their slice of the resolved plan, with how many
-/// reads each has. The test fails on a read in a file not listed, on more
-/// reads than listed, and on a count that has gone down (lower it), so the
-/// list only shrinks.
-const FILE_READS: &[(&str, usize)] = &[
-    ("canary/mod.rs", 2),
-    ("cluster/budget.rs", 2),
-    ("cluster/fleet.rs", 7),
-    ("cluster/routing.rs", 1),
-    ("deployment/bound.rs", 4),
-    ("deployment/mod.rs", 2),
-    ("deployment/search/mod.rs", 1),
-    ("emit/dynamo.rs", 2),
-    ("emit/engine_args.rs", 3),
-    ("emit/kubernetes.rs", 3),
-    ("emit/mod.rs", 2),
-    ("output/mod.rs", 1),
-    ("region/mod.rs", 3),
-    ("region/source.rs", 1),
-    ("simulation/estimate.rs", 2),
-    ("simulation/life.rs", 4),
-    ("sweep/capacity/mod.rs", 2),
-    ("sweep/capacity/probe.rs", 4),
-    ("sweep/capacity/search.rs", 1),
-    ("sweep/capacity/unit.rs", 2),
-    ("tenancy/source.rs", 1),
-];
-
+/// Resolution happens once, in `scenario/`: code outside it (and outside
+/// `config/`, the TOML's own types) reads its slice of the resolved plan
+/// (`RunPlan`, `PoolPlan`, `FleetPlan`, ...) or a named `Scenario` method,
+/// never the raw TOML (`s.file.…`).
 #[test]
-fn raw_scenario_reads_outside_the_plan_only_shrink() {
+fn no_raw_scenario_read_outside_the_plan() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     let tests = test_only(&files);
-    let mut found = BTreeMap::new();
+    let mut found = Vec::new();
     for path in files {
         let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
         let top = rel.components().next().and_then(|c| c.as_os_str().to_str());
@@ -496,40 +471,14 @@ fn raw_scenario_reads_outside_the_plan_only_shrink() {
         let text = std::fs::read_to_string(&path).expect("source file");
         let n = scenario_file_reads(&library_code(&text));
         if n > 0 {
-            found.insert(rel.display().to_string(), n);
+            found.push(format!("{}: {n} read(s) of `s.file`", rel.display()));
         }
-    }
-    if std::env::var_os("LAYERS_PRINT").is_some() {
-        for (file, n) in &found {
-            println!("    (\"{file}\", {n}),");
-        }
-    }
-    let listed: BTreeMap<String, usize> = FILE_READS
-        .iter()
-        .map(|&(f, n)| (f.to_string(), n))
-        .collect();
-    let mut wrong = Vec::new();
-    for (file, &n) in &found {
-        match listed.get(file) {
-            None => wrong.push(format!(
-                "{file}: {n} new read(s) of `s.file` (take it from the plan)"
-            )),
-            Some(&max) if n > max => {
-                wrong.push(format!("{file}: {n} reads of `s.file`, {max} listed"))
-            }
-            Some(&max) if n < max => wrong.push(format!(
-                "{file}: {n} reads of `s.file` now, lower its line from {max}"
-            )),
-            _ => {}
-        }
-    }
-    for file in listed.keys().filter(|f| !found.contains_key(*f)) {
-        wrong.push(format!("{file}: no read of `s.file` left, delete its line"));
     }
     assert!(
-        wrong.is_empty(),
-        "raw scenario reads outside scenario/:\n  {}",
-        wrong.join("\n  ")
+        found.is_empty(),
+        "raw scenario reads outside scenario/ (take the value from the plan, or add a named \
+         `Scenario` method in scenario/):\n  {}",
+        found.join("\n  ")
     );
 }
 

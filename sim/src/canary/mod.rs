@@ -30,6 +30,7 @@ pub mod gate;
 pub mod report;
 
 use crate::scenario::canary_cfg::CanaryCfg;
+use crate::scenario::CanaryPlan;
 use crate::time::SimTime;
 use gate::{Gate, Verdict, Window};
 use report::{Action, CanaryReport, Decision, VersionReport, WeightChange};
@@ -75,45 +76,30 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Canary {
-    /// The rollout of `s`, when it has `[canary]` (validated: two colocated
-    /// pools with these names, three with a control).
-    pub fn new(s: &crate::scenario::Scenario) -> Option<Canary> {
-        let cfg = s.file.canary.clone()?;
-        let index = |name: &str| {
-            s.pools
-                .iter()
-                .position(|p| p.name == name)
-                .expect("validated pool name")
-        };
-        let names: Vec<&String> = [&cfg.baseline, &cfg.canary]
-            .into_iter()
-            .chain(cfg.control.as_ref())
-            .collect();
-        let pools: Vec<usize> = names.iter().map(|n| index(n)).collect();
-        let salt = {
-            use rand::Rng;
-            crate::rng::stream(s.file.seed, "canary-split").random::<u64>()
-        };
-        Some(Canary {
-            gate: Gate::new(&cfg),
-            windows: vec![Window::default(); pools.len()],
-            versions: names
+    /// The rollout of `plan`.
+    pub fn new(plan: &CanaryPlan) -> Canary {
+        let n = plan.pools.len();
+        Canary {
+            gate: Gate::new(&plan.cfg),
+            windows: vec![Window::default(); n],
+            versions: plan
+                .names
                 .iter()
                 .map(|n| VersionReport {
-                    pool: n.to_string(),
+                    pool: n.clone(),
                     ..Default::default()
                 })
                 .collect(),
-            pools,
-            salt,
+            pools: plan.pools.clone(),
+            salt: plan.salt,
             phase: Phase::Waiting,
             weight: 0,
             window_start: SimTime::ZERO,
             failed: 0,
             decisions: Vec::new(),
             weights: Vec::new(),
-            cfg,
-        })
+            cfg: plan.cfg.clone(),
+        }
     }
 
     /// When the rollout begins (its first event).

@@ -158,7 +158,7 @@ fn a_control_is_a_third_pool_and_caps_the_weights_at_half() {
 fn the_control_takes_the_canarys_share_from_the_baseline() {
     let s = Scenario::from_toml_str(&format!("{}{CANARY}control = \"ctl\"\n", three()), "c.toml")
         .unwrap();
-    let mut c = Canary::new(&s).unwrap();
+    let mut c = Canary::new(&s.canary_plan().unwrap());
     assert_eq!((c.pool(1), c.pool(2)), (1, 2));
     c.on_event(SimTime::ZERO); // 20 %
     let mut n = [0usize; 3];
@@ -185,7 +185,7 @@ fn the_control_takes_the_canarys_share_from_the_baseline() {
 #[test]
 fn the_split_follows_the_weight_and_only_grows_the_canary() {
     let s = load(CANARY).unwrap();
-    let mut c = Canary::new(&s).unwrap();
+    let mut c = Canary::new(&s.canary_plan().unwrap());
     assert_eq!(c.pool(0), 0);
     assert_eq!(c.pool(1), 1);
     // Before the start every request goes to the baseline.
@@ -215,7 +215,7 @@ fn feed(c: &mut Canary, v: usize, n: usize, ms: f64) {
 #[test]
 fn gates_advance_extend_and_promote() {
     let s = load(CANARY).unwrap();
-    let mut c = Canary::new(&s).unwrap();
+    let mut c = Canary::new(&s.canary_plan().unwrap());
     let t = |s: u64| SimTime(s * 1_000_000_000);
     assert_eq!(c.on_event(t(0)), Some(t(20)));
     // 10 canary requests: too few (min_samples 50): the step is extended.
@@ -252,7 +252,7 @@ fn gates_advance_extend_and_promote() {
 #[test]
 fn failed_checks_hold_until_the_threshold_then_roll_back() {
     let s = load(&format!("{CANARY}max_failed_checks = 2\n")).unwrap();
-    let mut c = Canary::new(&s).unwrap();
+    let mut c = Canary::new(&s.canary_plan().unwrap());
     let t = |s: u64| SimTime(s * 1_000_000_000);
     c.on_event(t(0));
     feed(&mut c, 0, 100, 100.0);

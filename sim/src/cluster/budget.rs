@@ -39,7 +39,7 @@ impl KvBudget {
     /// Samples the scenario's workload and prices lone prefills with its
     /// cost model.
     pub fn of(s: &Scenario, ctx: &Context) -> Result<KvBudget, WorkloadError> {
-        let mut src = crate::tenancy::build_source(s, ctx)?;
+        let mut src = crate::tenancy::build_source(&s.demand_plan(), ctx)?;
         let mut prompts = Vec::with_capacity(SAMPLE);
         let (mut first, mut last) = (None, None);
         while prompts.len() < SAMPLE {
@@ -56,15 +56,12 @@ impl KvBudget {
                 .copied()
                 .unwrap_or(0)
         };
-        let rate = s
-            .file
-            .offered_rate()
-            .unwrap_or_else(|| match (first, last) {
-                (Some(a), Some(b)) if b > a && prompts.len() > 1 => {
-                    (prompts.len() - 1) as f64 / (b.since(a) as f64 / 1e9)
-                }
-                _ => 0.0,
-            });
+        let rate = s.offered_rate().unwrap_or_else(|| match (first, last) {
+            (Some(a), Some(b)) if b > a && prompts.len() > 1 => {
+                (prompts.len() - 1) as f64 / (b.since(a) as f64 / 1e9)
+            }
+            _ => 0.0,
+        });
         let bytes_per_token = s.model.kv_bytes_per_token(s.kv_dtype);
         let mean = prompts.iter().map(|&p| p as f64).sum::<f64>() / prompts.len().max(1) as f64;
         // Price the prefill on the pool that would prefill: the prefill pool
@@ -147,7 +144,7 @@ impl KvBudget {
                 gb(self.latency_bw(true))
             ),
         ];
-        if let Some(cfg) = self.links.map(|_| &s.file.fleet.kv_transfer) {
+        if let Some(cfg) = self.links.map(|_| s.fleet_plan().kv_transfer) {
             let have = cfg.bandwidth_gbyte_s;
             let util = gb(load) / links as f64 / have;
             out.push(format!(

@@ -11,8 +11,7 @@ use super::routing::Routing;
 use super::routing_trace::{Decision, RoutingTrace};
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status, TransferRecord};
-use crate::scenario::PoolPlan;
-use crate::scenario::{PoolRole, Scenario};
+use crate::scenario::{FleetPlan, PoolPlan, PoolRole, Scenario};
 use crate::store::SpillSort;
 use crate::time::SimTime;
 use serde::Serialize;
@@ -74,40 +73,28 @@ pub struct Fleet {
 /// Replica `i` (its index in the fleet) of pool `p`, as a run builds it
 /// at the start and in place of a failed one.
 pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
-    let s = &p.scenario;
-    let mut r = Replica::new(
-        i,
-        &s.file.engine,
-        s.memory.kv_blocks,
-        s.memory.block_bytes(),
-        seed,
-    );
-    r.set_kv_groups(s.memory.kv_groups);
+    let memory = p.memory();
+    let mut r = Replica::new(i, p.engine(), memory.kv_blocks, memory.block_bytes(), seed);
+    r.set_kv_groups(memory.kv_groups);
     if p.role == PoolRole::Prefill {
         r.set_prefill_only();
     }
     r
 }
 
-/// Pool `p`'s replicas' scenario.
-pub fn pool_scenario(s: &Scenario, p: usize) -> &Scenario {
-    &s.pools[p].scenario
-}
-
 impl Fleet {
-    /// The replicas of `scenario`, in pool order (see
+    /// The replicas of `pools`, in pool order (see
     /// `scenario::pool_plan::resolve`): each pool's slots.
-    pub fn replicas(scenario: &Scenario) -> Vec<Replica> {
-        let seed = scenario.seed();
+    pub fn replicas(pools: &[PoolPlan], seed: u64) -> Vec<Replica> {
         let mut out = Vec::new();
-        for p in &scenario.pools {
+        for p in pools {
             out.extend((p.first..p.first + p.replicas).map(|i| replica(p, i, seed)));
         }
         out
     }
 
-    pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Fleet {
-        let pools: &[PoolPlan] = &scenario.pools;
+    /// The fleet of `plan` over `pools` and their `replicas`.
+    pub fn new(plan: &FleetPlan, pools: &[PoolPlan], replicas: &[Replica]) -> Fleet {
         let mut pool_of = vec![0u16; replicas.len()];
         for (k, p) in pools.iter().enumerate() {
             for r in p.first..p.first + p.replicas {
@@ -119,21 +106,21 @@ impl Fleet {
             .iter()
             .filter(|p| p.role == PoolRole::Colocated)
             .collect();
-        if scenario.file.canary.is_some() {
+        if plan.canary {
             // A canary rollout splits traffic between versions before each
             // pool's own router (`canary`): one routing group per pool.
             for p in &colocated {
                 let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
                 groups.push(Group {
-                    routing: Routing::new(&p.scenario, &replicas[a..b]),
+                    routing: Routing::new(&p.routing_plan(), &replicas[a..b]),
                     first: a,
                     len: b - a,
                 });
             }
-        } else if !scenario.file.fleet.regions.is_empty() {
+        } else if plan.regions > 0 {
             // One routing group per region (`region`: the global router
             // picks the region, the region's router its replica).
-            for g in 0..scenario.file.fleet.regions.len() {
+            for g in 0..plan.regions {
                 let mine: Vec<&PoolPlan> = colocated
                     .iter()
                     .copied()
@@ -141,11 +128,11 @@ impl Fleet {
                     .collect();
                 let a = mine[0].first as usize;
                 let len: u32 = mine.iter().map(|p| p.replicas).sum();
-                let weigh = mine.len() > 1 && scenario.file.fleet.capacity_weighted;
+                let weigh = mine.len() > 1 && plan.capacity_weighted;
                 let capacity = weigh.then(|| capacities(&mine));
                 groups.push(Group {
                     routing: Routing::with_capacity(
-                        scenario,
+                        &plan.routing,
                         &replicas[a..a + len as usize],
                         capacity,
                     ),
@@ -155,10 +142,10 @@ impl Fleet {
             }
         } else if !colocated.is_empty() {
             let len: u32 = colocated.iter().map(|p| p.replicas).sum();
-            let weigh = colocated.len() > 1 && scenario.file.fleet.capacity_weighted;
+            let weigh = colocated.len() > 1 && plan.capacity_weighted;
             let capacity = weigh.then(|| capacities(&colocated));
             groups.push(Group {
-                routing: Routing::with_capacity(scenario, &replicas[..len as usize], capacity),
+                routing: Routing::with_capacity(&plan.routing, &replicas[..len as usize], capacity),
                 first: 0,
                 len: len as usize,
             });
@@ -167,17 +154,17 @@ impl Fleet {
         let find = |role| pools.iter().find(|p| p.role == role);
         if let (Some(pre), Some(dec)) = (find(PoolRole::Prefill), find(PoolRole::Decode)) {
             let model = LinkModel {
-                cfg: scenario.file.fleet.kv_transfer.clone(),
-                bytes_per_token: scenario.model.kv_bytes_per_token(scenario.kv_dtype),
-                layers: scenario.model.layers,
+                cfg: plan.kv_transfer.clone(),
+                bytes_per_token: plan.kv_bytes_per_token,
+                layers: plan.layers,
             };
             let work = prefill_work(pre, &model);
             for p in [pre, dec] {
                 let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
                 let routing = if p.role == PoolRole::Prefill {
-                    Routing::for_prefill(&p.scenario, &replicas[a..b], work)
+                    Routing::for_prefill(&p.routing_plan(), &replicas[a..b], work)
                 } else {
-                    Routing::new(&p.scenario, &replicas[a..b])
+                    Routing::new(&p.routing_plan(), &replicas[a..b])
                 };
                 groups.push(Group {
                     routing,
@@ -613,28 +600,27 @@ impl Fleet {
                 let span = end.0.max(1) as f64 * reps.len() as f64;
                 let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
                 let kv: u128 = reps.iter().map(|r| r.stats.kv_block_ns).sum();
-                let ps = &p.scenario;
                 PoolReport {
                     name: p.name.clone(),
                     role: p.role.name().to_string(),
                     role_kind: p.role,
                     first_replica: p.first,
-                    hardware: ps.hardware.name.clone(),
+                    hardware: p.hardware().name.clone(),
                     replicas: p.replicas,
-                    tensor_parallel: ps.parallel.tensor,
-                    gpus: ps.gpus(),
-                    kv_blocks_per_replica: ps.memory.kv_blocks,
+                    tensor_parallel: p.parallel().tensor,
+                    gpus: p.gpus(),
+                    kv_blocks_per_replica: p.memory().kv_blocks,
                     iterations: reps.iter().map(|r| r.stats.iterations).sum(),
                     busy_fraction: busy as f64 / span,
-                    kv_util_mean: kv as f64 / (span * ps.memory.kv_blocks.max(1) as f64),
+                    kv_util_mean: kv as f64 / (span * p.memory().kv_blocks.max(1) as f64),
                     kv_util_max: reps
                         .iter()
                         .map(|r| r.stats.kv_peak_blocks as f64 / r.kv().total().max(1) as f64)
                         .fold(0.0, f64::max),
-                    shape: if ps.parallel.attention_data.is_some()
-                        || ps.parallel.redundant_experts > 0
+                    shape: if p.parallel().attention_data.is_some()
+                        || p.parallel().redundant_experts > 0
                     {
-                        ps.parallel.fleet_shape(p.replicas, &ps.hardware.name)
+                        p.parallel().fleet_shape(p.replicas, &p.hardware().name)
                     } else {
                         String::new()
                     },
@@ -657,7 +643,7 @@ fn prefill_work(pre: &PoolPlan, link: &LinkModel) -> super::view::PrefillWork {
     const CHUNK: u64 = 2048;
     let mut b = BatchShape::default();
     b.add_prefill(CHUNK, 0);
-    let chunk_ns = pre.scenario.cost_model().iteration_time(&b).max(1);
+    let chunk_ns = pre.cost_model().iteration_time(&b).max(1);
     let link_ps = link.bytes_per_token / (link.cfg.bandwidth_gbyte_s * 1e9) * 1e12;
     super::view::PrefillWork {
         ps_per_prefill_token: (chunk_ns * 1000 / CHUNK).max(1),
@@ -678,7 +664,7 @@ fn capacities(pools: &[&PoolPlan]) -> Vec<u64> {
     }
     let times: Vec<f64> = pools
         .iter()
-        .map(|p| p.scenario.cost_model().iteration_time(&b).max(1) as f64)
+        .map(|p| p.cost_model().iteration_time(&b).max(1) as f64)
         .collect();
     let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
     let full = super::view::FULL;

@@ -1,12 +1,13 @@
 //! The routing stage of a run: the scenario's router, its view of the
 //! replicas and the load-report clock, behind the three calls the
 //! simulation makes (route an arrival, a replica changed, a report is due).
+//! A stage is built from its slice of the plan ([`RoutingPlan`]).
 
-use super::router::{self, Router, RouterEnv};
+use super::router::{self, Router};
 use super::view::{FleetView, PrefillWork};
 use crate::replica::Replica;
 use crate::request::Request;
-use crate::scenario::Scenario;
+use crate::scenario::RoutingPlan;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 
 /// Router + view + report interval of one run.
@@ -23,33 +24,27 @@ pub struct Routing {
 }
 
 impl Routing {
-    pub fn new(scenario: &Scenario, replicas: &[Replica]) -> Routing {
-        Self::with_capacity(scenario, replicas, None)
+    pub fn new(plan: &RoutingPlan, replicas: &[Replica]) -> Routing {
+        Self::with_capacity(plan, replicas, None)
     }
 
     /// A routing stage over replicas of different speeds (`capacity`
     /// relative to the fastest, see `FleetView::with_capacity`).
     pub fn with_capacity(
-        scenario: &Scenario,
+        plan: &RoutingPlan,
         replicas: &[Replica],
         capacity: Option<Vec<u64>>,
     ) -> Routing {
-        let f = &scenario.file;
-        let report_every = (f.fleet.report_interval_s > 0.0)
-            .then(|| secs_to_nanos(f.fleet.report_interval_s).max(1));
-        let env = RouterEnv {
-            replicas: replicas.len(),
-            seed: f.seed,
-            kv_tokens_per_replica: scenario.memory.kv_tokens,
-        };
+        let report_every =
+            (plan.report_interval_s > 0.0).then(|| secs_to_nanos(plan.report_interval_s).max(1));
         Routing {
-            router: router::build(&f.fleet, env),
+            router: router::build(plan, replicas.len()),
             view: match capacity {
                 Some(c) => FleetView::with_capacity(replicas, report_every.is_none(), c),
                 None => FleetView::new(replicas, report_every.is_none()),
             },
             report_every,
-            trace: f.metrics.routing_trace,
+            trace: plan.trace,
             scores: Vec::new(),
         }
     }
@@ -96,8 +91,8 @@ impl Routing {
 
     /// The routing stage of a disaggregated prefill pool: its view weighs
     /// what binds a prefill replica (`FleetView::prefill`).
-    pub fn for_prefill(scenario: &Scenario, replicas: &[Replica], work: PrefillWork) -> Routing {
-        let mut r = Self::new(scenario, replicas);
+    pub fn for_prefill(plan: &RoutingPlan, replicas: &[Replica], work: PrefillWork) -> Routing {
+        let mut r = Self::new(plan, replicas);
         r.view = FleetView::prefill(replicas, r.report_every.is_none(), work);
         r
     }

@@ -62,7 +62,7 @@ pub enum OptionBound {
 /// The bounds of the resolved option `s` at the demand `rate` (requests/s,
 /// headroom included).
 pub fn bound(s: &Scenario, rate: f64) -> OptionBound {
-    let w = &s.file.workload;
+    let w = s.workload();
     let (Some(prompt), Some(output)) = (&w.prompt_tokens, &w.output_tokens) else {
         return OptionBound::Unbounded;
     };
@@ -84,8 +84,8 @@ pub fn bound(s: &Scenario, rate: f64) -> OptionBound {
         && w.shared_prefix.is_none()
         && w.conversation.is_none()
         && w.n.is_none()
-        && s.file.tenants.is_empty()
-        && s.file.autoscale.is_none()
+        && !s.has_tenants()
+        && s.autoscale().is_none()
         && pools.iter().all(|(_, _, r)| r.parallel.pipeline <= 1);
     let (Some(mean_prompt), Some(mean_output)) = (prompt.mean(), output.mean()) else {
         return OptionBound::Unbounded;
@@ -227,7 +227,7 @@ fn latency_floor(
     least_prompt: u64,
     least_output: u64,
 ) -> Option<String> {
-    let slo = s.file.slo.as_ref()?;
+    let slo = s.slo()?;
     let ms = |cost: &dyn CostModel, b: &BatchShape| secs(cost, b) * 1e3;
     let floor = |side: PoolRole| {
         pools

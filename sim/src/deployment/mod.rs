@@ -523,7 +523,7 @@ fn energy_of(at: &Probe, q: &PlanQuery) -> Option<(f64, f64)> {
 fn idle_w_per_count(s: &Scenario) -> Option<f64> {
     let idle = |r: &Scenario| r.hardware.power_w().map(|(_, idle)| idle);
     // Whether replicas come and go, as the scenario file states it.
-    let moves = |s: &Scenario| s.file.lifecycle.is_some() || s.file.autoscale.is_some();
+    let moves = |s: &Scenario| s.lifecycle().is_some() || s.autoscale().is_some();
     let w = if s.pools.is_empty() {
         capacity::gpus_per_unit(s) as f64 * idle(s)?
     } else {

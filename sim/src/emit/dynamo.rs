@@ -56,7 +56,7 @@ fn router_mode(r: RouterKind) -> Option<&'static str> {
 pub fn graph(s: &Scenario) -> Emitted {
     let mut notes = Vec::new();
     let mut services = Map::new();
-    let router = s.file.fleet.router;
+    let router = s.router();
     let mut frontend_args = Vec::new();
     match router_mode(router) {
         Some(m) => frontend_args.extend(["--router-mode".to_string(), m.to_string()]),
@@ -130,7 +130,7 @@ pub fn graph(s: &Scenario) -> Emitted {
         .pools
         .iter()
         .find(|p| p.role == PoolRole::Prefill)
-        .map(|_| &s.file.fleet.kv_transfer)
+        .map(|_| s.kv_transfer())
     {
         notes.push(format!(
             "fleet.kv_transfer ({} GB/s per link): the bandwidth is the network's, not a setting; NIXL moves the KV cache over whatever links the pods get",

@@ -141,7 +141,7 @@ fn kv_dtype(engine: Engine, s: &Scenario, b: &mut Builder) -> Option<&'static st
 /// The launch of one replica of `pool` on `engine`.
 pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
     let s = pool.scenario;
-    let e = &s.file.engine;
+    let e = s.engine();
     let p = &s.parallel;
     let (model, model_note) = model_id(s);
     let mut b = Builder {
@@ -198,7 +198,7 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
             Engine::Sglang => b.flag("--pp-size", p.pipeline),
         }
     }
-    if s.file.fleet.eplb {
+    if s.eplb() {
         b.switch("--enable-eplb");
         if p.redundant_experts > 0 {
             match engine {
@@ -283,7 +283,7 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
     match s.weight_dtype {
         Dtype::Bf16 => b.flag("--dtype", "bfloat16"),
         Dtype::Fp16 => b.flag("--dtype", "float16"),
-        Dtype::Fp8 if s.file.model.weight_dtype.is_some() => {
+        Dtype::Fp8 if s.stated_weight_dtype().is_some() => {
             // Asked for in the scenario: quantize a 16-bit checkpoint on load.
             b.flag("--quantization", "fp8")
         }

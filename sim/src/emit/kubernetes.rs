@@ -242,7 +242,7 @@ fn autoscaler(
     pool: &Pool<'_>,
     notes: &mut Vec<String>,
 ) -> Option<Value> {
-    let a = s.file.autoscale.as_ref()?;
+    let a = s.autoscale()?;
     match a.policy {
         AutoscalePolicy::Fixed => return None,
         AutoscalePolicy::Schedule => {
@@ -329,10 +329,10 @@ pub fn manifest(s: &Scenario) -> Emitted {
     if disaggregated(s) {
         notes.push("disaggregated pools: plain Deployments do not route a request through a prefill and then a decode server; apply dynamo.yaml (Dynamo) or an llm-d deployment for that, or put vLLM's disaggregation proxy in front".into());
     }
-    if s.pools.len() > 1 || s.file.fleet.replicas > 1 {
+    if s.pools.len() > 1 || s.replicas() > 1 {
         notes.push(format!(
             "router {}: a Service spreads connections at random; the simulated router belongs to the gateway in front (Dynamo's frontend, llm-d's inference scheduler, or the Gateway API inference extension)",
-            s.file.fleet.router.name()
+            s.router().name()
         ));
     }
     notes.dedup();

@@ -109,10 +109,7 @@ pub fn disaggregated(s: &Scenario) -> bool {
 /// the model's name with a note to replace it.
 pub fn model_id(s: &Scenario) -> (String, Option<String>) {
     if let Some(id) = s
-        .file
-        .model
-        .preset
-        .as_deref()
+        .model_preset()
         .and_then(crate::catalog::model_preset)
         .and_then(|p| {
             p.url
@@ -122,7 +119,7 @@ pub fn model_id(s: &Scenario) -> (String, Option<String>) {
     {
         return (id.to_string(), None);
     }
-    if let Some(c) = &s.file.model.config {
+    if let Some(c) = s.model_config() {
         let dir = Path::new(c)
             .parent()
             .map(|d| d.display().to_string())

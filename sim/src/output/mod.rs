@@ -79,25 +79,11 @@ pub struct RunIdentity {
     pub timeseries_rows: u64,
 }
 
-/// A stable digest of the scenario a run resolved (its table as TOML,
-/// seed included), the same on every machine and thread count. How the
-/// engine is stepped (`decode_runs`, which `--step-by-step` turns off, in
-/// every pool too) gives the same files either way, so it is left out.
+/// A stable digest of the scenario a run resolved
+/// ([`crate::scenario::Scenario::digest`]): part of the run's identity in
+/// `summary.json`.
 pub fn scenario_hash(s: &crate::scenario::Scenario) -> u64 {
-    let mut file = s.file.clone();
-    file.engine.decode_runs = true;
-    for p in &mut file.fleet.pools {
-        if let Some(e) = &mut p.engine {
-            e.remove("decode_runs");
-        }
-    }
-    let text = toml::to_string(&file).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in text.as_bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    s.digest()
 }
 
 /// `attribution`: the rows carry latency components (`attr_*` columns).

@@ -25,7 +25,7 @@ pub mod source;
 
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
-use crate::scenario::Scenario;
+use crate::scenario::{RegionCfg, RegionsPlan};
 use crate::time::{secs_to_nanos, Nanos};
 use records::RegionRecords;
 use serde::Serialize;
@@ -34,6 +34,10 @@ use std::collections::VecDeque;
 /// The global router's state over one run.
 pub struct Regions {
     names: Vec<String>,
+    /// Each region's name, demand shift and GPU price (for its report).
+    regions: Vec<RegionCfg>,
+    /// Pool names, by pool index (for the report).
+    pool_names: Vec<String>,
     /// Replica range of each region (its pools are contiguous).
     ranges: Vec<(usize, usize)>,
     /// Pool indices of each region.
@@ -52,38 +56,25 @@ pub struct Regions {
 }
 
 impl Regions {
-    /// The regions of `s`, when it has any.
-    pub fn new(s: &Scenario) -> Option<Regions> {
-        let f = &s.file;
-        if f.fleet.regions.is_empty() {
-            return None;
-        }
-        let n = f.fleet.regions.len();
-        let mut ranges = vec![(usize::MAX, 0); n];
-        let mut pools = vec![Vec::new(); n];
-        let mut max_seqs = Vec::new();
-        for (k, p) in s.pools.iter().enumerate() {
-            let m = p.scenario.file.engine.max_num_seqs as usize;
-            max_seqs.extend(std::iter::repeat_n(m, p.replicas as usize));
-            let g = p.region as usize;
-            let (a, b) = (p.first as usize, (p.first + p.replicas) as usize);
-            ranges[g] = (ranges[g].0.min(a), ranges[g].1.max(b));
-            pools[g].push(k);
-        }
-        let o = &f.fleet.overflow;
-        Some(Regions {
-            names: f.fleet.regions.iter().map(|r| r.name.clone()).collect(),
-            ranges,
-            pools,
+    /// The global router of `plan`'s regions.
+    pub fn new(plan: &RegionsPlan) -> Regions {
+        let n = plan.regions.len();
+        let o = &plan.overflow;
+        Regions {
+            names: plan.regions.iter().map(|r| r.name.clone()).collect(),
+            regions: plan.regions.clone(),
+            pool_names: plan.pool_names.clone(),
+            ranges: plan.ranges.clone(),
+            pools: plan.pools.clone(),
             rtt: secs_to_nanos(o.rtt_ms / 1e3),
             enabled: o.enabled,
             queue_threshold: o.queue_threshold,
             kv_threshold: o.kv_threshold,
-            max_seqs,
+            max_seqs: plan.max_seqs.clone(),
             in_transit: VecDeque::new(),
             overflow_out: vec![0; n],
             overflow_in: vec![0; n],
-        })
+        }
     }
 
     /// Replica range of region `g`.
@@ -200,14 +191,11 @@ impl Regions {
     /// spilled to disk cannot be read back.
     pub fn report(
         &self,
-        s: &Scenario,
         recs: RegionRecords,
         gpu_hours: &[f64],
     ) -> Result<Vec<RegionReport>, String> {
         let slo = recs.slo_targets();
-        s.file
-            .fleet
-            .regions
+        self.regions
             .iter()
             .zip(recs.rows)
             .enumerate()
@@ -218,7 +206,7 @@ impl Regions {
                     shift_s: r.shift_s,
                     pools: self.pools[g]
                         .iter()
-                        .map(|&k| s.pools[k].name.clone())
+                        .map(|&k| self.pool_names[k].clone())
                         .collect(),
                     requests: c.requests,
                     completed: c.completed,

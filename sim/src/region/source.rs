@@ -5,7 +5,7 @@
 //! region.
 
 use crate::rng;
-use crate::scenario::{ArrivalCfg, Scenario};
+use crate::scenario::RegionsPlan;
 use crate::workload::merge::{MergeTag, Merged};
 use crate::workload::{self, Context, RequestSource, WorkloadError};
 use rand::Rng;
@@ -16,17 +16,15 @@ fn region_seed(seed: u64, name: &str) -> u64 {
     rng::stream(seed, &format!("region/{name}/seed")).random()
 }
 
-/// The request stream of a scenario with `[[fleet.regions]]`.
-pub fn build_source(s: &Scenario, ctx: &Context) -> Result<Box<dyn RequestSource>, WorkloadError> {
-    let f = &s.file;
-    let mut sources = Vec::with_capacity(f.fleet.regions.len());
-    for r in &f.fleet.regions {
-        let mut w = f.workload.clone();
-        if let Some(ArrivalCfg::Diurnal { peak_s, .. }) = &mut w.arrival {
-            *peak_s += r.shift_s;
-        }
-        let rctx = Context::new(&ctx.origin, &ctx.base_dir, region_seed(ctx.seed, &r.name));
-        sources.push(workload::build(&w, &rctx)?);
+/// The request stream of a fleet with regions: each region's demand.
+pub fn build_source(
+    plan: &RegionsPlan,
+    ctx: &Context,
+) -> Result<Box<dyn RequestSource>, WorkloadError> {
+    let mut sources = Vec::with_capacity(plan.demand.len());
+    for (name, w) in &plan.demand {
+        let rctx = Context::new(&ctx.origin, &ctx.base_dir, region_seed(ctx.seed, name));
+        sources.push(workload::build(w, &rctx)?);
     }
     Ok(Box::new(Merged::new(sources, MergeTag::Region)))
 }

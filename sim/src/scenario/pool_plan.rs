@@ -9,7 +9,7 @@
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
-use super::{PoolRole, Scenario, ScenarioError, ScenarioFile};
+use super::{EngineCfg, PoolRole, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
 /// `first..first + replicas` in the run.
@@ -34,6 +34,51 @@ pub struct PoolPlan {
     pub life_seed: u64,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
+}
+
+impl PoolPlan {
+    /// Its replicas' memory plan: weights, KV blocks and their size.
+    pub fn memory(&self) -> &crate::memory::MemoryPlan {
+        &self.scenario.memory
+    }
+
+    /// How each of its replicas lays the model out over its GPUs.
+    pub fn parallel(&self) -> &crate::parallel::Parallelism {
+        &self.scenario.parallel
+    }
+
+    /// Its accelerator's datasheet.
+    pub fn hardware(&self) -> &crate::catalog::HardwareSpec {
+        &self.scenario.hardware
+    }
+
+    /// GPUs of its replicas serving at the start.
+    pub fn gpus(&self) -> u32 {
+        self.scenario.gpus()
+    }
+
+    /// What one of its replicas can ever serve.
+    pub fn limits(&self) -> &super::ServeLimits {
+        &self.scenario.limits
+    }
+
+    /// The cost model its iterations are priced with (its calibration
+    /// profile, else the roofline of its hardware and layout).
+    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel + '_> {
+        self.scenario.cost_model()
+    }
+
+    /// The pool's engine settings: the scenario's `[engine]` with the
+    /// pool's own overrides.
+    pub fn engine(&self) -> &EngineCfg {
+        self.scenario.engine()
+    }
+
+    /// The pool's own router (a prefill or decode pool's, or a colocated
+    /// pool's under a canary rollout).
+    pub fn routing_plan(&self) -> RoutingPlan {
+        self.scenario.routing_plan()
+    }
 }
 
 /// The one pool of a fleet without `[[fleet.pools]]`: all its replicas

@@ -599,13 +599,46 @@ impl Scenario {
         self.file.seed
     }
 
+    /// The engine settings its replicas run (`[engine]`; in a pool's own
+    /// scenario, with the pool's overrides).
+    pub fn engine(&self) -> &super::EngineCfg {
+        &self.file.engine
+    }
+
+    /// The long-run offered arrival rate, requests/s (see
+    /// [`ScenarioFile::offered_rate`]).
+    pub fn offered_rate(&self) -> Option<f64> {
+        self.file.offered_rate()
+    }
+
+    /// A stable digest of the scenario (its table as TOML, seed included),
+    /// the same on every machine and thread count. How the engine is
+    /// stepped (`decode_runs`, which `--step-by-step` turns off, in every
+    /// pool too) gives the same files either way, so it is left out.
+    pub fn digest(&self) -> u64 {
+        let mut file = self.file.clone();
+        file.engine.decode_runs = true;
+        for p in &mut file.fleet.pools {
+            if let Some(e) = &mut p.engine {
+                e.remove("decode_runs");
+            }
+        }
+        let text = toml::to_string(&file).unwrap_or_default();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in text.as_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    }
+
     /// GPUs in the fleet: its pools' at their starting replica counts.
     pub fn gpus(&self) -> u32 {
         if self.pools.is_empty() {
             // A pool's own scenario (see `resolve_flat`).
             return self.file.fleet.replicas * self.parallel.gpus();
         }
-        self.pools.iter().map(|p| p.scenario.gpus()).sum()
+        self.pools.iter().map(PoolPlan::gpus).sum()
     }
 
     /// Whether the fleet is made of `[[fleet.pools]]` (rather than one

@@ -58,8 +58,6 @@ pub struct RunPlan {
     pub router: &'static str,
     pub policy: &'static str,
     pub preemption: String,
-    /// Requests come from the regions' sources (`[[fleet.regions]]`).
-    pub regions_draw: bool,
 }
 
 impl Scenario {
@@ -92,7 +90,6 @@ impl Scenario {
             router: f.fleet.router.name(),
             policy: f.engine.policy.name(),
             preemption: format!("{:?}", f.engine.preemption).to_lowercase(),
-            regions_draw: !f.fleet.regions.is_empty(),
         }
     }
 
@@ -101,10 +98,7 @@ impl Scenario {
         if self.file.metrics.timeseries == TimeseriesMode::Off {
             return 0;
         }
-        let lives = self
-            .pools
-            .iter()
-            .any(|p| super::lifecycle_cfg::slots(&p.scenario.file).is_some());
+        let lives = self.pools.iter().any(super::PoolPlan::lives);
         self.pools.len() as u64 * (self.declares_pools() as u64 + lives as u64)
     }
 }

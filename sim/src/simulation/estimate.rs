@@ -68,7 +68,7 @@ impl CapacityEstimate {
     /// Samples the scenario's workload for its mean lengths and prices the
     /// steady state of each replica group with its cost model.
     pub fn of(s: &Scenario, ctx: &Context) -> Result<CapacityEstimate, WorkloadError> {
-        let mut src = crate::tenancy::build_source(s, ctx)?;
+        let mut src = crate::tenancy::build_source(&s.demand_plan(), ctx)?;
         let (mut n, mut prompt, mut output) = (0usize, 0.0, 0.0);
         let (mut first, mut last) = (None, None);
         while n < SAMPLE {
@@ -222,12 +222,12 @@ fn group(
     output: f64,
 ) -> GroupEstimate {
     let cost = s.cost_model();
-    let max_num_seqs = s.file.engine.max_num_seqs.max(1);
+    let max_num_seqs = s.engine().max_num_seqs.max(1);
     let footprint = prompt + output / 2.0;
     let kv_room = (s.memory.kv_tokens as f64 / footprint).floor() as u64;
     let batch = kv_room.clamp(1, max_num_seqs as u64) as u32;
     let context = footprint.round() as u64;
-    let spec = s.file.engine.speculative.as_ref();
+    let spec = s.engine().speculative.as_ref();
     let decode_batch = |b: &mut BatchShape| {
         for _ in 0..batch {
             match spec {

@@ -12,8 +12,8 @@ use crate::lifecycle::{
     Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase, ReplicaLifecycle,
 };
 use crate::request::{RejectReason, RequestId, Status};
-use crate::scenario::lifecycle_cfg::ScaleMetric;
-use crate::scenario::Scenario;
+use crate::scenario::lifecycle_cfg::{FailureCfg, ScaleMetric};
+use crate::scenario::{LifeUnitPlan, LifecyclePlan};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::HashMap;
 
@@ -34,6 +34,8 @@ pub(super) struct Unit {
     arrivals_at_scrape: u64,
     last_scrape: SimTime,
     standby_fraction: f64,
+    /// GPUs of one replica.
+    gpus: u32,
 }
 
 /// The life cycles of one run: one [`Unit`] per pool (one without pools).
@@ -44,35 +46,37 @@ pub(super) struct FleetRun {
     holder: usize,
     /// Retries so far per request (looked up, never iterated).
     tries: HashMap<RequestId, u32>,
+    /// `[failures]`, whose given failures each unit schedules at its start.
+    failures: Option<FailureCfg>,
+    /// Given failures also name the fleet's replicas (declared pools).
+    fleet_failures: bool,
 }
 
 impl Unit {
-    fn new(s: &Scenario, first: usize, seed: u64) -> Unit {
-        let f = &s.file;
-        let lc = f.lifecycle.clone().unwrap_or_default();
-        let auto = f.autoscale.as_ref();
-        let gpus = s.parallel.gpus();
-        let weight_bytes = s.memory.weight_bytes * gpus as f64;
+    fn new(p: &LifeUnitPlan) -> Unit {
+        let lc = &p.lifecycle;
+        let auto = p.autoscale.as_ref();
         let fleet = ReplicaLifecycle::new(
-            &lc,
+            lc,
             auto,
-            f.failures.as_ref(),
-            f.fleet.replicas,
-            weight_bytes,
-            seed,
+            p.failures.as_ref(),
+            p.start,
+            p.weight_bytes,
+            p.seed,
         );
         let scrape = auto.map_or(15.0, |a| a.scrape_interval_s);
         Unit {
             busy_at_scrape: vec![0; fleet.slots()],
             fleet,
-            first,
-            scaler: autoscale::build(auto, f.fleet.replicas),
+            first: p.first,
+            scaler: autoscale::build(auto, p.start),
             metric: auto.map_or(ScaleMetric::QueueDepth, |a| a.metric),
             scrape_every: secs_to_nanos(scrape).max(1),
             last: Observation::default(),
             arrivals_at_scrape: 0,
             last_scrape: SimTime::ZERO,
             standby_fraction: lc.standby_cost_fraction,
+            gpus: p.gpus,
         }
     }
 
@@ -112,27 +116,17 @@ fn global(actions: Vec<Action>, first: usize) -> Vec<Action> {
 }
 
 impl FleetRun {
-    /// The life cycle of `s`, when one of its pools has one.
-    pub fn new(s: &Scenario) -> Option<FleetRun> {
-        let lives = |p: &crate::scenario::PoolPlan| {
-            crate::scenario::lifecycle_cfg::slots(&p.scenario.file).is_some()
-        };
-        if !s.pools.iter().any(lives) {
-            return None;
-        }
-        // A pool without a life cycle where others have one (they set their
-        // own tables) keeps its replicas ready all run.
-        let units: Vec<Unit> = s
-            .pools
-            .iter()
-            .map(|p| Unit::new(&p.scenario, p.first as usize, p.life_seed))
-            .collect();
+    /// The life cycles of `plan`.
+    pub fn new(plan: &LifecyclePlan) -> FleetRun {
+        let units: Vec<Unit> = plan.units.iter().map(Unit::new).collect();
         let holder = units.iter().position(|u| u.fleet.activator()).unwrap_or(0);
-        Some(FleetRun {
+        FleetRun {
             units,
             holder,
             tries: HashMap::new(),
-        })
+            failures: plan.failures.clone(),
+            fleet_failures: plan.fleet_failures,
+        }
     }
 
     /// The unit holding global slot `r`, and the slot's index in it.
@@ -188,7 +182,7 @@ impl Simulation<'_> {
             }
             u.last.ready = u.fleet.count(Phase::Ready);
             u.fleet.note_ready_peak();
-            let mut actions = u.fleet.start(self.scenario.file.failures.as_ref());
+            let mut actions = u.fleet.start(fr.failures.as_ref());
             match u.scaler.ticks() {
                 Ticks::Periodic(every) => {
                     self.queue
@@ -205,10 +199,10 @@ impl Simulation<'_> {
             }
             all.extend(global(actions, u.first));
         }
-        if self.scenario.declares_pools() {
+        if fr.fleet_failures {
             // Given failures name the fleet's replicas (declared pools'
             // copies drop them; the implicit pool's unit schedules its own).
-            for a in self.scenario.file.failures.iter().flat_map(|f| &f.at) {
+            for a in fr.failures.iter().flat_map(|f| &f.at) {
                 all.push(Action::Schedule(
                     SimTime::from_secs_f64(a.time_s),
                     FleetEvent::FailAt { slot: a.replica },
@@ -634,7 +628,7 @@ impl Simulation<'_> {
             .flat_map(|u| u.fleet.stats.lost_ms.iter().copied())
             .collect();
         let single = fr.units.len() == 1;
-        for (k, u) in fr.units.iter_mut().enumerate() {
+        for u in fr.units.iter_mut() {
             let range = u.range();
             let reps = &self.replicas[range.clone()];
             let busy: u64 = reps.iter().map(|r| r.stats.busy_ns).sum();
@@ -642,9 +636,7 @@ impl Simulation<'_> {
                 true => out.iter().sum(),
                 false => range.clone().filter_map(|i| out.get(i)).sum(),
             };
-            let gpus = crate::cluster::fleet::pool_scenario(self.scenario, k)
-                .parallel
-                .gpus();
+            let gpus = u.gpus;
             let name = u.scaler.name();
             reports.push(
                 u.fleet

@@ -255,8 +255,8 @@ impl<'a> Simulation<'a> {
     ) -> Simulation<'a> {
         assert_eq!(costs.len(), scenario.pools.len(), "a cost model per pool");
         let plan = scenario.run_plan();
-        let life = life::FleetRun::new(scenario);
-        let mut replicas = Fleet::replicas(scenario);
+        let life = scenario.lifecycle_plan().as_ref().map(life::FleetRun::new);
+        let mut replicas = Fleet::replicas(&scenario.pools, plan.seed);
         if !plan.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
@@ -273,10 +273,10 @@ impl<'a> Simulation<'a> {
         let deadline = plan.duration_s.map(SimTime::from_secs_f64);
         let max_requests = plan.max_requests.unwrap_or(u64::MAX);
         let ctx = workload::Context::new(&scenario.origin, &scenario.base_dir, plan.seed);
-        let built = if !plan.regions_draw {
-            crate::tenancy::build_source(scenario, &ctx)
-        } else {
-            crate::region::source::build_source(scenario, &ctx)
+        let regions_plan = scenario.regions_plan();
+        let built = match &regions_plan {
+            None => crate::tenancy::build_source(&scenario.demand_plan(), &ctx),
+            Some(rp) => crate::region::source::build_source(rp, &ctx),
         };
         let (mut source, init_error) = match built {
             Ok(s) => (s, None),
@@ -300,7 +300,7 @@ impl<'a> Simulation<'a> {
         if plan.timeseries != crate::scenario::TimeseriesMode::Off {
             queue.schedule(SimTime::ZERO, Event::Sample);
         }
-        let fleet = Fleet::new(scenario, &replicas);
+        let fleet = Fleet::new(&scenario.fleet_plan(), &scenario.pools, &replicas);
         if let Some(t) = fleet.first_report() {
             queue.schedule(t, Event::LoadReport);
         }
@@ -359,8 +359,11 @@ impl<'a> Simulation<'a> {
             tenancy,
             life,
             slab: slab::Slab::default(),
-            canary: crate::canary::Canary::new(scenario),
-            regions: crate::region::Regions::new(scenario),
+            canary: scenario
+                .canary_plan()
+                .as_ref()
+                .map(crate::canary::Canary::new),
+            regions: regions_plan.as_ref().map(crate::region::Regions::new),
             ends_inline: false,
             step_terms,
             routing_trace,

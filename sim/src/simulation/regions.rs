@@ -92,6 +92,6 @@ impl Simulation<'_> {
                 .map(|p| p.scenario.gpus() as f64 * hours)
                 .collect(),
         };
-        rg.report(s, recs, &gpu_hours)
+        rg.report(recs, &gpu_hours)
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::request::Request;
 use crate::rng;
-use crate::scenario::{Scenario, TenantCfg};
+use crate::scenario::{DemandPlan, Scenario, TenantCfg};
 use crate::time::SimTime;
 use crate::workload::merge::{MergeTag, Merged};
 use crate::workload::{self, Context, RequestSource, RequestSpec, WorkloadError, WorkloadReport};
@@ -21,9 +21,11 @@ pub fn tenant_seed(seed: u64, name: &str) -> u64 {
     rng::stream(seed, &format!("tenant/{name}/seed")).random()
 }
 
-/// The request stream of a scenario: its `[workload]`, or its tenants'.
-pub fn build_source(s: &Scenario, ctx: &Context) -> Result<Box<dyn RequestSource>, WorkloadError> {
-    let f = &s.file;
+/// The request stream of a demand: its `[workload]`, or its tenants'.
+pub fn build_source(
+    f: &DemandPlan,
+    ctx: &Context,
+) -> Result<Box<dyn RequestSource>, WorkloadError> {
     if f.tenants.iter().any(|t| t.workload.is_some()) {
         let mut sources = Vec::with_capacity(f.tenants.len());
         for (i, t) in f.tenants.iter().enumerate() {
@@ -54,7 +56,7 @@ pub fn build_source(s: &Scenario, ctx: &Context) -> Result<Box<dyn RequestSource
 
 /// Opens the workload and reads its first request (`servesim check`).
 pub fn probe(s: &Scenario, ctx: &Context) -> Result<Option<RequestSpec>, WorkloadError> {
-    let mut src = build_source(s, ctx)?;
+    let mut src = build_source(&s.demand_plan(), ctx)?;
     let first = src.next_request();
     src.finish()?;
     Ok(first)

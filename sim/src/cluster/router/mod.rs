@@ -30,7 +30,7 @@ pub use weighted::Weighted;
 
 use super::view::FleetView;
 use crate::request::Request;
-use crate::scenario::{FleetCfg, RouterKind};
+use crate::scenario::{RouterKind, RoutingPlan};
 
 /// A routing policy. Must be deterministic: ties are broken by replica
 /// index, never by hash order, and randomness comes from the run's seeded
@@ -61,36 +61,26 @@ fn outstanding_scores(view: &FleetView, out: &mut Vec<f64>) {
     out.extend(view.loads().iter().map(|l| l.outstanding() as f64));
 }
 
-/// What building a router needs besides its settings.
-#[derive(Clone, Copy, Debug)]
-pub struct RouterEnv {
-    pub replicas: usize,
-    pub seed: u64,
-    /// Tokens one replica's KV cache holds (the default size of a prefix
-    /// router's index).
-    pub kv_tokens_per_replica: u64,
-}
-
-/// The router a scenario names.
-pub fn build(fleet: &FleetCfg, env: RouterEnv) -> Box<dyn Router> {
-    match fleet.router {
+/// The router `plan` names, over `replicas` replicas.
+pub fn build(plan: &RoutingPlan, replicas: usize) -> Box<dyn Router> {
+    match plan.router {
         RouterKind::RoundRobin => Box::new(RoundRobin::default()),
         RouterKind::LeastOutstanding => Box::new(LeastOutstanding),
-        RouterKind::Random => Box::new(Random::new(env.seed)),
+        RouterKind::Random => Box::new(Random::new(plan.seed)),
         RouterKind::LeastKv => Box::new(LeastKv),
-        RouterKind::PowerOfTwo => Box::new(PowerOfTwo::new(env.seed)),
+        RouterKind::PowerOfTwo => Box::new(PowerOfTwo::new(plan.seed)),
         RouterKind::SessionAffinity => {
-            Box::new(SessionAffinity::new(env.replicas, &fleet.session_affinity))
+            Box::new(SessionAffinity::new(replicas, &plan.session_affinity))
         }
         RouterKind::PrefixAffinity => Box::new(PrefixAffinity::new(
-            &fleet.prefix_affinity,
-            env.replicas,
-            env.kv_tokens_per_replica,
+            &plan.prefix_affinity,
+            replicas,
+            plan.kv_tokens_per_replica,
         )),
         RouterKind::Weighted => Box::new(Weighted::new(
-            &fleet.weighted,
-            env.replicas,
-            env.kv_tokens_per_replica,
+            &plan.weighted,
+            replicas,
+            plan.kv_tokens_per_replica,
         )),
     }
 }

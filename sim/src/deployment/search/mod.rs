@@ -129,7 +129,7 @@ pub fn plan_deployment(
     let reused_before = cache.map_or(0, |c| c.asked() - c.simulated());
     q.check()?;
     let base_scenario = Scenario::from_toml_str(scenario_toml, origin)?;
-    if base_scenario.file.slo.is_none() {
+    if base_scenario.slo().is_none() {
         return Err(SweepError::new(format!(
             "{origin}: slo: missing: a plan needs [slo] targets to judge options by"
         )));

@@ -212,7 +212,7 @@ pub fn plan_capacity_with(
     let (mut prober, base_scenario, base_rate) =
         Prober::of(scenario_toml, origin, q.attainment, on_probe)?;
     prober.cache = cache;
-    let Some(slo) = base_scenario.file.slo.clone() else {
+    let Some(slo) = base_scenario.slo().cloned() else {
         return Err(SweepError::new(format!(
             "{origin}: slo: missing: capacity needs [slo] targets (ttft_ms, tpot_ms, e2e_ms or percentile targets such as ttft_p99_ms), which define the load a fleet sustains"
         )));
@@ -225,7 +225,7 @@ pub fn plan_capacity_with(
     let written = if unit.is_some() {
         1
     } else {
-        base_scenario.file.fleet.replicas.max(1)
+        base_scenario.replicas().max(1)
     };
     let start = base_rate * q.replicas as f64 / written as f64;
     let max_load = max_rate(&prober, q.replicas, start, q.tolerance, &mut probes)?;

@@ -60,7 +60,7 @@ fn load_knob(base: &toml::Table, s: &Scenario) -> Result<(Knob, f64), SweepError
     if let Some(r) = num(Knob::ArrivalRate.key()) {
         return Ok((Knob::ArrivalRate, r));
     }
-    if let Some(trace) = &s.file.workload.trace {
+    if let Some(trace) = &s.workload().trace {
         if let Some(r) = num(Knob::TraceRate.key()) {
             return Ok((Knob::TraceRate, r));
         }
@@ -89,7 +89,7 @@ impl<'a> Prober<'a> {
         on_probe: &'a (dyn Fn(&Probe) + Sync),
     ) -> Result<(Prober<'a>, Scenario, f64), SweepError> {
         let s = Scenario::from_toml_str(scenario_toml, origin)?;
-        if !s.file.fleet.regions.is_empty() {
+        if s.has_regions() {
             return Err(SweepError::new(format!(
                 "{origin}: fleet.regions: capacity sizes a fleet for one demand, and regions each have their own; size each region's pools on its own scenario"
             )));
@@ -194,15 +194,12 @@ impl<'a> Prober<'a> {
             // more sparsely rather than fill memory with a series nobody reads.
             // Ordinary probes keep the scenario's interval, so a probe's summary is
             // exactly what `simulate` reports for the same settings.
-            let h = &s.file.horizon;
+            let h = s.horizon();
             let span = h
                 .duration_s
                 .unwrap_or(f64::INFINITY)
                 .min(h.requests.map_or(f64::INFINITY, |n| n as f64 / rate));
-            let m = &mut s.file.metrics;
-            if span.is_finite() && span / m.timeseries_interval_s > PROBE_MAX_SAMPLES {
-                m.timeseries_interval_s = span / PROBE_MAX_SAMPLES;
-            }
+            s.cap_timeseries_samples(span, PROBE_MAX_SAMPLES);
             let r = Simulation::new(&s)
                 .run(|_| {})
                 .map_err(|e| SweepError::new(format!("{}: {at}: {e}", self.origin)))?;

@@ -38,7 +38,7 @@ pub fn size_short(
     let written = if p.unit.is_some() {
         1
     } else {
-        s.file.fleet.replicas.max(1)
+        s.replicas().max(1)
     };
     let mut probes = Vec::new();
     let max_load = max_rate(&p, 1, base_rate / written as f64, tolerance, &mut probes)?;

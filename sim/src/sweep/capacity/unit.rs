@@ -44,23 +44,14 @@ impl FleetUnit {
         }
         // In file order: `fleet.pools.<i>` is the i-th pool as written.
         let pools: Vec<UnitPool> = s
-            .file
-            .fleet
-            .pools
-            .iter()
-            .map(|cfg| {
-                let p = s
-                    .pools
-                    .iter()
-                    .find(|p| p.name == cfg.name)
-                    .expect("every pool resolves");
-                UnitPool {
-                    name: cfg.name.clone(),
-                    role: format!("{:?}", cfg.role).to_lowercase(),
-                    replicas: cfg.replicas,
-                    hardware: p.scenario.hardware.name.clone(),
-                    gpus: cfg.replicas * p.scenario.parallel.gpus(),
-                }
+            .pools_as_written()
+            .into_iter()
+            .map(|(cfg, p)| UnitPool {
+                name: cfg.name.clone(),
+                role: format!("{:?}", cfg.role).to_lowercase(),
+                replicas: cfg.replicas,
+                hardware: p.hardware().name.clone(),
+                gpus: cfg.replicas * p.parallel().gpus(),
             })
             .collect();
         let shape = pools
@@ -111,6 +102,6 @@ pub fn fleet_count(unit: Option<&FleetUnit>, n: u32) -> String {
 pub fn gpus_per_unit(s: &Scenario) -> u32 {
     match FleetUnit::of(s) {
         Some(u) => u.gpus,
-        None => s.gpus() / s.file.fleet.replicas.max(1),
+        None => s.gpus() / s.replicas().max(1),
     }
 }

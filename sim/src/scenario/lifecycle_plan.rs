@@ -1,0 +1,82 @@
+//! The life cycle's slice of the plan: what the run's replica life cycles
+//! and autoscalers (`lifecycle`, `autoscale`) are built from, resolved once
+//! from `[lifecycle]`, `[autoscale]`, `[failures]` and each pool's own
+//! tables, so that they read no configuration while the run goes.
+
+use super::lifecycle_cfg::{slots, AutoscaleCfg, FailureCfg, LifecycleCfg};
+use super::{PoolPlan, Scenario};
+
+/// The life cycles of a run: one unit per pool.
+#[derive(Clone, Debug)]
+pub struct LifecyclePlan {
+    /// One per pool, in pool order.
+    pub units: Vec<LifeUnitPlan>,
+    /// The scenario's `[failures]`, whose given failures each unit
+    /// schedules at its start.
+    pub failures: Option<FailureCfg>,
+    /// With declared pools, given failures also name the fleet's replicas
+    /// (pools' slots in order), scheduled once for the whole fleet.
+    pub fleet_failures: bool,
+}
+
+/// One pool's life cycle and autoscaler.
+#[derive(Clone, Debug)]
+pub struct LifeUnitPlan {
+    /// `[lifecycle]` (its defaults when the pool has none).
+    pub lifecycle: LifecycleCfg,
+    pub autoscale: Option<AutoscaleCfg>,
+    /// `[failures]` as the pool's replicas see it.
+    pub failures: Option<FailureCfg>,
+    /// Replicas serving at t = 0.
+    pub start: u32,
+    /// Weight bytes of one replica over all its GPUs (what a cold start
+    /// loads).
+    pub weight_bytes: f64,
+    /// GPUs of one replica.
+    pub gpus: u32,
+    /// Global index of its first slot.
+    pub first: usize,
+    /// The seed of its random streams ([`PoolPlan::life_seed`]).
+    pub seed: u64,
+}
+
+impl PoolPlan {
+    /// Whether the pool's replicas come and go (it has a life cycle, an
+    /// autoscaler or failures).
+    pub fn lives(&self) -> bool {
+        slots(&self.scenario.file).is_some()
+    }
+
+    /// The pool's life cycle ([`LifeUnitPlan`]).
+    pub fn life_plan(&self) -> LifeUnitPlan {
+        let s = &self.scenario;
+        let f = &s.file;
+        let gpus = s.parallel.gpus();
+        LifeUnitPlan {
+            lifecycle: f.lifecycle.clone().unwrap_or_default(),
+            autoscale: f.autoscale.clone(),
+            failures: f.failures.clone(),
+            start: f.fleet.replicas,
+            weight_bytes: s.memory.weight_bytes * gpus as f64,
+            gpus,
+            first: self.first as usize,
+            seed: self.life_seed,
+        }
+    }
+}
+
+impl Scenario {
+    /// The life cycle's slice of the plan, when one of the pools has a
+    /// life cycle (a pool without one where others have one keeps its
+    /// replicas ready all run).
+    pub fn lifecycle_plan(&self) -> Option<LifecyclePlan> {
+        if !self.pools.iter().any(PoolPlan::lives) {
+            return None;
+        }
+        Some(LifecyclePlan {
+            units: self.pools.iter().map(PoolPlan::life_plan).collect(),
+            failures: self.file.failures.clone(),
+            fleet_failures: self.declares_pools(),
+        })
+    }
+}
