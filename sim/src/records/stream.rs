@@ -93,9 +93,11 @@ impl RecordStream {
     pub fn fold_instant(&mut self) {
         let mut v = std::mem::take(&mut self.instant);
         v.sort_unstable_by_key(|e| e.0);
-        for (id, r) in v.drain(..) {
-            self.fold(id, &r);
+        // Folded where they lie: a request is too large to move for nothing.
+        for (id, r) in &v {
+            self.fold(*id, r);
         }
+        v.clear();
         self.instant = v;
     }
 
