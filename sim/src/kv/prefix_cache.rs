@@ -503,20 +503,6 @@ pub fn engine_block_hashes(hashes: &[u64], hash_block: u32, block: u32, tokens: 
         let mut out = Vec::with_capacity(full as usize);
         let mut j = 0;
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512dq") {
-            for &h in hashes {
-                let end = (j + per).min(full);
-                // SAFETY: the CPU has AVX-512 F and DQ (checked just above;
-                // DQ implies F).
-                unsafe { mix_run_avx512(h, j, end, &mut out) };
-                j = end;
-                if j >= full {
-                    break;
-                }
-            }
-            return out;
-        }
-        #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             for &h in hashes {
                 let end = (j + per).min(full);
@@ -615,41 +601,6 @@ unsafe fn mix_run_avx2(h: u64, from: u64, end: u64, out: &mut Vec<u64>) {
         at = at.add(4);
         ik = _mm256_add_epi64(ik, step);
         j += 4;
-    }
-    // SAFETY: the reserve above left room for every value written.
-    out.set_len(at.offset_from(out.as_ptr()) as usize);
-    out.extend((j..end).map(|j| mix(h, j)));
-}
-
-/// [`mix_run_avx2`] eight blocks to a vector with AVX-512, whose DQ
-/// extension multiplies 64-bit lanes in one instruction (AVX2 needs three
-/// multiplies and four shifts and adds for each product): the same values,
-/// bit for bit.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn mix_run_avx512(h: u64, from: u64, end: u64, out: &mut Vec<u64>) {
-    use std::arch::x86_64::*;
-    let c1 = _mm512_set1_epi64(0xBF58_476D_1CE4_E5B9u64 as i64);
-    let c2 = _mm512_set1_epi64(0x94D0_49BB_1331_11EBu64 as i64);
-    let hv = _mm512_set1_epi64(h as i64);
-    let step = _mm512_set1_epi64(MIX_STEP.wrapping_mul(8) as i64);
-    let k0 = from.wrapping_mul(MIX_STEP);
-    let k = |i: u64| k0.wrapping_add(MIX_STEP.wrapping_mul(i)) as i64;
-    let mut ik = _mm512_set_epi64(k(7), k(6), k(5), k(4), k(3), k(2), k(1), k(0));
-    let mut j = from;
-    out.reserve(end.saturating_sub(from) as usize);
-    let mut at = out.as_mut_ptr().add(out.len());
-    while j + 8 <= end {
-        let mut z = _mm512_xor_si512(hv, ik);
-        z = _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z));
-        z = _mm512_mullo_epi64(z, c1);
-        z = _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z));
-        z = _mm512_mullo_epi64(z, c2);
-        z = _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z));
-        _mm512_storeu_si512(at.cast(), z);
-        at = at.add(8);
-        ik = _mm512_add_epi64(ik, step);
-        j += 8;
     }
     // SAFETY: the reserve above left room for every value written.
     out.set_len(at.offset_from(out.as_ptr()) as usize);
@@ -782,24 +733,6 @@ mod tests {
             let (h, from) = (rng, mix(rng, 7) % 100_000);
             let mut out = vec![42];
             unsafe { mix_run_avx2(h, from, from + n, &mut out) };
-            let want: Vec<u64> = std::iter::once(42)
-                .chain((from..from + n).map(|j| mix(h, j)))
-                .collect();
-            assert_eq!(out, want, "h {h} from {from} n {n}");
-        }
-    }
-
-    #[test]
-    fn the_avx512_block_hashes_equal_the_scalar_ones() {
-        if !std::is_x86_feature_detected!("avx512dq") {
-            return;
-        }
-        let mut rng = 0x0FED_CBA9_8765_4321u64;
-        for n in 0..70u64 {
-            rng = mix(rng, n);
-            let (h, from) = (rng, mix(rng, 7) % 100_000);
-            let mut out = vec![42];
-            unsafe { mix_run_avx512(h, from, from + n, &mut out) };
             let want: Vec<u64> = std::iter::once(42)
                 .chain((from..from + n).map(|j| mix(h, j)))
                 .collect();
