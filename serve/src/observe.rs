@@ -704,7 +704,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
             lag.0 += (sent.saturating_sub(o.scheduled)).as_secs_f64() * 1e3;
             lag.1 += 1;
         }
-        r.first_token = o.token_times.first().map(|&t| ns(t));
+        r.first_token = o.token_times.first().map(|&t| ns(t)).into();
         r.generated = o.tokens;
         for w in o.token_times.windows(2) {
             itl.push(((w[1] - w[0]).as_nanos() as u64, 1));
@@ -719,7 +719,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
                 // TPOT is over the tokens received (a server may stop
                 // early); the requested count is in observe.csv.
                 r.output_tokens = o.tokens.max(1);
-                r.finished = o.end.map(ns);
+                r.finished = o.end.map(ns).into();
                 Status::Completed
             }
             Outcome::Rejected => Status::Rejected(if matches!(o.http_status, 429 | 503) {
@@ -734,7 +734,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
             o.outcome,
             Outcome::Rejected | Outcome::Failed | Outcome::Cancelled
         ) {
-            r.finished = o.end.map(ns);
+            r.finished = o.end.map(ns).into();
         }
         reqs.push(r);
     }

@@ -71,19 +71,38 @@ impl Dist {
         let mut lo = [0f64; 4];
         let mut hi = [0f64; 4];
         let mut max = 0f64;
+        // The next index any of them (or the maximum) needs: one comparison
+        // a sample instead of nine.
+        let next_after = |i: usize| {
+            idx.iter()
+                .flat_map(|&(l, h)| [l, h])
+                .chain([n - 1])
+                .filter(|&j| j > i)
+                .min()
+                .unwrap_or(usize::MAX)
+        };
+        let mut next = idx
+            .iter()
+            .flat_map(|&(l, h)| [l, h])
+            .min()
+            .unwrap_or(0)
+            .min(n - 1);
         let sum: f64 = sorted
             .enumerate()
             .map(|(i, x)| {
-                for (k, &(l, h)) in idx.iter().enumerate() {
-                    if i == l {
-                        lo[k] = x;
+                if i == next {
+                    for (k, &(l, h)) in idx.iter().enumerate() {
+                        if i == l {
+                            lo[k] = x;
+                        }
+                        if i == h {
+                            hi[k] = x;
+                        }
                     }
-                    if i == h {
-                        hi[k] = x;
+                    if i == n - 1 {
+                        max = x;
                     }
-                }
-                if i == n - 1 {
-                    max = x;
+                    next = next_after(i);
                 }
                 x
             })
@@ -266,6 +285,32 @@ pub fn weibull_cv_of_shape(k: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The one-pass summary gives the quantiles, maximum and sum of the
+        /// sorted vector read by index (numpy's `linear` method), bit for
+        /// bit, at every length (quantiles that share neighbours included).
+        #[test]
+        fn the_one_pass_summary_equals_reading_the_sorted_vector(
+            v in proptest::collection::vec(-1e3f64..1e6, 1..300),
+        ) {
+            let mut v = v;
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            let q = |q: f64| {
+                let pos = q * (n - 1) as f64;
+                let (l, h) = (pos.floor() as usize, pos.ceil() as usize);
+                v[l] + (v[h] - v[l]) * (pos - l as f64)
+            };
+            let d = Dist::of_sorted(n, v.iter().copied());
+            let sum: f64 = v.iter().sum();
+            let want = [sum / n as f64, q(0.5), q(0.9), q(0.95), q(0.99), v[n - 1]];
+            let got = [d.mean, d.p50, d.p90, d.p95, d.p99, d.max];
+            prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+            prop_assert_eq!(d.count, n as u64);
+        }
+    }
 
     #[test]
     fn latency_samples_that_cannot_be_read_back_are_an_error() {

@@ -330,7 +330,7 @@ mod tests {
         });
         if let Some(d) = done_s {
             r.status = Status::Completed;
-            r.finished = Some(SimTime::from_secs_f64(d));
+            r.finished = crate::time::Stamp::at(SimTime::from_secs_f64(d));
         }
         r
     }
@@ -451,7 +451,7 @@ mod tests {
             .map(|i| {
                 let mut r = req(i as f64, None);
                 r.status = Status::Rejected(crate::request::RejectReason::ExceedsKvCapacity);
-                r.finished = Some(r.arrival);
+                r.finished = crate::time::Stamp::at(r.arrival);
                 r
             })
             .collect();
@@ -481,7 +481,7 @@ mod tests {
                 let mut r = req(i as f64, Some(i as f64 + 0.5));
                 if i % 10 == 0 {
                     r.status = Status::Rejected(crate::request::RejectReason::ExceedsKvCapacity);
-                    r.finished = None;
+                    r.finished = crate::time::Stamp::NONE;
                 }
                 r
             })

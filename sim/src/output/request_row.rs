@@ -205,9 +205,9 @@ mod tests {
         ) {
             let mut r = Request::new(SimTime(t[0]), small[0], small[1] % 50 + 1);
             r.replica = if opt & 8 != 0 { u32::MAX } else { small[2] };
-            r.first_scheduled = (opt & 1 != 0).then(|| SimTime(t[0] + t[1]));
-            r.first_token = (opt & 2 != 0).then(|| SimTime(t[0] + t[2]));
-            r.finished = (opt & 4 != 0).then(|| SimTime(t[0] + t[2] + t[3]));
+            r.first_scheduled = (opt & 1 != 0).then(|| SimTime(t[0] + t[1])).into();
+            r.first_token = (opt & 2 != 0).then(|| SimTime(t[0] + t[2])).into();
+            r.finished = (opt & 4 != 0).then(|| SimTime(t[0] + t[2] + t[3])).into();
             r.generated = small[3];
             r.preemptions = small[4];
             r.tenant = small[5];

@@ -165,8 +165,8 @@ mod tests {
             for id in 0..n {
                 let mut r = Request::new(SimTime(id * 1_000), 100 + id as u32 % 7, 5);
                 r.replica = (id % 3) as u32;
-                r.first_token = Some(SimTime(id * 1_000 + 50));
-                r.finished = Some(SimTime(id * 1_000 + 900));
+                r.first_token = crate::time::Stamp::at(SimTime(id * 1_000 + 50));
+                r.finished = crate::time::Stamp::at(SimTime(id * 1_000 + 900));
                 r.generated = 5;
                 r.status = Status::Completed;
                 csv.row(id, &r).expect("row");

@@ -9,8 +9,11 @@
 //! above, [`BUCKETS`] in all over the whole u64 range, in ascending order of
 //! value. Each bucket's total token weight is kept exactly, so the bucket
 //! that holds a quantile's rank is known without reading a gap; only that
-//! bucket's entries are then read and sorted ([`GapLog::select`]), and a gap
-//! filed several times (once per drain that saw it) is simply summed there.
+//! bucket's entries are then read, their weights counted in 4,096 equal
+//! sub-ranges on the way, and only the sub-range holding the rank is sorted
+//! ([`GapLog::select`]; a bucket at most 4,096 ns wide needs no sort at
+//! all), and a gap filed several times (once per drain that saw it) is
+//! simply summed there.
 //!
 //! The entries themselves stay in an unsorted in-memory log of at most
 //! [`LOG_MAX`] entries (16 bytes each); past that the log is written to an
@@ -333,12 +336,15 @@ impl GapLog {
             let sub_bits = width_bits.min(NARROW_BITS);
             let shift = width_bits - sub_bits;
             let mut sub = vec![0u64; 1 << sub_bits];
+            // A range of at most 2^NARROW_BITS values is settled by the
+            // counts alone: each sub-range is one value.
+            let keep = shift > 0;
             let mut held: Vec<(u64, u64)> = Vec::new();
             let mut overflow = false;
             let cap = self.select_max;
             self.scan(b, lo, hi, |g, w| {
                 sub[((g - lo) >> shift) as usize] += w;
-                if !overflow {
+                if keep && !overflow {
                     if held.len() < cap {
                         held.push((g, w));
                     } else {
@@ -347,7 +353,21 @@ impl GapLog {
                     }
                 }
             });
+            // The sub-range holding the rank.
+            let mut i = 0;
+            while i + 1 < sub.len() && below + sub[i] < t {
+                below += sub[i];
+                i += 1;
+            }
+            if !keep {
+                return lo + i as u64;
+            }
             if !overflow {
+                // Only the sub-range's entries are sorted: the ones before
+                // it are all smaller and weigh `below` together.
+                let from = lo + ((i as u64) << shift);
+                let to = from + ((1u64 << shift) - 1);
+                held.retain(|&(g, _)| g >= from && g <= to);
                 held.sort_unstable_by_key(|&(g, _)| g);
                 let mut acc = below;
                 for &(g, w) in &held {
@@ -357,14 +377,9 @@ impl GapLog {
                     }
                 }
                 // Only after an I/O error (reported by `error`).
-                return hi;
+                return to;
             }
             // Narrow to the sub-range holding the rank.
-            let mut i = 0;
-            while i + 1 < sub.len() && below + sub[i] < t {
-                below += sub[i];
-                i += 1;
-            }
             lo += (i as u64) << shift;
             width_bits = shift;
         }

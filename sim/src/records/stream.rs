@@ -93,9 +93,11 @@ impl RecordStream {
     pub fn fold_instant(&mut self) {
         let mut v = std::mem::take(&mut self.instant);
         v.sort_unstable_by_key(|e| e.0);
-        for (id, r) in v.drain(..) {
-            self.fold(id, &r);
+        // Folded where they lie: a request is too large to move for nothing.
+        for (id, r) in &v {
+            self.fold(*id, r);
         }
+        v.clear();
         self.instant = v;
     }
 
@@ -184,13 +186,15 @@ mod tests {
                 match id % 9 {
                     0 => {
                         r.status = Status::Rejected(RejectReason::QueueFull);
-                        r.finished = Some(r.arrival);
+                        r.finished = crate::time::Stamp::at(r.arrival);
                     }
-                    1 => r.first_scheduled = Some(SimTime(t + 7)),
+                    1 => r.first_scheduled = crate::time::Stamp::at(SimTime(t + 7)),
                     _ => {
-                        r.first_scheduled = Some(SimTime(t + id % 17 * 1_013));
-                        r.first_token = Some(SimTime(t + 50_000 + id % 11 * 7_919));
-                        r.finished = Some(SimTime(t + 900_000 + id % 5 * 3_000_017));
+                        r.first_scheduled = crate::time::Stamp::at(SimTime(t + id % 17 * 1_013));
+                        r.first_token =
+                            crate::time::Stamp::at(SimTime(t + 50_000 + id % 11 * 7_919));
+                        r.finished =
+                            crate::time::Stamp::at(SimTime(t + 900_000 + id % 5 * 3_000_017));
                         r.generated = 5;
                         r.status = Status::Completed;
                     }

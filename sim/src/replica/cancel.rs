@@ -35,7 +35,7 @@ impl Replica {
         if held {
             let r = &mut reqs[id as usize];
             r.status = Status::Cancelled;
-            r.finished = Some(now);
+            r.finished = crate::time::Stamp::at(now);
         }
         held
     }

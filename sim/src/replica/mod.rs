@@ -139,7 +139,7 @@ pub struct Replica {
 fn mark_completed(mix: &attribution::IterationMix, r: &mut Request, generated: u32, now: SimTime) {
     mix.leave_decode(r);
     r.generated = generated;
-    r.finished = Some(now);
+    r.finished = crate::time::Stamp::at(now);
     r.last_token = now;
     r.status = Status::Completed;
 }

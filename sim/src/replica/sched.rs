@@ -345,7 +345,7 @@ impl SchedState {
         let r = &mut reqs[s.id as usize];
         self.attr.mix.enter_decode(r);
         if s.generated == 0 {
-            r.first_token = Some(now);
+            r.first_token = crate::time::Stamp::at(now);
         } else {
             // Resumed after a recompute preemption.
             gaps.add(now.since(r.last_token), s.samples);
@@ -790,7 +790,7 @@ impl SchedState {
         let r = &mut reqs[id as usize];
         self.attr.admitted(r, now);
         if r.first_scheduled.is_none() {
-            r.first_scheduled = Some(now);
+            r.first_scheduled = crate::time::Stamp::at(now);
             if let Some(cache) = &mut self.cache {
                 let st = &mut cache.stats;
                 let prompt_blocks = (r.prompt_tokens / bs) as u64;

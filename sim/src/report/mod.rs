@@ -31,8 +31,8 @@ mod tests {
     fn done(ttft_ms: u64, e2e_ms: u64, out: u32) -> Request {
         let ms = 1_000_000;
         let mut r = Request::new(SimTime(0), 100, out);
-        r.first_token = Some(SimTime(ttft_ms * ms));
-        r.finished = Some(SimTime(e2e_ms * ms));
+        r.first_token = crate::time::Stamp::at(SimTime(ttft_ms * ms));
+        r.finished = crate::time::Stamp::at(SimTime(e2e_ms * ms));
         r.generated = out;
         r.status = Status::Completed;
         r

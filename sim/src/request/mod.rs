@@ -10,7 +10,7 @@ pub use transfer::TransferRecord;
 
 use crate::attribution::Attribution;
 use crate::scenario::SloTargets;
-use crate::time::{nanos_to_ms, SimTime};
+use crate::time::{nanos_to_ms, SimTime, Stamp};
 use serde::Serialize;
 
 /// Index of a request in the run's slab (arrival order).
@@ -103,11 +103,14 @@ pub struct Request {
     /// Replica it was routed to (`u32::MAX` before routing or when rejected).
     pub replica: u32,
     /// First time it was admitted into a batch (end of its queue wait).
-    pub first_scheduled: Option<SimTime>,
-    pub first_token: Option<SimTime>,
+    /// The three optional instants are [`Stamp`]s, 8 bytes each: a run
+    /// holds every request in flight, 720,000 at once on a fleet of 10,000
+    /// replicas.
+    pub first_scheduled: Stamp,
+    pub first_token: Stamp,
     /// Time of its latest token (kept while preempted, for inter-token gaps).
     pub last_token: SimTime,
-    pub finished: Option<SimTime>,
+    pub finished: Stamp,
     /// Output tokens produced so far.
     pub generated: u32,
     pub preemptions: u32,
@@ -142,10 +145,10 @@ impl Request {
             prompt_tokens,
             output_tokens,
             replica: u32::MAX,
-            first_scheduled: None,
-            first_token: None,
+            first_scheduled: Stamp::NONE,
+            first_token: Stamp::NONE,
             last_token: arrival,
-            finished: None,
+            finished: Stamp::NONE,
             generated: 0,
             preemptions: 0,
             status: Status::InFlight,
@@ -181,7 +184,7 @@ impl Request {
 
     /// Mean time per output token after the first, ns (None with one token).
     pub fn tpot(&self) -> Option<f64> {
-        match (self.first_token, self.finished) {
+        match (self.first_token.get(), self.finished.get()) {
             (Some(f), Some(e)) if self.output_tokens > 1 => {
                 Some(e.since(f) as f64 / (self.output_tokens - 1) as f64)
             }
@@ -217,5 +220,22 @@ impl SloTargets {
     /// Whether `r` is a good request: completed and within every threshold.
     pub fn meets(&self, r: &Request) -> bool {
         r.status == Status::Completed && self.judge(r).iter().all(|&ok| ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run holds every request in flight (720,000 at once on a fleet of
+    /// 10,000 replicas, docs/performance.md), so a request's size is most of
+    /// a large fleet's memory: a field that grows it should be a choice.
+    #[test]
+    fn a_request_stays_within_248_bytes() {
+        assert!(
+            std::mem::size_of::<Request>() <= 248,
+            "{} bytes",
+            std::mem::size_of::<Request>()
+        );
     }
 }

@@ -101,7 +101,7 @@ impl Simulation<'_> {
                 // A rejected request's block hashes are never looked up.
                 req.prefix_hashes = Vec::new();
                 req.status = Status::Rejected(reason);
-                req.finished = Some(now);
+                req.finished = crate::time::Stamp::at(now);
                 self.put(id, req);
                 self.canary_rejected(pool);
                 match retry {

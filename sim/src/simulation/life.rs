@@ -440,7 +440,7 @@ impl Simulation<'_> {
         let req = &mut self.requests[id as usize];
         req.prefix_hashes = Vec::new();
         req.status = Status::Rejected(reason);
-        req.finished = Some(now);
+        req.finished = crate::time::Stamp::at(now);
         // Admitted at arrival (a failure or an empty fleet ended it since).
         self.request_ended(id, now, false, true);
     }
@@ -480,7 +480,7 @@ impl Simulation<'_> {
                 st.lost_prefill_tokens += req.prompt_tokens as u64;
             }
             st.lost_decode_tokens += generated as u64;
-            if let Some(t) = req.first_scheduled {
+            if let Some(t) = req.first_scheduled.get() {
                 st.lost_ms.push(now.since(t) as f64 / 1e6);
             }
             let tries = fr.tries.entry(id).or_insert(0);
@@ -498,8 +498,8 @@ impl Simulation<'_> {
             // queue component: its queue wait now ends at its admission
             // on the next replica).
             req.replica = u32::MAX;
-            req.first_scheduled = None;
-            req.first_token = None;
+            req.first_scheduled = crate::time::Stamp::NONE;
+            req.first_token = crate::time::Stamp::NONE;
             req.generated = 0;
             req.last_token = now;
             req.attribution = Attribution::new(req.arrival);

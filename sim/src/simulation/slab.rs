@@ -51,7 +51,7 @@ impl Slab {
 }
 
 /// Slots a streamed run reserves address space for at its start
-/// (`Simulation::reserve_slots`): 2^21, 570 MB of address space at 272
+/// (`Simulation::reserve_slots`): 2^21, 520 MB of address space at 248
 /// bytes a request, none of it resident until used; a run with more
 /// requests in flight at once grows past it.
 const SLAB_RESERVE: u64 = 1 << 21;
@@ -138,7 +138,7 @@ impl<'a> Simulation<'a> {
     /// while it copies both buffers are resident (mimalloc allocates the
     /// larger block and copies; it does not remap): on the 10,000-replica
     /// fleet of docs/performance.md a growing slab doubles at 524,288
-    /// slots, and that moment (2 × 143 MB) is the run's peak memory, above
+    /// slots, and that moment (2 × 130 MB) is the run's peak memory, above
     /// the 723,323 slots it holds at most. Reserved pages become resident only
     /// when a slot is first used, so memory still follows the requests in
     /// flight. Where the system refuses the reservation, the slab grows by
