@@ -9,7 +9,7 @@
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
-use super::{EngineCfg, PoolRole, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
+use super::{EngineCfg, PoolRole, ReplicaPlan, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
 /// `first..first + replicas` in the run.
@@ -32,6 +32,8 @@ pub struct PoolPlan {
     /// salts the scenario's seed, so adding a pool leaves the others' draws
     /// unchanged; the implicit pool draws from the scenario's seed.
     pub life_seed: u64,
+    /// Its replicas' resolved configuration and cost model.
+    pub replica: ReplicaPlan,
     /// The parent scenario with this pool's overrides and no pools.
     pub scenario: Box<Scenario>,
 }
@@ -39,39 +41,39 @@ pub struct PoolPlan {
 impl PoolPlan {
     /// Its replicas' memory plan: weights, KV blocks and their size.
     pub fn memory(&self) -> &crate::memory::MemoryPlan {
-        &self.scenario.memory
+        &self.replica.memory
     }
 
     /// How each of its replicas lays the model out over its GPUs.
     pub fn parallel(&self) -> &crate::parallel::Parallelism {
-        &self.scenario.parallel
+        &self.replica.parallel
     }
 
     /// Its accelerator's datasheet.
     pub fn hardware(&self) -> &crate::catalog::HardwareSpec {
-        &self.scenario.hardware
+        &self.replica.hardware
     }
 
     /// GPUs of its replicas serving at the start.
     pub fn gpus(&self) -> u32 {
-        self.scenario.gpus()
+        self.start * self.replica.gpus()
     }
 
     /// What one of its replicas can ever serve.
     pub fn limits(&self) -> &super::ServeLimits {
-        &self.scenario.limits
+        &self.replica.limits
     }
 
     /// The cost model its iterations are priced with (its calibration
     /// profile, else the roofline of its hardware and layout).
-    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel + '_> {
-        self.scenario.cost_model()
+    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel> {
+        self.replica.cost_model()
     }
 
     /// The pool's engine settings: the scenario's `[engine]` with the
     /// pool's own overrides.
     pub fn engine(&self) -> &EngineCfg {
-        self.scenario.engine()
+        &self.replica.engine
     }
 
     /// The pool's own router (a prefill or decode pool's, or a colocated
@@ -94,6 +96,7 @@ pub fn implicit(s: &Scenario) -> PoolPlan {
         region: 0,
         declared: false,
         life_seed: f.seed,
+        replica: s.replica_plan(),
         scenario: Box::new(s.clone()),
     }
 }
@@ -263,6 +266,7 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
             region: region_of(i) as u16,
             declared: true,
             life_seed: pool_seed(file.seed, &p.name),
+            replica: s.replica_plan(),
             scenario: Box::new(s),
         });
         first += slots;
