@@ -76,6 +76,11 @@ impl PoolPlan {
         &self.replica.engine
     }
 
+    /// Its autoscaler: `[autoscale]`, or the pool's own.
+    pub fn autoscale(&self) -> Option<&super::lifecycle_cfg::AutoscaleCfg> {
+        self.scenario.autoscale()
+    }
+
     /// The pool's own router (a prefill or decode pool's, or a colocated
     /// pool's under a canary rollout).
     pub fn routing_plan(&self) -> RoutingPlan {
