@@ -9,6 +9,7 @@
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
+use super::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
 use super::{EngineCfg, PoolRole, ReplicaPlan, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
@@ -34,8 +35,16 @@ pub struct PoolPlan {
     pub life_seed: u64,
     /// Its replicas' resolved configuration and cost model.
     pub replica: ReplicaPlan,
-    /// The parent scenario with this pool's overrides and no pools.
-    pub scenario: Box<Scenario>,
+    /// Its own router, resolved from the pool's settings.
+    pub routing: RoutingPlan,
+    /// Its life cycle, autoscaler and failures (`[lifecycle]`,
+    /// `[autoscale]`, `[failures]`, or the pool's own).
+    pub lifecycle: Option<LifecycleCfg>,
+    pub autoscale: Option<AutoscaleCfg>,
+    pub failures: Option<FailureCfg>,
+    /// Whether its replicas come and go (a life cycle, an autoscaler or
+    /// failures).
+    pub lives: bool,
 }
 
 impl PoolPlan {
@@ -76,15 +85,52 @@ impl PoolPlan {
         &self.replica.engine
     }
 
+    /// Its life cycle: `[lifecycle]`, or the pool's own.
+    pub fn lifecycle(&self) -> Option<&LifecycleCfg> {
+        self.lifecycle.as_ref()
+    }
+
     /// Its autoscaler: `[autoscale]`, or the pool's own.
-    pub fn autoscale(&self) -> Option<&super::lifecycle_cfg::AutoscaleCfg> {
-        self.scenario.autoscale()
+    pub fn autoscale(&self) -> Option<&AutoscaleCfg> {
+        self.autoscale.as_ref()
     }
 
     /// The pool's own router (a prefill or decode pool's, or a colocated
     /// pool's under a canary rollout).
     pub fn routing_plan(&self) -> RoutingPlan {
-        self.scenario.routing_plan()
+        self.routing.clone()
+    }
+}
+
+/// The pool of the resolved scenario `s` (the parent's keys with the
+/// pool's overrides and no pools), keeping only what the run's models are
+/// built from.
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    s: &Scenario,
+    name: String,
+    role: PoolRole,
+    first: u32,
+    replicas: u32,
+    region: u16,
+    declared: bool,
+    life_seed: u64,
+) -> PoolPlan {
+    PoolPlan {
+        name,
+        role,
+        first,
+        replicas,
+        start: s.file.fleet.replicas,
+        region,
+        declared,
+        life_seed,
+        replica: s.replica_plan(),
+        routing: s.routing_plan(),
+        lifecycle: s.file.lifecycle.clone(),
+        autoscale: s.file.autoscale.clone(),
+        failures: s.file.failures.clone(),
+        lives: super::lifecycle_cfg::slots(&s.file).is_some(),
     }
 }
 
@@ -92,18 +138,16 @@ impl PoolPlan {
 /// (or, with a life cycle, its slots), colocated, behind `fleet.router`.
 pub fn implicit(s: &Scenario) -> PoolPlan {
     let f = &s.file;
-    PoolPlan {
-        name: "fleet".to_string(),
-        role: PoolRole::Colocated,
-        first: 0,
-        replicas: crate::scenario::lifecycle_cfg::slots(f).unwrap_or(f.fleet.replicas),
-        start: f.fleet.replicas,
-        region: 0,
-        declared: false,
-        life_seed: f.seed,
-        replica: s.replica_plan(),
-        scenario: Box::new(s.clone()),
-    }
+    plan(
+        s,
+        "fleet".to_string(),
+        PoolRole::Colocated,
+        0,
+        crate::scenario::lifecycle_cfg::slots(f).unwrap_or(f.fleet.replicas),
+        0,
+        false,
+        f.seed,
+    )
 }
 
 /// A declared pool's life-cycle seed (see [`PoolPlan::life_seed`]).
@@ -262,18 +306,16 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
             fail(k, format!("pool {:?}: {}", p.name, e.message))
         })?;
         let slots = crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(p.replicas);
-        pools.push(PoolPlan {
-            name: p.name.clone(),
-            role: p.role,
+        pools.push(plan(
+            &s,
+            p.name.clone(),
+            p.role,
             first,
-            replicas: slots,
-            start: p.replicas,
-            region: region_of(i) as u16,
-            declared: true,
-            life_seed: pool_seed(file.seed, &p.name),
-            replica: s.replica_plan(),
-            scenario: Box::new(s),
-        });
+            slots,
+            region_of(i) as u16,
+            true,
+            pool_seed(file.seed, &p.name),
+        ));
         first += slots;
     }
     check_failures_at(file, first).map_err(|(k, m)| ScenarioError {
@@ -313,10 +355,10 @@ pub fn check_lines(s: &Scenario) -> Vec<String> {
         .iter()
         .filter(|p| p.declared)
         .map(|p| {
-            let ps = &p.scenario;
+            let ps = &p.replica;
             let router = match p.role {
                 PoolRole::Colocated => format!("{} (fleet.router)", s.file.fleet.router.name()),
-                _ => ps.file.fleet.router.name().to_string(),
+                _ => p.routing.router.name().to_string(),
             };
             format!(
                 "pool       {} ({}): {}, {} KV blocks per replica, max_num_seqs {}, router {}",
@@ -324,7 +366,7 @@ pub fn check_lines(s: &Scenario) -> Vec<String> {
                 p.role.name(),
                 ps.parallel.fleet_shape(p.replicas, &ps.hardware.name),
                 ps.memory.kv_blocks,
-                ps.file.engine.max_num_seqs,
+                ps.engine.max_num_seqs,
                 router
             )
         })
