@@ -5,7 +5,8 @@
 //! replicas, so the run has one code path over its pools. Each declared pool
 //! is resolved as a scenario of its own — the parent's keys with the pool's
 //! overrides — so memory plans, cost models and the "does the model fit"
-//! check are the single-pool ones.
+//! check are the single-pool ones; the pool keeps only what its models are
+//! built from (its `ReplicaPlan`, router and life-cycle settings).
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
