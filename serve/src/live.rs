@@ -299,7 +299,8 @@ impl Live<'_> {
         let output = job.output_tokens.max(1);
         let prompt = job.prompt_ids.len() as u32;
         if let Some(reason) = unservable(
-            self.scenario,
+            &self.scenario.limits,
+            &self.scenario.memory,
             prompt,
             output,
             self.online.replica().splits_prefills(),

@@ -170,7 +170,8 @@ impl Fleet<'_> {
     fn submit(&mut self, prompt: u32, output: u32, now: SimTime) -> Result<Admitted, Refusal> {
         let output = output.max(1);
         if let Some(reason) = unservable(
-            self.scenario,
+            &self.scenario.limits,
+            &self.scenario.memory,
             prompt,
             output,
             self.replicas[0].splits_prefills(),

@@ -110,13 +110,13 @@ pub fn energy_of(
         });
     } else {
         for (plan, report) in s.pools.iter().zip(pools) {
-            let (tdp_w, idle_w) = plan.scenario.hardware.power_w()?;
+            let (tdp_w, idle_w) = plan.hardware().power_w()?;
             let own = lifecycle.and_then(|l| l.pools.iter().find(|p| p.pool == plan.name));
             let (gpu_hours, busy_gpu_hours) = match own {
                 Some(p) => powered(&p.gpu_hours),
                 None => {
                     // The busy share is over the pool's replica objects.
-                    let gpus = plan.replicas as f64 * plan.scenario.parallel.gpus() as f64;
+                    let gpus = plan.replicas as f64 * plan.parallel().gpus() as f64;
                     (gpus * hours, gpus * hours * report.busy_fraction)
                 }
             };

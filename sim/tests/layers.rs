@@ -584,6 +584,38 @@ fn no_model_type_holds_a_scenario() {
     );
 }
 
+/// The plan's slices (`scenario/*_plan.rs`: `PoolPlan`, `ReplicaPlan`,
+/// `RoutingPlan`, ...) are what models are built from: a slice that held a
+/// `Scenario` would hand the whole configuration on to its model.
+#[test]
+fn no_plan_slice_holds_a_scenario() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario");
+    let mut held = Vec::new();
+    let mut slices = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenario folder") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.ends_with("_plan.rs") {
+            continue;
+        }
+        slices += 1;
+        let text = std::fs::read_to_string(&path).expect("source file");
+        for f in scenario_fields(&library_code(&text)) {
+            held.push(format!("scenario/{name} ({f})"));
+        }
+    }
+    assert!(
+        slices >= 2 && dir.join("pool_plan.rs").exists() && dir.join("replica_plan.rs").exists(),
+        "the plan's slices moved: {slices} files in {}",
+        dir.display()
+    );
+    assert!(
+        held.is_empty(),
+        "plan slices holding a Scenario (keep the resolved values instead):\n  {}",
+        held.join("\n  ")
+    );
+}
+
 #[test]
 fn the_field_reader_sees_scenario_fields_only() {
     let code = "pub struct A<'a> { pub s: &'a Scenario, n: u32 }\n\

@@ -70,8 +70,7 @@ impl KvBudget {
             .pools
             .iter()
             .find(|p| p.role == crate::scenario::PoolRole::Prefill);
-        let ps = pre.map_or(s, |p| &p.scenario);
-        let cost = ps.cost_model();
+        let cost = pre.map_or_else(|| s.cost_model(), |p| p.cost_model());
         let prefill = |n: u32| {
             let mut b = BatchShape::default();
             b.add_prefill(n as u64, 0);

@@ -31,7 +31,7 @@ pub const SAMPLER_BYTES_PER_ENTRY: f64 = 4.0;
 pub enum DraftCost {
     /// A separate draft model on the same GPUs, or a multi-token-prediction
     /// module / EAGLE head priced as that many layers of the target's kind
-    /// plus its LM head, in the target's layout (`Scenario::mtp_roofline`):
+    /// plus its LM head, in the target's layout (`ReplicaPlan::mtp_roofline`):
     /// DeepSeek-V3's MTP module is one MoE transformer block sharing the
     /// embedding and output head (DeepSeek-V3 report §2.2), EAGLE one
     /// decoder layer (Li et al. 2024).

@@ -37,7 +37,7 @@
 //! parallelism) get no count bound: they are always simulated.
 
 use crate::cost::{BatchShape, CostModel};
-use crate::scenario::{LengthDist, PoolRole};
+use crate::scenario::{LengthDist, PoolRole, ReplicaPlan};
 use crate::Scenario;
 
 /// The ceiling's allowance for a finite run (see the module's doc): a
@@ -68,12 +68,14 @@ pub fn bound(s: &Scenario, rate: f64) -> OptionBound {
     };
     let least_prompt = least(prompt);
     let least_output = least(output);
-    let pools: Vec<(PoolRole, u32, &Scenario)> = if !s.declares_pools() {
-        vec![(PoolRole::Colocated, 1, s)]
+    let own;
+    let pools: Vec<(PoolRole, u32, &ReplicaPlan)> = if !s.declares_pools() {
+        own = s.replica_plan();
+        vec![(PoolRole::Colocated, 1, &own)]
     } else {
         s.pools
             .iter()
-            .map(|p| (p.role, p.replicas, p.scenario.as_ref()))
+            .map(|p| (p.role, p.replicas, &p.replica))
             .collect()
     };
     if let Some(why) = latency_floor(s, &pools, least_prompt, least_output) {
@@ -148,9 +150,8 @@ fn secs(cost: &dyn CostModel, b: &BatchShape) -> f64 {
 
 /// Tokens accepted per decode step at most: one, plus the drafts of a
 /// speculative step.
-fn tokens_per_step(r: &Scenario) -> f64 {
+fn tokens_per_step(r: &ReplicaPlan) -> f64 {
     1.0 + r
-        .file
         .engine
         .speculative
         .as_ref()
@@ -166,9 +167,9 @@ struct Ceiling {
 }
 
 impl Ceiling {
-    fn of(r: &Scenario, least_prompt: u64) -> Ceiling {
+    fn of(r: &ReplicaPlan, least_prompt: u64) -> Ceiling {
         let cost = r.cost_model();
-        let e = &r.file.engine;
+        let e = &r.engine;
         let context = least_prompt + 1;
         let mut most = u64::from(e.max_num_seqs.max(1));
         // A cache of plain full attention holds a whole context per
@@ -223,7 +224,7 @@ fn doublings(most: u64) -> impl Iterator<Item = u64> {
 /// pool that does that work.
 fn latency_floor(
     s: &Scenario,
-    pools: &[(PoolRole, u32, &Scenario)],
+    pools: &[(PoolRole, u32, &ReplicaPlan)],
     least_prompt: u64,
     least_output: u64,
 ) -> Option<String> {

@@ -529,11 +529,15 @@ fn idle_w_per_count(s: &Scenario) -> Option<f64> {
     } else {
         let mut w = 0.0;
         for p in &s.pools {
-            w += p.replicas as f64 * p.scenario.parallel.gpus() as f64 * idle(&p.scenario)?;
+            let idle = p.hardware().power_w().map(|(_, idle)| idle)?;
+            w += p.replicas as f64 * p.parallel().gpus() as f64 * idle;
         }
         w
     };
-    let moving = moves(s) || s.pools.iter().any(|p| moves(&p.scenario));
+    let moving = moves(s)
+        || s.pools
+            .iter()
+            .any(|p| p.lifecycle().is_some() || p.autoscale().is_some());
     Some(if moving { 0.0 } else { w })
 }
 

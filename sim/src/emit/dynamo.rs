@@ -102,7 +102,7 @@ pub fn graph(s: &Scenario) -> Emitted {
             PoolRole::Decode => args.push("--is-decode-worker".into()),
             PoolRole::Colocated => {}
         }
-        let ps = pool.scenario;
+        let ps = pool.replica;
         let gpus = ps.parallel.gpus();
         let nodes = ps.parallel.nodes(ps.hardware.gpus_per_node.max(1));
         let mut svc = json!({

@@ -11,7 +11,7 @@ use crate::catalog::Dtype;
 use crate::config::{
     AllReduceKind, BatchPolicyKind, DeepEpMode, EngineRuntime, MoeA2aKind, PreemptionMode,
 };
-use crate::scenario::{PoolRole, Scenario};
+use crate::scenario::{PoolRole, ReplicaPlan, Scenario};
 
 /// The engines a command line is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,8 +121,8 @@ impl Builder {
 
 /// The KV cache dtype as each engine names it; `None` when the engine
 /// stores the KV cache in the activation dtype (its `auto`).
-fn kv_dtype(engine: Engine, s: &Scenario, b: &mut Builder) -> Option<&'static str> {
-    match s.kv_dtype {
+fn kv_dtype(engine: Engine, r: &ReplicaPlan, b: &mut Builder) -> Option<&'static str> {
+    match r.kv_dtype {
         Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp32 => None,
         Dtype::Fp8 | Dtype::Fp8Block => Some(match engine {
             Engine::Vllm => "fp8",
@@ -140,9 +140,9 @@ fn kv_dtype(engine: Engine, s: &Scenario, b: &mut Builder) -> Option<&'static st
 
 /// The launch of one replica of `pool` on `engine`.
 pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
-    let s = pool.scenario;
-    let e = s.engine();
-    let p = &s.parallel;
+    let (r, s) = (pool.replica, pool.fleet);
+    let e = &r.engine;
+    let p = &r.parallel;
     let (model, model_note) = model_id(s);
     let mut b = Builder {
         flags: Vec::new(),
@@ -198,7 +198,7 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
             Engine::Sglang => b.flag("--pp-size", p.pipeline),
         }
     }
-    if s.eplb() {
+    if r.eplb {
         b.switch("--enable-eplb");
         if p.redundant_experts > 0 {
             match engine {
@@ -261,14 +261,14 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
         Engine::Vllm => {
             b.flag("--block-size", e.block_size);
             b.flag("--gpu-memory-utilization", e.gpu_memory_utilization);
-            b.flag("--max-model-len", s.max_model_len);
+            b.flag("--max-model-len", r.limits.max_model_len);
         }
         Engine::Sglang => {
             b.flag("--page-size", e.block_size);
             // SGLang's fraction is for weights and KV cache; vLLM's (the
             // simulation's) covers activations too: the closest figure.
             b.flag("--mem-fraction-static", e.gpu_memory_utilization);
-            b.flag("--context-length", s.max_model_len);
+            b.flag("--context-length", r.limits.max_model_len);
         }
     }
     if engine == Engine::Vllm && ![1, 8, 16, 32, 64, 128].contains(&e.block_size) {
@@ -277,10 +277,10 @@ pub fn launch(engine: Engine, pool: &Pool<'_>) -> Launch {
             e.block_size
         ));
     }
-    if let Some(d) = kv_dtype(engine, s, &mut b) {
+    if let Some(d) = kv_dtype(engine, r, &mut b) {
         b.flag("--kv-cache-dtype", d);
     }
-    match s.weight_dtype {
+    match r.weight_dtype {
         Dtype::Bf16 => b.flag("--dtype", "bfloat16"),
         Dtype::Fp16 => b.flag("--dtype", "float16"),
         Dtype::Fp8 if s.stated_weight_dtype().is_some() => {
@@ -436,8 +436,8 @@ pub fn script(s: &Scenario, engine: Engine) -> Emitted {
             pool.name,
             pool.role.name(),
             pool.replicas,
-            pool.scenario.parallel.gpus(),
-            pool.scenario.hardware.name
+            pool.replica.gpus(),
+            pool.replica.hardware.name
         ));
         text.push_str(&comment_lines(&l.notes));
         text.push_str(&l.shell());

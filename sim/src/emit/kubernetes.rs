@@ -118,7 +118,7 @@ fn shm() -> Value {
 
 /// The objects of one pool, and its notes.
 fn pool_objects(app: &str, pool: &Pool<'_>, notes: &mut Vec<String>) -> Vec<Value> {
-    let s = pool.scenario;
+    let s = pool.replica;
     let l = launch(Engine::Vllm, pool);
     notes.extend(l.notes.iter().map(|n| format!("pool {}: {n}", pool.name)));
     let name = dns_name(&format!("{app}-{}", pool.name));
@@ -226,7 +226,7 @@ fn pool_objects(app: &str, pool: &Pool<'_>, notes: &mut Vec<String>) -> Vec<Valu
             "ports": [{ "name": "http", "port": l.engine.port(), "targetPort": "http" }],
         },
     }));
-    if let Some(hpa) = autoscaler(s, &name, kind, api, pool, notes) {
+    if let Some(hpa) = autoscaler(&name, kind, api, pool, notes) {
         objects.push(hpa);
     }
     objects
@@ -235,14 +235,13 @@ fn pool_objects(app: &str, pool: &Pool<'_>, notes: &mut Vec<String>) -> Vec<Valu
 /// The HPA of a pool whose scenario has a target autoscaler (`None`
 /// otherwise, with a note for a schedule).
 fn autoscaler(
-    s: &Scenario,
     name: &str,
     kind: &str,
     api: &str,
     pool: &Pool<'_>,
     notes: &mut Vec<String>,
 ) -> Option<Value> {
-    let a = s.autoscale()?;
+    let a = pool.autoscale?;
     match a.policy {
         AutoscalePolicy::Fixed => return None,
         AutoscalePolicy::Schedule => {

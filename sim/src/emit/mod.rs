@@ -18,7 +18,7 @@ pub mod dynamo;
 pub mod engine_args;
 pub mod kubernetes;
 
-use crate::scenario::{PoolRole, Scenario};
+use crate::scenario::{PoolRole, ReplicaPlan, Scenario};
 use std::path::Path;
 
 pub use engine_args::{Engine, Launch};
@@ -82,7 +82,12 @@ pub struct Pool<'a> {
     pub name: &'a str,
     pub role: PoolRole,
     pub replicas: u32,
-    pub scenario: &'a Scenario,
+    /// What each of its replicas is: model, hardware, layout, engine.
+    pub replica: &'a ReplicaPlan,
+    /// Its autoscaler (`[autoscale]` with the pool's own).
+    pub autoscale: Option<&'a crate::scenario::lifecycle_cfg::AutoscaleCfg>,
+    /// The scenario it belongs to (the model as written, the fleet).
+    pub fleet: &'a Scenario,
 }
 
 /// The pools of `s` with their starting counts: its `[[fleet.pools]]`, or
@@ -94,7 +99,9 @@ pub fn pools(s: &Scenario) -> Vec<Pool<'_>> {
             name: if p.declared { &p.name } else { s.name() },
             role: p.role,
             replicas: p.start,
-            scenario: &p.scenario,
+            replica: &p.replica,
+            autoscale: p.autoscale(),
+            fleet: s,
         })
         .collect()
 }

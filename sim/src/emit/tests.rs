@@ -219,7 +219,7 @@ fn every_example_scenarios_command_lines_parse_with_the_engines_documented_flags
             assert_eq!(g.program, ["python", "-m", "sglang.launch_server"]);
             parse(&g.args(), SGLANG_FLAGS).unwrap_or_else(|e| panic!("{}: sglang: {e}", s.origin));
             // The settings the simulation ran with are all there.
-            let e = &pool.scenario.file.engine;
+            let e = &pool.replica.engine;
             let value = |l: &Launch, f: &str| {
                 l.flags
                     .iter()
@@ -234,7 +234,7 @@ fn every_example_scenarios_command_lines_parse_with_the_engines_documented_flags
                 value(&g, "--max-running-requests"),
                 Some(e.max_num_seqs.to_string())
             );
-            let p = &pool.scenario.parallel;
+            let p = &pool.replica.parallel;
             let tp: u32 = value(&v, "--tensor-parallel-size")
                 .unwrap()
                 .parse()
@@ -290,7 +290,7 @@ fn every_example_scenarios_manifest_is_yaml_of_the_right_kinds() {
         let mut i = 0;
         for pool in pools(&s) {
             let d = &docs[i];
-            let ps = pool.scenario;
+            let ps = pool.replica;
             let nodes = ps.parallel.nodes(ps.hardware.gpus_per_node);
             assert!(d["metadata"]["name"].as_str().unwrap().len() <= 63);
             assert_eq!(
@@ -420,7 +420,7 @@ fn a_disaggregated_fleet_is_a_dynamo_graph_of_its_prefill_and_decode_pools() {
         assert_eq!(w["replicas"], Value::from(pool.replicas));
         assert_eq!(
             w["resources"]["limits"]["gpu"],
-            Value::from(pool.scenario.parallel.gpus().to_string())
+            Value::from(pool.replica.gpus().to_string())
         );
         let args: Vec<String> =
             serde_json::from_value(w["extraPodSpec"]["mainContainer"]["args"].clone()).unwrap();

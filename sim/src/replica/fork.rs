@@ -34,7 +34,7 @@
 use super::{RunningSeq, SchedState};
 use crate::cost::BatchShape;
 use crate::kv::BlockAllocator;
-use crate::scenario::Scenario;
+use crate::scenario::ReplicaPlan;
 
 /// KV blocks (shared + private) a group of `samples` samples forked at
 /// `fork_tokens` needs to hold `tokens` tokens per sample.
@@ -167,7 +167,7 @@ pub fn add_decodes(
 
 /// A request whose `samples` samples can never fit one replica's KV cache
 /// together (checked at arrival, like `simulation::unservable` for one).
-pub fn exceeds_kv(s: &Scenario, prompt: u32, output: u32, samples: u32) -> bool {
+pub fn exceeds_kv(s: &ReplicaPlan, prompt: u32, output: u32, samples: u32) -> bool {
     if samples <= 1 {
         return false;
     }

@@ -3,7 +3,7 @@
 //! from `[lifecycle]`, `[autoscale]`, `[failures]` and each pool's own
 //! tables, so that they read no configuration while the run goes.
 
-use super::lifecycle_cfg::{slots, AutoscaleCfg, FailureCfg, LifecycleCfg};
+use super::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
 use super::{PoolPlan, Scenario};
 
 /// The life cycles of a run: one unit per pool.
@@ -44,20 +44,19 @@ impl PoolPlan {
     /// Whether the pool's replicas come and go (it has a life cycle, an
     /// autoscaler or failures).
     pub fn lives(&self) -> bool {
-        slots(&self.scenario.file).is_some()
+        self.lives
     }
 
     /// The pool's life cycle ([`LifeUnitPlan`]).
     pub fn life_plan(&self) -> LifeUnitPlan {
-        let s = &self.scenario;
-        let f = &s.file;
-        let gpus = s.parallel.gpus();
+        let r = &self.replica;
+        let gpus = r.parallel.gpus();
         LifeUnitPlan {
-            lifecycle: f.lifecycle.clone().unwrap_or_default(),
-            autoscale: f.autoscale.clone(),
-            failures: f.failures.clone(),
-            start: f.fleet.replicas,
-            weight_bytes: s.memory.weight_bytes * gpus as f64,
+            lifecycle: self.lifecycle.clone().unwrap_or_default(),
+            autoscale: self.autoscale.clone(),
+            failures: self.failures.clone(),
+            start: self.start,
+            weight_bytes: r.memory.weight_bytes * gpus as f64,
             gpus,
             first: self.first as usize,
             seed: self.life_seed,

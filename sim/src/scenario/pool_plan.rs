@@ -5,11 +5,13 @@
 //! replicas, so the run has one code path over its pools. Each declared pool
 //! is resolved as a scenario of its own — the parent's keys with the pool's
 //! overrides — so memory plans, cost models and the "does the model fit"
-//! check are the single-pool ones.
+//! check are the single-pool ones; the pool keeps only what its models are
+//! built from (its `ReplicaPlan`, router and life-cycle settings).
 //! (Splitwise, ISCA'24, and DistServe, OSDI'24, size prefill and decode pools
 //! apart; heterogeneous pools mix hardware generations behind one router.)
 
-use super::{EngineCfg, PoolRole, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
+use super::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
+use super::{EngineCfg, PoolRole, ReplicaPlan, RoutingPlan, Scenario, ScenarioError, ScenarioFile};
 
 /// One resolved pool; its replicas have global indices
 /// `first..first + replicas` in the run.
@@ -32,52 +34,104 @@ pub struct PoolPlan {
     /// salts the scenario's seed, so adding a pool leaves the others' draws
     /// unchanged; the implicit pool draws from the scenario's seed.
     pub life_seed: u64,
-    /// The parent scenario with this pool's overrides and no pools.
-    pub scenario: Box<Scenario>,
+    /// Its replicas' resolved configuration and cost model.
+    pub replica: ReplicaPlan,
+    /// Its own router, resolved from the pool's settings.
+    pub routing: RoutingPlan,
+    /// Its life cycle, autoscaler and failures (`[lifecycle]`,
+    /// `[autoscale]`, `[failures]`, or the pool's own).
+    pub lifecycle: Option<LifecycleCfg>,
+    pub autoscale: Option<AutoscaleCfg>,
+    pub failures: Option<FailureCfg>,
+    /// Whether its replicas come and go (a life cycle, an autoscaler or
+    /// failures).
+    pub lives: bool,
 }
 
 impl PoolPlan {
     /// Its replicas' memory plan: weights, KV blocks and their size.
     pub fn memory(&self) -> &crate::memory::MemoryPlan {
-        &self.scenario.memory
+        &self.replica.memory
     }
 
     /// How each of its replicas lays the model out over its GPUs.
     pub fn parallel(&self) -> &crate::parallel::Parallelism {
-        &self.scenario.parallel
+        &self.replica.parallel
     }
 
     /// Its accelerator's datasheet.
     pub fn hardware(&self) -> &crate::catalog::HardwareSpec {
-        &self.scenario.hardware
+        &self.replica.hardware
     }
 
     /// GPUs of its replicas serving at the start.
     pub fn gpus(&self) -> u32 {
-        self.scenario.gpus()
+        self.start * self.replica.gpus()
     }
 
     /// What one of its replicas can ever serve.
     pub fn limits(&self) -> &super::ServeLimits {
-        &self.scenario.limits
+        &self.replica.limits
     }
 
     /// The cost model its iterations are priced with (its calibration
     /// profile, else the roofline of its hardware and layout).
-    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel + '_> {
-        self.scenario.cost_model()
+    pub fn cost_model(&self) -> Box<dyn crate::cost::CostModel> {
+        self.replica.cost_model()
     }
 
     /// The pool's engine settings: the scenario's `[engine]` with the
     /// pool's own overrides.
     pub fn engine(&self) -> &EngineCfg {
-        self.scenario.engine()
+        &self.replica.engine
+    }
+
+    /// Its life cycle: `[lifecycle]`, or the pool's own.
+    pub fn lifecycle(&self) -> Option<&LifecycleCfg> {
+        self.lifecycle.as_ref()
+    }
+
+    /// Its autoscaler: `[autoscale]`, or the pool's own.
+    pub fn autoscale(&self) -> Option<&AutoscaleCfg> {
+        self.autoscale.as_ref()
     }
 
     /// The pool's own router (a prefill or decode pool's, or a colocated
     /// pool's under a canary rollout).
     pub fn routing_plan(&self) -> RoutingPlan {
-        self.scenario.routing_plan()
+        self.routing.clone()
+    }
+}
+
+/// The pool of the resolved scenario `s` (the parent's keys with the
+/// pool's overrides and no pools), keeping only what the run's models are
+/// built from.
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    s: &Scenario,
+    name: String,
+    role: PoolRole,
+    first: u32,
+    replicas: u32,
+    region: u16,
+    declared: bool,
+    life_seed: u64,
+) -> PoolPlan {
+    PoolPlan {
+        name,
+        role,
+        first,
+        replicas,
+        start: s.file.fleet.replicas,
+        region,
+        declared,
+        life_seed,
+        replica: s.replica_plan(),
+        routing: s.routing_plan(),
+        lifecycle: s.file.lifecycle.clone(),
+        autoscale: s.file.autoscale.clone(),
+        failures: s.file.failures.clone(),
+        lives: super::lifecycle_cfg::slots(&s.file).is_some(),
     }
 }
 
@@ -85,17 +139,16 @@ impl PoolPlan {
 /// (or, with a life cycle, its slots), colocated, behind `fleet.router`.
 pub fn implicit(s: &Scenario) -> PoolPlan {
     let f = &s.file;
-    PoolPlan {
-        name: "fleet".to_string(),
-        role: PoolRole::Colocated,
-        first: 0,
-        replicas: crate::scenario::lifecycle_cfg::slots(f).unwrap_or(f.fleet.replicas),
-        start: f.fleet.replicas,
-        region: 0,
-        declared: false,
-        life_seed: f.seed,
-        scenario: Box::new(s.clone()),
-    }
+    plan(
+        s,
+        "fleet".to_string(),
+        PoolRole::Colocated,
+        0,
+        crate::scenario::lifecycle_cfg::slots(f).unwrap_or(f.fleet.replicas),
+        0,
+        false,
+        f.seed,
+    )
 }
 
 /// A declared pool's life-cycle seed (see [`PoolPlan::life_seed`]).
@@ -254,17 +307,16 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
             fail(k, format!("pool {:?}: {}", p.name, e.message))
         })?;
         let slots = crate::scenario::lifecycle_cfg::slots(&s.file).unwrap_or(p.replicas);
-        pools.push(PoolPlan {
-            name: p.name.clone(),
-            role: p.role,
+        pools.push(plan(
+            &s,
+            p.name.clone(),
+            p.role,
             first,
-            replicas: slots,
-            start: p.replicas,
-            region: region_of(i) as u16,
-            declared: true,
-            life_seed: pool_seed(file.seed, &p.name),
-            scenario: Box::new(s),
-        });
+            slots,
+            region_of(i) as u16,
+            true,
+            pool_seed(file.seed, &p.name),
+        ));
         first += slots;
     }
     check_failures_at(file, first).map_err(|(k, m)| ScenarioError {
@@ -304,10 +356,10 @@ pub fn check_lines(s: &Scenario) -> Vec<String> {
         .iter()
         .filter(|p| p.declared)
         .map(|p| {
-            let ps = &p.scenario;
+            let ps = &p.replica;
             let router = match p.role {
                 PoolRole::Colocated => format!("{} (fleet.router)", s.file.fleet.router.name()),
-                _ => ps.file.fleet.router.name().to_string(),
+                _ => p.routing.router.name().to_string(),
             };
             format!(
                 "pool       {} ({}): {}, {} KV blocks per replica, max_num_seqs {}, router {}",
@@ -315,7 +367,7 @@ pub fn check_lines(s: &Scenario) -> Vec<String> {
                 p.role.name(),
                 ps.parallel.fleet_shape(p.replicas, &ps.hardware.name),
                 ps.memory.kv_blocks,
-                ps.file.engine.max_num_seqs,
+                ps.engine.max_num_seqs,
                 router
             )
         })

@@ -594,7 +594,7 @@ fn pools_take_their_own_moe_layouts() {
         attention_data_parallel = 32\nexpert_parallel = 32\neplb = true\n\
         num_redundant_experts = 32\n";
     let s = deepseek_on("gb200", fleet, "").unwrap();
-    let (p, d) = (&s.pools[0].scenario.parallel, &s.pools[1].scenario.parallel);
+    let (p, d) = (&s.pools[0].replica.parallel, &s.pools[1].replica.parallel);
     assert_eq!((p.attention_dp(), p.expert, p.redundant_experts), (8, 8, 0));
     assert_eq!(
         (d.attention_dp(), d.expert, d.redundant_experts),
@@ -609,8 +609,8 @@ fn pools_take_their_own_moe_layouts() {
         "",
     )
     .unwrap();
-    let r = s.pools[1].scenario.expert_load_ratio();
-    let static_r = s.pools[0].scenario.expert_load_ratio();
+    let r = s.pools[1].replica.expert_load_ratio();
+    let static_r = s.pools[0].replica.expert_load_ratio();
     assert!((1.0..1.2).contains(&r), "{r}");
     assert!(static_r > 1.3, "{static_r}");
     // A pool's bad layout names the pool's key.

@@ -23,8 +23,8 @@ impl Simulation<'_> {
         let p = &self.scenario.pools[p];
         let splits = self.replicas[p.first as usize].splits_prefills();
         let (prompt, output, n) = (spec.prompt_tokens, spec.output_tokens, spec.samples);
-        unservable(&p.scenario, prompt, output, splits).or_else(|| {
-            crate::replica::fork::exceeds_kv(&p.scenario, prompt, output, n)
+        unservable(p.limits(), p.memory(), prompt, output, splits).or_else(|| {
+            crate::replica::fork::exceeds_kv(&p.replica, prompt, output, n)
                 .then_some(RejectReason::ExceedsKvCapacity)
         })
     }
@@ -143,7 +143,7 @@ impl Simulation<'_> {
             r,
             &self.replicas,
             |c| costs[fleet.pool_of(c)].as_ref(),
-            |c| s.pools[fleet.pool_of(c)].scenario.limits.max_batched_tokens,
+            |c| s.pools[fleet.pool_of(c)].replica.limits.max_batched_tokens,
         );
     }
 

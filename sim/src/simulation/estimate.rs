@@ -21,7 +21,7 @@
 
 use crate::cost::BatchShape;
 use crate::replica::speculative::Speculation;
-use crate::scenario::{PoolRole, Scenario};
+use crate::scenario::{PoolRole, ReplicaPlan, Scenario};
 use crate::sig_figs::rate;
 use crate::workload::{Context, WorkloadError};
 
@@ -107,7 +107,7 @@ impl CapacityEstimate {
         let groups: Vec<GroupEstimate> = s
             .pools
             .iter()
-            .map(|p| group(&p.scenario, &p.name, p.role, p.start, prompt, output))
+            .map(|p| group(&p.replica, &p.name, p.role, p.start, prompt, output))
             .collect();
         let total = |role: PoolRole| -> f64 {
             groups
@@ -214,7 +214,7 @@ impl CapacityEstimate {
 
 /// The steady state of one replica of `s` (a pool's resolved scenario).
 fn group(
-    s: &Scenario,
+    s: &ReplicaPlan,
     name: &str,
     role: PoolRole,
     replicas: u32,
@@ -222,12 +222,12 @@ fn group(
     output: f64,
 ) -> GroupEstimate {
     let cost = s.cost_model();
-    let max_num_seqs = s.engine().max_num_seqs.max(1);
+    let max_num_seqs = s.engine.max_num_seqs.max(1);
     let footprint = prompt + output / 2.0;
     let kv_room = (s.memory.kv_tokens as f64 / footprint).floor() as u64;
     let batch = kv_room.clamp(1, max_num_seqs as u64) as u32;
     let context = footprint.round() as u64;
-    let spec = s.engine().speculative.as_ref();
+    let spec = s.engine.speculative.as_ref();
     let decode_batch = |b: &mut BatchShape| {
         for _ in 0..batch {
             match spec {

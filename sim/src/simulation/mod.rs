@@ -14,11 +14,12 @@
 
 use crate::cluster::fleet::{Actions, Fleet};
 use crate::cost::CostModel;
+use crate::memory::MemoryPlan;
 use crate::records::timeseries::TimeseriesRow;
 use crate::replica::report::EngineReport;
 use crate::replica::{Replica, TokenGaps};
 use crate::request::{RejectReason, Request, RequestId};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ServeLimits};
 use crate::store::SpillLog;
 use crate::tenancy::Tenancy;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
@@ -213,14 +214,14 @@ pub struct Simulation<'a> {
 /// prefills). The simulation rejects such requests at arrival; the HTTP
 /// server answers them with 400, as vLLM does.
 pub fn unservable(
-    s: &Scenario,
+    limits: &ServeLimits,
+    memory: &MemoryPlan,
     prompt: u32,
     output: u32,
     splits_prefills: bool,
 ) -> Option<RejectReason> {
     let p = prompt as u64;
     let o = output as u64;
-    let limits = &s.limits;
     if p + o > limits.max_model_len as u64 {
         return Some(RejectReason::ExceedsMaxModelLen);
     }
@@ -230,7 +231,7 @@ pub fn unservable(
     // The last output token is never written to the cache. A request
     // must fit alone (an empty replica admits without the watermark)
     // beside whatever pinned prefixes may hold.
-    if s.memory.sequence_blocks((p + o).saturating_sub(1)) > limits.kv_blocks {
+    if memory.sequence_blocks((p + o).saturating_sub(1)) > limits.kv_blocks {
         return Some(RejectReason::ExceedsKvCapacity);
     }
     None
@@ -240,11 +241,7 @@ impl<'a> Simulation<'a> {
     /// A run of `scenario`, each pool priced by its own cost model (the
     /// catalog roofline, or the calibration profile it names).
     pub fn new(scenario: &'a Scenario) -> Simulation<'a> {
-        let costs = scenario
-            .pools
-            .iter()
-            .map(|p| p.scenario.cost_model())
-            .collect();
+        let costs = scenario.pools.iter().map(|p| p.cost_model()).collect();
         Self::with_cost_models(scenario, costs)
     }
 

@@ -86,11 +86,7 @@ impl Simulation<'_> {
             Some(l) if l.pools.len() == s.pools.len() => {
                 l.pools.iter().map(|p| p.gpu_hours.billed).collect()
             }
-            _ => s
-                .pools
-                .iter()
-                .map(|p| p.scenario.gpus() as f64 * hours)
-                .collect(),
+            _ => s.pools.iter().map(|p| p.gpus() as f64 * hours).collect(),
         };
         rg.report(recs, &gpu_hours)
     }

@@ -100,11 +100,7 @@ impl CheckedSweep {
         let Some(price @ GpuHourPrice::PerHardware(_)) = &self.grid.objective.gpu_hour_usd else {
             return Ok(());
         };
-        let names: Vec<&str> = s
-            .pools
-            .iter()
-            .map(|q| q.scenario.hardware.name.as_str())
-            .collect();
+        let names: Vec<&str> = s.pools.iter().map(|q| q.hardware().name.as_str()).collect();
         match names.into_iter().find(|h| price.of(h).is_none()) {
             None => Ok(()),
             Some(h) => Err(SweepError::new(format!(
