@@ -379,8 +379,8 @@ fn harness_recv_interval(rt: EngineRuntime, point: &MeasuredPoint) -> Option<u32
 }
 
 /// Whether an aiconfigurator row was measured with InferenceX's harness:
-/// the rows of its two `source_file=2026-…` batches carry the batch's date
-/// first in their id (`2026_04_06_llama_3_1_70b_…`), the `db-dump` rows
+/// the rows of its two dated `source_file` batches carry the batch's date
+/// first in their id (`YYYY_MM_DD_<model>_…`), the `db-dump` rows
 /// end in InferenceX's `cfg<config_id>` (see `../shared/data/README.md`
 /// §6.1, column `id`). aiconfigurator's own sweeps name the model first.
 fn inferencex_row(point: &MeasuredPoint) -> bool {
