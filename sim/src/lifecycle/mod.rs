@@ -33,6 +33,7 @@ pub use report::{
 
 use crate::rng::{self, StreamRng};
 use crate::scenario::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
+use crate::scenario::GivenFailure;
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -298,21 +299,20 @@ impl ReplicaLifecycle {
                 || (self.buffer.len() as u32) < self.activator_capacity)
     }
 
-    /// Events to schedule at t = 0: failure clocks of the live slots.
-    pub fn start(&mut self, failures: Option<&FailureCfg>) -> Vec<Action> {
+    /// Events to schedule at t = 0: failure clocks of the live slots and
+    /// the `given` failures (in its own slots' numbers).
+    pub fn start(&mut self, given: &[GivenFailure]) -> Vec<Action> {
         let mut out = Vec::new();
         for i in 0..self.slots.len() {
             if matches!(self.slots[i].phase, Phase::Ready | Phase::Standby) {
                 self.arm_failure(i, SimTime::ZERO, &mut out);
             }
         }
-        if let Some(f) = failures {
-            for a in &f.at {
-                out.push(Action::Schedule(
-                    SimTime::from_secs_f64(a.time_s),
-                    FleetEvent::FailAt { slot: a.replica },
-                ));
-            }
+        for g in given {
+            out.push(Action::Schedule(
+                g.at,
+                FleetEvent::FailAt { slot: g.replica },
+            ));
         }
         out
     }

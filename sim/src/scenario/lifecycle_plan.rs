@@ -3,20 +3,41 @@
 //! from `[lifecycle]`, `[autoscale]`, `[failures]` and each pool's own
 //! tables, so that they read no configuration while the run goes.
 
-use super::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
+use super::lifecycle_cfg::{AutoscaleCfg, FailureAt, FailureCfg, LifecycleCfg};
 use super::{PoolPlan, Scenario};
+use crate::time::SimTime;
 
 /// The life cycles of a run: one unit per pool.
 #[derive(Clone, Debug)]
 pub struct LifecyclePlan {
     /// One per pool, in pool order.
     pub units: Vec<LifeUnitPlan>,
-    /// The scenario's `[failures]`, whose given failures each unit
-    /// schedules at its start.
-    pub failures: Option<FailureCfg>,
-    /// With declared pools, given failures also name the fleet's replicas
-    /// (pools' slots in order), scheduled once for the whole fleet.
-    pub fleet_failures: bool,
+    /// With declared pools, the given failures (`[[failures.at]]`), which
+    /// name the fleet's replicas (pools' slots in order): scheduled once for
+    /// the whole fleet, after every unit's start. Empty without declared
+    /// pools, where the one unit schedules them as its own.
+    pub given_failures: Vec<GivenFailure>,
+}
+
+/// A failure the scenario gives (`[[failures.at]]`): when, and which
+/// replica.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GivenFailure {
+    pub at: SimTime,
+    pub replica: u32,
+}
+
+impl GivenFailure {
+    fn all(failures: Option<&FailureCfg>) -> Vec<GivenFailure> {
+        failures
+            .iter()
+            .flat_map(|f| &f.at)
+            .map(|a: &FailureAt| GivenFailure {
+                at: SimTime::from_secs_f64(a.time_s),
+                replica: a.replica,
+            })
+            .collect()
+    }
 }
 
 /// One pool's life cycle and autoscaler.
@@ -27,6 +48,10 @@ pub struct LifeUnitPlan {
     pub autoscale: Option<AutoscaleCfg>,
     /// `[failures]` as the pool's replicas see it.
     pub failures: Option<FailureCfg>,
+    /// The given failures its start schedules, in its own slots' numbers:
+    /// the implicit pool's (a declared pool's are the fleet's, see
+    /// [`LifecyclePlan::given_failures`]).
+    pub given_failures: Vec<GivenFailure>,
     /// Replicas serving at t = 0.
     pub start: u32,
     /// Weight bytes of one replica over all its GPUs (what a cold start
@@ -55,6 +80,7 @@ impl PoolPlan {
             lifecycle: self.lifecycle.clone().unwrap_or_default(),
             autoscale: self.autoscale.clone(),
             failures: self.failures.clone(),
+            given_failures: GivenFailure::all(self.failures.as_ref()),
             start: self.start,
             weight_bytes: r.memory.weight_bytes * gpus as f64,
             gpus,
@@ -74,8 +100,11 @@ impl Scenario {
         }
         Some(LifecyclePlan {
             units: self.pools.iter().map(PoolPlan::life_plan).collect(),
-            failures: self.file.failures.clone(),
-            fleet_failures: self.declares_pools(),
+            given_failures: if self.declares_pools() {
+                GivenFailure::all(self.file.failures.as_ref())
+            } else {
+                Vec::new()
+            },
         })
     }
 }

@@ -32,7 +32,7 @@ pub mod pool_plan;
 pub use pool_plan::PoolPlan;
 pub mod lifecycle_cfg;
 mod lifecycle_plan;
-pub use lifecycle_plan::{LifeUnitPlan, LifecyclePlan};
+pub use lifecycle_plan::{GivenFailure, LifeUnitPlan, LifecyclePlan};
 mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;

@@ -12,8 +12,8 @@ use crate::lifecycle::{
     Action, FleetEvent, FleetSample, HandBackCause, LifecycleReport, Phase, ReplicaLifecycle,
 };
 use crate::request::{RejectReason, RequestId, Status};
-use crate::scenario::lifecycle_cfg::{FailureCfg, ScaleMetric};
-use crate::scenario::{LifeUnitPlan, LifecyclePlan};
+use crate::scenario::lifecycle_cfg::ScaleMetric;
+use crate::scenario::{GivenFailure, LifeUnitPlan, LifecyclePlan};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use std::collections::HashMap;
 
@@ -36,6 +36,8 @@ pub(super) struct Unit {
     standby_fraction: f64,
     /// GPUs of one replica.
     gpus: u32,
+    /// Given failures its start schedules, in its own slots' numbers.
+    given_failures: Vec<GivenFailure>,
 }
 
 /// The life cycles of one run: one [`Unit`] per pool (one without pools).
@@ -46,10 +48,9 @@ pub(super) struct FleetRun {
     holder: usize,
     /// Retries so far per request (looked up, never iterated).
     tries: HashMap<RequestId, u32>,
-    /// `[failures]`, whose given failures each unit schedules at its start.
-    failures: Option<FailureCfg>,
-    /// Given failures also name the fleet's replicas (declared pools).
-    fleet_failures: bool,
+    /// Given failures in the fleet's numbering (declared pools), scheduled
+    /// once after every unit's start.
+    given_failures: Vec<GivenFailure>,
 }
 
 impl Unit {
@@ -77,6 +78,7 @@ impl Unit {
             last_scrape: SimTime::ZERO,
             standby_fraction: lc.standby_cost_fraction,
             gpus: p.gpus,
+            given_failures: p.given_failures.clone(),
         }
     }
 
@@ -124,8 +126,7 @@ impl FleetRun {
             units,
             holder,
             tries: HashMap::new(),
-            failures: plan.failures.clone(),
-            fleet_failures: plan.fleet_failures,
+            given_failures: plan.given_failures.clone(),
         }
     }
 
@@ -182,7 +183,7 @@ impl Simulation<'_> {
             }
             u.last.ready = u.fleet.count(Phase::Ready);
             u.fleet.note_ready_peak();
-            let mut actions = u.fleet.start(fr.failures.as_ref());
+            let mut actions = u.fleet.start(&u.given_failures);
             match u.scaler.ticks() {
                 Ticks::Periodic(every) => {
                     self.queue
@@ -199,15 +200,14 @@ impl Simulation<'_> {
             }
             all.extend(global(actions, u.first));
         }
-        if fr.fleet_failures {
-            // Given failures name the fleet's replicas (declared pools'
-            // copies drop them; the implicit pool's unit schedules its own).
-            for a in fr.failures.iter().flat_map(|f| &f.at) {
-                all.push(Action::Schedule(
-                    SimTime::from_secs_f64(a.time_s),
-                    FleetEvent::FailAt { slot: a.replica },
-                ));
-            }
+        // With declared pools, given failures name the fleet's replicas
+        // (the pools' own plans drop them; the implicit pool's unit
+        // scheduled its own above).
+        for g in &fr.given_failures {
+            all.push(Action::Schedule(
+                g.at,
+                FleetEvent::FailAt { slot: g.replica },
+            ));
         }
         self.apply(all, SimTime::ZERO);
     }

@@ -135,3 +135,54 @@ fn given_failures_name_the_fleets_replicas_and_are_retried_in_the_pool() {
     assert_eq!(l.pools[1].failures, 1);
     assert_eq!(l.failures, 1);
 }
+
+/// Two declared pools of two replicas each and one given failure: the
+/// failure happens once, to the replica it names (the fleet's numbering),
+/// and the run's counts add up.
+#[test]
+fn one_given_failure_with_declared_pools_fails_one_replica_once() {
+    let s = scenario(
+        r#"
+[horizon]
+duration_s = 300
+[workload]
+prompt_tokens = { dist = "fixed", value = 512 }
+output_tokens = { dist = "fixed", value = 128 }
+[workload.arrival]
+process = "poisson"
+rate = 8
+[fleet]
+[[fleet.pools]]
+name = "a"
+replicas = 2
+[[fleet.pools]]
+name = "b"
+replicas = 2
+[failures]
+repair_s = 1000
+max_retries = 1
+at = [{ time_s = 100, replica = 0 }]
+"#,
+    );
+    let r = Simulation::new(&s).run(|_| {}).unwrap();
+    let l = r.summary.lifecycle.as_ref().unwrap();
+    assert_eq!(l.failures, 1, "{l:?}");
+    assert_eq!(l.pools[0].failures, 1, "{:?}", l.pools[0]);
+    assert_eq!(l.pools[1].failures, 0, "{:?}", l.pools[1]);
+    // Only replica 0 is out after the failure (no repair within the run):
+    // the other three keep serving.
+    let served_late: std::collections::BTreeSet<u32> = r
+        .requests
+        .iter()
+        .filter(|q| q.arrival.as_secs_f64() > 150.0)
+        .filter(|q| q.status == crate::request::Status::Completed)
+        .map(|q| q.replica)
+        .collect();
+    assert_eq!(
+        served_late,
+        [1, 2, 3].into_iter().collect(),
+        "replicas serving after the failure"
+    );
+    let c = &r.summary.counts;
+    assert_eq!(c.arrived, c.completed + c.rejected + c.in_flight, "{c:?}");
+}
