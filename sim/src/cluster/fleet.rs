@@ -74,7 +74,13 @@ pub struct Fleet {
 /// at the start and in place of a failed one.
 pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
     let memory = p.memory();
-    let mut r = Replica::new(i, p.engine(), memory.kv_blocks, memory.block_bytes(), seed);
+    let mut r = Replica::new(
+        i,
+        &p.replica.engine_plan,
+        memory.kv_blocks,
+        memory.block_bytes(),
+        seed,
+    );
     r.set_kv_groups(memory.kv_groups);
     if p.role == PoolRole::Prefill {
         r.set_prefill_only();

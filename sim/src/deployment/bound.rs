@@ -68,10 +68,8 @@ pub fn bound(s: &Scenario, rate: f64) -> OptionBound {
     };
     let least_prompt = least(prompt);
     let least_output = least(output);
-    let own;
     let pools: Vec<(PoolRole, u32, &ReplicaPlan)> = if !s.declares_pools() {
-        own = s.replica_plan();
-        vec![(PoolRole::Colocated, 1, &own)]
+        vec![(PoolRole::Colocated, 1, s.replica_plan())]
     } else {
         s.pools
             .iter()

@@ -115,6 +115,15 @@ pub struct DecodeRun {
 }
 
 impl DecodeRun {
+    /// No run in progress; closed-form steps allowed when `enabled`
+    /// (`EnginePlan::decode_runs`).
+    pub(super) fn new(enabled: bool) -> DecodeRun {
+        DecodeRun {
+            enabled,
+            ..DecodeRun::default()
+        }
+    }
+
     /// The decode context of the run's next step, `formed + 1`: each
     /// sequence's context then, summed (`ctx1` plus a token per sequence
     /// per step already formed).
@@ -137,11 +146,6 @@ impl DecodeRun {
 }
 
 impl Replica {
-    /// Lets this replica run decode-only steps in closed form.
-    pub fn enable_decode_runs(&mut self) {
-        self.run.enabled = true;
-    }
-
     /// Iterations this replica took in closed form so far.
     pub fn decode_run_steps(&self) -> u64 {
         self.run.steps
@@ -554,7 +558,7 @@ impl RunningSeq {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{engine, replica};
+    use super::super::tests::engine;
     use super::*;
     use crate::request::Request;
     use crate::time::SimTime;
@@ -568,10 +572,13 @@ mod tests {
     /// the shape, so a wrong shape shows).
     fn drive(runs: bool, block_size: u32, kv_blocks: u64) -> Drive {
         let e = engine(8, 4096, block_size);
-        let mut rep = replica(&e, kv_blocks);
-        if runs {
-            rep.enable_decode_runs();
-        }
+        let mut rep = Replica::new(
+            0,
+            crate::scenario::EnginePlan::resolve(&e, runs),
+            kv_blocks,
+            1024.0,
+            1,
+        );
         let mut reqs: Vec<Request> = (0..6)
             .map(|i| Request::new(SimTime(0), 20 + 7 * i, 30 + 11 * i))
             .collect();

@@ -31,7 +31,7 @@ use crate::attribution::Component;
 use crate::cost::BatchShape;
 use crate::kv::{BlockAllocator, PrefixCache};
 use crate::request::{Request, RequestId, Status};
-use crate::scenario::{EngineCfg, PreemptionMode};
+use crate::scenario::{EnginePlan, PreemptionMode};
 use crate::time::{Nanos, SimTime};
 use fairness::{FairnessPolicy, Fcfs, Waiting};
 use policy::BatchPolicy;
@@ -145,22 +145,27 @@ fn mark_completed(mix: &attribution::IterationMix, r: &mut Request, generated: u
 }
 
 impl Replica {
-    /// A replica with `kv_blocks` KV blocks of `block_bytes` bytes per GPU.
-    /// `seed` seeds its own random streams (speculative acceptance).
+    /// A replica of `engine` with `kv_blocks` KV blocks of `block_bytes`
+    /// bytes per GPU. `seed` seeds its own random streams (speculative
+    /// acceptance). A simulation builds it from its pool's
+    /// [`EnginePlan`](crate::scenario::EnginePlan); a live engine may pass
+    /// its `[engine]` settings, resolved on the way in (stepped: no decode
+    /// runs).
     pub fn new(
         id: u32,
-        engine: &EngineCfg,
+        engine: impl Into<EnginePlan>,
         kv_blocks: u64,
         block_bytes: f64,
         seed: u64,
     ) -> Replica {
+        let engine: EnginePlan = engine.into();
         let swap_capacity_blocks = if block_bytes > 0.0 {
             (engine.swap_space_gib * crate::catalog::GIB / block_bytes) as u64
         } else {
             0
         };
         let speculation = engine
-            .speculative
+            .speculation
             .as_ref()
             .map(|sp| Speculation::new(sp, seed, id));
         let cfg = SchedConfig {
@@ -174,7 +179,7 @@ impl Replica {
             draft_tokens: speculation.as_ref().map_or(0, |s| s.draft_tokens()),
             prefill_only: false,
             kv_groups: None,
-            recv_interval: engine.scheduler_recv_interval.max(1),
+            recv_interval: engine.recv_interval.max(1),
         };
         let policy = policy::build(engine.policy);
         Replica {
@@ -194,7 +199,7 @@ impl Replica {
             last_finish: SimTime::ZERO,
             last_kv_change: SimTime::ZERO,
             stats: ReplicaStats::default(),
-            run: Default::default(),
+            run: decode_run::DecodeRun::new(engine.decode_runs),
         }
     }
 

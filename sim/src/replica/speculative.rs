@@ -22,7 +22,7 @@
 //! [`TARGET_SAMPLER_PASSES`] and [`DRAFT_SAMPLER_PASSES`].
 
 use crate::rng::{self, StreamRng};
-use crate::scenario::SpeculativeCfg;
+use crate::scenario::SpeculationPlan;
 use rand::Rng;
 
 /// The acceptance process of one replica, on its own seeded stream.
@@ -33,7 +33,7 @@ pub struct Speculation {
 }
 
 impl Speculation {
-    pub fn new(cfg: &SpeculativeCfg, seed: u64, replica: u32) -> Speculation {
+    pub fn new(cfg: &SpeculationPlan, seed: u64, replica: u32) -> Speculation {
         Speculation {
             k: cfg.num_draft_tokens,
             alpha: cfg.acceptance_rate,
@@ -68,12 +68,9 @@ mod tests {
     #[test]
     fn mean_accepted_tokens_matches_the_truncated_geometric_mean() {
         for (k, alpha) in [(4, 0.7), (2, 0.5), (8, 0.9), (3, 0.0)] {
-            let cfg = SpeculativeCfg {
+            let cfg = SpeculationPlan {
                 num_draft_tokens: k,
                 acceptance_rate: alpha,
-                draft_model: None,
-                draft_cost_fraction: Some(0.1),
-                draft_layers: None,
             };
             let mut s = Speculation::new(&cfg, 5, 0);
             let n = 400_000;

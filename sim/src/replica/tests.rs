@@ -1,5 +1,5 @@
 use super::*;
-use crate::scenario::BatchPolicyKind;
+use crate::scenario::{BatchPolicyKind, EngineCfg};
 
 pub fn engine(max_num_seqs: u32, max_batched_tokens: u32, block_size: u32) -> EngineCfg {
     EngineCfg {

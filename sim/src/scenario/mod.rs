@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 pub mod canary_cfg;
 mod canary_plan;
 pub use canary_plan::CanaryPlan;
+mod engine_plan;
+pub use engine_plan::{EnginePlan, SpeculationPlan};
 mod replica_plan;
 pub use replica_plan::ReplicaPlan;
 mod demand_plan;
@@ -679,6 +681,9 @@ pub struct Scenario {
     pub batching: Option<String>,
     /// What one of its replicas can ever serve, decided at resolution.
     pub limits: ServeLimits,
+    /// Its replicas as resolved (in a fleet with declared pools, the
+    /// parent's keys without a pool's overrides; each pool holds its own).
+    pub replica: ReplicaPlan,
     /// The pools, each resolved as a scenario of its own: the
     /// `[[fleet.pools]]`, or one implicit pool of the whole fleet (empty
     /// only in a pool's own scenario).

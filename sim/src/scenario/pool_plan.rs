@@ -126,7 +126,7 @@ fn plan(
         region,
         declared,
         life_seed,
-        replica: s.replica_plan(),
+        replica: s.replica_plan().clone(),
         routing: s.routing_plan(),
         lifecycle: s.file.lifecycle.clone(),
         autoscale: s.file.autoscale.clone(),

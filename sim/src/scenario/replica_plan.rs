@@ -6,7 +6,7 @@
 //! decodes speculatively. Built once per pool at resolution, so every model
 //! object receives its cost model rather than choosing one.
 
-use super::{EngineCfg, Scenario, ServeLimits};
+use super::{EngineCfg, EnginePlan, Scenario, ScenarioFile, ServeLimits};
 use crate::catalog::{Dtype, HardwareSpec, ModelArch};
 use crate::cost::comm::CommChoice;
 use crate::cost::speculative::{DraftCost, SpeculativeCost};
@@ -29,8 +29,11 @@ pub struct ReplicaPlan {
     pub parallel: Parallelism,
     /// Weights, KV blocks and their size on each GPU.
     pub memory: MemoryPlan,
-    /// The engine's settings (`[engine]` with the pool's overrides).
+    /// The engine's settings (`[engine]` with the pool's overrides), which
+    /// its cost model reads (runtime, collectives, speculation's draft).
     pub engine: EngineCfg,
+    /// Its scheduler, resolved from them: what a `Replica` is built from.
+    pub engine_plan: EnginePlan,
     /// The calibration profile that prices it, with its resolved path.
     pub profile: Option<(String, Arc<Profile>)>,
     /// What it can ever serve.
@@ -47,24 +50,9 @@ pub struct ReplicaPlan {
 
 impl Scenario {
     /// The replica this scenario's settings resolve to (see
-    /// [`ReplicaPlan`]).
-    pub fn replica_plan(&self) -> ReplicaPlan {
-        let f = &self.file.fleet;
-        ReplicaPlan {
-            model: self.model.clone(),
-            hardware: self.hardware.clone(),
-            weight_dtype: self.weight_dtype,
-            kv_dtype: self.kv_dtype,
-            parallel: self.parallel,
-            memory: self.memory.clone(),
-            engine: self.file.engine.clone(),
-            profile: self.profile.clone(),
-            limits: self.limits,
-            tensor_parallel: f.tensor_parallel,
-            expert_popularity_skew: f.expert_popularity_skew,
-            eplb: f.eplb,
-            num_redundant_experts: f.num_redundant_experts,
-        }
+    /// [`ReplicaPlan`]), resolved once with the scenario.
+    pub fn replica_plan(&self) -> &ReplicaPlan {
+        &self.replica
     }
 
     /// The roofline cost model of this scenario's replicas
@@ -88,6 +76,39 @@ impl Scenario {
 }
 
 impl ReplicaPlan {
+    /// The replica `file` describes, with what resolution made of its
+    /// model, hardware, layout, memory, profile and limits.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn resolve(
+        file: &ScenarioFile,
+        model: &ModelArch,
+        hardware: &HardwareSpec,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        parallel: Parallelism,
+        memory: &MemoryPlan,
+        profile: &Option<(String, Arc<Profile>)>,
+        limits: ServeLimits,
+    ) -> ReplicaPlan {
+        let f = &file.fleet;
+        ReplicaPlan {
+            model: model.clone(),
+            hardware: hardware.clone(),
+            weight_dtype,
+            kv_dtype,
+            parallel,
+            memory: memory.clone(),
+            engine: file.engine.clone(),
+            engine_plan: EnginePlan::resolve(&file.engine, file.engine.decode_runs),
+            profile: profile.clone(),
+            limits,
+            tensor_parallel: f.tensor_parallel,
+            expert_popularity_skew: f.expert_popularity_skew,
+            eplb: f.eplb,
+            num_redundant_experts: f.num_redundant_experts,
+        }
+    }
+
     /// GPUs of one replica.
     pub fn gpus(&self) -> u32 {
         self.parallel.gpus()

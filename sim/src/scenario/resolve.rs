@@ -571,8 +571,20 @@ impl Scenario {
                 .kv_blocks
                 .saturating_sub(file.engine.pinned_prefix_blocks),
         };
+        let replica = ReplicaPlan::resolve(
+            &file,
+            &model,
+            &hardware,
+            weight_dtype,
+            kv_dtype,
+            parallel,
+            &memory,
+            &profile,
+            limits,
+        );
         Ok(Scenario {
             limits,
+            replica,
             pools: Vec::new(),
             origin: origin.to_string(),
             model,

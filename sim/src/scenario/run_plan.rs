@@ -1,6 +1,6 @@
 //! The run's own slice of the plan: what the simulation's handlers read of
 //! a scenario beside the models' slices (sampling, the records' columns,
-//! arrivals' block hashes, decode runs), resolved once from the file so that
+//! arrivals' block hashes), resolved once from the file so that
 //! a handler reads no configuration while the run goes.
 
 use super::{ArrivalCfg, Scenario, SloCfg, SloTargets, TimeseriesMode, WorkloadCfg};
@@ -13,9 +13,6 @@ pub struct RunPlan {
     /// `[metrics] attribution`: requests carry latency components, and
     /// `requests.csv` their `attr_*` columns.
     pub attribution: bool,
-    /// `[engine] decode_runs`: decode-only iterations advance in closed
-    /// form (a debugging switch; the outputs are the same either way).
-    pub decode_runs: bool,
     /// `[engine] prefix_caching`: arrivals' block hashes are turned into
     /// the engine's blocks of `block_size` tokens.
     pub prefix_caching: bool,
@@ -67,7 +64,6 @@ impl Scenario {
         RunPlan {
             timeseries: f.metrics.timeseries,
             attribution: f.metrics.attribution,
-            decode_runs: f.engine.decode_runs,
             prefix_caching: f.engine.prefix_caching,
             block_size: f.engine.block_size,
             slo: f.slo.as_ref().map(SloCfg::targets),

@@ -315,6 +315,15 @@ fn grid_scenario(c: &GridCase, dir: &std::path::Path) -> Scenario {
     Scenario::from_toml_str(&toml, &dir.join("g.toml").to_string_lossy()).unwrap()
 }
 
+/// `s` resolved again with `[engine] decode_runs = runs` (the plan holds
+/// the switch, so the file is edited and resolved, as `--step-by-step`
+/// does).
+fn stepping(s: &Scenario, runs: bool) -> Scenario {
+    let mut f = s.file.clone();
+    f.engine.decode_runs = runs;
+    Scenario::from_file(f, &s.origin).unwrap()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -323,12 +332,10 @@ proptest! {
         let text = toml(&c);
         let s = Scenario::from_toml_str(&text, "p.toml");
         prop_assume!(s.is_ok(), "{}", s.err().map(|e| e.to_string()).unwrap_or_default());
-        let mut s = s.unwrap();
+        let s = s.unwrap();
         for streamed in [false, true] {
-            s.file.engine.decode_runs = false;
-            let steps = files(&s, false, streamed);
-            s.file.engine.decode_runs = true;
-            let runs = files(&s, false, streamed);
+            let steps = files(&stepping(&s, false), false, streamed);
+            let runs = files(&stepping(&s, true), false, streamed);
             prop_assert_eq!(steps.len(), runs.len());
             for ((a, x), (b, y)) in steps.iter().zip(&runs) {
                 prop_assert_eq!(a, b);
@@ -343,12 +350,10 @@ proptest! {
     #[test]
     fn decode_runs_keep_ties_on_a_grid(c in grid_case()) {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = grid_scenario(&c, dir.path());
+        let s = grid_scenario(&c, dir.path());
         for streamed in [false, true] {
-            s.file.engine.decode_runs = false;
-            let steps = files(&s, true, streamed);
-            s.file.engine.decode_runs = true;
-            let runs = files(&s, true, streamed);
+            let steps = files(&stepping(&s, false), true, streamed);
+            let runs = files(&stepping(&s, true), true, streamed);
             prop_assert_eq!(steps.len(), runs.len());
             for ((a, x), (b, y)) in steps.iter().zip(&runs) {
                 prop_assert_eq!(a, b);

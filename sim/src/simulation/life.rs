@@ -452,13 +452,10 @@ impl Simulation<'_> {
         let pool = &self.scenario.pools[self.fleet.pool_of(r)];
         let ids: Vec<RequestId> = self.replicas[r].unfinished().collect();
         let mut fresh = crate::cluster::fleet::replica(pool, r as u32, self.plan.seed);
-        // The replacement runs under the same run-wide switches as the
+        // The replacement runs under the same run-wide switch as the
         // replicas built at the start (`Simulation::with_cost_models`).
         if !self.plan.attribution {
             fresh.disable_attribution();
-        }
-        if self.plan.decode_runs {
-            fresh.enable_decode_runs();
         }
         self.tenancy.install(std::slice::from_mut(&mut fresh));
         let mut old = std::mem::replace(&mut self.replicas[r], fresh);

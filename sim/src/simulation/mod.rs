@@ -257,9 +257,6 @@ impl<'a> Simulation<'a> {
         if !plan.attribution {
             replicas.iter_mut().for_each(Replica::disable_attribution);
         }
-        if plan.decode_runs {
-            replicas.iter_mut().for_each(Replica::enable_decode_runs);
-        }
         let cost = &costs[0];
         let mut tenancy = Tenancy::new(&scenario.tenants_plan());
         tenancy.install(&mut replicas);
