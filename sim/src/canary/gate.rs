@@ -8,7 +8,7 @@
 //! A request counts in the window it ended in, as a Prometheus histogram
 //! observes a request when it completes.
 
-use crate::scenario::canary_cfg::{CanaryCfg, ToleranceCfg};
+use crate::scenario::{GatePlan, Tolerance};
 use crate::workload::trace::stats::quantile_sorted;
 use serde::Serialize;
 
@@ -88,15 +88,15 @@ pub struct MetricCheck {
 pub struct Gate {
     pub percentile: f64,
     pub min_samples: u64,
-    pub tolerance: ToleranceCfg,
+    pub tolerance: Tolerance,
 }
 
 impl Gate {
-    pub fn new(c: &CanaryCfg) -> Gate {
+    pub fn new(c: &GatePlan) -> Gate {
         Gate {
             percentile: c.percentile,
             min_samples: c.min_samples as u64,
-            tolerance: c.tolerance.clone(),
+            tolerance: c.tolerance,
         }
     }
 
@@ -186,7 +186,7 @@ mod tests {
         Gate {
             percentile: 99.0,
             min_samples: min,
-            tolerance: ToleranceCfg::default(),
+            tolerance: Tolerance::resolve(&Default::default()),
         }
     }
 

@@ -29,8 +29,7 @@
 pub mod gate;
 pub mod report;
 
-use crate::scenario::canary_cfg::CanaryCfg;
-use crate::scenario::CanaryPlan;
+use crate::scenario::{CanaryPlan, CanaryStep};
 use crate::time::SimTime;
 use gate::{Gate, Verdict, Window};
 use report::{Action, CanaryReport, Decision, VersionReport, WeightChange};
@@ -48,7 +47,14 @@ enum Phase {
 
 /// The state of one rollout during a run.
 pub struct Canary {
-    cfg: CanaryCfg,
+    /// When the rollout begins.
+    start: SimTime,
+    steps: Vec<CanaryStep>,
+    max_failed_checks: u32,
+    /// The versions' names as `[canary]` gives them (for the report).
+    baseline: String,
+    canary: String,
+    control: Option<String>,
     gate: Gate,
     /// Pool indices (into `Scenario::pools`) of the versions: the baseline,
     /// the canary and, with `control`, the control.
@@ -80,7 +86,13 @@ impl Canary {
     pub fn new(plan: &CanaryPlan) -> Canary {
         let n = plan.pools.len();
         Canary {
-            gate: Gate::new(&plan.cfg),
+            start: plan.start,
+            steps: plan.steps.clone(),
+            max_failed_checks: plan.max_failed_checks,
+            baseline: plan.baseline.clone(),
+            canary: plan.canary.clone(),
+            control: plan.control.clone(),
+            gate: Gate::new(&plan.gate),
             windows: vec![Window::default(); n],
             versions: plan
                 .names
@@ -98,13 +110,12 @@ impl Canary {
             failed: 0,
             decisions: Vec::new(),
             weights: Vec::new(),
-            cfg: plan.cfg.clone(),
         }
     }
 
     /// When the rollout begins (its first event).
     pub fn start(&self) -> SimTime {
-        SimTime::from_secs_f64(self.cfg.start_s)
+        self.start
     }
 
     /// The version (0 baseline, 1 canary, 2 control) a request with `key`
@@ -170,7 +181,7 @@ impl Canary {
     }
 
     fn hold_of(&self, step: usize) -> crate::time::Nanos {
-        crate::time::secs_to_nanos(self.cfg.steps[step].hold_s).max(1)
+        self.steps[step].hold
     }
 
     /// The rollout's event at `now`: the start, or a gate at the end of a
@@ -179,7 +190,7 @@ impl Canary {
         let step = match self.phase {
             Phase::Waiting => {
                 self.phase = Phase::Step(0);
-                self.set_weight(self.cfg.steps[0].weight, now);
+                self.set_weight(self.steps[0].weight, now);
                 self.window_start = now;
                 self.windows.iter_mut().for_each(Window::clear);
                 return Some(now.plus(self.hold_of(0)));
@@ -194,14 +205,14 @@ impl Canary {
         let (can, rest) = tail.split_at_mut(1);
         let base = rest.first_mut().unwrap_or(&mut head[0]);
         let (verdict, checks) = self.gate.judge(base, &mut can[0]);
-        let last = step + 1 == self.cfg.steps.len();
+        let last = step + 1 == self.steps.len();
         let (action, next_step) = match verdict {
             Verdict::Pass if last => (Action::Promote, None),
             Verdict::Pass => (Action::Advance, Some(step + 1)),
             Verdict::TooFewSamples => (Action::Extend, Some(step)),
             Verdict::Fail => {
                 self.failed += 1;
-                if self.failed >= self.cfg.max_failed_checks {
+                if self.failed >= self.max_failed_checks {
                     (Action::RollBack, None)
                 } else {
                     (Action::Hold, Some(step))
@@ -211,7 +222,7 @@ impl Canary {
         let next_weight = match (action, next_step) {
             (Action::Promote, _) => 100,
             (Action::RollBack, _) => 0,
-            (_, Some(s)) => self.cfg.steps[s].weight,
+            (_, Some(s)) => self.steps[s].weight,
             (_, None) => unreachable!("a step follows every other action"),
         };
         self.decisions.push(Decision {
@@ -261,16 +272,16 @@ impl Canary {
             v.in_flight = v.requests.saturating_sub(v.completed + v.rejected);
         }
         CanaryReport {
-            baseline: self.cfg.baseline.clone(),
-            canary: self.cfg.canary.clone(),
-            control: self.cfg.control.clone(),
+            baseline: self.baseline.clone(),
+            canary: self.canary.clone(),
+            control: self.control.clone(),
             outcome: outcome.to_string(),
             outcome_at_s: at,
             final_weight: self.weight,
-            percentile: self.cfg.percentile,
-            min_samples: self.cfg.min_samples,
-            max_failed_checks: self.cfg.max_failed_checks,
-            tolerance: self.cfg.tolerance.clone(),
+            percentile: self.gate.percentile,
+            min_samples: self.gate.min_samples as u32,
+            max_failed_checks: self.max_failed_checks,
+            tolerance: self.gate.tolerance,
             decisions: self.decisions.clone(),
             weights: self.weights.clone(),
             versions,

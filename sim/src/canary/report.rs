@@ -4,7 +4,7 @@
 //! `canary_weight` column of timeseries.csv).
 
 use super::gate::{MetricCheck, Verdict};
-use crate::scenario::canary_cfg::ToleranceCfg;
+use crate::scenario::Tolerance;
 use crate::time::SimTime;
 use serde::Serialize;
 
@@ -95,7 +95,7 @@ pub struct CanaryReport {
     pub percentile: f64,
     pub min_samples: u32,
     pub max_failed_checks: u32,
-    pub tolerance: ToleranceCfg,
+    pub tolerance: Tolerance,
     pub decisions: Vec<Decision>,
     pub weights: Vec<WeightChange>,
     /// Baseline first, then the canary, then the control if any.

@@ -25,8 +25,8 @@ pub mod source;
 
 use crate::replica::Replica;
 use crate::request::{Request, RequestId, Status};
-use crate::scenario::{RegionCfg, RegionsPlan};
-use crate::time::{secs_to_nanos, Nanos};
+use crate::scenario::{RegionPlan, RegionsPlan};
+use crate::time::Nanos;
 use records::RegionRecords;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 pub struct Regions {
     names: Vec<String>,
     /// Each region's name, demand shift and GPU price (for its report).
-    regions: Vec<RegionCfg>,
+    regions: Vec<RegionPlan>,
     /// Pool names, by pool index (for the report).
     pool_names: Vec<String>,
     /// Replica range of each region (its pools are contiguous).
@@ -66,7 +66,7 @@ impl Regions {
             pool_names: plan.pool_names.clone(),
             ranges: plan.ranges.clone(),
             pools: plan.pools.clone(),
-            rtt: secs_to_nanos(o.rtt_ms / 1e3),
+            rtt: o.rtt,
             enabled: o.enabled,
             queue_threshold: o.queue_threshold,
             kv_threshold: o.kv_threshold,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub mod canary_cfg;
 mod canary_plan;
-pub use canary_plan::CanaryPlan;
+pub use canary_plan::{CanaryPlan, CanaryStep, GatePlan, Tolerance};
 mod engine_plan;
 pub use engine_plan::{EnginePlan, SpeculationPlan};
 mod replica_plan;
@@ -39,7 +39,7 @@ mod pools_cfg;
 pub mod ranges;
 mod regions_cfg;
 mod regions_plan;
-pub use regions_plan::RegionsPlan;
+pub use regions_plan::{OverflowPlan, RegionPlan, RegionsPlan};
 mod resolve;
 pub use resolve::Overrides;
 mod routing_plan;
