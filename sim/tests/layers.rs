@@ -8,12 +8,13 @@
 //! only shrinks. No circle of modules that import each other is allowed:
 //! within a floor, imports go one way.
 //!
-//! Three more rules of the floors are checked here: `simulation/`'s handler
+//! Four more rules of the floors are checked here: `simulation/`'s handler
 //! modules import by name (no `use super::*`); the raw TOML of a scenario
 //! (`s.file`, `scenario.file`) is read nowhere outside `scenario/` and
-//! `config/`; and no type of the model floor holds a `Scenario` or its
+//! `config/`; no type of the model floor holds a `Scenario` or its
 //! `ScenarioFile` (a model is built from its slice of the plan and keeps
-//! what it needs).
+//! what it needs); and no type of the model or run floor holds a
+//! configuration type (a `…Cfg`), but the resolved values of its slice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -485,11 +486,21 @@ fn no_raw_scenario_read_outside_the_plan() {
 /// The fields of the structs in `code` whose type names `Scenario` or
 /// `ScenarioFile`, as `Struct.field` (`Struct.0` for a tuple struct's).
 fn scenario_fields(code: &str) -> Vec<String> {
+    fields_naming(code, |w| w == "Scenario" || w == "ScenarioFile")
+}
+
+/// The fields of the structs in `code` whose type names a configuration
+/// type (a `…Cfg`: the serde types of a scenario's keys), as
+/// `Struct.field`.
+fn config_fields(code: &str) -> Vec<String> {
+    fields_naming(code, |w| w.len() > 3 && w.ends_with("Cfg"))
+}
+
+/// The fields of the structs in `code` whose type names a word `named`
+/// accepts, as `Struct.field` (`Struct.0` for a tuple struct's).
+fn fields_naming(code: &str, named: impl Fn(&str) -> bool) -> Vec<String> {
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let names_scenario = |ty: &str| {
-        ty.split(|c: char| !ident(c))
-            .any(|w| w == "Scenario" || w == "ScenarioFile")
-    };
+    let names_scenario = |ty: &str| ty.split(|c: char| !ident(c)).any(&named);
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(i) = rest.find("struct ") {
@@ -582,6 +593,82 @@ fn no_model_type_holds_a_scenario() {
         "model types holding a Scenario (keep their slice of the plan instead):\n  {}",
         held.join("\n  ")
     );
+}
+
+/// Model and run types that still keep a configuration type, as
+/// `file (relative to src): Struct.field`: the list only shrinks (the test
+/// fails on an entry that no longer matches), as [`ALLOWED`] does.
+const CFG_HELD_ALLOWED: &[&str] = &[
+    "cluster/disagg.rs: LinkModel.cfg",
+    "cluster/router/prefix_affinity.rs: PrefixAffinity.cfg",
+    "cluster/router/weighted.rs: Weighted.w",
+    "tenancy/mod.rs: Tenancy.fairness",
+    "tenancy/mod.rs: Tenancy.retry",
+    "workload/shared_prefix.rs: SharedPrefix.cfg",
+];
+
+/// Rebuilt from their slice of the plan, models and the run keep resolved
+/// values, not the serde types of the scenario's keys: no type of the model
+/// or run floor holds a `…Cfg` (a config type read while the run goes is
+/// configuration read after resolution).
+#[test]
+fn no_model_or_run_type_holds_a_configuration_type() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let tests = test_only(&files);
+    let mut held = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        if !matches!(
+            floor_of(&module).map(|(_, name)| name),
+            Some("model" | "run")
+        ) || rel.file_name().is_some_and(|n| n == "tests.rs")
+            || path.ancestors().any(|a| tests.contains(a))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("source file");
+        for f in config_fields(&library_code(&text)) {
+            held.push(format!("{}: {f}", rel.display()));
+        }
+    }
+    let fresh: Vec<&String> = held
+        .iter()
+        .filter(|h| !CFG_HELD_ALLOWED.contains(&h.as_str()))
+        .collect();
+    let gone: Vec<&&str> = CFG_HELD_ALLOWED
+        .iter()
+        .filter(|a| !held.iter().any(|h| h == **a))
+        .collect();
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        eprintln!("configuration types held:\n  {}", held.join("\n  "));
+    }
+    assert!(
+        fresh.is_empty(),
+        "model or run types holding a configuration type (keep resolved values from \
+         their slice of the plan, built in scenario/):\n  {}",
+        fresh
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
+    assert!(
+        gone.is_empty(),
+        "CFG_HELD_ALLOWED entries that no longer match (remove them):\n  {}",
+        gone.iter().map(|s| **s).collect::<Vec<_>>().join("\n  ")
+    );
+}
+
+#[test]
+fn the_field_reader_sees_configuration_types() {
+    let code = "pub struct A { cfg: CanaryCfg, plan: CanaryPlan, n: Option<EngineCfg> }\n\
+                struct B(Vec<RegionCfg>, Cfg);";
+    assert_eq!(config_fields(code), ["A.cfg", "A.n", "B.0"]);
 }
 
 /// The plan's slices (`scenario/*_plan.rs`: `PoolPlan`, `ReplicaPlan`,
