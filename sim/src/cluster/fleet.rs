@@ -76,7 +76,7 @@ pub fn replica(p: &PoolPlan, i: u32, seed: u64) -> Replica {
     let memory = p.memory();
     let mut r = Replica::new(
         i,
-        &p.replica.engine_plan,
+        p.replica.engine_plan,
         memory.kv_blocks,
         memory.block_bytes(),
         seed,
