@@ -146,6 +146,12 @@ impl DecodeRun {
 }
 
 impl Replica {
+    /// Whether this replica may take decode-only steps in closed form (its
+    /// engine plan's `decode_runs`).
+    pub fn decode_runs(&self) -> bool {
+        self.run.enabled
+    }
+
     /// Iterations this replica took in closed form so far.
     pub fn decode_run_steps(&self) -> u64 {
         self.run.steps

@@ -362,3 +362,27 @@ proptest! {
         }
     }
 }
+
+/// A run's replicas take decode runs as their pool's engine plan says, at
+/// the start and in place of a failed one (`cluster::fleet::replica`), and
+/// none once the scenario is resolved step by step.
+#[test]
+fn replicas_take_decode_runs_from_their_pools_plan() {
+    let text = "name = \"d\"\n[horizon]\nrequests = 10\n[model]\npreset = \"llama-3.1-8b\"\n\
+                [hardware]\npreset = \"h100-sxm\"\n\
+                [workload]\narrival = { process = \"poisson\", rate = 1 }\n\
+                prompt_tokens = { dist = \"fixed\", value = 100 }\n\
+                output_tokens = { dist = \"fixed\", value = 10 }\n\
+                [[fleet.pools]]\nname = \"a\"\nreplicas = 2\n\
+                [[fleet.pools]]\nname = \"b\"\nreplicas = 1\n\
+                engine = { decode_runs = false }\n";
+    let s = Scenario::from_toml_str(text, "d.toml").unwrap();
+    let sim = Simulation::new(&s);
+    let on: Vec<bool> = sim.replicas.iter().map(|r| r.decode_runs()).collect();
+    assert_eq!(on, [true, true, false]);
+    let fresh = crate::cluster::fleet::replica(&s.pools[0], 1, 0);
+    assert!(fresh.decode_runs());
+    let stepped = stepping(&s, false);
+    let sim = Simulation::new(&stepped);
+    assert!(sim.replicas.iter().all(|r| !r.decode_runs()));
+}
