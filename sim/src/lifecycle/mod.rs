@@ -32,8 +32,7 @@ pub use report::{
 };
 
 use crate::rng::{self, StreamRng};
-use crate::scenario::lifecycle_cfg::{AutoscaleCfg, FailureCfg, LifecycleCfg};
-use crate::scenario::GivenFailure;
+use crate::scenario::{GivenFailure, LifeUnitPlan};
 use crate::time::{secs_to_nanos, Nanos, SimTime};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -188,17 +187,15 @@ pub struct ReplicaLifecycle {
 }
 
 impl ReplicaLifecycle {
-    /// The life cycle of `slots` replica slots of which `start` serve at
-    /// t = 0 and the standby pool is warm. `weight_bytes` is what one
-    /// replica loads (all its GPUs' shards).
-    pub fn new(
-        lc: &LifecycleCfg,
-        auto: Option<&AutoscaleCfg>,
-        failures: Option<&FailureCfg>,
-        start: u32,
-        weight_bytes: f64,
-        seed: u64,
-    ) -> ReplicaLifecycle {
+    /// The life cycle of a pool's `plan`: its slots (the autoscaler's
+    /// maximum plus the standby pool), of which `start` serve at t = 0 and
+    /// the standby pool is warm; a cold start loads `weight_bytes` (all of
+    /// a replica's GPUs' shards).
+    pub fn new(plan: &LifeUnitPlan) -> ReplicaLifecycle {
+        let lc = &plan.lifecycle;
+        let auto = plan.autoscale.as_ref();
+        let failures = plan.failures.as_ref();
+        let (start, weight_bytes, seed) = (plan.start, plan.weight_bytes, plan.seed);
         let max = auto
             .and_then(|a| a.max_replicas)
             .unwrap_or(start)

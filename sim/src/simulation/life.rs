@@ -57,14 +57,7 @@ impl Unit {
     fn new(p: &LifeUnitPlan) -> Unit {
         let lc = &p.lifecycle;
         let auto = p.autoscale.as_ref();
-        let fleet = ReplicaLifecycle::new(
-            lc,
-            auto,
-            p.failures.as_ref(),
-            p.start,
-            p.weight_bytes,
-            p.seed,
-        );
+        let fleet = ReplicaLifecycle::new(p);
         let scrape = auto.map_or(15.0, |a| a.scrape_interval_s);
         Unit {
             busy_at_scrape: vec![0; fleet.slots()],
