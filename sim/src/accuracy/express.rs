@@ -572,10 +572,16 @@ fn workload(
     let mut w = Table::new();
     let mut arrival = Table::new();
     let cap = settings.max_requests.max(1);
+    // A base scenario's own ramp-up survives the point's workload (a 0
+    // starts the users together, in lockstep; see `compare::stagger`).
+    let base_ramp = keypath::get(t, "workload.arrival.ramp_up_s").cloned();
     let requests = match *load {
         Load::Concurrency { users } => {
             arrival.insert("process".into(), "closed".into());
             arrival.insert("users".into(), i64::from(users).into());
+            if let Some(r) = base_ramp {
+                arrival.insert("ramp_up_s".into(), r);
+            }
             let wanted = point.requests.unwrap_or(10 * u64::from(users));
             wanted.min(cap.max(4 * u64::from(users)))
         }

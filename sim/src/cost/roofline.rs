@@ -126,6 +126,14 @@ pub struct Roofline {
     pub(super) attention_extra_bytes: f64,
     /// Activation-quantization time per low-precision GEMM (0 otherwise).
     pub(super) quant_floor_s: f64,
+    /// Attention-projection parameters per GPU a checkpoint keeps
+    /// unquantized (gpt-oss's `modules_to_not_convert: self_attn`; 0
+    /// otherwise): they multiply at [`Self::unquantized_flops`] and their
+    /// two GEMMs (QKV, output) quantize no activations.
+    pub(super) unquantized_attention_params: f64,
+    /// The GEMM rate of the unquantized dtype (the router, and attention
+    /// kept unquantized), FLOP/s.
+    pub(super) unquantized_flops: f64,
 }
 
 impl Roofline {
@@ -279,6 +287,12 @@ impl Roofline {
             memo: TokenMemo::default(),
             kinds: KindMix::new(model, hw, atp),
             quant_floor_s: activation_quant_s(weight_dtype, native),
+            unquantized_attention_params: if model.attention_unquantized {
+                model.attention_params_per_gpu(atp)
+            } else {
+                0.0
+            },
+            unquantized_flops: hw.peak_flops(unquantized) * GEMM_EFFICIENCY,
             attention_extra_bytes: if model.attention_unquantized {
                 model.attention_params_per_gpu(atp)
                     * (unquantized.bytes() - weight_dtype.weight_bytes())
@@ -292,13 +306,26 @@ impl Roofline {
     /// tokens on one GPU: compute, memory and kernel-floor parts.
     #[inline]
     pub(super) fn dense_gemm(&self, tokens: f64) -> GemmTime {
+        let unq = self.unquantized_attention_params;
         GemmTime {
-            compute: 2.0 * tile_rows(tokens) * self.layer_params / self.gemm_flops,
+            compute: 2.0 * tile_rows(tokens) * (self.layer_params - unq) / self.gemm_flops
+                + 2.0 * tile_rows(tokens) * unq / self.unquantized_flops,
             memory: (self.layer_params * self.weight_bytes_per_param
                 + self.attention_extra_bytes
                 + tokens * self.hidden * ACTIVATION_BYTES * 4.0)
                 / (self.mem_bw * MEMORY_EFFICIENCY),
-            floor: GEMMS_PER_LAYER * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
+            floor: GEMMS_PER_LAYER * GEMM_KERNEL_FLOOR_S
+                + (GEMMS_PER_LAYER - self.unquantized_attention_gemms()) * self.quant_floor_s,
+        }
+    }
+
+    /// GEMMs of a layer's attention (QKV, output) that run unquantized.
+    #[inline]
+    fn unquantized_attention_gemms(&self) -> f64 {
+        if self.unquantized_attention_params > 0.0 {
+            2.0
+        } else {
+            0.0
         }
     }
 
@@ -328,7 +355,11 @@ impl Roofline {
         // group's rows, padded to tiles; the routed experts' grouped GEMMs
         // spread their rows over many experts' tiles, which we leave unpadded
         // (no per-expert row counts are modelled).
-        let flops = 2.0 * tile_rows(tokens) * (self.moe_fixed_params + self.router_params);
+        // The router (and attention a checkpoint keeps unquantized) runs
+        // in the unquantized dtype; the rest at the weight dtype's rate.
+        let unq = self.unquantized_attention_params;
+        let flops = 2.0 * tile_rows(tokens) * (self.moe_fixed_params - unq);
+        let unquantized_flops = 2.0 * tile_rows(tokens) * (unq + self.router_params);
         let expert_flops = 2.0 * expert_copies * self.expert_params;
         let bytes = self.moe_fixed_params * self.weight_bytes_per_param
             + self.router_params * self.unquantized_bytes_per_param
@@ -340,11 +371,15 @@ impl Roofline {
             // The routed experts' grouped GEMMs (fused MoE kernels) reach
             // less of the roofs than plain GEMMs (`gemm::MOE_EXPERT_*`).
             compute: flops / self.gemm_flops
+                + unquantized_flops / self.unquantized_flops
                 + expert_flops / (self.gemm_flops * MOE_EXPERT_COMPUTE_SCALE),
             memory: bytes / (self.mem_bw * MEMORY_EFFICIENCY)
                 + expert_bytes / (self.mem_bw * MOE_EXPERT_MEMORY_EFFICIENCY),
-            // Router, attention and expert grouped GEMMs: the dense layer's count.
-            floor: (GEMMS_PER_LAYER + 1.0) * (GEMM_KERNEL_FLOOR_S + self.quant_floor_s),
+            // Router, attention and expert grouped GEMMs: the dense layer's
+            // count and one; the router (and attention kept unquantized)
+            // quantizes no activations.
+            floor: (GEMMS_PER_LAYER + 1.0) * GEMM_KERNEL_FLOOR_S
+                + (GEMMS_PER_LAYER - self.unquantized_attention_gemms()) * self.quant_floor_s,
         }
     }
 
@@ -932,5 +967,47 @@ mod tests {
             at("llama-3.1-70b", "h200", 4, Dtype::Bf16, &prefill(8192)),
         );
         assert!(mx < bf && mx > 0.97 * bf, "{mx} {bf}");
+    }
+
+    #[test]
+    fn unquantized_attention_runs_at_the_bf16_rate_without_activation_quantization() {
+        // gpt-oss quantizes only its experts to MXFP4
+        // (`modules_to_not_convert: model.layers.*.self_attn, *.mlp.router`).
+        let (oss, _) = catalog::model("gpt-oss-120b").unwrap();
+        assert!(oss.attention_unquantized);
+        let mut all = oss.clone();
+        all.attention_unquantized = false;
+        let b200 = catalog::hardware("b200").unwrap();
+        let par = Parallelism::tensor(1);
+        let kept = Roofline::with_parallelism(&oss, &b200, Dtype::Mxfp4, Dtype::Bf16, &par);
+        let quant = Roofline::with_parallelism(&all, &b200, Dtype::Mxfp4, Dtype::Bf16, &par);
+        // One-token MoE layer: five GEMM floors, and activation quantization
+        // only before the experts' two grouped GEMMs (the router, QKV and
+        // output projections stay BF16), 2 × 2 µs instead of 4 × 2 µs.
+        let floor = |r: &Roofline| r.moe_gemm(1.0, 1.0).floor * 1e6;
+        assert!(
+            (floor(&kept) - (5.0 * 6.0 + 2.0 * 2.0)).abs() < 1e-9,
+            "{}",
+            floor(&kept)
+        );
+        assert!(
+            (floor(&quant) - (5.0 * 6.0 + 4.0 * 2.0)).abs() < 1e-9,
+            "{}",
+            floor(&quant)
+        );
+        // A 8192-token prefill: the attention projections multiply at
+        // 0.75 × B200's BF16 peak, not 0.40 × its FP4 peak.
+        let attn = oss.attention_params_per_gpu(1);
+        let (bf16, fp4) = (
+            b200.peak_flops(Dtype::Bf16) * GEMM_EFFICIENCY,
+            b200.peak_flops(Dtype::Mxfp4) * compute_efficiency(Dtype::Mxfp4, true),
+        );
+        let extra = 2.0 * 8192.0 * attn * (1.0 / bf16 - 1.0 / fp4);
+        let dc = kept.moe_gemm(8192.0, 8192.0).compute - quant.moe_gemm(8192.0, 8192.0).compute;
+        assert!((dc / extra - 1.0).abs() < 0.01, "{dc} vs {extra}");
+        // Without FP4 units nothing changes but the rate's source.
+        let h200 = catalog::hardware("h200").unwrap();
+        let kept = Roofline::with_parallelism(&oss, &h200, Dtype::Mxfp4, Dtype::Bf16, &par);
+        assert_eq!(kept.moe_gemm(1.0, 1.0).floor * 1e6, 30.0);
     }
 }

@@ -86,6 +86,16 @@ fn silicon_rows_run_their_engines_runtime_and_batching_with_spread_lengths() {
         get("workload.prompt_tokens.max").and_then(|v| v.as_integer()),
         Some(isl)
     );
+    // The users start together: no ramp-up unless a base scenario sets
+    // one, which survives the point's workload.
+    assert_eq!(get("workload.arrival.ramp_up_s"), None);
+    let mut base = default_base();
+    set(&mut base, "workload.arrival.ramp_up_s", 2.5);
+    let e = express(Some(&base), "test", &settings, &points[0]).unwrap();
+    assert_eq!(
+        keypath::get(&e.table, "workload.arrival.ramp_up_s").and_then(|v| v.as_float()),
+        Some(2.5)
+    );
     // A scenario's own runtime and policy win.
     let mut base = default_base();
     set(&mut base, "engine.runtime", "eager-2023");
