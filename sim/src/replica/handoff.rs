@@ -220,7 +220,7 @@ impl Replica {
             a.add(Component::KvTransfer, now.since(a.mark));
             self.st.attr.mix.enter_decode(r);
             r.attribution.mark = now;
-            self.st.running.push(s);
+            super::sched::push_running(&mut self.st.running, s);
         }
     }
 }

@@ -91,6 +91,19 @@ pub struct SchedConfig {
     pub recv_interval: u32,
 }
 
+/// Adds `s` to the running batch `running`, growing it by a quarter (at
+/// least eight slots) when it is full instead of doubling it. A batch keeps
+/// its largest size for the run, and a fleet of many replicas holds one
+/// each: on 10,000 replicas of about 70 sequences a doubled batch stops at
+/// 128 slots of 64 bytes, a quarter's growth near 90.
+#[inline]
+pub(super) fn push_running(running: &mut Vec<RunningSeq>, s: RunningSeq) {
+    if running.len() == running.capacity() {
+        running.reserve_exact(running.len() / 4 + 8);
+    }
+    running.push(s);
+}
+
 /// Queues and memory of one replica: what batch policies manipulate.
 pub struct SchedState {
     pub waiting: WaitingQueue,
@@ -670,7 +683,7 @@ impl SchedState {
                 decode: true,
                 ..s
             };
-            self.running.push(s);
+            push_running(&mut self.running, s);
             self.contribute(&s);
             resumed += 1;
         }
@@ -823,7 +836,7 @@ impl SchedState {
             fork_tokens,
             run_base: 0,
         };
-        self.running.push(s);
+        push_running(&mut self.running, s);
         self.contribute(&s);
         true
     }
