@@ -165,6 +165,21 @@ impl Default for Rare {
     }
 }
 
+impl Rare {
+    /// The rare fields of `spec`, in their box (out of line: the caller,
+    /// run once per arrival, stays small enough to inline).
+    #[inline(never)]
+    fn boxed(spec: RequestSpec) -> Box<Rare> {
+        Box::new(Rare {
+            session: spec.session,
+            prefix_hashes: spec.prefix_hashes,
+            pinnable_tokens: spec.pinnable_tokens,
+            samples: spec.samples.max(1),
+            kv_transfer: None,
+        })
+    }
+}
+
 impl Request {
     pub fn new(arrival: SimTime, prompt_tokens: u32, output_tokens: u32) -> Request {
         Request {
@@ -188,25 +203,20 @@ impl Request {
     }
 
     /// A request as a workload specified it, not yet routed.
+    #[inline]
     pub fn from_spec(spec: RequestSpec) -> Request {
         let mut r = Request::new(spec.arrival, spec.prompt_tokens, spec.output_tokens);
         r.tenant = spec.tenant;
         r.hash_block_tokens = spec.hash_block_tokens;
         r.region = spec.region;
-        // Tested field by field, before anything is built: most requests
-        // have none of them.
+        // Tested field by field, and the box made out of line: most requests
+        // have none of them, and this runs once per arrival.
         if spec.session != 0
             || !spec.prefix_hashes.is_empty()
             || spec.pinnable_tokens != 0
             || spec.samples > 1
         {
-            r.rare = Some(Box::new(Rare {
-                session: spec.session,
-                prefix_hashes: spec.prefix_hashes,
-                pinnable_tokens: spec.pinnable_tokens,
-                samples: spec.samples.max(1),
-                kv_transfer: None,
-            }));
+            r.rare = Some(Rare::boxed(spec));
         }
         r
     }
