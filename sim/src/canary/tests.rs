@@ -359,9 +359,14 @@ fn a_session_stays_on_one_version() {
     let mut side = std::collections::BTreeMap::new();
     let started = a.requests.iter().filter(|q| q.arrival > SimTime::ZERO);
     for q in started.filter(|q| q.replica != u32::MAX) {
-        assert_ne!(q.session, 0, "closed-loop requests carry their user");
+        assert_ne!(q.session(), 0, "closed-loop requests carry their user");
         let v = q.replica >= 2;
-        assert_eq!(*side.entry(q.session).or_insert(v), v, "user {}", q.session);
+        assert_eq!(
+            *side.entry(q.session()).or_insert(v),
+            v,
+            "user {}",
+            q.session()
+        );
     }
     let canary_users = side.values().filter(|&&v| v).count();
     assert!(side.len() >= 30, "{} users seen", side.len());

@@ -294,12 +294,13 @@ impl Fleet {
         }
         replicas[dec].bind_incoming();
         dg_observe(&mut self.groups[d.decode], dec, &replicas[dec]);
-        req.kv_transfer = Some(Box::new(TransferRecord {
+        let bytes = d.model.payload(req.prompt_tokens);
+        req.set_kv_transfer(TransferRecord {
             prefill_replica: pre as u32,
             decode_replica: dec as u32,
-            bytes: d.model.payload(req.prompt_tokens),
+            bytes,
             ..TransferRecord::default()
-        }));
+        });
         pre
     }
 
@@ -404,7 +405,7 @@ impl Fleet {
         for &id in &handed {
             let r = &mut reqs[id as usize];
             let started = r.first_scheduled.unwrap_or(now);
-            let rec = r.kv_transfer.as_mut().expect("handed off with a record");
+            let rec = r.kv_transfer_mut().expect("handed off with a record");
             rec.handoff = Some(now);
             rec.prefill_start = Some(started);
             let dec = rec.decode_replica as usize;
@@ -434,7 +435,7 @@ impl Fleet {
                 break;
             }
             d.inbound[dec].pop_front();
-            let rec = reqs[id as usize].kv_transfer.as_mut().expect("record");
+            let rec = reqs[id as usize].kv_transfer_mut().expect("record");
             rec.accepted = Some(now);
             let link = rec.prefill_replica as usize - d.prefill_first;
             let at = d.model.book(&mut d.links[link], rec, now);
@@ -465,7 +466,7 @@ impl Fleet {
         let d = self.disagg.as_mut().expect("transfers need disaggregation");
         let id = d.wire[slot as usize].take().expect("transfer on the wire");
         d.wire_free.push(slot);
-        let rec = reqs[id as usize].kv_transfer.as_mut().expect("record");
+        let rec = reqs[id as usize].kv_transfer_mut().expect("record");
         rec.done = Some(now);
         let (pre, dec) = (rec.prefill_replica as usize, rec.decode_replica as usize);
         d.bytes_received += rec.bytes;
@@ -497,7 +498,7 @@ impl Fleet {
         let mut on_wire = 0u64;
         for id in d.wire.iter().flatten() {
             let r = &reqs[*id as usize];
-            on_wire += r.kv_transfer.as_ref().map_or(0, |t| t.bytes);
+            on_wire += r.kv_transfer().map_or(0, |t| t.bytes);
         }
         if sent != d.bytes_received + on_wire {
             return Err(format!(
@@ -508,7 +509,7 @@ impl Fleet {
         let waiting = d.inbound.iter().flatten();
         for &id in d.wire.iter().flatten().chain(waiting) {
             let r = &reqs[id as usize];
-            let pre = r.kv_transfer.as_ref().map_or(0, |t| t.prefill_replica);
+            let pre = r.kv_transfer().map_or(0, |t| t.prefill_replica);
             if r.status != Status::InFlight || !replicas[pre as usize].unfinished().any(|x| x == id)
             {
                 return Err(format!(
@@ -519,7 +520,7 @@ impl Fleet {
         let bound: u64 = replicas.iter().map(|r| r.bound_incoming() as u64).sum();
         let moving = reqs
             .iter()
-            .filter(|r| r.status == Status::InFlight && r.kv_transfer.is_some())
+            .filter(|r| r.status == Status::InFlight && r.kv_transfer().is_some())
             .count() as u64;
         if bound > moving {
             return Err(format!(
@@ -770,7 +771,7 @@ pub struct TransferTimes {
 
 impl TransferTimes {
     pub fn add(&mut self, r: &Request) {
-        let Some(t) = &r.kv_transfer else { return };
+        let Some(t) = r.kv_transfer() else { return };
         if let (Some(h), Some(a)) = (t.handoff, t.accepted) {
             self.wait.push(a.since(h));
         }

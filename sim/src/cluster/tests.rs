@@ -63,7 +63,7 @@ fn disaggregated_run_moves_every_prompt_and_conserves_bytes() {
     assert_eq!(s.pools.len(), 2);
     assert_eq!(s.gpus, 4);
     for q in &r.requests {
-        let rec = q.kv_transfer.as_ref().unwrap();
+        let rec = q.kv_transfer().unwrap();
         // Prefilled on a prefill replica (0, 1), decoded on a decode one.
         assert!(rec.prefill_replica < 2 && q.replica >= 2, "{rec:?}");
         assert_eq!(rec.bytes, q.prompt_tokens as u64 * 131_072);
@@ -89,7 +89,7 @@ fn a_slower_link_delays_decoding_not_the_first_token() {
     // link places prompts differently; this one is saturated, and held KV
     // takes prefill memory, so TTFT is not the fast link's.)
     for q in fast.requests.iter().chain(&slow.requests) {
-        assert_eq!(q.first_token, q.kv_transfer.as_ref().unwrap().handoff);
+        assert_eq!(q.first_token, q.kv_transfer().unwrap().handoff);
     }
     let (f, s) = (&fast.summary, &slow.summary);
     let (tf, ts) = (
@@ -121,12 +121,12 @@ fn conditional_disaggregation_prefills_short_prompts_on_the_decode_replica() {
     let local = r
         .requests
         .iter()
-        .filter(|q| q.kv_transfer.is_none())
+        .filter(|q| q.kv_transfer().is_none())
         .count() as u64;
     assert_eq!(t.local_prefills, local);
     assert!(local > 50 && t.transfers > 50, "{t:?}");
     for q in &r.requests {
-        match &q.kv_transfer {
+        match q.kv_transfer() {
             None => assert!(q.prompt_tokens <= 6000 && q.replica >= 2),
             Some(_) => assert!(q.prompt_tokens > 6000),
         }
@@ -278,7 +278,7 @@ local_prefill_max_tokens = 1000
     let local: Vec<_> = r
         .requests
         .iter()
-        .filter(|q| q.kv_transfer.is_none())
+        .filter(|q| q.kv_transfer().is_none())
         .collect();
     let remote = r.requests.len() - local.len();
     // First turns (3000 new tokens) go through the prefill pool; most

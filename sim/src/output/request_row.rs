@@ -38,7 +38,7 @@ pub fn push_request_row<S: AsRef<str>>(
     buf.push(b',');
     push_u64(buf, r.output_tokens as u64);
     buf.push(b',');
-    push_u64(buf, r.generated as u64 * r.samples as u64);
+    push_u64(buf, r.generated as u64 * r.samples() as u64);
     buf.push(b',');
     push_plain(buf, r.status.as_str());
     buf.push(b',');
@@ -58,12 +58,12 @@ pub fn push_request_row<S: AsRef<str>>(
     buf.push(b',');
     push_u64(buf, r.tenant as u64);
     buf.push(b',');
-    push_u64(buf, r.session);
+    push_u64(buf, r.session());
     if attribution {
         push_components(buf, r);
     }
     if disagg {
-        for f in crate::cluster::disagg::csv_fields(r.kv_transfer.as_deref()) {
+        for f in crate::cluster::disagg::csv_fields(r.kv_transfer()) {
             buf.push(b',');
             push_field(buf, &f);
         }
@@ -211,7 +211,7 @@ mod tests {
             r.generated = small[3];
             r.preemptions = small[4];
             r.tenant = small[5];
-            r.session = t[3];
+            r.set_session(t[3]);
             r.status = [Status::InFlight, Status::Completed, Status::Rejected(RejectReason::QueueFull), Status::Cancelled, Status::Failed][status as usize];
             r.attribution.ns = ns;
             let ms = |v: Option<u64>| v.map(|x| format!("{:.3}", nanos_to_ms(x))).unwrap_or_default();
@@ -221,7 +221,7 @@ mod tests {
                 if r.replica == u32::MAX { String::new() } else { r.replica.to_string() },
                 r.prompt_tokens.to_string(),
                 r.output_tokens.to_string(),
-                (r.generated as u64 * r.samples as u64).to_string(),
+                (r.generated as u64 * r.samples() as u64).to_string(),
                 r.status.as_str().to_string(),
                 match r.status { Status::Rejected(x) => x.as_str().to_string(), _ => String::new() },
                 ms(r.queue_wait()),
@@ -230,7 +230,7 @@ mod tests {
                 ms(r.e2e().filter(|_| r.status == Status::Completed)),
                 r.preemptions.to_string(),
                 r.tenant.to_string(),
-                r.session.to_string(),
+                r.session().to_string(),
             ];
             if attribution {
                 let done = r.status == Status::Completed;

@@ -691,7 +691,7 @@ mod tests {
                     let o = 1 + next(30) as u32;
                     let mut r = Request::new(SimTime(t), p, o);
                     let n = ((p + o) / 4) as u64;
-                    r.prefix_hashes = (0..n).map(|j| (i % 3) * 1000 + j + 1).collect();
+                    r.set_prefix_hashes((0..n).map(|j| (i % 3) * 1000 + j + 1).collect());
                     r.hash_block_tokens = 4;
                     r
                 })

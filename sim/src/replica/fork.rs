@@ -221,7 +221,7 @@ mod tests {
     fn a_group_prefills_once_decodes_n_and_holds_the_shared_prompt_once() {
         // Prompt 40 tokens, 5 outputs per sample, 4 samples, blocks of 16.
         let mut reqs = requests(1, 40, 5);
-        reqs[0].samples = 4;
+        reqs[0].set_samples(4);
         let mut rep = replica(&engine(8, 1000, 16), 100);
         rep.enqueue(0);
         let mut t = SimTime(0);
@@ -293,9 +293,9 @@ mod tests {
         // max_num_seqs 6: one group of 4 and a single fit, a second group
         // of 4 waits; a group larger than the limit still runs alone.
         let mut reqs = requests(4, 20, 3);
-        reqs[0].samples = 4;
-        reqs[1].samples = 4;
-        reqs[3].samples = 9;
+        reqs[0].set_samples(4);
+        reqs[1].set_samples(4);
+        reqs[3].set_samples(9);
         let mut rep = replica(&engine(6, 1000, 16), 200);
         for i in [0, 2, 1, 3] {
             rep.enqueue(i);

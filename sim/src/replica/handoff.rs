@@ -159,7 +159,7 @@ impl Replica {
         };
         let blocks = BlockAllocator::blocks_for(tokens as u64, self.st.cfg.block_size as u64);
         let extra = self.st.cfg.kv_groups.map_or(0, |g| {
-            g.extra_blocks(r.prompt_tokens, tokens, blocks as u32, r.samples)
+            g.extra_blocks(r.prompt_tokens, tokens, blocks as u32, r.samples())
         });
         let blocks_and_extra = blocks + extra as u64;
         let reserve = if self.st.running.is_empty() && inbound == 0 {
@@ -172,7 +172,7 @@ impl Replica {
         {
             return false;
         }
-        self.st.forked |= r.samples > 1;
+        self.st.forked |= r.samples() > 1;
         self.st.handoff.inbound.push(RunningSeq {
             id,
             output_tokens: r.output_tokens,
@@ -188,7 +188,7 @@ impl Replica {
             done: false,
             last_token: r.last_token.0,
             // Parallel samples fork after the prompt, on the decode side.
-            samples: r.samples,
+            samples: r.samples(),
             fork_tokens: r.prompt_tokens,
             run_base: 0,
         });
@@ -220,7 +220,7 @@ impl Replica {
             a.add(Component::KvTransfer, now.since(a.mark));
             self.st.attr.mix.enter_decode(r);
             r.attribution.mark = now;
-            self.st.running.push(s);
+            super::sched::push_running(&mut self.st.running, s);
         }
     }
 }

@@ -140,16 +140,18 @@ proptest! {
                     let mut r = Request::new(t, p, o);
                     let n = ((p + o) / 4) as u64;
                     let mut h = family as u64 + 1;
-                    r.prefix_hashes = (0..n)
-                        .map(|j| {
-                            let salt = if j < shared as u64 { 0 } else { id + 100 };
-                            h = mix(h ^ salt, j);
-                            h
-                        })
-                        .collect();
+                    r.set_prefix_hashes(
+                        (0..n)
+                            .map(|j| {
+                                let salt = if j < shared as u64 { 0 } else { id + 100 };
+                                h = mix(h ^ salt, j);
+                                h
+                            })
+                            .collect(),
+                    );
                     r.hash_block_tokens = 4;
-                    r.pinnable_tokens = 8;
-                    r.samples = ns;
+                    r.set_pinnable_tokens(8);
+                    r.set_samples(ns);
                     reqs.push(r);
                     rep.enqueue(id as u32);
                 }

@@ -91,6 +91,19 @@ pub struct SchedConfig {
     pub recv_interval: u32,
 }
 
+/// Adds `s` to the running batch `running`, growing it by a quarter (at
+/// least eight slots) when it is full instead of doubling it. A batch keeps
+/// its largest size for the run, and a fleet of many replicas holds one
+/// each: on 10,000 replicas of about 70 sequences a doubled batch stops at
+/// 128 slots of 64 bytes, a quarter's growth near 90.
+#[inline]
+pub(super) fn push_running(running: &mut Vec<RunningSeq>, s: RunningSeq) {
+    if running.len() == running.capacity() {
+        running.reserve_exact(running.len() / 4 + 8);
+    }
+    running.push(s);
+}
+
 /// Queues and memory of one replica: what batch policies manipulate.
 pub struct SchedState {
     pub waiting: WaitingQueue,
@@ -286,7 +299,7 @@ impl SchedState {
         if let Some(cache) = &mut self.cache {
             let r = &reqs[s.id as usize];
             adopt_full_blocks(cache, s, r, self.cfg.block_size);
-            cache.release(&r.prefix_hashes[..s.shared as usize]);
+            cache.release(&r.prefix_hashes()[..s.shared as usize]);
             s.shared = 0;
         }
         self.kv.release((s.blocks + s.extra) as u64);
@@ -568,7 +581,7 @@ impl SchedState {
             debug_assert_eq!(s.extra, 0);
             self.kv.release(s.blocks as u64);
             if let Some(cache) = &mut self.cache {
-                cache.release(&reqs[s.id as usize].prefix_hashes[..s.shared as usize]);
+                cache.release(&reqs[s.id as usize].prefix_hashes()[..s.shared as usize]);
             }
             s.blocks += s.shared;
             s.shared = 0;
@@ -670,7 +683,7 @@ impl SchedState {
                 decode: true,
                 ..s
             };
-            self.running.push(s);
+            push_running(&mut self.running, s);
             self.contribute(&s);
             resumed += 1;
         }
@@ -690,10 +703,10 @@ impl SchedState {
     /// from, as in vLLM).
     pub(super) fn cached_prefix_blocks(&self, r: &Request, target: u32) -> u32 {
         match &self.cache {
-            Some(cache) if !r.prefix_hashes.is_empty() => {
+            Some(cache) if !r.prefix_hashes().is_empty() => {
                 let shareable = ((target - 1) / self.cfg.block_size) as usize;
-                let n = shareable.min(r.prefix_hashes.len());
-                cache.match_len(&r.prefix_hashes[..n]) as u32
+                let n = shareable.min(r.prefix_hashes().len());
+                cache.match_len(&r.prefix_hashes()[..n]) as u32
             }
             _ => 0,
         }
@@ -703,10 +716,10 @@ impl SchedState {
     /// in the same probe of the cache.
     fn acquire_cached_prefix(&mut self, r: &Request, target: u32) -> u32 {
         match &mut self.cache {
-            Some(cache) if !r.prefix_hashes.is_empty() => {
+            Some(cache) if !r.prefix_hashes().is_empty() => {
                 let shareable = ((target - 1) / self.cfg.block_size) as usize;
-                let n = shareable.min(r.prefix_hashes.len());
-                cache.acquire_prefix(&r.prefix_hashes[..n]) as u32
+                let n = shareable.min(r.prefix_hashes().len());
+                cache.acquire_prefix(&r.prefix_hashes()[..n]) as u32
             }
             _ => 0,
         }
@@ -748,7 +761,7 @@ impl SchedState {
         let Some(id) = self.waiting.front() else {
             return false;
         };
-        if self.seq_slots_short(reqs[id as usize].samples) {
+        if self.seq_slots_short(reqs[id as usize].samples()) {
             self.attr.blocked = Some(Component::QueueMaxSeqs);
             return false;
         }
@@ -764,7 +777,7 @@ impl SchedState {
         } else {
             cached + chunk
         };
-        let (samples, fork_tokens) = (r.samples, r.prompt_tokens);
+        let (samples, fork_tokens) = (r.samples(), r.prompt_tokens);
         self.forked |= samples > 1;
         let group = fork::group_blocks(tokens.max(cached + chunk), bs, samples, fork_tokens);
         let extra = self.cfg.kv_groups.map_or(0, |g| {
@@ -781,7 +794,7 @@ impl SchedState {
             || !self.kv.allocate(blocks + extra as u64)
         {
             if let Some(cache) = &mut self.cache {
-                cache.release(&reqs[id as usize].prefix_hashes[..shared as usize]);
+                cache.release(&reqs[id as usize].prefix_hashes()[..shared as usize]);
             }
             self.attr.blocked = Some(Component::QueueKv);
             return false;
@@ -796,7 +809,7 @@ impl SchedState {
                 let prompt_blocks = (r.prompt_tokens / bs) as u64;
                 st.lookup_tokens += r.prompt_tokens as u64;
                 st.hit_tokens += cached as u64;
-                st.lookup_blocks += prompt_blocks.min(r.prefix_hashes.len() as u64);
+                st.lookup_blocks += prompt_blocks.min(r.prefix_hashes().len() as u64);
                 st.hit_blocks += shared as u64;
             }
         }
@@ -823,7 +836,7 @@ impl SchedState {
             fork_tokens,
             run_base: 0,
         };
-        self.running.push(s);
+        push_running(&mut self.running, s);
         self.contribute(&s);
         true
     }
@@ -864,15 +877,15 @@ pub(super) fn adopt_full_blocks(
     block_size: u32,
 ) {
     let full = ((s.kv_tokens / block_size) as usize)
-        .min(r.prefix_hashes.len())
+        .min(r.prefix_hashes().len())
         .min(s.common_blocks(block_size));
-    let pinnable = (r.pinnable_tokens / block_size) as usize;
+    let pinnable = (r.pinnable_tokens() / block_size) as usize;
     let j = s.shared as usize;
     if j >= full {
         return;
     }
     let end = full.min(j + s.blocks as usize);
-    let n = cache.insert_run(&r.prefix_hashes[..end], j, pinnable);
+    let n = cache.insert_run(&r.prefix_hashes()[..end], j, pinnable);
     s.shared += n as u32;
     s.blocks -= n as u32;
 }

@@ -52,7 +52,7 @@ impl RequestsSummary {
 
     /// Counts request `r` as it ended (or stood at the horizon).
     pub fn add(&mut self, r: &Request) {
-        self.add_as(r, r.samples);
+        self.add_as(r, r.samples());
     }
 
     /// [`Self::add`] counting `samples` parallel samples' output tokens (the

@@ -82,10 +82,13 @@ impl Simulation<'_> {
             // up (emptied below), so they are not derived.
             let bs = self.plan.block_size;
             if reason.is_some() {
-                req.prefix_hashes = Vec::new();
+                req.clear_prefix_hashes();
             } else {
                 let covered = req.prompt_tokens + req.output_tokens;
-                in_engine_blocks(&mut req.prefix_hashes, req.hash_block_tokens, bs, covered);
+                let from = req.hash_block_tokens;
+                if let Some(hashes) = req.prefix_hashes_mut() {
+                    in_engine_blocks(hashes, from, bs, covered);
+                }
             }
             req.hash_block_tokens = bs;
         }
@@ -99,7 +102,7 @@ impl Simulation<'_> {
         match reason {
             Some(reason) => {
                 // A rejected request's block hashes are never looked up.
-                req.prefix_hashes = Vec::new();
+                req.clear_prefix_hashes();
                 req.status = Status::Rejected(reason);
                 req.finished = crate::time::Stamp::at(now);
                 self.put(id, req);

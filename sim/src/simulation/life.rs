@@ -431,7 +431,7 @@ impl Simulation<'_> {
     /// Ends request `id` unserved (no replica, or retries exhausted).
     fn end_unserved(&mut self, id: RequestId, reason: RejectReason, now: SimTime) {
         let req = &mut self.requests[id as usize];
-        req.prefix_hashes = Vec::new();
+        req.clear_prefix_hashes();
         req.status = Status::Rejected(reason);
         req.finished = crate::time::Stamp::at(now);
         // Admitted at arrival (a failure or an empty fleet ended it since).

@@ -114,6 +114,7 @@ conversation = { turns = { dist = "fixed", value = 4 }, think_time_s = 2.0, foll
     // Later turns find their whole history (prompt and answer) cached:
     // hits ≈ Σ over follow-ups of 400/450, 550/600, 700/750 of the prompt.
     assert!(p.token_hit_rate > 0.5, "{p:?}");
-    let sessions: std::collections::BTreeSet<u64> = r.requests.iter().map(|q| q.session).collect();
+    let sessions: std::collections::BTreeSet<u64> =
+        r.requests.iter().map(|q| q.session()).collect();
     assert!(sessions.len() < 200, "follow-ups stay in their session");
 }

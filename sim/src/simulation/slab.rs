@@ -51,7 +51,7 @@ impl Slab {
 }
 
 /// Slots a streamed run reserves address space for at its start
-/// (`Simulation::reserve_slots`): 2^21, 520 MB of address space at 248
+/// (`Simulation::reserve_slots`): 2^21, 436 MB of address space at 208
 /// bytes a request, none of it resident until used; a run with more
 /// requests in flight at once grows past it.
 const SLAB_RESERVE: u64 = 1 << 21;

@@ -244,8 +244,7 @@ output_tokens = { dist = "fixed", value = 20 }
         .requests
         .iter()
         .position(|r| {
-            r.kv_transfer
-                .as_ref()
+            r.kv_transfer()
                 .is_some_and(|t| t.accepted.is_some() && t.done.is_none())
         })
         .unwrap();

@@ -124,7 +124,7 @@ impl RequestSource for ClosedLoop {
             self.users_left += 1;
             return None;
         }
-        Some(self.request(now.plus(secs_to_nanos(think)), req.session))
+        Some(self.request(now.plus(secs_to_nanos(think)), req.session()))
     }
 
     fn finish(&mut self) -> Result<Option<WorkloadReport>, WorkloadError> {

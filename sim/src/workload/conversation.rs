@@ -132,10 +132,10 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
         }
         if !completed {
             // A rejected turn ends its conversation.
-            self.sessions.remove(&req.session);
+            self.sessions.remove(&req.session());
             return None;
         }
-        let session = self.sessions.get_mut(&req.session)?;
+        let session = self.sessions.get_mut(&req.session())?;
         let new_tokens = self.follow_up.sample(&mut self.follow_rng);
         let output = self.output.sample(&mut self.output_rng);
         let prompt = session.context_tokens + new_tokens;
@@ -151,7 +151,7 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
             prompt_tokens: prompt,
             output_tokens: output,
             tenant: session.tenant,
-            session: req.session,
+            session: req.session(),
             prefix_hashes: hashes.clone(),
             hash_block_tokens: HASH_BLOCK_TOKENS,
             pinnable_tokens: session.pinnable_tokens,
@@ -160,7 +160,7 @@ impl<S: RequestSource> RequestSource for Conversations<S> {
         };
         session.hashes = hashes;
         if session.turns_left == 0 {
-            self.sessions.remove(&req.session);
+            self.sessions.remove(&req.session());
         }
         Some(spec)
     }

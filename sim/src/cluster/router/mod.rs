@@ -89,7 +89,7 @@ pub fn build(plan: &RoutingPlan, replicas: usize) -> Box<dyn Router> {
 /// a request's prefix (the output's blocks do not exist yet).
 pub fn prompt_hashes(req: &Request) -> &[u64] {
     let blocks = req.prompt_tokens / req.hash_block_tokens.max(1);
-    &req.prefix_hashes[..req.prefix_hashes.len().min(blocks as usize)]
+    &req.prefix_hashes()[..req.prefix_hashes().len().min(blocks as usize)]
 }
 
 #[cfg(test)]

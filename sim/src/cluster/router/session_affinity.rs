@@ -59,8 +59,8 @@ impl SessionAffinity {
     }
 
     fn key(&self, req: &Request) -> Option<u64> {
-        if req.session != 0 {
-            return Some(req.session);
+        if req.session() != 0 {
+            return Some(req.session());
         }
         let hashes = prompt_hashes(req);
         let blocks = (self.key_tokens / req.hash_block_tokens.max(1)).max(1) as usize;
