@@ -179,7 +179,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         .unwrap_or_else(|| scenario.model.name.clone());
     let cfg = server_config(&a, model, scenario.max_model_len)?;
     let name = scenario.name().to_string();
-    let replicas = scenario.file.fleet.replicas;
+    let replicas = scenario.replicas();
     let engine = serve::twin::start(
         scenario,
         serve::twin::TwinConfig {
@@ -244,7 +244,7 @@ fn serve_live(a: ServeArgs) -> Result<()> {
         "live, {} on {}, {}, {} KV blocks{}",
         lm.weights,
         lm.dev.spec.label(),
-        scenario.file.engine.policy.name(),
+        scenario.engine().policy.name(),
         scenario.memory.kv_blocks,
         if lm.tokenizer.is_some() {
             ""
