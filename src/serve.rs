@@ -88,6 +88,9 @@ pub struct ObserveArgs {
     /// Output folder [default: out/<scenario name>-observed/].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print summary.json on stdout (the text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// Model name to request [default: the scenario's model].
     #[arg(long = "served-model-name", alias = "model", value_name = "NAME")]
     pub model: Option<String>,
@@ -288,6 +291,9 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
         bail!("the URL must start with http:// (got {:?})", a.url);
     }
+    if a.json {
+        crate::json_stdout();
+    }
     let overrides = sim::scenario::Overrides {
         seed: a.seed,
         ..Default::default()
@@ -362,6 +368,9 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     );
     if let Some(path) = &vllm {
         outln!("vLLM benchmark result: {}", path.display());
+    }
+    if a.json {
+        crate::print_json_file(&out.join("summary.json"))?;
     }
     Ok(())
 }
