@@ -27,6 +27,10 @@ pub struct AccuracyArgs {
     /// Output folder [default: out/accuracy, or out/coverage].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print accuracy.json (with --coverage, coverage.json) on stdout (the
+    /// text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// Only decide which points servesim can express, and why not the
     /// others (no simulation).
     #[arg(long)]
@@ -72,6 +76,9 @@ pub struct AccuracyArgs {
 
 /// Runs `servesim accuracy`.
 pub fn run(args: AccuracyArgs) -> Result<()> {
+    if args.json {
+        crate::json_stdout();
+    }
     let mut points: Vec<MeasuredPoint> = Vec::new();
     let mut inputs = Vec::new();
     for f in &args.files {
@@ -117,6 +124,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
             .with_context(|| format!("cannot write results to {}", out.display()))?;
         print_coverage(&c);
         outln!("wrote {}/coverage.csv and coverage.json", out.display());
+        if args.json {
+            crate::print_json_file(&out.join("coverage.json"))?;
+        }
         return Ok(());
     }
     let group_by = args
@@ -160,6 +170,9 @@ pub fn run(args: AccuracyArgs) -> Result<()> {
             .map(|n| n.to_string_lossy())
             .unwrap_or_default()
     );
+    if args.json {
+        crate::print_json_file(&out.join("accuracy.json"))?;
+    }
     Ok(())
 }
 

@@ -127,7 +127,7 @@ pub fn run(args: CostArgs) -> Result<()> {
             total_ms: cost_model.iteration_time(b) as f64 / 1e6,
         })
         .collect();
-    let max_batch = args.max_batch.unwrap_or(scenario.file.engine.max_num_seqs);
+    let max_batch = args.max_batch.unwrap_or(scenario.engine().max_num_seqs);
     if !(1..=1 << 16).contains(&max_batch) {
         bail!("--max-batch: must be 1 to 65536, got {max_batch}");
     }
@@ -144,7 +144,7 @@ pub fn run(args: CostArgs) -> Result<()> {
     let sizes: Vec<u32> = std::iter::successors(Some(1u32), |b| Some(b * 2))
         .take_while(|&b| b <= max_batch)
         .collect();
-    let gpus = scenario.file.fleet.tensor_parallel * scenario.file.fleet.pipeline_parallel;
+    let gpus = scenario.parallel.gpus();
     let sweep = cost::decode_sweep(cost_model.as_ref(), args.context, gpus, &sizes);
     let knee = cost::knee(&sweep);
     let lone = match &args.lone_request {

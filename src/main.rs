@@ -162,7 +162,7 @@ fn check(scenario: &Path, json: bool) -> Result<()> {
     for line in sim::scenario::pool_plan::check_lines(&s) {
         outln!("{line}");
     }
-    for line in sim::scenario::canary_cfg::check_lines(&s.file) {
+    for line in s.canary_check_lines() {
         outln!("{line}");
     }
     if let Some(b) = &s.batching {

@@ -14,14 +14,12 @@ fn gib(b: f64) -> String {
 /// GPUs"); a fleet of pools by its totals, each pool on a line of its own.
 pub fn fleet_shape(s: &Scenario) -> String {
     if !s.declares_pools() {
-        return s
-            .parallel
-            .fleet_shape(s.file.fleet.replicas, &s.hardware.name);
+        return s.parallel.fleet_shape(s.replicas(), &s.hardware.name);
     }
     let gpus = s.gpus();
     format!(
         "{} replicas in {} pools = {gpus} GPU{}",
-        s.file.fleet.replicas,
+        s.replicas(),
         s.pools.len(),
         if gpus == 1 { "" } else { "s" }
     )
@@ -29,12 +27,12 @@ pub fn fleet_shape(s: &Scenario) -> String {
 
 /// `servesim check`: what the scenario resolves to.
 pub fn resolved(s: &Scenario) {
-    let f = &s.file;
+    let e = s.engine();
     let m = &s.model;
     let h = &s.hardware;
     let mem = &s.memory;
-    outln!("scenario   {} ({})  seed {}", f.name, s.origin, f.seed);
-    if let Some(d) = &f.description {
+    outln!("scenario   {} ({})  seed {}", s.name(), s.origin, s.seed());
+    if let Some(d) = s.description() {
         outln!("           {d}");
     }
     let attention = match m.mla() {
@@ -108,7 +106,7 @@ pub fn resolved(s: &Scenario) {
     outln!(
         "fleet      {}, router {}",
         fleet_shape(s),
-        f.fleet.router.name()
+        s.router().name()
     );
     if par.pipeline > 1 {
         let layers: Vec<String> = mem.stages.iter().map(|st| st.layers.to_string()).collect();
@@ -133,22 +131,22 @@ pub fn resolved(s: &Scenario) {
     }
     outln!(
         "engine     policy {}, max_num_seqs {}, max_batched_tokens {}, block_size {}, max_model_len {}",
-        f.engine.policy.name(),
-        f.engine.max_num_seqs,
-        f.engine.max_batched_tokens,
-        f.engine.block_size,
+        e.policy.name(),
+        e.max_num_seqs,
+        e.max_batched_tokens,
+        e.block_size,
         s.max_model_len
     );
-    let swap = if f.engine.preemption == sim::scenario::PreemptionMode::Swap {
-        format!(" ({} GiB host swap space per GPU)", f.engine.swap_space_gib)
+    let swap = if e.preemption == sim::scenario::PreemptionMode::Swap {
+        format!(" ({} GiB host swap space per GPU)", e.swap_space_gib)
     } else {
         String::new()
     };
     outln!(
         "           preemption {}{swap}",
-        format!("{:?}", f.engine.preemption).to_lowercase()
+        format!("{:?}", e.preemption).to_lowercase()
     );
-    if let Some(sp) = &f.engine.speculative {
+    if let Some(sp) = &e.speculative {
         let expected = sim::replica::speculative::Speculation::expected_tokens(
             sp.num_draft_tokens,
             sp.acceptance_rate,
@@ -182,7 +180,7 @@ pub fn resolved(s: &Scenario) {
     outln!(
         "           usable           {} (gpu_memory_utilization {})",
         gib(mem.usable_bytes),
-        f.engine.gpu_memory_utilization
+        e.gpu_memory_utilization
     );
     outln!("           weights          {}", gib(mem.weight_bytes));
     outln!("           activations      {}", gib(mem.activation_bytes));
@@ -264,7 +262,7 @@ pub fn resolved(s: &Scenario) {
             per_seq.join("; ")
         );
     }
-    let h = &f.horizon;
+    let h = s.horizon();
     if h.requests.is_none() && h.duration_s.is_none() {
         outln!("horizon    until the workload ends (all its requests, drained)");
     } else {
@@ -278,7 +276,7 @@ pub fn resolved(s: &Scenario) {
                 .unwrap_or_default()
         );
     }
-    let w = &f.workload;
+    let w = s.workload();
     if let Some(t) = &w.trace {
         outln!(
             "workload   trace {} {} (relative to {})",
@@ -303,7 +301,7 @@ pub fn resolved(s: &Scenario) {
             p.trace.path
         );
     }
-    for (i, t) in f.tenants.iter().enumerate() {
+    for (i, t) in s.tenants().iter().enumerate() {
         outln!(
             "{}tenant {} (class {}, weight {}){}",
             if i == 0 { "tenants    " } else { "           " },
@@ -320,10 +318,10 @@ pub fn resolved(s: &Scenario) {
             }
         );
     }
-    if !f.tenants.is_empty() {
-        outln!("fairness   {}", f.fairness.policy.name());
+    if s.has_tenants() {
+        outln!("fairness   {}", s.fairness().policy.name());
     }
-    match &f.slo {
+    match s.slo() {
         Some(slo) => outln!("slo        {}", slo.targets().describe(", ")),
         None => outln!("slo        none (goodput not reported)"),
     }
@@ -594,7 +592,7 @@ pub fn summary(s: &Scenario, sum: &Summary) {
     outln!(
         "KV cache     {} blocks × {} tokens per replica; use mean {:.1} %, max {:.1} %; {} preemptions by {} ({} swapped, {} requests)",
         sum.kv_blocks_per_replica,
-        s.file.engine.block_size,
+        s.engine().block_size,
         e.kv_util_mean * 100.0,
         e.kv_util_max * 100.0,
         e.preemptions,
@@ -761,7 +759,7 @@ pub fn check_json(
     let m = &s.model;
     let h = &s.hardware;
     let mem = &s.memory;
-    let f = &s.file;
+    let e = s.engine();
     let groups: Vec<serde_json::Value> = capacity
         .groups
         .iter()
@@ -799,17 +797,17 @@ pub fn check_json(
         },
         "fleet": {
             "shape": fleet_shape(s),
-            "replicas": f.fleet.replicas,
+            "replicas": s.replicas(),
             "gpus": s.gpus(),
-            "router": f.fleet.router.name(),
+            "router": s.router().name(),
             "parallel": s.parallel,
             "pools": s.pools.len(),
         },
         "engine": {
-            "policy": f.engine.policy.name(),
-            "max_num_seqs": f.engine.max_num_seqs,
-            "max_batched_tokens": f.engine.max_batched_tokens,
-            "block_size": f.engine.block_size,
+            "policy": e.policy.name(),
+            "max_num_seqs": e.max_num_seqs,
+            "max_batched_tokens": e.max_batched_tokens,
+            "block_size": e.block_size,
             "max_model_len": s.max_model_len,
         },
         "memory_per_gpu": {

@@ -88,6 +88,9 @@ pub struct ObserveArgs {
     /// Output folder [default: out/<scenario name>-observed/].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print summary.json on stdout (the text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// Model name to request [default: the scenario's model].
     #[arg(long = "served-model-name", alias = "model", value_name = "NAME")]
     pub model: Option<String>,
@@ -179,7 +182,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         .unwrap_or_else(|| scenario.model.name.clone());
     let cfg = server_config(&a, model, scenario.max_model_len)?;
     let name = scenario.name().to_string();
-    let replicas = scenario.file.fleet.replicas;
+    let replicas = scenario.replicas();
     let engine = serve::twin::start(
         scenario,
         serve::twin::TwinConfig {
@@ -244,7 +247,7 @@ fn serve_live(a: ServeArgs) -> Result<()> {
         "live, {} on {}, {}, {} KV blocks{}",
         lm.weights,
         lm.dev.spec.label(),
-        scenario.file.engine.policy.name(),
+        scenario.engine().policy.name(),
         scenario.memory.kv_blocks,
         if lm.tokenizer.is_some() {
             ""
@@ -287,6 +290,9 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     }
     if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
         bail!("the URL must start with http:// (got {:?})", a.url);
+    }
+    if a.json {
+        crate::json_stdout();
     }
     let overrides = sim::scenario::Overrides {
         seed: a.seed,
@@ -362,6 +368,9 @@ pub fn observe(a: ObserveArgs) -> Result<()> {
     );
     if let Some(path) = &vllm {
         outln!("vLLM benchmark result: {}", path.display());
+    }
+    if a.json {
+        crate::print_json_file(&out.join("summary.json"))?;
     }
     Ok(())
 }

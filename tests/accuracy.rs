@@ -25,6 +25,42 @@ fn ok(o: &std::process::Output) -> String {
     stdout(o)
 }
 
+/// `--json` prints the result file the run wrote (`accuracy.json`, or
+/// `coverage.json` with `--coverage`) as the one document on stdout.
+#[test]
+fn json_prints_the_result_file_on_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sample("vllm-bench.json").display().to_string();
+    for (mode, name) in [
+        (None, "accuracy.json"),
+        (Some("--coverage"), "coverage.json"),
+    ] {
+        let out = tmp.path().join(name);
+        let mut args = vec![
+            file.as_str(),
+            "--hardware",
+            "h100-sxm",
+            "--max-requests",
+            "16",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend(mode);
+        let o = accuracy(&args, "2");
+        let printed = ok(&o);
+        serde_json::from_str::<serde_json::Value>(&printed).unwrap_or_else(|e| {
+            panic!("{name}: stdout is not one JSON document ({e}):\n{printed}")
+        });
+        assert_eq!(
+            printed.trim_end(),
+            read(&out.join(name)).trim_end(),
+            "{name}"
+        );
+        assert!(stderr(&o).contains("wrote"), "{}", stderr(&o));
+    }
+}
+
 #[test]
 fn json_formats_are_compared_under_the_given_hardware() {
     let tmp = tempfile::tempdir().unwrap();

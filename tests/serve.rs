@@ -75,15 +75,23 @@ fn observe_the_twin_then_compare_with_simulate() {
         "60",
         "--format",
         "vllm",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(60));
     // The twin streams one token per chunk and an honest usage block.
     assert!(!stderr(&o).contains("warning:"), "{}", stderr(&o));
+    // Under --json the text goes to stderr and stdout is summary.json.
     assert!(
-        stdout(&o).contains("40 completed, 0 rejected"),
+        stderr(&o).contains("40 completed, 0 rejected"),
         "{}",
-        stdout(&o)
+        stderr(&o)
+    );
+    let printed: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(printed["counts"]["completed"], 40, "{printed}");
+    assert_eq!(
+        stdout(&o).trim_end(),
+        common::read(&observed.join("summary.json")).trim_end()
     );
     drop(server);
 

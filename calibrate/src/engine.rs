@@ -52,13 +52,12 @@ pub fn serve(
     prompts: Vec<Vec<u32>>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<LiveRun> {
-    let f = &scenario.file;
     let mut rep = Replica::new(
         0,
-        &f.engine,
+        scenario.engine(),
         scenario.memory.kv_blocks,
         scenario.memory.block_bytes(),
-        f.seed,
+        scenario.seed(),
     );
     let mut reqs: Vec<Request> = Vec::with_capacity(specs.len());
     let mut caches: Vec<Option<SeqCache>> = Vec::with_capacity(specs.len());
@@ -76,7 +75,7 @@ pub fn serve(
         .map(|r| (r.prompt_tokens + r.output_tokens) as usize)
         .max()
         .unwrap_or(1);
-    let slots = (f.engine.max_num_seqs as usize).min(specs.len());
+    let slots = (scenario.engine().max_num_seqs as usize).min(specs.len());
     let mut pool: Vec<SeqCache> = (0..slots)
         .map(|_| SeqCache::new(model, longest))
         .collect::<Result<_>>()?;
@@ -288,8 +287,8 @@ output_tokens = {{ dist = "uniform", min = 2, max = 9 }}
         let m = tiny_model(11);
         for policy in ["sarathi", "continuous", "vllm"] {
             let s = scenario(policy, "");
-            let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.file.seed);
-            let mut src = sim::workload::build(&s.file.workload, &ctx).unwrap();
+            let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
+            let mut src = sim::workload::build(s.workload(), &ctx).unwrap();
             let specs: Vec<RequestSpec> = (0..6).map(|_| src.next_request().unwrap()).collect();
             let prompts: Vec<Vec<u32>> = specs
                 .iter()

@@ -54,16 +54,15 @@ impl<'m> Online<'m> {
         scenario: &sim::Scenario,
         capacity: usize,
     ) -> Online<'m> {
-        let f = &scenario.file;
         Online {
             dev,
             model,
             rep: Replica::new(
                 0,
-                &f.engine,
+                scenario.engine(),
                 scenario.memory.kv_blocks,
                 scenario.memory.block_bytes(),
-                f.seed,
+                scenario.seed(),
             ),
             reqs: Vec::new(),
             caches: Vec::new(),

@@ -140,33 +140,33 @@ pub fn live_scenario(scenario: &Path, profile: &Path) -> Result<Scenario> {
     table.insert("hardware".into(), toml::Value::Table(hw));
     table.remove("model");
     let s = Scenario::from_table(table, &origin).map_err(|e| input(e.to_string()))?;
-    let f = &s.file;
+    let e = s.engine();
     let refuse = |key: &str, why: &str| Err(input(format!("{origin}: {key}: {why}")));
-    if f.fleet.replicas != 1 {
+    if s.replicas() != 1 {
         return refuse(
             "fleet.replicas",
             "the live engine is one replica; set it to 1",
         );
     }
-    if f.engine.policy == BatchPolicyKind::Static {
+    if e.policy == BatchPolicyKind::Static {
         return refuse(
             "engine.policy",
             "static batching pads prompts, which the live engine does not run; use continuous, vllm, sarathi or orca",
         );
     }
-    if f.engine.prefix_caching {
+    if e.prefix_caching {
         return refuse(
             "engine.prefix_caching",
             "the live engine keeps no prefix cache; set it to false",
         );
     }
-    if f.engine.speculative.is_some() {
+    if e.speculative.is_some() {
         return refuse(
             "engine.speculative",
             "the live engine does not decode speculatively; remove it",
         );
     }
-    if f.engine.preemption == PreemptionMode::Swap {
+    if e.preemption == PreemptionMode::Swap {
         return refuse(
             "engine.preemption",
             "the live engine recomputes preempted sequences; use \"recompute\"",
@@ -179,16 +179,16 @@ pub fn live_scenario(scenario: &Path, profile: &Path) -> Result<Scenario> {
 /// requests, a count to replay.
 pub fn scenario_with_profile(scenario: &Path, profile: &Path) -> Result<Scenario> {
     let s = live_scenario(scenario, profile)?;
-    let f = &s.file;
+    let (w, h) = (s.workload(), s.horizon());
     let origin = scenario.display();
     let refuse = |key: &str, why: &str| Err(input(format!("{origin}: {key}: {why}")));
-    if f.workload.conversation.is_some() || f.workload.shared_prefix.is_some() {
+    if w.conversation.is_some() || w.shared_prefix.is_some() {
         return refuse(
             "workload",
             "validate serves open-loop requests without shared prefixes or conversations",
         );
     }
-    if f.horizon.requests.is_none() || f.horizon.duration_s.is_some() {
+    if h.requests.is_none() || h.duration_s.is_some() {
         return refuse(
             "horizon",
             "validate needs `requests` (a count) and no `duration_s`",
@@ -237,18 +237,20 @@ pub fn validate(
     let model = &loaded.model;
 
     // The workload, exactly as the simulator will generate it.
-    let f = &scenario.file;
-    let n = f.horizon.requests.expect("checked") as usize;
-    let ctx = sim::workload::Context::new(&scenario.origin, &scenario.base_dir, f.seed);
-    let mut source = sim::workload::build(&f.workload, &ctx).map_err(|e| input(e.to_string()))?;
+    let n = scenario.horizon().requests.expect("checked") as usize;
+    let seed = scenario.seed();
+    let ctx = sim::workload::Context::new(&scenario.origin, &scenario.base_dir, seed);
+    let mut source =
+        sim::workload::build(scenario.workload(), &ctx).map_err(|e| input(e.to_string()))?;
+    let engine_cfg = scenario.engine();
     let specs: Vec<_> = (0..n).map_while(|_| source.next_request()).collect();
-    let bs = f.engine.block_size as u64;
-    let splits = f.engine.policy == BatchPolicyKind::Sarathi;
+    let bs = engine_cfg.block_size as u64;
+    let splits = engine_cfg.policy == BatchPolicyKind::Sarathi;
     for (i, r) in specs.iter().enumerate() {
         let (p, o) = (r.prompt_tokens as u64, r.output_tokens as u64);
         let why = if p + o > scenario.max_model_len as u64 {
             Some("prompt + output exceeds engine.max_model_len")
-        } else if p > f.engine.max_batched_tokens as u64 && !splits {
+        } else if p > engine_cfg.max_batched_tokens as u64 && !splits {
             Some("the prompt exceeds engine.max_batched_tokens")
         } else if (p + o - 1).div_ceil(bs) > scenario.memory.kv_blocks {
             Some("it cannot fit the KV cache")
@@ -263,7 +265,7 @@ pub fn validate(
         }
     }
     // Token ids: seeded random ids (timing does not depend on them).
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(f.seed ^ 0x70_4B_E2);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x70_4B_E2);
     let vocab = model.cfg.vocab_size as u32;
     let prompts: Vec<Vec<u32>> = specs
         .iter()
@@ -282,7 +284,7 @@ pub fn validate(
     if args.live_runs == 0 {
         return Err(input("--live-runs: must be at least 1".to_string()));
     }
-    let slo = f.slo.as_ref().map(sim::scenario::SloCfg::targets);
+    let slo = scenario.slo().map(sim::scenario::SloCfg::targets);
     let mut runs: Vec<(engine::LiveRun, Summary)> = Vec::with_capacity(args.live_runs);
     let mut live_wall_s = 0.0;
     for k in 0..args.live_runs {
@@ -302,8 +304,8 @@ pub fn validate(
         )?;
         live_wall_s += wall.elapsed().as_secs_f64();
         let mut measured = Summary {
-            scenario: f.name.clone(),
-            seed: f.seed,
+            scenario: scenario.name().to_string(),
+            seed,
             cost_source: format!("live engine on {} ({})", dev.name, dev.spec.label()),
             model: model.cfg.name.clone(),
             hardware: dev.name.clone(),

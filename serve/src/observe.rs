@@ -137,14 +137,9 @@ pub struct Observed {
 /// `max_requests` and the scenario's horizon.
 pub fn workload(s: &Scenario, max_requests: u64) -> anyhow::Result<Vec<RequestSpec>> {
     let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
-    let mut src = sim::workload::build(&s.file.workload, &ctx)?;
-    let cap = s
-        .file
-        .horizon
-        .requests
-        .unwrap_or(u64::MAX)
-        .min(max_requests);
-    let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
+    let mut src = sim::workload::build(s.workload(), &ctx)?;
+    let cap = s.horizon().requests.unwrap_or(u64::MAX).min(max_requests);
+    let deadline = s.horizon().duration_s.map(SimTime::from_secs_f64);
     let mut v = Vec::new();
     while (v.len() as u64) < cap {
         let Some(r) = src.next_request() else { break };
@@ -221,14 +216,9 @@ pub fn run_scenario(
     max_requests: u64,
 ) -> anyhow::Result<Observed> {
     let ctx = sim::workload::Context::new(&s.origin, &s.base_dir, s.seed());
-    let src = sim::workload::build(&s.file.workload, &ctx)?;
-    let cap = s
-        .file
-        .horizon
-        .requests
-        .unwrap_or(u64::MAX)
-        .min(max_requests);
-    let deadline = s.file.horizon.duration_s.map(SimTime::from_secs_f64);
+    let src = sim::workload::build(s.workload(), &ctx)?;
+    let cap = s.horizon().requests.unwrap_or(u64::MAX).min(max_requests);
+    let deadline = s.horizon().duration_s.map(SimTime::from_secs_f64);
     run_source(cfg, src, cap, deadline, s.seed())
 }
 
@@ -738,15 +728,14 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
         }
         reqs.push(r);
     }
-    let f = &s.file;
     let mut summary = Summary {
-        scenario: f.name.clone(),
-        seed: f.seed,
+        scenario: s.name().to_string(),
+        seed: s.seed(),
         cost_source: format!("observed over HTTP at {}", cfg.url),
         model: cfg.model.clone(),
         hardware: "the server's".into(),
-        replicas: f.fleet.replicas,
-        tensor_parallel: f.fleet.tensor_parallel,
+        replicas: s.replicas(),
+        tensor_parallel: s.parallel.tensor,
         gpus: s.gpus(),
         router: "the server's".into(),
         kv_blocks_per_replica: 0,
@@ -754,7 +743,7 @@ pub fn to_result(s: &Scenario, cfg: &ObserveConfig, obs: &Observed) -> anyhow::R
         duration_s: end.as_secs_f64(),
         ..Summary::default()
     };
-    let slo = f.slo.as_ref().map(sim::scenario::SloCfg::targets);
+    let slo = s.slo().map(sim::scenario::SloCfg::targets);
     summarize_requests(&reqs, itl, end, s.gpus(), slo, &mut summary).map_err(anyhow::Error::msg)?;
     let span = obs
         .specs

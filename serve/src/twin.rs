@@ -67,15 +67,15 @@ struct Fleet<'a> {
 }
 
 fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: &Mutex<Gauges>) {
-    let f = &scenario.file;
-    let replicas: Vec<Replica> = (0..f.fleet.replicas)
+    let n = scenario.replicas();
+    let replicas: Vec<Replica> = (0..n)
         .map(|i| {
             Replica::new(
                 i,
-                &f.engine,
+                scenario.engine(),
                 scenario.memory.kv_blocks,
                 scenario.memory.block_bytes(),
-                f.seed,
+                scenario.seed(),
             )
         })
         .collect();
@@ -90,13 +90,13 @@ fn run(scenario: &Scenario, cfg: &TwinConfig, rx: mpsc::Receiver<Command>, out: 
         reqs: Vec::new(),
         subs: Vec::new(),
         sent: Vec::new(),
-        busy_until: vec![None; f.fleet.replicas as usize],
-        batch: vec![Vec::new(); f.fleet.replicas as usize],
+        busy_until: vec![None; n as usize],
+        batch: vec![Vec::new(); n as usize],
         pending_cancel: Vec::new(),
         completed: Vec::new(),
         gaps: TokenGaps::default(),
         gauges: Gauges {
-            kv_blocks_total: scenario.memory.kv_blocks * f.fleet.replicas as u64,
+            kv_blocks_total: scenario.memory.kv_blocks * n as u64,
             ..Gauges::default()
         },
         max_waiting: cfg.max_waiting,

@@ -17,7 +17,19 @@ use std::time::{Duration, Instant};
 /// Llama-3.1-8B on one H100 (roofline): iterations of several ms, long
 /// enough that the wall clock's jitter is small beside them.
 fn scenario() -> Scenario {
-    let text = r#"
+    Scenario::from_toml_str(SCENARIO, "loopback.toml").unwrap()
+}
+
+/// The loopback scenario with its `[engine]` serving one sequence at a
+/// time: an edit of the file, resolved as the file is (its memory plan
+/// included).
+fn scenario_one_at_a_time() -> Scenario {
+    let text = SCENARIO.replace("max_num_seqs = 64", "max_num_seqs = 1");
+    assert_ne!(text, SCENARIO);
+    Scenario::from_toml_str(&text, "loopback.toml").unwrap()
+}
+
+const SCENARIO: &str = r#"
 name = "loopback"
 seed = 3
 [horizon]
@@ -37,8 +49,6 @@ arrival = { process = "poisson", rate = 20.0 }
 prompt_tokens = { dist = "uniform", min = 64, max = 512 }
 output_tokens = { dist = "uniform", min = 8, max = 40 }
 "#;
-    Scenario::from_toml_str(text, "loopback.toml").unwrap()
-}
 
 fn config(model: &str) -> ServerConfig {
     ServerConfig {
@@ -351,8 +361,7 @@ fn a_burst_over_the_cap_is_rejected_exactly_and_nothing_is_lost() {
     // at once, 1 runs and 50 wait; the rest are refused with 429, but for a
     // few that arrive after a slot frees.
     let s = scenario();
-    let mut s1 = s.clone();
-    s1.file.engine.max_num_seqs = 1;
+    let s1 = scenario_one_at_a_time();
     let (srv, engine) = start(&s1, config("m"), 50);
     let cfg = observe_cfg(srv.addr);
     let one = observe::workload(&s, 1).unwrap().remove(0);

@@ -730,3 +730,148 @@ fn the_reader_sees_grouped_and_plain_paths_but_not_comments() {
     let found: Vec<String> = crate_modules(&code).into_iter().collect();
     assert_eq!(found, ["cost", "rng", "time"]);
 }
+
+/// The code of a file without its comments, test code included.
+fn code_without_comments(text: &str) -> String {
+    let mut code = String::new();
+    for line in text.lines() {
+        let line = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The top-level keys of a scenario file: the fields of `ScenarioFile`, as
+/// `scenario/mod.rs` declares them.
+fn scenario_file_fields() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario/mod.rs");
+    let text = std::fs::read_to_string(&path).expect("scenario/mod.rs");
+    let start = text
+        .find("pub struct ScenarioFile {")
+        .expect("ScenarioFile in scenario/mod.rs");
+    let body = &text[start..];
+    let body = &body[..body.find("\n}").expect("end of ScenarioFile")];
+    body.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub "))
+        .filter_map(|l| l.split_once(':').map(|(name, _)| name.trim().to_string()))
+        .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .collect()
+}
+
+/// Reads and edits of a scenario's raw TOML in `code`: what
+/// [`scenario_file_reads`] counts, and any `.file.<key>` whose key is one
+/// of `fields` (the top-level keys of a scenario file), whatever the
+/// receiver is called (`s1.file.engine`, `base.file.fleet`).
+fn raw_scenario_reads(code: &str, fields: &[String]) -> usize {
+    let bytes = code.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut keyed = 0;
+    for (i, _) in code.match_indices(".file") {
+        let after = bytes.get(i + ".file".len()).copied().unwrap_or(b' ');
+        if ident(after) || after == b'(' {
+            continue;
+        }
+        // The receiver's rule is `scenario_file_reads`'s: count the rest.
+        let mut j = i;
+        while j > 0 && bytes[j - 1].is_ascii_whitespace() {
+            j -= 1;
+        }
+        let end = j;
+        while j > 0 && ident(bytes[j - 1]) {
+            j -= 1;
+        }
+        let receiver = &code[j..end];
+        if receiver == "s" || receiver == "ps" || receiver.contains("scenario") {
+            continue;
+        }
+        let rest = code[i + ".file".len()..].trim_start();
+        let Some(rest) = rest.strip_prefix('.') else {
+            continue;
+        };
+        let key: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if fields.contains(&key) {
+            keyed += 1;
+        }
+    }
+    scenario_file_reads(code) + keyed
+}
+
+/// The crates above `sim` (the CLI, `serve`, `calibrate`, `reports`), their
+/// tests included, take what they show or run from the resolved plan or a
+/// named `Scenario` method (`scenario/stated.rs`, `scenario/views.rs`), and
+/// change a scenario by editing its TOML before resolution (the
+/// command-line `Overrides`, a table's `keypath::set`, the text itself):
+/// never through the raw TOML a resolved `Scenario` keeps (`s.file.…`).
+#[test]
+fn no_raw_scenario_read_in_the_crates_above_sim() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf();
+    let fields = scenario_file_fields();
+    assert!(
+        ["engine", "fleet", "workload", "horizon"]
+            .iter()
+            .all(|k| fields.iter().any(|f| f == k)),
+        "ScenarioFile's keys not found in scenario/mod.rs: {fields:?}"
+    );
+    let mut files = Vec::new();
+    let mut scanned = 0;
+    for dir in [
+        "src",
+        "tests",
+        "serve/src",
+        "serve/tests",
+        "calibrate/src",
+        "calibrate/tests",
+        "reports/src",
+        "reports/tests",
+    ] {
+        let dir = root.join(dir);
+        if dir.is_dir() {
+            sources(&dir, &mut files);
+            scanned += 1;
+        }
+    }
+    assert!(
+        scanned >= 6 && files.len() > 50,
+        "the crates above sim moved: {scanned} folders, {} files under {}",
+        files.len(),
+        root.display()
+    );
+    let mut found = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("source file");
+        let n = raw_scenario_reads(&code_without_comments(&text), &fields);
+        if n > 0 {
+            let rel = path.strip_prefix(&root).expect("under the workspace");
+            found.push(format!("{}: {n} read(s) of `.file`", rel.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "raw scenario reads above sim (read the plan or a named `Scenario` method in \
+         sim/src/scenario/; edit the TOML before resolution):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn the_raw_read_counter_sees_any_receiver_of_a_scenario_key() {
+    let fields: Vec<String> = ["engine", "fleet", "seed"].map(String::from).to_vec();
+    let code = "let a = s.file.seed; let b = s1.file.engine.max_num_seqs = 1;\n\
+                let c = base\n    .file\n    .fleet; let d = f.file.display(); let e = x.file;\n\
+                let g = scenario.file; let h = entry.file.len();";
+    assert_eq!(raw_scenario_reads(code, &fields), 4);
+    let found = scenario_file_fields();
+    assert!(found.iter().any(|f| f == "tenants"), "{found:?}");
+    assert!(!found.iter().any(|f| f == "pub"), "{found:?}");
+}

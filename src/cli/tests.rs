@@ -285,3 +285,73 @@ fn every_decimal_flag_has_a_range() {
         "decimal flags without a range from crate::ranges: {missing:?}"
     );
 }
+
+/// The verbs without `--json`, each with why it has no result to print as
+/// JSON. Every other verb prints its result as one JSON document under
+/// `--json` (tests/cli.rs runs them).
+const NO_JSON: &[(&str, &str)] = &[
+    (
+        "catalog",
+        "lists the embedded presets: inputs, not a result",
+    ),
+    ("bench", "a timing of this build on this machine, as text"),
+    (
+        "trace bench",
+        "a timing of the readers on this machine, as text",
+    ),
+    ("report", "writes charts and pages from a result folder"),
+    (
+        "calibrate",
+        "its result is the profile (TOML) it writes to --out",
+    ),
+    ("serve", "serves until stopped"),
+    ("help-markdown", "prints docs/cli.md"),
+];
+
+/// `--json` on every verb that prints a result: a new verb gets the flag
+/// or a line in [`NO_JSON`] saying why not.
+#[test]
+fn every_verb_that_prints_a_result_has_json() {
+    use clap::CommandFactory;
+    fn walk(cmd: &clap::Command, path: &str, found: &mut Vec<(String, bool)>) {
+        let subs: Vec<&clap::Command> = cmd
+            .get_subcommands()
+            .filter(|c| c.get_name() != "help")
+            .collect();
+        // A verb that runs: a leaf, or one whose subcommands are optional
+        // (`sweep SCENARIO` beside `sweep merge`).
+        if !path.is_empty() && (subs.is_empty() || !cmd.is_subcommand_required_set()) {
+            let json = cmd.get_arguments().any(|a| a.get_long() == Some("json"));
+            found.push((path.to_string(), json));
+        }
+        for sub in subs {
+            let p = if path.is_empty() {
+                sub.get_name().to_string()
+            } else {
+                format!("{path} {}", sub.get_name())
+            };
+            walk(sub, &p, found);
+        }
+    }
+    let mut found = Vec::new();
+    walk(&Cli::command(), "", &mut found);
+    assert!(found.len() >= 20, "{found:?}");
+    let missing: Vec<&str> = found
+        .iter()
+        .filter(|(verb, json)| !json && !NO_JSON.iter().any(|(v, _)| v == verb))
+        .map(|(verb, _)| verb.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "verbs that print a result without --json: {missing:?}"
+    );
+    let stale: Vec<&str> = NO_JSON
+        .iter()
+        .map(|(v, _)| *v)
+        .filter(|v| !found.iter().any(|(verb, json)| verb == v && !json))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "NO_JSON lines for verbs that have --json or are gone: {stale:?}"
+    );
+}

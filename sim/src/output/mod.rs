@@ -9,6 +9,7 @@ mod request_row;
 mod requests_file;
 mod row_writer;
 mod stream_file;
+pub mod timeseries;
 pub use atomic::{write_atomic, write_bytes_atomic, OutputLock, LOCK_FILE};
 pub use requests_file::{RequestRows, StreamedRows};
 
@@ -248,23 +249,15 @@ pub fn timeseries_header(fleet: &[&str], canary: bool) -> String {
 /// fleet-wide row of `[metrics] timeseries = "fleet"`, says "all"), its
 /// queue, batch and KV blocks, and KV use. Numbers are appended by
 /// `fast_fmt`: the same text as `format!`, without a `String` per field.
-pub fn push_timeseries_row(
-    line: &mut Vec<u8>,
-    time_s: f64,
-    replica: u32,
-    waiting: u64,
-    running: u64,
-    kv_blocks_used: u64,
-    kv_blocks_total: u64,
-) {
-    let util = kv_blocks_used as f64 / kv_blocks_total.max(1) as f64;
-    fast_fmt::push_fixed(line, time_s, 3);
+pub fn push_timeseries_row(line: &mut Vec<u8>, row: &timeseries::TimeseriesRow) {
+    let util = row.kv_blocks_used as f64 / row.kv_blocks_total.max(1) as f64;
+    fast_fmt::push_fixed(line, row.time.as_secs_f64(), 3);
     line.push(b',');
-    match replica {
+    match row.replica {
         u32::MAX => line.extend_from_slice(b"all"),
         x => fast_fmt::push_u64(line, x.into()),
     }
-    for v in [waiting, running, kv_blocks_used] {
+    for v in [row.waiting.into(), row.running.into(), row.kv_blocks_used] {
         line.push(b',');
         fast_fmt::push_u64(line, v);
     }

@@ -90,28 +90,6 @@ mod tests {
         assert_eq!(t.describe(", "), "TTFT p99 ≤ 100 ms, ITL p50 ≤ 5 ms");
     }
 
-    #[test]
-    fn a_spilled_time_series_comes_back_row_for_row() {
-        use crate::store::{SpillLog, CHUNK};
-        let row = |i: u64| TimeseriesRow {
-            time: SimTime(i * 1_000_000_007),
-            replica: (i % 1_000) as u32,
-            waiting: (i * 7) as u32,
-            running: u32::MAX - i as u32,
-            kv_blocks_used: i << 33,
-            kv_blocks_total: u64::MAX - i,
-        };
-        // Two chunks on disk and a part in memory.
-        let n = 2 * CHUNK as u64 + 77;
-        let mut log = SpillLog::default();
-        for i in 0..n {
-            log.push(row(i));
-        }
-        assert_eq!(log.len() as u64, n);
-        assert!(log.error().is_none());
-        assert!(log.iter().eq((0..n).map(row)));
-    }
-
     /// Linear-interpolation quantile of sorted data (NumPy's default, Hyndman &
     /// Fan type 7).
     fn quantile_sorted(v: &[f64], q: f64) -> f64 {

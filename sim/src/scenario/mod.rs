@@ -54,6 +54,7 @@ pub use tenants_plan::TenantsPlan;
 mod trace_cfg;
 pub mod units;
 mod validate;
+mod views;
 mod workload_cfg;
 pub use fleet_cfg::*;
 pub use pools_cfg::*;

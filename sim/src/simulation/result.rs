@@ -4,9 +4,8 @@
 
 use super::summary::Summary;
 use super::{Progress, RunError, Simulation};
-use crate::records::timeseries::TimeseriesRow;
+use crate::output::timeseries::Timeseries;
 use crate::request::Request;
-use crate::store::SpillLog;
 
 /// Everything a run produces.
 pub struct RunResult {
@@ -16,8 +15,9 @@ pub struct RunResult {
     /// `requests.csv`'s rows; empty: `requests`' own order.
     pub ended: Vec<u64>,
     /// The time series, in the order sampled (see
-    /// [`RunParts::timeseries`](super::RunParts::timeseries)).
-    pub timeseries: SpillLog<TimeseriesRow>,
+    /// [`RunParts::timeseries`](super::RunParts::timeseries)): its rows,
+    /// wherever the run kept them.
+    pub timeseries: Timeseries,
     /// Whether the requests carry latency components (`[metrics]
     /// attribution`); without them `requests.csv` has no `attr_*` columns.
     pub attribution: bool,
@@ -93,7 +93,7 @@ impl Simulation<'_> {
             summary,
             requests: parts.requests,
             ended: parts.ended,
-            timeseries: parts.timeseries,
+            timeseries: parts.timeseries.into(),
             attribution: parts.attribution,
             fleet_series: parts.fleet_series,
             pool_series: parts.pool_series,
