@@ -4,7 +4,7 @@
 //! overlaps the GPU's work or adds to it.
 
 use crate::config::AllReduceKind;
-pub use crate::config::{EngineRuntime, LaunchPerLayer};
+pub use crate::config::{EngineRuntime, FrontEnd, LaunchPerLayer};
 
 /// Host time of one overlapped step of the CUDA-graph runtime, seconds (the
 /// order of vLLM V1's scheduler + input preparation + output processing for
@@ -75,6 +75,13 @@ pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
 /// stalls its decodes past what its measured TPOT shows (docs/accuracy.md).
 pub const TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER: f64 = VLLM_EAGER_LAUNCH_S_PER_LAYER;
 
+/// Front-end time per request of vLLM's OpenAI server, seconds.
+pub const VLLM_FRONT_END_S: f64 = 0.0;
+/// Front-end time per request of SGLang's server, seconds.
+pub const SGLANG_FRONT_END_S: f64 = 0.0;
+/// Front-end time per request of `trtllm-serve`, seconds.
+pub const TRTLLM_FRONT_END_S: f64 = 0.0;
+
 /// Host time of one step, split into the per-step and per-sequence parts,
 /// which an overlapping runtime hides behind the GPU's step, and the
 /// kernel launches of a step run without a CUDA graph, which it cannot.
@@ -126,6 +133,22 @@ impl EngineRuntime {
             "sglang" | "sglangoai" => Some(EngineRuntime::Sglang),
             "trtllm" | "tensorrtllm" | "trt" => Some(EngineRuntime::Trtllm),
             _ => None,
+        }
+    }
+
+    /// The serving front end a request of this runtime passes before its
+    /// scheduler sees it (`[engine] front_end` replaces it): the generic
+    /// runtimes model none.
+    pub fn front_end(self) -> FrontEnd {
+        let request_s = match self {
+            EngineRuntime::Vllm => VLLM_FRONT_END_S,
+            EngineRuntime::Sglang => SGLANG_FRONT_END_S,
+            EngineRuntime::Trtllm => TRTLLM_FRONT_END_S,
+            EngineRuntime::CudaGraph | EngineRuntime::Eager2023 => 0.0,
+        };
+        FrontEnd {
+            request_s,
+            prompt_token_s: 0.0,
         }
     }
 
