@@ -273,14 +273,17 @@ pub enum EngineRuntime {
     /// uses vLLM's custom all-reduce.
     Vllm,
     /// SGLang (`sglang.launch_server`): the overlapped "zero-overhead"
-    /// scheduler, CUDA graphs for decode batches, custom all-reduce.
+    /// scheduler, CUDA graphs for decode batches (prefill steps pay their
+    /// kernel launches), custom all-reduce, and a serving front end per
+    /// request (`cost::runtime::SGLANG_FRONT_END_S`).
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`, PyTorch backend): the overlap
     /// scheduler, CUDA graphs for generation-only batches (steps with
     /// context tokens run eagerly, taking the longer of their kernel
     /// launches and the GPU's work:
     /// `cost::runtime::TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER`), its custom
-    /// all-reduce.
+    /// all-reduce, and a serving front end per request
+    /// (`cost::runtime::TRTLLM_FRONT_END_S`).
     Trtllm,
 }
 
