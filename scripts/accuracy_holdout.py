@@ -3,32 +3,32 @@
 `servesim accuracy`'s default model on aiconfigurator's silicon rows, by
 model family or by chip.
 
-The fitted constants are SGLang's kernel-launch time per layer of a prefill
-step (`cost::runtime::PREFILL_LAUNCH_S_PER_DENSE_LAYER`, `..._MOE_LAYER`).
-Their fit is a grid: one `servesim accuracy` run of the SGLang rows per pair
-(`scripts/launch-grid.toml` with DENSE and MOE replaced: a base scenario
-whose `[engine] eager_launch_s_per_layer` replaces the two constants), its SGLang rows read from folders named `<prefix>_<dense>_<moe>`. The fit is the pair with
-the least median |TTFT error| + median |TPOT error| over the SGLang rows; a
-held-out group's pair is fitted on the other groups' SGLang rows and
-predicts the group's rows. Rows of the other engines depend on no fitted
-constant (their terms come from the engines' sources, the harness's recipes
-and aiconfigurator's per-kernel tables), so their held-out error is the one
-in the base run. Prints per held-out group its fitted pair, rows and median
-|error| (median signed error) of TTFT and TPOT, the median over all held-out
-rows and the worst group of at least 10 rows.
+The fitted constants are, per engine, the kernel-launch time per layer of
+an ungraphed step (`[engine] eager_launch_s_per_layer`, dense and MoE) and
+the serving front end's time per request (`[engine] front_end`). Their fit
+is a grid: one `servesim accuracy` run of one engine's rows per point of
+the grid (`scripts/front-end-grid.toml` with DENSE, MOE and FRONT replaced;
+or `scripts/launch-grid.toml` with DENSE and MOE), read from folders named
+`<engine>_<value>_<value>...` (the values in the grid file's order, seconds).
+An engine's fit is its grid point with the least median |TTFT error| +
+median |TPOT error| over its rows; a held-out group's point is fitted on
+the other groups' rows of that engine and predicts the group's rows. Rows
+of an engine with no grid keep their error in the base run. Prints per
+held-out group each engine's fitted point, rows and median |error| (median
+signed error) of TTFT and TPOT, the median over all held-out rows and the
+worst group of at least 10 rows.
 
 Usage:
   servesim accuracy ../shared/data/aiconfigurator/silicon/silicon_train.csv --out out/acc
-  awk -F, 'NR==1 || $3=="sglang"' ../shared/data/aiconfigurator/silicon/silicon_train.csv > sg.csv
-  for D in 0 0.0004 0.0008; do for M in 0 0.0008 0.0016 0.0024 0.0032; do
-    sed "s/DENSE/$D/; s/MOE/$M/" scripts/launch-grid.toml > grid.toml
-    servesim accuracy sg.csv --scenario grid.toml --out out/grid/sg_${D}_${M}
-  done; done
-  python3 scripts/accuracy_holdout.py out/acc/points.csv family out/grid/sg_*
-  python3 scripts/accuracy_holdout.py out/acc/points.csv chip out/grid/sg_*
+  awk -F, 'NR==1 || $3=="sglang"' ../shared/data/aiconfigurator/silicon/silicon_train.csv > sglang.csv
+  for D in 0 0.0004 0.0008; do for M in 0 0.0016 0.0032; do for F in 0 0.02 0.05; do
+    sed "s/DENSE/$D/; s/MOE/$M/; s/FRONT/$F/" scripts/front-end-grid.toml > grid.toml
+    servesim accuracy sglang.csv --scenario grid.toml --out out/grid/sglang_${D}_${M}_${F}
+  done; done; done
+  python3 scripts/accuracy_holdout.py out/acc/points.csv family out/grid/*
+  python3 scripts/accuracy_holdout.py out/acc/points.csv chip out/grid/*
 Standard library only."""
-import collections, csv, re, statistics, sys
-
+import collections, csv, os, re, statistics, sys
 # Checkpoint variants of one architecture share a family.
 FAMILIES = [
     (r"deepseek-(r1|v3)", "DeepSeek-R1/V3"),
@@ -97,35 +97,45 @@ def main():
         raise SystemExit(__doc__)
     path, by, grid_dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
     base = read(path, by)
-    grid = {}
+    # engine -> grid point -> {row id: (group, errors)}
+    grids = collections.defaultdict(dict)
     for d in grid_dirs:
-        parts = d.rstrip("/").rsplit("_", 2)
-        rows = read(f"{d}/points.csv", by, "sglang")
+        name = os.path.basename(d.rstrip("/"))
+        engine, *values = name.split("_")
+        rows = read(f"{d}/points.csv", by, engine)
         # Only the rows the run without a base scenario compares: the grid's
         # base scenario gives its placeholder load to rows that record none.
-        grid[(float(parts[1]), float(parts[2]))] = {i: v for i, v in rows.items() if i in base}
-    fitted_ids = set().union(*(g.keys() for g in grid.values())) if grid else set()
-    if grid:
-        best = min(grid, key=lambda c: objective(list(grid[c].values())))
-        print(f"fit on every row: dense {best[0] * 1e3:.1f} ms, MoE {best[1] * 1e3:.1f} ms per layer\n")
+        grids[engine][tuple(float(v) for v in values)] = {
+            i: v for i, v in rows.items() if i in base
+        }
+    gridded = {e: set().union(*(g.keys() for g in gs.values())) for e, gs in grids.items()}
+    ms = lambda c: ", ".join(f"{v * 1e3:g}" for v in c)
+    for e, gs in sorted(grids.items()):
+        best = min(gs, key=lambda c: objective(list(gs[c].values())))
+        rows = list(gs[best].values())
+        t = [v["ttft"] for _, v in rows]
+        p = [v["tpot"] for _, v in rows]
+        print(f"{e}: fit on every row: {ms(best)} ms; {len(t)} rows, TTFT {fmt(t)}, TPOT {fmt(p)}")
+    print()
     groups = sorted({g for g, _ in base.values()})
-    print(f"| held-out {by} | fitted (dense, MoE) ms/layer | rows | TTFT | TPOT |")
+    print(f"| held-out {by} | refit (ms) | rows | TTFT | TPOT |")
     print("| --- | --- | ---: | ---: | ---: |")
     all_t, all_p, worst = [], [], None
+    everywhere = set().union(*gridded.values()) if gridded else set()
     for g in groups:
-        pair = "-"
-        errs = {i: e for i, (gg, e) in base.items() if gg == g and i not in fitted_ids}
-        if grid:
-            c = min(grid, key=lambda c: objective([v for v in grid[c].values() if v[0] != g]))
-            held = {i: e for i, (gg, e) in grid[c].items() if gg == g}
+        fits = []
+        errs = {i: e for i, (gg, e) in base.items() if gg == g and i not in everywhere}
+        for eng, gs in sorted(grids.items()):
+            c = min(gs, key=lambda c: objective([v for v in gs[c].values() if v[0] != g]))
+            held = {i: e for i, (gg, e) in gs[c].items() if gg == g}
             if held:
-                pair = f"{c[0] * 1e3:.1f}, {c[1] * 1e3:.1f}"
+                fits.append(f"{eng} {ms(c)}")
             errs.update(held)
         t = [e["ttft"] for e in errs.values()]
         p = [e["tpot"] for e in errs.values()]
         all_t += t
         all_p += p
-        print(f"| {g} | {pair} | {len(t)} | {fmt(t)} | {fmt(p)} |")
+        print(f"| {g} | {'; '.join(fits) or '-'} | {len(t)} | {fmt(t)} | {fmt(p)} |")
         if len(t) >= 10:
             m = statistics.median(abs(e) for e in t)
             if worst is None or m > worst[1]:

@@ -76,6 +76,41 @@ pub struct EngineCfg {
     /// (`cost::runtime::EngineRuntime::launch_per_layer`), e.g. to refit it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eager_launch_s_per_layer: Option<LaunchPerLayer>,
+    /// The serving front end between a client's send and the engine's
+    /// scheduler (API server, tokenisation): replaces the runtime's own
+    /// (`cost::runtime::EngineRuntime::front_end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub front_end: Option<FrontEnd>,
+}
+
+/// The serving front end a request passes before the engine's scheduler
+/// sees it (`[engine] front_end`): the HTTP/API server, the chat template
+/// and tokenisation, and the hand-off to the engine process (vLLM's
+/// `AsyncLLM` → `EngineCore` socket, SGLang's `TokenizerManager` →
+/// scheduler, `trtllm-serve` → executor). It delays the request's arrival
+/// at the replica, so it counts in TTFT and E2E and holds a closed-loop
+/// user, but never occupies the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrontEnd {
+    /// Seconds per request, whatever its length.
+    #[serde(default)]
+    pub request_s: f64,
+    /// Seconds per prompt token (tokenisation, the request's transfer).
+    #[serde(default)]
+    pub prompt_token_s: f64,
+}
+
+impl FrontEnd {
+    /// The front end's time for a prompt of `prompt_tokens` tokens, ns.
+    pub fn nanos(&self, prompt_tokens: u32) -> u64 {
+        crate::time::secs_to_nanos(self.request_s + self.prompt_token_s * prompt_tokens as f64)
+    }
+
+    /// Whether a request passes it in no time.
+    pub fn is_zero(&self) -> bool {
+        self.request_s == 0.0 && self.prompt_token_s == 0.0
+    }
 }
 
 /// Host launch time per (dense, MoE) layer of a step run without CUDA
@@ -205,6 +240,7 @@ impl Default for EngineCfg {
             decode_runs: true,
             scheduler_recv_interval: 1,
             eager_launch_s_per_layer: None,
+            front_end: None,
         }
     }
 }
@@ -237,14 +273,17 @@ pub enum EngineRuntime {
     /// uses vLLM's custom all-reduce.
     Vllm,
     /// SGLang (`sglang.launch_server`): the overlapped "zero-overhead"
-    /// scheduler, CUDA graphs for decode batches, custom all-reduce.
+    /// scheduler, CUDA graphs for decode batches (prefill steps pay their
+    /// kernel launches), custom all-reduce, and a serving front end per
+    /// request (`cost::runtime::SGLANG_FRONT_END_S`).
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`, PyTorch backend): the overlap
     /// scheduler, CUDA graphs for generation-only batches (steps with
     /// context tokens run eagerly, taking the longer of their kernel
     /// launches and the GPU's work:
     /// `cost::runtime::TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER`), its custom
-    /// all-reduce.
+    /// all-reduce, and a serving front end per request
+    /// (`cost::runtime::TRTLLM_FRONT_END_S`).
     Trtllm,
 }
 

@@ -10,7 +10,7 @@ pub mod engine;
 pub mod keypath;
 
 pub use engine::{
-    AllReduceKind, BatchPolicyKind, DeepEpMode, EngineCfg, EngineRuntime, LaunchPerLayer,
+    AllReduceKind, BatchPolicyKind, DeepEpMode, EngineCfg, EngineRuntime, FrontEnd, LaunchPerLayer,
     MoeA2aKind, PreemptionMode, SpeculativeCfg,
 };
 

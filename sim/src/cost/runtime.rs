@@ -4,7 +4,7 @@
 //! overlaps the GPU's work or adds to it.
 
 use crate::config::AllReduceKind;
-pub use crate::config::{EngineRuntime, LaunchPerLayer};
+pub use crate::config::{EngineRuntime, FrontEnd, LaunchPerLayer};
 
 /// Host time of one overlapped step of the CUDA-graph runtime, seconds (the
 /// order of vLLM V1's scheduler + input preparation + output processing for
@@ -44,18 +44,18 @@ pub const VLLM_EAGER_LAUNCH_S_PER_LAYER: f64 = 0.8e-3;
 /// `--cuda-graph-max-bs`; InferenceX's recipes also pass
 /// `--disable-piecewise-cuda-graph`), so a prefill ("extend") step runs
 /// eagerly and the GPU waits on every kernel's launch and Python dispatch.
-/// Fitted on the SGLang rows of aiconfigurator's silicon set, least median
-/// |TTFT error| + median |TPOT error| on a grid of 0–0.8 ms (dense) by
-/// 0–3.2 ms (MoE); `scripts/accuracy_holdout.py` gives the fit and its
-/// leave-one-family-out and leave-one-chip-out errors (docs/accuracy.md).
-/// Both values sit at the grid's edge, and SGLang's TPOT is then already
-/// above measured: the per-step form also absorbs per-request latency of
-/// the serving path that servesim does not model separately.
-pub const PREFILL_LAUNCH_S_PER_DENSE_LAYER: f64 = 0.8e-3;
+/// aiconfigurator's calibrated dispatch overhead of an ungraphed step
+/// ([`VLLM_EAGER_LAUNCH_S_PER_LAYER`]), not fitted here: the fit on SGLang's
+/// rows is flat in it (docs/accuracy.md).
+pub const PREFILL_LAUNCH_S_PER_DENSE_LAYER: f64 = VLLM_EAGER_LAUNCH_S_PER_LAYER;
 /// The same per mixture-of-experts layer: routing, top-k, token
 /// permutation, the grouped GEMMs, the shared expert and the combine are
-/// several times a dense layer's kernels.
-pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
+/// several times a dense layer's kernels. Fitted on the SGLang rows of
+/// aiconfigurator's silicon set together with [`SGLANG_FRONT_END_S`], least
+/// median |TTFT error| + median |TPOT error| on a grid of 0–3.2 ms by
+/// 0–200 ms; `scripts/accuracy_holdout.py` gives the fit and its
+/// leave-one-family-out and leave-one-chip-out errors (docs/accuracy.md).
+pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 1.6e-3;
 
 /// Host time per layer, dense or MoE, of a TensorRT-LLM step with context
 /// (prefill) tokens, seconds. TensorRT-LLM's PyTorch backend replays CUDA
@@ -74,6 +74,28 @@ pub const PREFILL_LAUNCH_S_PER_MOE_LAYER: f64 = 3.2e-3;
 /// MoE figure, as SGLang's fit has, brings TensorRT-LLM's TTFT closer but
 /// stalls its decodes past what its measured TPOT shows (docs/accuracy.md).
 pub const TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER: f64 = VLLM_EAGER_LAUNCH_S_PER_LAYER;
+
+/// Front-end time per request of vLLM's OpenAI server, seconds: none.
+/// Measured on vLLM's rows of aiconfigurator's silicon set, any constant
+/// worsens the fit (5 ms: median |TTFT error| 18.1 % → 18.5 %; 20 ms:
+/// 19.7 %), and moving [`VLLM_EAGER_LAUNCH_S_PER_LAYER`] from the step to
+/// the request (aiconfigurator's own form, a per-request
+/// `_prefill_dispatch_overhead_ms`) leaves its decodes fast: the launches
+/// of steps past the captured graphs do stall the batch (docs/accuracy.md).
+pub const VLLM_FRONT_END_S: f64 = 0.0;
+/// Front-end time per request of SGLang's server (`TokenizerManager` →
+/// scheduler, the first streamed event), seconds. Fitted with
+/// [`PREFILL_LAUNCH_S_PER_MOE_LAYER`] on SGLang's rows of aiconfigurator's
+/// silicon set: with it the MoE launches per prefill step halve, and
+/// SGLang's decodes are no longer stalled past their measured TPOT.
+pub const SGLANG_FRONT_END_S: f64 = 0.1;
+/// Front-end time per request of `trtllm-serve`, seconds. Fitted on
+/// TensorRT-LLM's rows of aiconfigurator's silicon set (a grid of 0–200 ms,
+/// [`TRTLLM_CONTEXT_LAUNCH_S_PER_LAYER`] kept): the gap between measured and
+/// simulated TTFT on InferenceX's rows is a per-request 100–300 ms that
+/// hardly depends on the prompt's length and that a per-step cost cannot
+/// take without stalling decodes (docs/accuracy.md).
+pub const TRTLLM_FRONT_END_S: f64 = 0.1;
 
 /// Host time of one step, split into the per-step and per-sequence parts,
 /// which an overlapping runtime hides behind the GPU's step, and the
@@ -126,6 +148,22 @@ impl EngineRuntime {
             "sglang" | "sglangoai" => Some(EngineRuntime::Sglang),
             "trtllm" | "tensorrtllm" | "trt" => Some(EngineRuntime::Trtllm),
             _ => None,
+        }
+    }
+
+    /// The serving front end a request of this runtime passes before its
+    /// scheduler sees it (`[engine] front_end` replaces it): the generic
+    /// runtimes model none.
+    pub fn front_end(self) -> FrontEnd {
+        let request_s = match self {
+            EngineRuntime::Vllm => VLLM_FRONT_END_S,
+            EngineRuntime::Sglang => SGLANG_FRONT_END_S,
+            EngineRuntime::Trtllm => TRTLLM_FRONT_END_S,
+            EngineRuntime::CudaGraph | EngineRuntime::Eager2023 => 0.0,
+        };
+        FrontEnd {
+            request_s,
+            prompt_token_s: 0.0,
         }
     }
 
@@ -359,6 +397,26 @@ mod tests {
         };
         let set = trt.host_for(4, 1024, true, (3.0, 58.0), own, 8).launch;
         assert!((set - 58e-3).abs() < 1e-15);
+    }
+
+    #[test]
+    fn named_engines_front_ends_are_per_request_and_the_generic_runtimes_have_none() {
+        for r in [EngineRuntime::CudaGraph, EngineRuntime::Eager2023] {
+            assert!(r.front_end().is_zero(), "{r:?}");
+        }
+        assert_eq!(EngineRuntime::Vllm.front_end().request_s, VLLM_FRONT_END_S);
+        assert_eq!(
+            EngineRuntime::Sglang.front_end().request_s,
+            SGLANG_FRONT_END_S
+        );
+        assert_eq!(
+            EngineRuntime::Trtllm.front_end().request_s,
+            TRTLLM_FRONT_END_S
+        );
+        // A constant per request: 100 ms whatever the prompt.
+        let fe = EngineRuntime::Trtllm.front_end();
+        assert_eq!(fe.nanos(1), fe.nanos(8192));
+        assert_eq!(fe.nanos(1024), 100_000_000);
     }
 
     #[test]

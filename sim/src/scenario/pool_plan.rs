@@ -263,6 +263,14 @@ pub fn resolve(file: &ScenarioFile, origin: &str) -> Result<Vec<PoolPlan>, Scena
             f.hardware.profile = None;
         }
         if let Some(over) = &p.engine {
+            if over.contains_key("front_end") {
+                return Err(fail(
+                    key("engine.front_end"),
+                    "the serving front end is the fleet's (requests pass it before \
+                     routing): set it in [engine], not per pool"
+                        .into(),
+                ));
+            }
             let mut t =
                 toml::Value::try_from(&f.engine).map_err(|e| fail(key("engine"), e.to_string()))?;
             let table = t.as_table_mut().expect("engine is a table");

@@ -55,6 +55,9 @@ pub struct RunPlan {
     pub router: &'static str,
     pub policy: &'static str,
     pub preemption: String,
+    /// `[engine] front_end`, or the runtime's own: the delay between a
+    /// request's send and its arrival at a replica.
+    pub front_end: crate::config::FrontEnd,
 }
 
 impl Scenario {
@@ -86,6 +89,10 @@ impl Scenario {
             router: f.fleet.router.name(),
             policy: f.engine.policy.name(),
             preemption: format!("{:?}", f.engine.preemption).to_lowercase(),
+            front_end: f
+                .engine
+                .front_end
+                .unwrap_or_else(|| f.engine.runtime.front_end()),
         }
     }
 

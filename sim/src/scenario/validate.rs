@@ -125,6 +125,24 @@ pub(super) fn validate(f: &ScenarioFile) -> Result<(), Invalid> {
             }
         }
     }
+    if let Some(fe) = &e.front_end {
+        for (key, v, unit) in [
+            ("request_s", fe.request_s, "seconds per request in [0, 60]"),
+            (
+                "prompt_token_s",
+                fe.prompt_token_s,
+                "seconds per prompt token in [0, 0.01]",
+            ),
+        ] {
+            let max = if key == "request_s" { 60.0 } else { 0.01 };
+            if !(v.is_finite() && (0.0..=max).contains(&v)) {
+                return Err((
+                    format!("engine.front_end.{key}"),
+                    format!("must be {unit}, got {v}"),
+                ));
+            }
+        }
+    }
     if let Some(l) = e.max_model_len {
         at_least("engine.max_model_len", l.into(), 2)?;
     }

@@ -92,13 +92,6 @@ impl Simulation<'_> {
             }
             req.hash_block_tokens = bs;
         }
-        if reason.is_none() {
-            if let Some(at) = self.region_overflow(&req, id, now) {
-                self.put(id, req);
-                self.queue.schedule(at, Event::Overflow);
-                return;
-            }
-        }
         match reason {
             Some(reason) => {
                 // A rejected request's block hashes are never looked up.
@@ -115,20 +108,34 @@ impl Simulation<'_> {
                     None => self.request_ended(id, now, false, false),
                 }
             }
-            None if self.life.as_ref().is_some_and(|x| !x.any_ready()) => {
-                self.put(id, req);
-                self.place(id, now);
-            }
+            None if self.front_end_on() => self.enter_front_end(id, req, pool, now),
             None => {
-                let r = match pool {
-                    Some(p) => self.fleet.route_in(p, &req),
-                    None => self.fleet.route(&mut req, &mut self.replicas),
-                };
                 self.put(id, req);
-                self.trace_route(id, r, now);
-                self.queue_on(r, id, now);
+                self.send_on(id, pool, now);
             }
         }
+    }
+
+    /// Sends admitted request `id` (in its slot; `pool`: the canary's pick)
+    /// on its way to a replica: to another region, to the life cycle's
+    /// holder while no replica is ready, or routed and queued.
+    pub(super) fn send_on(&mut self, id: RequestId, pool: Option<usize>, now: SimTime) {
+        let region = self.requests[id as usize].region;
+        if let Some(at) = self.region_overflow(region, id, now) {
+            self.queue.schedule(at, Event::Overflow);
+            return;
+        }
+        if self.life.as_ref().is_some_and(|x| !x.any_ready()) {
+            self.place(id, now);
+            return;
+        }
+        let req = &mut self.requests[id as usize];
+        let r = match pool {
+            Some(p) => self.fleet.route_in(p, req),
+            None => self.fleet.route(req, &mut self.replicas),
+        };
+        self.trace_route(id, r, now);
+        self.queue_on(r, id, now);
     }
 
     /// With `[metrics] routing_trace`: records the decision that routed

@@ -60,6 +60,7 @@ impl Simulation<'_> {
         }
         self.fleet_check(&mut held)?;
         self.region_check(&mut held)?;
+        self.front_end_check(&mut held)?;
         self.tenancy
             .check(&self.requests)
             .map_err(InvariantViolation)?;

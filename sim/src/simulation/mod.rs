@@ -7,7 +7,7 @@
 //! to the handlers of the model that owns it, each in a module of its own:
 //! `admission` (arrivals, tenancy, routing), `replicas` (iterations),
 //! `pools` (KV transfers between pools), `life` (life cycle and
-//! autoscaling), `canary_run`, `regions`, `sampling` (load reports, time
+//! autoscaling), `canary_run`, `regions`, `front_end`, `sampling` (load reports, time
 //! series), `request_ends` and `slab` (a request's way out, its slot).
 //! [`Simulation::run`] (`result`) gathers what the run produced into its
 //! [`Summary`] and [`RunResult`].
@@ -60,6 +60,9 @@ enum Event {
     Canary,
     /// An overflowed request reaches its serving region (`region`).
     Overflow,
+    /// A request (slot) leaves the serving front end (`front_end`); the
+    /// second field is its canary pool + 1 (0: none).
+    FrontEnd(u32, u32),
 }
 
 impl Event {
@@ -207,6 +210,8 @@ pub struct Simulation<'a> {
     step_terms: Vec<crate::cost::StepTerms>,
     /// `[metrics] routing_trace`: each routing decision and its regret.
     routing_trace: Option<crate::cluster::routing_trace::RoutingTrace>,
+    /// Requests in the serving front end (`[engine] front_end`).
+    front_end: front_end::FrontEndHop,
 }
 
 /// Why a request of `prompt` + `output` tokens can never be served by one of
@@ -361,6 +366,7 @@ impl<'a> Simulation<'a> {
             ends_inline: false,
             step_terms,
             routing_trace,
+            front_end: Default::default(),
         };
         sim.fleet_init();
         sim.canary_init();
@@ -370,7 +376,8 @@ impl<'a> Simulation<'a> {
         // other replicas' events where only the workload's arrivals, ticks
         // and load reports reach a replica from outside.
         sim.ends_inline = sim.life.is_none() && !sim.fleet.disaggregated();
-        let isolated = sim.source.open_loop() && sim.plan.workload_arrivals_only;
+        let isolated =
+            sim.source.open_loop() && sim.plan.workload_arrivals_only && !sim.front_end_on();
         sim.queue.watch_outside(sim.ends_inline && isolated);
         sim
     }
@@ -385,6 +392,7 @@ mod admission;
 mod agenda;
 mod canary_run;
 pub mod estimate;
+mod front_end;
 mod invariants;
 mod life;
 mod pools;

@@ -6,7 +6,7 @@
 use super::{InvariantViolation, Simulation};
 use crate::region::records::RegionRecords;
 use crate::region::RegionReport;
-use crate::request::{Request, RequestId};
+use crate::request::RequestId;
 use crate::time::SimTime;
 
 impl Simulation<'_> {
@@ -15,12 +15,12 @@ impl Simulation<'_> {
         self.life.as_ref().is_none_or(|l| l.routable(r))
     }
 
-    /// The global router: when `req` (id `id`, admitted) is to be served
-    /// outside its home region, records the trip and returns when it
-    /// arrives there.
+    /// The global router: when request `id` (admitted, from home region
+    /// `region`) is to be served outside its home region, records the trip
+    /// and returns when it arrives there.
     pub(super) fn region_overflow(
         &mut self,
-        req: &Request,
+        region: u16,
         id: RequestId,
         now: SimTime,
     ) -> Option<SimTime> {
@@ -28,7 +28,7 @@ impl Simulation<'_> {
         let life = self.life.as_ref();
         let ready = |r: usize| life.is_none_or(|l| l.routable(r));
         let rg = self.regions.as_mut().expect("regions");
-        let g = rg.choose(req.region as usize, &self.replicas, ready)?;
+        let g = rg.choose(region as usize, &self.replicas, ready)?;
         rg.in_transit.push_back((id, g as u16));
         Some(now.plus(rg.rtt))
     }

@@ -78,6 +78,8 @@ impl Simulation<'_> {
             Event::Canary => self.on_canary(now),
             // The regions (`regions`).
             Event::Overflow => self.on_overflow(now),
+            // The serving front end (`front_end`).
+            Event::FrontEnd(id, pool) => self.on_front_end(id, pool, now),
         }
         Ok(())
     }
