@@ -87,7 +87,7 @@ pub const VLLM_FRONT_END_S: f64 = 0.0;
 /// scheduler, the first streamed event), seconds. Fitted with
 /// [`PREFILL_LAUNCH_S_PER_MOE_LAYER`] on SGLang's rows of aiconfigurator's
 /// silicon set: with it the MoE launches per prefill step halve, and
-/// SGLang's decodes are no longer stalled past their measured TPOT.
+/// SGLang's decodes are not stalled past their measured TPOT.
 pub const SGLANG_FRONT_END_S: f64 = 0.1;
 /// Front-end time per request of `trtllm-serve`, seconds. Fitted on
 /// TensorRT-LLM's rows of aiconfigurator's silicon set (a grid of 0–200 ms,
