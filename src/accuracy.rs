@@ -41,8 +41,8 @@ pub struct AccuracyArgs {
     /// Hardware preset for every point, over the files'.
     #[arg(long)]
     pub hardware: Option<String>,
-    /// Weight dtype for every point (e.g. bf16, fp8), over the files'.
-    #[arg(long)]
+    /// Weight dtype for every point, over the files'.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(sim::catalog::Dtype::ALL.map(|d| d.name())))]
     pub weight_dtype: Option<String>,
     /// Tensor-parallel GPUs per replica, over the files'.
     #[arg(long, allow_negative_numbers = true)]

@@ -314,6 +314,19 @@ fn bad_input_names_the_file() {
     );
 }
 
+/// A weight dtype the catalog does not know is refused before any file is
+/// read, with the dtypes that are allowed.
+#[test]
+fn an_unknown_weight_dtype_is_refused_with_the_allowed_ones() {
+    let o = accuracy(&["results.json", "--weight-dtype", "fp9"], "1");
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("--weight-dtype") && e.contains("fp9") && e.contains("fp8-block"),
+        "{e}"
+    );
+}
+
 /// The silicon training set in `../shared/data` (or `SERVESIM_SHARED_DATA`).
 fn silicon() -> Option<PathBuf> {
     let data = std::env::var_os("SERVESIM_SHARED_DATA")
