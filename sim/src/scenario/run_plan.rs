@@ -89,10 +89,16 @@ impl Scenario {
             router: f.fleet.router.name(),
             policy: f.engine.policy.name(),
             preemption: format!("{:?}", f.engine.preemption).to_lowercase(),
-            front_end: f
-                .engine
-                .front_end
-                .unwrap_or_else(|| f.engine.runtime.front_end()),
+            // A calibration profile measured the engine as served, so the
+            // runtime's fitted front end would count twice; only a stated
+            // one applies.
+            front_end: f.engine.front_end.unwrap_or_else(|| {
+                if self.profile.is_some() {
+                    crate::config::FrontEnd::default()
+                } else {
+                    f.engine.runtime.front_end()
+                }
+            }),
         }
     }
 

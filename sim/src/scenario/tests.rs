@@ -323,6 +323,31 @@ fn a_profile_supplies_model_hardware_memory_and_cost() {
         .summary
         .cost_source;
     assert!(cost.starts_with("calibration profile"), "{cost}");
+    // The profile measured the engine as served: the runtime's fitted front
+    // end does not apply on top of it, a stated one does.
+    let trt = text.replace(
+        "max_model_len = 512",
+        "max_model_len = 512\nruntime = \"trtllm\"",
+    );
+    let s = Scenario::from_toml_str(&trt, &origin).unwrap();
+    assert!(s.run_plan().front_end.is_zero());
+    let stated = trt.replace(
+        "runtime = \"trtllm\"",
+        "runtime = \"trtllm\"\nfront_end = { request_s = 0.01 }",
+    );
+    let s = Scenario::from_toml_str(&stated, &origin).unwrap();
+    assert_eq!(s.run_plan().front_end.request_s, 0.01);
+    let s = Scenario::from_toml_str(
+        MINIMAL
+            .replace(
+                "max_model_len = 8192",
+                "max_model_len = 8192\nruntime = \"trtllm\"",
+            )
+            .as_str(),
+        &origin,
+    )
+    .unwrap();
+    assert!(!s.run_plan().front_end.is_zero());
     // A model besides the profile must be the profile's.
     let e = err_of_at(
         &MINIMAL.replace("preset = \"h100-sxm\"", "profile = \"p.toml\""),
