@@ -425,13 +425,20 @@ fn simulation_tests_import_by_name() {
 /// field (not a `file()` call) of a receiver named `s`, `ps` or `…scenario…`,
 /// the names the crate gives a `Scenario` or `PoolPlan::scenario`.
 fn scenario_file_reads(code: &str) -> usize {
+    file_fields(code)
+        .filter(|&(_, receiver)| scenario_receiver(receiver))
+        .count()
+}
+
+/// Each `.file` field access in `code` (not an identifier that goes on,
+/// not a `file()` call): its byte offset and the identifier before it.
+fn file_fields(code: &str) -> impl Iterator<Item = (usize, &str)> {
     let bytes = code.as_bytes();
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut n = 0;
-    for (i, _) in code.match_indices(".file") {
+    code.match_indices(".file").filter_map(move |(i, _)| {
         let after = bytes.get(i + ".file".len()).copied().unwrap_or(b' ');
         if ident(after) || after == b'(' {
-            continue;
+            return None;
         }
         let mut j = i;
         while j > 0 && bytes[j - 1].is_ascii_whitespace() {
@@ -441,12 +448,13 @@ fn scenario_file_reads(code: &str) -> usize {
         while j > 0 && ident(bytes[j - 1]) {
             j -= 1;
         }
-        let receiver = &code[j..end];
-        if receiver == "s" || receiver == "ps" || receiver.contains("scenario") {
-            n += 1;
-        }
-    }
-    n
+        Some((i, &code[j..end]))
+    })
+}
+
+/// The names the crate gives a `Scenario` or `PoolPlan::scenario`.
+fn scenario_receiver(receiver: &str) -> bool {
+    receiver == "s" || receiver == "ps" || receiver.contains("scenario")
 }
 
 /// Resolution happens once, in `scenario/`: code outside it (and outside
@@ -767,25 +775,10 @@ fn scenario_file_fields() -> Vec<String> {
 /// of `fields` (the top-level keys of a scenario file), whatever the
 /// receiver is called (`s1.file.engine`, `base.file.fleet`).
 fn raw_scenario_reads(code: &str, fields: &[String]) -> usize {
-    let bytes = code.as_bytes();
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut keyed = 0;
-    for (i, _) in code.match_indices(".file") {
-        let after = bytes.get(i + ".file".len()).copied().unwrap_or(b' ');
-        if ident(after) || after == b'(' {
-            continue;
-        }
+    for (i, receiver) in file_fields(code) {
         // The receiver's rule is `scenario_file_reads`'s: count the rest.
-        let mut j = i;
-        while j > 0 && bytes[j - 1].is_ascii_whitespace() {
-            j -= 1;
-        }
-        let end = j;
-        while j > 0 && ident(bytes[j - 1]) {
-            j -= 1;
-        }
-        let receiver = &code[j..end];
-        if receiver == "s" || receiver == "ps" || receiver.contains("scenario") {
+        if scenario_receiver(receiver) {
             continue;
         }
         let rest = code[i + ".file".len()..].trim_start();
